@@ -1,0 +1,146 @@
+"""Device data types and exactly-once rounding into them.
+
+Every golden is computed in float64 and must be rounded to the output dtype
+exactly once. NumPy rounds float64 -> float16/float32 correctly, but
+ml_dtypes rounds float64 -> bfloat16 through float32, i.e. twice. We avoid
+that with round-to-odd into float32 (24 bits >= 8 + 2, so the second rounding
+is then exact-once), the standard remedy for double rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    """One device dtype: storage type, ACL enum and IEEE-like format parameters."""
+
+    name: str
+    np_dtype: np.dtype
+    acl_id: int
+    acl_name: str
+    precision: int  # significand bits including the implicit one
+    emin: int  # exponent of the smallest normal
+    max_finite: float
+
+    @property
+    def itemsize(self) -> int:
+        return self.np_dtype.itemsize
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0**self.emin
+
+    @property
+    def smallest_subnormal(self) -> float:
+        return 2.0 ** (self.emin - self.precision + 1)
+
+    @property
+    def eps(self) -> float:
+        """Spacing of 1.0 and the next value (one ulp at exponent 0)."""
+        return 2.0 ** (1 - self.precision)
+
+    @property
+    def is16bit(self) -> bool:
+        return self.itemsize == 2
+
+    @property
+    def uint_dtype(self) -> np.dtype:
+        return np.dtype(f"<u{self.itemsize}")
+
+
+FLOAT32 = DType("float32", np.dtype("<f4"), 0, "ACL_FLOAT", 24, -126, float(np.finfo(np.float32).max))
+FLOAT16 = DType("float16", np.dtype("<f2"), 1, "ACL_FLOAT16", 11, -14, 65504.0)
+BFLOAT16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 27, "ACL_BF16", 8, -126, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
+
+DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16)}
+_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+
+
+def lookup(name: str) -> DType:
+    """Find a dtype by name or common alias; KeyError lists the valid names."""
+    key = _ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in DTYPES:
+        raise KeyError(f"unknown dtype '{name}' (valid: {', '.join(DTYPES)})")
+    return DTYPES[key]
+
+
+def _f64_to_f32_round_to_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd: truncate, then set the last bit if inexact."""
+    nearest = x.astype(np.float32)
+    back = nearest.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        inexact = (back != x) & np.isfinite(x)
+        overshoot = inexact & (np.abs(back) > np.abs(x))
+    bits = nearest.view(np.uint32).copy()
+    bits[overshoot] -= np.uint32(1)  # one step toward zero (sign-magnitude encoding); inf -> max finite
+    bits[inexact] |= np.uint32(1)
+    return bits.view(np.float32)
+
+
+def round_from_f64(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """Round float64 values to `dtype` once, to nearest, ties to even."""
+    x = np.asarray(x, dtype=np.float64)
+    if dtype is BFLOAT16:
+        return _f64_to_f32_round_to_odd(x).astype(BFLOAT16.np_dtype)
+    return x.astype(dtype.np_dtype)
+
+
+def round_f32_half_away(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """float32 -> 16-bit dtype rounding to nearest, ties away from zero (Ascend CAST_ROUND)."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype is FLOAT32:
+        return x.copy()
+    if dtype is BFLOAT16:
+        bits = x.view(np.uint32)
+        rounded = ((bits + np.uint32(0x8000)) >> np.uint32(16)).astype(np.uint16)
+        nan = np.isnan(x)
+        rounded[nan] = ((bits[nan] >> np.uint32(16)) | np.uint32(0x0040)).astype(np.uint16)
+        return rounded.view(BFLOAT16.np_dtype)
+    # float16: round the exact float32 value half away from zero by nudging ties outward.
+    nearest = x.astype(np.float16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = x.astype(np.float64) - nearest.astype(np.float64)
+        away = np.nextafter(nearest, np.copysign(np.float16(np.inf), x).astype(np.float16))
+        ulp_half = np.abs(away.astype(np.float64) - nearest.astype(np.float64)) / 2
+        tie_toward_zero = (np.abs(err) == ulp_half) & (np.abs(nearest) < np.abs(x)) & np.isfinite(x)
+    return np.where(tie_toward_zero, away, nearest)
+
+
+def round_from_f32(x: np.ndarray, dtype: DType, mode: str = "rint") -> np.ndarray:
+    """How a kernel casts its float32 result back: 'rint' (half to even) or 'round' (half away)."""
+    x = np.asarray(x, dtype=np.float32)
+    if mode == "round":
+        return round_f32_half_away(x, dtype)
+    return x.astype(dtype.np_dtype)
+
+
+def round_fraction(q: Fraction, dtype: DType) -> float:
+    """Round an exact rational to `dtype` (nearest, ties to even), with subnormals and overflow."""
+    if q == 0:
+        return 0.0
+    negative = q < 0
+    a = -q if negative else q
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, dtype.emin)
+    quantum = Fraction(2) ** (e - dtype.precision + 1)
+    value = round(a / quantum) * quantum  # Fraction.__round__ rounds half to even
+    result = float("inf") if value > dtype.max_finite else float(value)
+    return -result if negative else result
+
+
+def to_f64(x: np.ndarray) -> np.ndarray:
+    """Exact widening of any device dtype to float64."""
+    return np.asarray(x).astype(np.float64)
+
+
+def to_f32(x: np.ndarray) -> np.ndarray:
+    """Exact widening of a 16-bit dtype to float32 (what kernels do first)."""
+    return np.asarray(x).astype(np.float32)

@@ -1,0 +1,149 @@
+"""case.json: the contract between aclnn-cli and a device harness (see README, "The manifest").
+
+Written by gen; read back by emulate and verify, which trust nothing in it
+without checking.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from . import dtypes as D
+from .cases import STATUSES, Case
+from .errors import UserError
+from .layout import Layout
+from .ops import OpSpec, find_op
+
+SCHEMA = "aclnn-cli/case/1"
+MANIFEST = "case.json"
+STATUS_FILE = "status.txt"
+FORMAT_ND = 2
+STATUS_NAMES = {v: k for k, v in STATUSES.items()}
+
+
+def input_file(name: str) -> str:
+    return f"{name}.bin"
+
+
+def golden_file(name: str) -> str:
+    return f"{name}.golden.bin"
+
+
+def dump_file(name: str) -> str:
+    return f"{name}.dump.bin"
+
+
+def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
+    tensors = []
+    for t in case.tensors:
+        entry = {
+            "name": t.name, "role": t.role, "dtype": t.dtype.name, "acl_dtype": t.dtype.acl_id,
+            "acl_dtype_name": t.dtype.acl_name, "format": "ND", "acl_format": FORMAT_ND,
+            **t.layout.to_json(), "file": input_file(t.name), "sha256": digests[input_file(t.name)],
+        }
+        if t.role == "input":
+            entry["fill"] = t.fill.describe()
+        elif case.expect_status == 0:
+            entry.update(golden=golden_file(t.name), golden_sha256=digests[golden_file(t.name)],
+                         dump=dump_file(t.name))
+        tensors.append(entry)
+    return {
+        "schema": SCHEMA, "tool_version": __version__, "case_id": case.case_id, "name": case.name,
+        "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
+        "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],
+        "status_file": STATUS_FILE, "standard": case.standard, "tensors": tensors,
+        "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
+                   "exact_fallback_elements": exact_fallbacks},
+    }
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    role: str
+    dtype: D.DType
+    layout: Layout
+    file: Path
+    golden: Path | None
+    dump: Path | None
+
+
+@dataclass(frozen=True)
+class CaseManifest:
+    dir: Path
+    case_id: str
+    op: OpSpec
+    product: str
+    seed: int
+    expect_status: int
+    standard: str | None
+    tensors: tuple[TensorEntry, ...]
+    raw: dict
+
+    @property
+    def inputs(self) -> tuple[TensorEntry, ...]:
+        return tuple(t for t in self.tensors if t.role == "input")
+
+    @property
+    def output(self) -> TensorEntry:
+        return next(t for t in self.tensors if t.role == "output")
+
+
+def load(case_dir: Path) -> CaseManifest:
+    """Read and check one case directory's manifest."""
+    path = case_dir / MANIFEST
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=str(case_dir)) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"unreadable manifest: {exc}", where=str(path)) from None
+    try:
+        if raw.get("schema") != SCHEMA:
+            raise ValueError(f"schema is {raw.get('schema')!r}, this tool reads {SCHEMA!r}")
+        op = find_op(raw["op"])
+        tensors = tuple(_tensor(case_dir, t) for t in raw["tensors"])
+        if [t.name for t in tensors] != [t.name for t in op.tensors]:
+            raise ValueError(f"tensors {[t.name for t in tensors]} do not match {op.name}")
+        return CaseManifest(case_dir, str(raw["case_id"]), op, str(raw["product"]), int(raw["seed"]),
+                            int(raw["expect_status"]), raw.get("standard"), tensors, raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"malformed manifest: {exc}", where=str(path)) from None
+
+
+def _local(case_dir: Path, name) -> Path:
+    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise ValueError(f"file name {name!r} must be a plain name inside the case directory")
+    return case_dir / name
+
+
+def _tensor(case_dir: Path, t: dict) -> TensorEntry:
+    layout = Layout(tuple(int(d) for d in t["shape"]), tuple(int(s) for s in t["strides"]), int(t["offset"]),
+                    int(t["storage_shape"][0]))
+    problem = layout.check()
+    if problem:
+        raise ValueError(f"tensor {t['name']}: {problem}")
+    return TensorEntry(
+        str(t["name"]), str(t["role"]), D.lookup(t["dtype"]), layout, _local(case_dir, t["file"]),
+        _local(case_dir, t["golden"]) if t.get("golden") else None,
+        _local(case_dir, t["dump"]) if t.get("dump") else None,
+    )
+
+
+def find_cases(root: Path) -> list[Path]:
+    """Case directories under an output root (or the root itself if it is one), sorted."""
+    if (root / MANIFEST).is_file():
+        return [root]
+    if not root.is_dir():
+        raise UserError("no such directory", where=str(root))
+    dirs = sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
+    if not dirs:
+        raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
+    return dirs
+
+
+def dumps_json(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"

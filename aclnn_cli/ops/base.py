@@ -1,0 +1,120 @@
+"""What an operator declares. The generator, emulator and checker all read this one object.
+
+Adding an operator means writing one module in this package that builds an
+`OpSpec` and calls `register` (see docs/adding-an-op.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Callable, Mapping
+
+import numpy as np
+
+Arrays = Mapping[str, np.ndarray]
+
+# Error bounds of float64 evaluations are expressed in units of this.
+F64_UNIT = 2.0**-53
+# Outputs this far below the incoming gradient are beyond what a kernel with
+# float32 intermediates can resolve: exp overflows at |x| ~ 88.7, i.e. e^-88.7 ~ 2^-128.
+GRAD_RELATIVE_FLOOR = 2.0**-100
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    role: str  # "input" or "output"
+    default_fill: Mapping  # a generator spec as written in YAML
+    read_by_kernel: bool = True  # False for tensors the op takes but never reads (LogSigmoid's buffer)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A float64 evaluation of the exact result.
+
+    value: the float64 result; bound: a safe bound on |value - exact|, so the
+    rounding into the output dtype can be certified; scale: the magnitude of
+    the terms the result is made of (>= |exact|), i.e. what rounding error in
+    a float32 kernel is proportional to. Where terms cancel, scale >> |exact|.
+    """
+
+    value: np.ndarray
+    bound: np.ndarray
+    scale: np.ndarray
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str  # the aclnn API name, e.g. "aclnnSiluBackward"
+    key: str  # short snake_case name used in case ids, e.g. "silu_backward"
+    summary: str
+    formula: str
+    tensors: tuple[TensorSpec, ...]
+    products: Mapping[str, tuple[str, ...]]  # product -> dtypes supported there
+    dims: tuple[int, int]
+    empty_ok: bool
+    reference: Callable[[Arrays], Reference]  # finite inputs, float64, numerically stable
+    ieee: Callable[[Arrays], np.ndarray]  # the textbook formula in IEEE float64, for non-finite inputs
+    exact: Callable[[Mapping[str, Fraction]], Fraction | Decimal]  # one element, to >= 150 bits
+    kernel: Callable[[Arrays], np.ndarray]  # how the device computes, in float32
+    special_values: str  # documented semantics at inf/nan
+    cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"
+    edge: Callable[[Arrays], np.ndarray] | None = None  # device-side result where it legitimately differs
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return tuple(t for t in self.tensors if t.role == "input")
+
+    @property
+    def output(self) -> TensorSpec:
+        (out,) = [t for t in self.tensors if t.role == "output"]
+        return out
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for dts in self.products.values():
+            seen.update(dict.fromkeys(dts))
+        return tuple(seen)
+
+    def golden_f64(self, inputs: Arrays) -> Reference:
+        """The reference on any inputs: stable math where all are finite, IEEE formula elsewhere."""
+        finite = np.ones(np.shape(next(iter(inputs.values()))), dtype=bool)
+        for t in self.inputs:
+            if t.read_by_kernel:
+                finite &= np.isfinite(inputs[t.name])
+        if finite.all():
+            return self.reference(inputs)
+        ok = {k: np.where(finite, v, 0.0) for k, v in inputs.items()}
+        ref = self.reference(ok)
+        with np.errstate(all="ignore"):
+            special = self.ieee({k: v[~finite] for k, v in inputs.items()})
+        value = ref.value.copy()
+        value[~finite] = special
+        bound, scale = ref.bound.copy(), ref.scale.copy()
+        bound[~finite] = 0.0
+        scale[~finite] = np.abs(special)
+        return Reference(value, bound, scale)
+
+
+def grad_linear_reference(dy: np.ndarray, factor: np.ndarray, terms: np.ndarray, rel_bound: np.ndarray | float) -> Reference:
+    """Reference for ops of the form dy * factor(x).
+
+    terms: magnitude of the parts factor is summed from (>= |factor|);
+    rel_bound: error of factor in units of F64_UNIT * terms.
+    """
+    abs_dy = np.abs(dy)
+    value = dy * factor
+    bound = F64_UNIT * rel_bound * abs_dy * terms + abs_dy * 2.0**-1060
+    scale = abs_dy * np.maximum(terms, GRAD_RELATIVE_FLOOR)
+    return Reference(value, bound, scale)
+
+
+def sigmoid_pair(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sigmoid(z) and sigmoid(-z), each to a few float64 ulps for every finite z (no overflow)."""
+    e = np.exp(-np.abs(z))
+    inv = 1.0 / (1.0 + e)
+    pos = z >= 0
+    return np.where(pos, inv, e * inv), np.where(pos, e * inv, inv)

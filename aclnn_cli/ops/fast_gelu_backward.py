@@ -1,0 +1,58 @@
+"""aclnnFastGeluBackward: dx = dy * s * (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import numpy as np
+
+from . import exact as X
+from .base import OpSpec, TensorSpec
+from .registry import register
+from .swish import swish_grad_reference
+
+ALPHA = 1.702
+
+
+def _ieee(t):
+    m = -ALPHA * t["self"]
+    d = 1.0 / (np.exp(m) + 1.0)
+    return ((d - 1.0) * m + 1.0) * d * t["gradOutput"]
+
+
+def _exact(t):
+    return X.evaluate(lambda: X.dec(t["gradOutput"]) * X.swish_factor(Decimal("1.702") * X.dec(t["self"])))
+
+
+def _kernel(t):
+    x, dy = t["self"], t["gradOutput"]
+    m = np.float32(-ALPHA) * x
+    d = np.float32(1) / (np.exp(m) + np.float32(1))
+    return ((d - np.float32(1)) * m + np.float32(1)) * d * dy
+
+
+SPEC = register(OpSpec(
+    name="aclnnFastGeluBackward",
+    key="fast_gelu_backward",
+    summary="Gradient of FastGelu (x * sigmoid(1.702 x)).",
+    formula="dx = dy * s * (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x)",
+    tensors=(
+        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+        TensorSpec("self", "input", {"uniform": [-8, 8]}),
+        TensorSpec("gradInput", "output", {"constant": 0}),
+    ),
+    products={
+        "950": ("float32", "float16", "bfloat16"),
+        "A3": ("float32", "float16", "bfloat16"),
+        "A2": ("float32", "float16", "bfloat16"),
+    },
+    dims=(0, 8),
+    empty_ok=False,
+    # 1.702 is not a binary fraction: z carries ~2 float64 units of relative error.
+    reference=lambda t: swish_grad_reference(t["gradOutput"], ALPHA * t["self"], z_rel_err=2.0),
+    ieee=_ieee,
+    exact=_exact,
+    kernel=_kernel,
+    special_values="self = +inf or -inf gives NaN (0 * inf in the doc formula, as the kernel computes it); "
+                   "NaN in either input gives NaN. The constant is exactly 1.702 (decimal).",
+))

@@ -1,0 +1,80 @@
+"""aclnnHardsigmoidBackward: out = dy / 6 where -3 < x < 3, else 0."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .base import OpSpec, Reference, TensorSpec, grad_linear_reference
+from .registry import register
+
+ALPHA32, BETA32 = np.float32(1.0) / np.float32(6.0), np.float32(0.5)
+
+
+def _inside(x):
+    with np.errstate(invalid="ignore"):
+        return (x > -3.0) & (x < 3.0)  # NaN compares false: 0
+
+
+def _reference(t):
+    inside = _inside(t["self"])
+    factor = np.where(inside, 1.0 / 6.0, 0.0)
+    ref = grad_linear_reference(t["gradOutput"], factor, factor, 1.0)
+    # Outside the window the kernel selects a literal +0, whatever the sign of gradOutput.
+    return Reference(np.where(inside, ref.value, 0.0), ref.bound, ref.scale)
+
+
+def _ieee(t):
+    return np.where(_inside(t["self"]), t["gradOutput"] / 6.0, 0.0)
+
+
+def _exact(t):
+    return t["gradOutput"] / 6 if -3 < t["self"] < 3 else Fraction(0)
+
+
+def _device_window(x32):
+    """The kernel's test: t = x/6 + 1/2 in float32, pass where 0 < t < 1."""
+    with np.errstate(invalid="ignore"):
+        t = x32 * ALPHA32 + BETA32
+        return (t > 0) & (t < 1)
+
+
+def _kernel(t):
+    return np.where(_device_window(t["self"]), t["gradOutput"] * ALPHA32, np.float32(0))
+
+
+def _edge(t):
+    """Near +-3 the float32 window differs from the exact one (x = 2.9999998 gives 0 on the device)."""
+    x = t["self"]
+    device = _device_window(x.astype(np.float32))
+    differs = device != _inside(x)
+    return np.where(differs, np.where(device, t["gradOutput"] / 6.0, 0.0), np.nan)
+
+
+SPEC = register(OpSpec(
+    name="aclnnHardsigmoidBackward",
+    key="hardsigmoid_backward",
+    summary="Gradient of hardsigmoid max(0, min(1, x/6 + 1/2)).",
+    formula="out = gradOutput / 6 where -3 < self < 3 (strict), else 0",
+    tensors=(
+        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+        TensorSpec("self", "input", {"uniform": [-4, 4]}),
+        TensorSpec("out", "output", {"constant": 0}),
+    ),
+    products={
+        "A3": ("float32", "float16", "bfloat16"),
+        "A2": ("float32", "float16", "bfloat16"),
+    },
+    dims=(0, 8),
+    empty_ok=True,
+    reference=_reference,
+    ieee=_ieee,
+    exact=_exact,
+    kernel=_kernel,
+    special_values="self = +-inf or NaN gives 0 (whatever gradOutput is); inside (-3, 3) NaN or inf in "
+                   "gradOutput propagates. Golden takes the exact window: float32 self = 2.9999998 gives "
+                   "gradOutput/6; the device's float32 test gives 0 there, which verify also accepts.",
+    cast_mode={"bfloat16": "round"},
+    edge=_edge,
+))

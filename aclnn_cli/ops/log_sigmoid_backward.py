@@ -1,0 +1,54 @@
+"""aclnnLogSigmoidBackward: gradInput = dy / (1 + e^x). The buffer input is taken but never read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import exact as X
+from .base import OpSpec, TensorSpec, grad_linear_reference, sigmoid_pair
+from .registry import register
+
+
+def _reference(t):
+    _, factor = sigmoid_pair(t["self"])  # sigmoid(-x) = 1 / (1 + e^x)
+    return grad_linear_reference(t["gradOutput"], factor, factor, 16.0)
+
+
+def _ieee(t):
+    return t["gradOutput"] / (1.0 + np.exp(t["self"]))
+
+
+def _exact(t):
+    return X.evaluate(lambda: X.dec(t["gradOutput"]) * X.sigmoid(-X.dec(t["self"])))
+
+
+def _kernel(t):
+    x, dy = t["self"], t["gradOutput"]
+    e = np.exp(-np.abs(x))
+    return dy * (np.where(x < 0, np.float32(1), e) / (np.float32(1) + e))
+
+
+SPEC = register(OpSpec(
+    name="aclnnLogSigmoidBackward",
+    key="log_sigmoid_backward",
+    summary="Gradient of log(sigmoid(x)).",
+    formula="gradInput = gradOutput / (1 + e^self)   (buffer: not read)",
+    tensors=(
+        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+        TensorSpec("self", "input", {"uniform": [-8, 8]}),
+        TensorSpec("buffer", "input", {"constant": 0}, read_by_kernel=False),
+        TensorSpec("gradInput", "output", {"constant": 0}),
+    ),
+    products={
+        "A3": ("float32", "float16", "bfloat16"),
+        "A2": ("float32", "float16", "bfloat16"),
+    },
+    dims=(1, 8),
+    empty_ok=True,
+    reference=_reference,
+    ieee=_ieee,
+    exact=_exact,
+    kernel=_kernel,
+    special_values="self = -inf gives gradOutput; self = +inf gives 0 (NaN if gradOutput is +-inf); "
+                   "NaN in gradOutput or self gives NaN. buffer never affects the result.",
+))

@@ -1,0 +1,14 @@
+"""The operator registry: every module in aclnn_cli.ops that calls `register` is an operator."""
+
+from __future__ import annotations
+
+from .base import OpSpec
+
+OPS: dict[str, OpSpec] = {}
+
+
+def register(spec: OpSpec) -> OpSpec:
+    if spec.name in OPS:
+        raise ValueError(f"operator {spec.name} registered twice")
+    OPS[spec.name] = spec
+    return spec

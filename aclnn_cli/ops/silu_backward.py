@@ -1,0 +1,52 @@
+"""aclnnSiluBackward: gradInput = dy * s(x) * (1 + x (1 - s(x))), s = sigmoid."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import exact as X
+from .base import OpSpec, TensorSpec
+from .registry import register
+from .swish import swish_grad_reference
+
+
+def _ieee(t):
+    s = 1.0 / (1.0 + np.exp(-t["self"]))
+    return t["gradOutput"] * s * (1.0 + t["self"] * (1.0 - s))
+
+
+def _exact(t):
+    return X.evaluate(lambda: X.dec(t["gradOutput"]) * X.swish_factor(X.dec(t["self"])))
+
+
+def _kernel(t):
+    x, dy = t["self"], t["gradOutput"]
+    s = np.float32(1) / (np.float32(1) + np.exp(-x))
+    return dy * s * (np.float32(1) + x * (np.float32(1) - s))
+
+
+SPEC = register(OpSpec(
+    name="aclnnSiluBackward",
+    key="silu_backward",
+    summary="Gradient of SiLU (x * sigmoid(x)).",
+    formula="gradInput = gradOutput * s * (1 + self * (1 - s)), s = sigmoid(self)",
+    tensors=(
+        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+        TensorSpec("self", "input", {"uniform": [-8, 8]}),
+        TensorSpec("gradInput", "output", {"constant": 0}),
+    ),
+    products={
+        "950": ("float32", "float16", "bfloat16"),
+        "A3": ("float32", "float16", "bfloat16"),
+        "A2": ("float32", "float16", "bfloat16"),
+        "910": ("float32", "float16"),
+    },
+    dims=(1, 8),
+    empty_ok=True,
+    reference=lambda t: swish_grad_reference(t["gradOutput"], t["self"]),
+    ieee=_ieee,
+    exact=_exact,
+    kernel=_kernel,
+    special_values="self = +inf or -inf gives NaN (0 * inf inside the formula, as in PyTorch and the kernel); "
+                   "NaN in either input gives NaN; gradOutput = +-inf gives +-inf times the factor.",
+))

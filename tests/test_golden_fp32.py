@@ -1,0 +1,91 @@
+"""float32 goldens where float64 alone is not enough: around the zeros of the derivatives.
+
+Near x ~ -1.2785 (Silu) and x ~ -0.7512 (FastGelu) s(1 + z(1-s)) cancels, float64
+loses up to ~30 bits there, and only the certified-rounding fallback keeps the
+golden correctly rounded. Oracle: mpmath at 200 bits, rounded to 24 bits by mpmath.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+
+from aclnn_cli import dtypes as D
+from aclnn_cli.golden import golden
+from aclnn_cli.ops import OPS
+
+from oracle import FACTORS, PREC
+
+
+def round_to_f32(v) -> float:
+    """Nearest float32 by mpmath's own rounding (normal range; subnormals on the 2^-149 grid)."""
+    with mpmath.workprec(PREC):
+        if abs(v) < mpmath.mpf(2) ** -126:
+            return float(mpmath.floor(v * mpmath.mpf(2) ** 149 + mpmath.mpf("0.5")) * mpmath.mpf(2) ** -149)
+    with mpmath.workprec(24):
+        return float(+v)
+
+
+def around(root: float, n: int) -> np.ndarray:
+    centre = np.float32(root).view(np.int32)
+    return (centre + np.arange(-n, n + 1, dtype=np.int32)).view(np.float32)
+
+
+def check(op_name: str, x: np.ndarray, dy: np.ndarray) -> list:
+    op = OPS[op_name]
+    ins = {"gradOutput": dy, "self": x, "buffer": np.zeros_like(x)}
+    got, _ = golden(op, {t.name: ins[t.name] for t in op.inputs}, D.FLOAT32)
+    bad = []
+    with mpmath.workprec(PREC):
+        for xi, dyi, gi in zip(x, dy, got):
+            want = round_to_f32(mpmath.mpf(float(dyi)) * FACTORS[op_name](mpmath.mpf(float(xi))))
+            if want != float(gi):
+                bad.append((float(xi), float(dyi), float(gi), want))
+    return bad
+
+
+@pytest.mark.parametrize("op_name,root", [("aclnnSiluBackward", -1.2784645), ("aclnnFastGeluBackward", -0.7511661)])
+def test_fp32_golden_is_correctly_rounded_at_the_derivative_zero(op_name, root):
+    x = around(root, 3000)
+    dy = np.ones_like(x)
+    assert check(op_name, x, dy) == []
+
+
+@pytest.mark.parametrize("op_name", sorted(OPS))
+def test_fp32_golden_is_correctly_rounded_on_a_wide_sample(op_name):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-12, 12, 3000), rng.choice([-1, 1], 1000) * np.exp(rng.uniform(-30, 5.5, 1000))])
+    x = np.concatenate([x, [88.5, 89.0, 103.0, -88.5, -89.0, -103.0, 2.9999998, -2.9999998]]).astype(np.float32)
+    dy = rng.standard_normal(x.size).astype(np.float32)
+    assert check(op_name, x, dy) == []
+
+
+def test_round_to_odd_avoids_double_rounding_into_bf16():
+    # REFERENCE.md section 5: via float32 RNE this becomes 1.0; correct rounding gives 1.0078125.
+    x = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 1 + 2**-8, 1 + 3 * 2**-8])
+    got = D.round_from_f64(x, D.BFLOAT16).astype(np.float64)
+    assert got.tolist() == [1.0078125, -1.0078125, 1.0, 1.015625]
+
+
+def test_bf16_rounding_matches_exact_rational_rounding():
+    """Values placed just off bf16 midpoints (where double rounding bites), normals and subnormals."""
+    import mpmath
+
+    from oracle import Rounder
+
+    rounder = Rounder(D.BFLOAT16.np_dtype)
+    rng = np.random.default_rng(3)
+    mant = rng.integers(128, 256, 4000).astype(np.float64)
+    exps = rng.integers(-140, 120, 4000)
+    offsets = rng.choice([-1, 1], 4000) * 2.0 ** rng.integers(-40, -24, 4000)
+    x = np.ldexp(mant + 0.5 + offsets, exps - 7)  # midpoint of two bf16 neighbours, nudged
+    got = D.round_from_f64(x, D.BFLOAT16).astype(np.float64)
+    want_bits = [rounder(mpmath.mpf(v)) for v in x]
+    want = np.array(want_bits, dtype=np.uint16).view(D.BFLOAT16.np_dtype).astype(np.float64)
+    assert got.tolist() == want.tolist()
+    # The exact-fallback rounding agrees with the oracle too.
+    from fractions import Fraction
+    assert [D.round_fraction(Fraction(v), D.BFLOAT16) for v in x[:500]] == want[:500].tolist()
+    naive = x.astype(D.BFLOAT16.np_dtype).astype(np.float64)
+    assert (naive != want).sum() > 100  # the data does exercise double rounding
