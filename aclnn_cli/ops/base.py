@@ -61,7 +61,9 @@ class OpSpec:
     kernel: Callable[[Arrays], np.ndarray]  # how the device computes, in float32
     special_values: str  # documented semantics at inf/nan
     cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"
-    edge: Callable[[Arrays], np.ndarray] | None = None  # device-side result where it legitimately differs
+    # Where a float32 kernel legitimately differs from the exact result (a discontinuity it
+    # places one float32 step away, an intermediate that overflows float32): (where, device value).
+    edge: Callable[[Arrays], tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

@@ -1,0 +1,124 @@
+"""The aclnn-cli command line: parse arguments, call the library, print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from . import __version__
+from . import manifest as M
+from .cases import load_cases
+from .compare import STANDARDS
+from .emulate import emulate_case
+from .errors import UserError
+from .gen import generate_case
+from .progress import Progress
+from .report import print_cases, print_summary, verify_json, write_json
+from .verify import verify_dirs
+
+BUNDLED = Path(__file__).resolve().parent.parent / "cases"
+
+
+def _console() -> Console:
+    """Wide enough for the tables in CI logs, where there is no terminal to size them."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=160)
+
+
+def _fail(exc: UserError) -> None:
+    click.echo(f"aclnn-cli: error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aclnn-cli")
+def main() -> None:
+    """Golden data and precision gate for Ascend aclnn operators.
+
+    \b
+    gen       YAML cases -> device-layout .bin inputs, goldens, case.json
+    emulate   play the device: write the outputs the way the kernels compute
+    verify    judge device dumps against the goldens (exit 0 pass, 1 fail, 2 bad input)
+    """
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
+def gen(paths: tuple[Path, ...], out: Path) -> None:
+    """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases/)."""
+    try:
+        cases = load_cases(list(paths) or [BUNDLED])
+        with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
+            for case in cases:
+                generate_case(case, out)
+                bar.advance(case.case_id, case.numel)
+    except UserError as exc:
+        _fail(exc)
+    click.echo(f"generated {len(cases)} cases in {out}")
+
+
+@main.command()
+@click.argument("out", type=click.Path(path_type=Path))
+def emulate(out: Path) -> None:
+    """Write every output dump under OUT as the device kernels would compute it."""
+    try:
+        dirs = M.find_cases(out)
+        manifests = [M.load(d) for d in dirs]
+        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+            for m in manifests:
+                emulate_case(m)
+                bar.advance(m.case_id, m.output.layout.numel)
+    except UserError as exc:
+        _fail(exc)
+    click.echo(f"emulated {len(manifests)} cases in {out}")
+
+
+@main.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--standard", type=click.Choice(sorted(STANDARDS)), default=None,
+              help="Precision standard for every case (default: each case's own, else mere-mare).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the results as JSON here.")
+@click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+def verify(out: Path, standard: str | None, json_path: Path | None, failures_only: bool) -> None:
+    """Judge the device dumps under OUT against their goldens."""
+    console = _console()
+    try:
+        dirs = M.find_cases(out)
+        with Progress("verify", len(dirs), None) as bar:
+            run = verify_dirs(dirs, standard, on_case=lambda r: bar.advance(r.case_id, 0))
+    except UserError as exc:
+        _fail(exc)
+    print_cases(console, run, show_passing=not failures_only)
+    print_summary(console, run)
+    if json_path:
+        write_json(json_path, verify_json(run, standard))
+    sys.exit(run.exit_code)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the operator table as JSON.")
+def ops(as_json: bool) -> None:
+    """List the operators, their dtypes per product and shape rules."""
+    from .ops import OPS
+
+    data = [{"op": s.name, "formula": s.formula, "tensors": [[t.name, t.role] for t in s.tensors],
+             "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims),
+             "empty": s.empty_ok, "special_values": s.special_values} for s in OPS.values()]
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="operators")
+    for col in ("op", "signature", "dtypes per product", "dims", "empty"):
+        table.add_column(col, overflow="fold")
+    for d in data:
+        sig = ", ".join(f"{n}" + ("*" if r == "output" else "") for n, r in d["tensors"])
+        prods = "; ".join(f"{p}: {'/'.join(v)}" for p, v in d["products"].items())
+        table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no")
+    _console().print(table)
