@@ -187,14 +187,14 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int) -> lis
             raise err(f"{op.name} does not support {dtype.name} on {product} "
                       f"(supported: {', '.join(op.products[str(product)])})", "dtype")
         _check_shape(op, shape, err)
-        exhaustive = [t.name for t in op.inputs if fills[t.name].kind == "all_values"]
-        if exhaustive and shape != (-1,) and math.prod(shape) != all_values_count(dtype):
-            raise err(f"all_values gives {all_values_count(dtype)} elements; shape {list(shape)} holds "
-                      f"{math.prod(shape)} (leave shape out)", f"inputs.{exhaustive[0]}")
         for t in op.inputs:
             problem = check_fits(fills[t.name], dtype)
             if problem:
                 raise err(problem, f"inputs.{t.name}")
+        exhaustive = [t.name for t in op.inputs if fills[t.name].kind == "all_values"]
+        if exhaustive and shape != (-1,) and math.prod(shape) != all_values_count(dtype):
+            raise err(f"all_values gives {all_values_count(dtype)} elements; shape {list(shape)} holds "
+                      f"{math.prod(shape)} (leave shape out)", f"inputs.{exhaustive[0]}")
         parts = [op.key, name]
         if multi["dtype"]:
             parts.append(dtype.name)

@@ -34,8 +34,9 @@ class ElementErrors:
 
 def ulp_at(g: np.ndarray, dtype: DType) -> np.ndarray:
     """One ulp of `dtype` at the exponent of |g| (never below the subnormal spacing)."""
-    _, e = np.frexp(np.abs(g))
-    return np.ldexp(1.0, np.maximum(e - 1, dtype.emin) - dtype.precision + 1)
+    _, e = np.frexp(np.abs(g))  # frexp(0) gives exponent 0: zero belongs to the smallest binade
+    e = np.where(g == 0, dtype.emin, np.maximum(e - 1, dtype.emin))
+    return np.ldexp(1.0, e - dtype.precision + 1)
 
 
 def special_mismatch(a: np.ndarray, g: np.ndarray) -> np.ndarray:

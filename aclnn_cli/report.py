@@ -46,10 +46,10 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = True) -> 
         console.print(table)
     for c in run.cases:
         if c.status != PASS:
-            console.print(f"[{STYLE[c.status]}]{c.status}[/] {c.case_id} ({c.standard}): {c.reason}")
+            console.print(f"[{STYLE[c.status]}]{c.status}[/] {c.case_id} ({c.standard}): {c.reason}", soft_wrap=True)
             if c.worst:
-                console.print(f"    worst {_worst(c.worst)}")
-            console.print(f"    in {c.path}")
+                console.print(f"    worst {_worst(c.worst)}", soft_wrap=True)
+            console.print(f"    in {c.path}", soft_wrap=True)
 
 
 def print_summary(console: Console, run: RunResult) -> None:

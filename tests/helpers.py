@@ -1,0 +1,45 @@
+"""Small helpers shared by the tests: write a case file, run the CLI, read storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from aclnn_cli import dtypes as D
+from aclnn_cli.cli import main
+
+
+def write_yaml(tmp: Path, text: str, name: str = "cases.yaml") -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def manifest(case_dir: Path) -> dict:
+    return json.loads((case_dir / "case.json").read_text())
+
+
+def read_storage(case_dir: Path, tensor: dict, key: str = "file") -> np.ndarray:
+    return np.fromfile(case_dir / tensor[key], dtype=D.lookup(tensor["dtype"]).np_dtype)
+
+
+def logical(case_dir: Path, tensor: dict, key: str = "file") -> np.ndarray:
+    """Read a tensor back through the manifest's shape/strides/offset only."""
+    storage = read_storage(case_dir, tensor, key)
+    shape, strides, offset = tensor["shape"], tensor["strides"], tensor["offset"]
+    out = np.empty(shape, dtype=storage.dtype)
+    for coords in np.ndindex(*shape):
+        out[coords] = storage[offset + sum(c * s for c, s in zip(coords, strides))]
+    return out
+
+
+def tensor(m: dict, name: str) -> dict:
+    return next(t for t in m["tensors"] if t["name"] == name)

@@ -1,0 +1,129 @@
+"""verify end to end: the bundled suite passes correct kernels and fails broken dumps, with clear reasons."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from aclnn_cli import manifest as M
+from aclnn_cli.cli import BUNDLED
+
+from helpers import manifest, read_storage, run_cli, tensor, write_yaml
+from independent_kernels import run as independent
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite") / "out"
+    result = run_cli("gen", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_bundled_suite_covers_every_op_dtype_and_a_large_and_tiny_shape():
+    from aclnn_cli.cases import load_cases
+
+    cases = load_cases([BUNDLED])
+    ops = {c.op.name for c in cases}
+    assert len(ops) == 4
+    for op in ops:
+        mine = [c for c in cases if c.op.name == op]
+        assert {c.output.dtype.name for c in mine} == {"float32", "float16", "bfloat16"}
+        assert min(c.numel for c in mine) == 1 and max(c.numel for c in mine) > 1_000_000
+        assert any(c.name == "special_values" or c.name == "edges" for c in mine)
+
+
+def test_emulated_device_passes_the_whole_bundled_suite(suite):
+    assert run_cli("emulate", suite).exit_code == 0
+    result = run_cli("verify", suite, "--json", suite / "v.json")
+    data = json.loads((suite / "v.json").read_text())
+    assert result.exit_code == 0, [c for c in data["cases"] if c["status"] != "PASS"][:3]
+    assert data["summary"]["PASS"] == data["summary"]["total"] > 90
+
+
+def test_independent_fp32_implementation_passes_the_whole_bundled_suite(suite, tmp_path):
+    work = tmp_path / "copy"
+    shutil.copytree(suite, work)
+    for d in M.find_cases(work):
+        m = manifest(d)
+        out = next(t for t in m["tensors"] if t["role"] == "output")
+        dy, x = read_storage(d, tensor(m, "gradOutput")), read_storage(d, tensor(m, "self"))
+        independent(m["op"], dy, x, dy.dtype).tofile(d / out["dump"])
+    result = run_cli("verify", work, "--failures-only")
+    assert result.exit_code == 0, result.output[-3000:]
+
+
+@pytest.fixture()
+def one_case(tmp_path):
+    text = "op: aclnnLogSigmoidBackward\ncases:\n  - {name: v, dtype: float16, shape: [64, 64], seed: 11}\n"
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    case = out / "log_sigmoid_backward-v"
+    return out, case, manifest(case)
+
+
+def _dump(case, m):
+    out = next(t for t in m["tensors"] if t["role"] == "output")
+    return case / out["dump"], read_storage(case, out, "dump"), read_storage(case, out, "golden")
+
+
+def test_one_element_a_few_ulps_beyond_tolerance_fails_and_says_where(one_case):
+    out, case, m = one_case
+    path, dump, gold = _dump(case, m)
+    g = gold.astype(np.float64)
+    i = int(np.flatnonzero((np.abs(g) >= 0.25) & (np.abs(g) < 0.26))[0])
+    # fp16 at |g| in [0.25, 0.26): one ulp is 2^-12, i.e. ~2^-10/1.04 relative; 10T = 10 * 2^-10.
+    bits = gold.view(np.uint16).copy()
+    bits[i] += 11  # 11 ulps: relative 11 * 2^-12 / 0.26 > 10T
+    bits.view(np.float16).tofile(path)
+    result = run_cli("verify", out)
+    assert result.exit_code == 1
+    assert "MARE" in result.output and f"element {i}" in result.output
+    assert f"[{i // 64}, {i % 64}]" in result.output  # coordinates of the worst element
+    bits[i] -= 3  # 8 ulps: relative <= 8 * 2^-12 / 0.25 = 8 * 2^-10 < 10T
+    bits.view(np.float16).tofile(path)
+    assert run_cli("verify", out).exit_code == 0
+
+
+def test_nan_where_a_number_is_expected_fails(one_case):
+    out, case, m = one_case
+    path, dump, gold = _dump(case, m)
+    bad = gold.copy()
+    bad[100] = np.nan
+    bad.tofile(path)
+    result = run_cli("verify", out)
+    assert result.exit_code == 1 and "NaN/Inf mismatches" in result.output and "first at element 100" in result.output
+
+
+def test_truncated_dump_is_named_and_exit_2(one_case):
+    out, case, m = one_case
+    path, dump, gold = _dump(case, m)
+    path.write_bytes(gold.tobytes()[:-2])
+    result = run_cli("verify", out)
+    assert result.exit_code == 2
+    assert "dump has 8190 bytes, expected 8192" in result.output and "Traceback" not in result.output
+
+
+def test_missing_dump_is_missing_and_exit_1(one_case):
+    out, case, m = one_case
+    _dump(case, m)[0].unlink()
+    result = run_cli("verify", out, "--json", out / "v.json")
+    assert result.exit_code == 1 and "MISSING" in result.output
+    assert json.loads((out / "v.json").read_text())["cases"][0]["status"] == "MISSING"
+
+
+def test_verify_of_a_directory_without_cases_is_exit_2(tmp_path):
+    result = run_cli("verify", tmp_path)
+    assert result.exit_code == 2 and "no generated cases" in result.output
+
+
+def test_other_standards_are_selectable(one_case):
+    out, case, m = one_case
+    for std in ("allclose", "absolute-threshold"):
+        result = run_cli("verify", out, "--standard", std, "--json", out / "v.json")
+        assert json.loads((out / "v.json").read_text())["cases"][0]["standard"] == std
+        assert result.exit_code in (0, 1)
