@@ -30,6 +30,26 @@ class TensorSpec:
     read_by_kernel: bool = True  # False for tensors the op takes but never reads (LogSigmoid's buffer)
 
 
+FLOATS = ("float32", "float16", "bfloat16")
+
+
+def products(*names: str, dtypes: tuple[str, ...] = FLOATS,
+             overrides: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
+    """Product -> dtypes table: every listed product supports `dtypes`, except as `overrides` says."""
+    return {name: tuple((overrides or {}).get(name, dtypes)) for name in names}
+
+
+def grad_signature(output: str, self_range: tuple[float, float] = (-8.0, 8.0),
+                   extra_inputs: tuple["TensorSpec", ...] = ()) -> tuple["TensorSpec", ...]:
+    """(gradOutput, self, *extra_inputs, output): the signature of activation backward ops."""
+    return (
+        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+        TensorSpec("self", "input", {"uniform": list(self_range)}),
+        *extra_inputs,
+        TensorSpec(output, "output", {"constant": 0}),
+    )
+
+
 @dataclass(frozen=True)
 class Reference:
     """A float64 evaluation of the exact result.

@@ -7,7 +7,7 @@ from decimal import Decimal
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, TensorSpec
+from .base import OpSpec, grad_signature, products
 from .registry import register
 from .swish import swish_grad_reference
 
@@ -44,16 +44,8 @@ SPEC = register(OpSpec(
     key="fast_gelu_backward",
     summary="Gradient of FastGelu (x * sigmoid(1.702 x)).",
     formula="dx = dy * s * (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x)",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-8, 8]}),
-        TensorSpec("gradInput", "output", {"constant": 0}),
-    ),
-    products={
-        "950": ("float32", "float16", "bfloat16"),
-        "A3": ("float32", "float16", "bfloat16"),
-        "A2": ("float32", "float16", "bfloat16"),
-    },
+    tensors=grad_signature("gradInput"),
+    products=products("950", "A3", "A2"),
     dims=(0, 8),
     empty_ok=False,
     # 1.702 is not a binary fraction: z carries ~2 float64 units of relative error.

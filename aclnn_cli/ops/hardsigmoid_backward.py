@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import OpSpec, Reference, TensorSpec, grad_linear_reference
+from .base import OpSpec, Reference, grad_linear_reference, grad_signature, products
 from .registry import register
 
 ALPHA32, BETA32 = np.float32(1.0) / np.float32(6.0), np.float32(0.5)
@@ -56,15 +56,8 @@ SPEC = register(OpSpec(
     key="hardsigmoid_backward",
     summary="Gradient of hardsigmoid max(0, min(1, x/6 + 1/2)).",
     formula="out = gradOutput / 6 where -3 < self < 3 (strict), else 0",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-4, 4]}),
-        TensorSpec("out", "output", {"constant": 0}),
-    ),
-    products={
-        "A3": ("float32", "float16", "bfloat16"),
-        "A2": ("float32", "float16", "bfloat16"),
-    },
+    tensors=grad_signature("out", self_range=(-4.0, 4.0)),
+    products=products("A3", "A2"),
     dims=(0, 8),
     empty_ok=True,
     reference=_reference,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, TensorSpec, grad_linear_reference, sigmoid_pair
+from .base import OpSpec, TensorSpec, grad_linear_reference, grad_signature, products, sigmoid_pair
 from .registry import register
 
 
@@ -33,16 +33,8 @@ SPEC = register(OpSpec(
     key="log_sigmoid_backward",
     summary="Gradient of log(sigmoid(x)).",
     formula="gradInput = gradOutput / (1 + e^self)   (buffer: not read)",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-8, 8]}),
-        TensorSpec("buffer", "input", {"constant": 0}, read_by_kernel=False),
-        TensorSpec("gradInput", "output", {"constant": 0}),
-    ),
-    products={
-        "A3": ("float32", "float16", "bfloat16"),
-        "A2": ("float32", "float16", "bfloat16"),
-    },
+    tensors=grad_signature("gradInput", extra_inputs=(TensorSpec("buffer", "input", {"constant": 0}, read_by_kernel=False),)),
+    products=products("A3", "A2"),
     dims=(1, 8),
     empty_ok=True,
     reference=_reference,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, TensorSpec
+from .base import OpSpec, grad_signature, products
 from .registry import register
 from .swish import swish_grad_reference
 
@@ -30,17 +30,8 @@ SPEC = register(OpSpec(
     key="silu_backward",
     summary="Gradient of SiLU (x * sigmoid(x)).",
     formula="gradInput = gradOutput * s * (1 + self * (1 - s)), s = sigmoid(self)",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-8, 8]}),
-        TensorSpec("gradInput", "output", {"constant": 0}),
-    ),
-    products={
-        "950": ("float32", "float16", "bfloat16"),
-        "A3": ("float32", "float16", "bfloat16"),
-        "A2": ("float32", "float16", "bfloat16"),
-        "910": ("float32", "float16"),
-    },
+    tensors=grad_signature("gradInput"),
+    products=products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")}),
     dims=(1, 8),
     empty_ok=True,
     reference=lambda t: swish_grad_reference(t["gradOutput"], t["self"]),
