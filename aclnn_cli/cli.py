@@ -103,22 +103,32 @@ def verify(out: Path, standard: str | None, json_path: Path | None, failures_onl
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the operator table as JSON.")
 def ops(as_json: bool) -> None:
-    """List the operators, their dtypes per product and shape rules."""
+    """List the operators: signature, dtypes per product, dims, empty, broadcast and mixed-dtype rules."""
+    from rich.table import Table
+
     from .ops import OPS
 
-    data = [{"op": s.name, "formula": s.formula, "tensors": [[t.name, t.role] for t in s.tensors],
-             "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims),
-             "empty": s.empty_ok, "special_values": s.special_values} for s in OPS.values()]
+    data = [op_info(s) for s in OPS.values()]
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    from rich.table import Table
-
-    table = Table(title="operators")
-    for col in ("op", "signature", "dtypes per product", "dims", "empty"):
+    table = Table(title="operators (the same data gen checks cases against)", show_lines=True)
+    for col in ("op", "signature", "dtypes per product", "dims", "empty", "broadcast", "mixed dtypes"):
         table.add_column(col, overflow="fold")
     for d in data:
-        sig = ", ".join(f"{n}" + ("*" if r == "output" else "") for n, r in d["tensors"])
-        prods = "; ".join(f"{p}: {'/'.join(v)}" for p, v in d["products"].items())
-        table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no")
+        sig = ", ".join(f"{t['name']}" + ("*" if t["role"] == "output" else "") for t in d["tensors"])
+        prods = "\n".join(f"{p}: {' '.join(v)}" for p, v in d["products"].items())
+        table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no",
+                      ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"])
     _console().print(table)
+
+
+def op_info(s) -> dict:
+    c = s.contract
+    mixed = ("promoted (fp16+bf16 -> fp32, any+fp32 -> fp32), cast to the output's dtype" if c.dtypes == "promote"
+             else f"on {', '.join(c.mixed_fp32_on)}: gradOutput != self needs a float32 output" if c.mixed_fp32_on
+             else "no: all identical")
+    return {"op": s.name, "formula": s.formula,
+            "tensors": [{"name": t.name, "role": t.role, "read": t.read_by_kernel} for t in s.tensors],
+            "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims), "empty": s.empty_ok,
+            "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values}

@@ -58,8 +58,12 @@ FLOAT32 = DType("float32", np.dtype("<f4"), 0, "ACL_FLOAT", 24, -126, float(np.f
 FLOAT16 = DType("float16", np.dtype("<f2"), 1, "ACL_FLOAT16", 11, -14, 65504.0)
 BFLOAT16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 27, "ACL_BF16", 8, -126, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
 
-DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16)}
-_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+# float64 exists for the API's rejection cases (ACL_DOUBLE): no op here accepts it.
+FLOAT64 = DType("float64", np.dtype("<f8"), 11, "ACL_DOUBLE", 53, -1022, float(np.finfo(np.float64).max))
+
+DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64)}
+_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+            "fp64": "float64", "double": "float64"}
 
 
 def lookup(name: str) -> DType:

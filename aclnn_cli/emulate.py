@@ -1,7 +1,9 @@
-"""emulate: play the device. Each output's dump is computed the way the kernel computes it.
+"""emulate: play the device. Phase one returns the contract's status; phase two computes like the kernel.
 
 16-bit inputs are widened to float32, the op's float32 kernel runs, and the
-result is cast back with the kernel's rounding mode (REFERENCE.md section 3).
+result is cast to the compute dtype with the kernel's rounding mode
+(REFERENCE.md section 3); where the output dtype differs (Hardsigmoid's
+promotion), a final Cast rounds to it to nearest even, as l0op::Cast does.
 """
 
 from __future__ import annotations
@@ -9,27 +11,34 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
+from . import dtypes as D
 from . import manifest as M
-from .dtypes import round_from_f32
-from .storage import CHUNK, chunks, open_storage, read_view, write_view
+from .ops.contract import compute_dtype
+from .storage import CHUNK, atomic_write_text, chunks, gather, open_storage, write_view
 
 
-def kernel_output(m: M.CaseManifest, inputs: dict[str, np.ndarray]) -> np.ndarray:
+def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     """The device result for one chunk of logical elements, in the output dtype."""
-    wide = {k: v.astype(np.float32) for k, v in inputs.items()}
     with np.errstate(all="ignore"):
+        wide = {k: v.astype(np.float32) for k, v in inputs.items()}
         result = m.op.kernel(wide)
-    out = m.output
-    return round_from_f32(result, out.dtype, m.op.cast_mode.get(out.dtype.name, "rint"))
+    inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+    result = D.round_from_f32(result, inner, m.op.cast_mode.get(inner.name, "rint"))
+    if inner != m.output.dtype:
+        result = D.round_from_f32(result.astype(np.float32), m.output.dtype)
+    return result
 
 
 def emulate_case(m: M.CaseManifest, chunk: int = CHUNK) -> Path | None:
-    """Write the output dump of one case (returns its path; None for negative cases)."""
+    """Write phase one's status and, if the call succeeds, the output dump (returns the dump's path)."""
+    outcome = m.phase_one()
+    atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
     out = m.output
-    if out.dump is None:
+    if outcome.status != 0 or out.dump is None:
         return None
     ins = {t.name: open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}") for t in m.inputs}
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
@@ -38,7 +47,7 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK) -> Path | None:
         if out.layout.numel:
             dump = np.memmap(tmp, dtype=out.dtype.np_dtype, mode="r+", shape=(out.layout.storage_size,))
             for start, stop in chunks(out.layout.numel, chunk):
-                values = {t.name: read_view(ins[t.name], t.layout, start, stop) for t in m.inputs}
+                values = {t.name: gather(ins[t.name], t.layout, out.layout.shape, start, stop) for t in m.inputs}
                 write_view(dump, out.layout, start, stop, kernel_output(m, values))
             dump.flush()
             del dump

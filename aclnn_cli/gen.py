@@ -1,4 +1,10 @@
-"""gen: case -> directory of storage .bin files, golden and case.json, written atomically."""
+"""gen: case -> directory of storage .bin files, golden and case.json, written atomically.
+
+Inputs are written by their own logical index, then read back through their
+views to compute the golden: broadcasting and self-overlapping views (stride 0)
+need no special case, and the golden is always computed from exactly the bytes
+the device will read.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from . import manifest as M
 from .cases import Case
 from .fill import generate
 from .golden import golden
-from .storage import CHUNK, atomic_write_text, chunks, create_storage, replace_dir, safe_child, sha256_file, write_view
+from .storage import (CHUNK, atomic_write_text, canary, chunks, create_storage, gather, in_view_mask, replace_dir,
+                      safe_child, sha256_file, write_view)
 
 
 @dataclass(frozen=True)
@@ -43,21 +50,36 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK) -> GenResult:
 
 
 def _write_tensors(case: Case, tmp: Path, chunk: int) -> int:
-    storages = {t.name: create_storage(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size)
-                for t in case.tensors}
-    out = case.output
-    want_golden = case.expect_status == 0
-    gold = create_storage(tmp / M.golden_file(out.name), out.dtype.np_dtype, out.layout.storage_size) if want_golden else None
+    storages = {}
+    for t in case.tensors:
+        if t.null:
+            continue
+        st = create_storage(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size)
+        if t.role == "output":
+            st[:] = canary(t.dtype)  # the device must overwrite every element of the view, and nothing else
+        elif not t.layout.is_contiguous:
+            st[~in_view_mask(t.layout)] = np.nan  # poison: a kernel reading outside the view sees NaN
+        storages[t.name] = st
+    for t in case.inputs:
+        if not t.null:
+            for start, stop in chunks(t.layout.numel, chunk):
+                write_view(storages[t.name], t.layout, start, stop, generate(t.fill, t.dtype, case.seed, t.slot, start, stop))
     fallbacks = 0
-    for start, stop in chunks(case.numel, chunk):
-        values = {t.name: generate(t.fill, t.dtype, case.seed, t.slot, start, stop) for t in case.inputs}
-        for t in case.inputs:
-            write_view(storages[t.name], t.layout, start, stop, values[t.name])
-        if gold is not None:
+    out = case.output
+    if case.expect_status == 0:
+        if isinstance(storages[out.name], np.memmap):
+            storages[out.name].flush()
+        gold_path = tmp / M.golden_file(out.name)
+        shutil.copyfile(tmp / M.input_file(out.name), gold_path)  # outside the view, expect the canary untouched
+        gold = np.memmap(gold_path, dtype=out.dtype.np_dtype, mode="r+", shape=(out.layout.storage_size,)) \
+            if out.layout.storage_size else np.empty(0, out.dtype.np_dtype)
+        for start, stop in chunks(out.layout.numel, chunk):
+            values = {t.name: gather(storages[t.name], t.layout, out.layout.shape, start, stop) for t in case.inputs}
             result, hard = golden(case.op, values, out.dtype)
             write_view(gold, out.layout, start, stop, result)
             fallbacks += hard
-    for arr in [*storages.values(), gold]:
+        storages["golden"] = gold
+    for arr in storages.values():
         if isinstance(arr, np.memmap):
             arr.flush()
     return fallbacks

@@ -75,3 +75,88 @@ def packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(d, 1)
     return tuple(reversed(strides))
+
+
+LAYOUT_KEYS = ("transposed", "gap", "step", "offset", "tail", "strides", "storage_shape")
+
+
+def from_spec(shape: tuple[int, ...], spec) -> Layout:
+    """A Layout from a case file's layout spec; ValueError says what is wrong.
+
+    spec: None or "contiguous"; "transposed" (storage holds the last two dims
+    swapped); or a mapping of: transposed (bool), gap (elements of padding after
+    each innermost storage row), step (stride of the innermost dim), offset,
+    tail (spare storage elements after the view), or explicit strides and
+    storage_shape.
+    """
+    if spec is None or spec == "contiguous":
+        spec = {}
+    elif spec == "transposed":
+        spec = {"transposed": True}
+    if not isinstance(spec, dict):
+        raise ValueError(f"a layout is 'contiguous', 'transposed' or a mapping of {', '.join(LAYOUT_KEYS)}; got {spec!r}")
+    for k in spec:
+        if k not in LAYOUT_KEYS:
+            raise ValueError(f"unknown layout key '{k}' (valid: {', '.join(LAYOUT_KEYS)})")
+    ints = {k: spec[k] for k in ("gap", "step", "offset", "tail") if k in spec}
+    for k, v in ints.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if k == "step" else 0):
+            raise ValueError(f"layout '{k}' must be an integer >= {1 if k == 'step' else 0}, got {v!r}")
+    ndim = len(shape)
+    if "strides" in spec:
+        strides = spec["strides"]
+        if not isinstance(strides, list) or len(strides) != ndim or not all(isinstance(s, int) and not isinstance(s, bool) for s in strides):
+            raise ValueError(f"layout strides must be {ndim} integers for shape {list(shape)}, got {strides!r}")
+        strides = tuple(strides)
+    else:
+        strides = _derived_strides(shape, bool(spec.get("transposed", False)), spec.get("step", 1), spec.get("gap", 0))
+    offset = spec.get("offset", 0)
+    numel = math.prod(shape)
+    needed = offset + (sum((d - 1) * s for d, s in zip(shape, strides)) + 1 if numel else 0)
+    if "storage_shape" in spec:
+        st = spec["storage_shape"]
+        if not (isinstance(st, list) and len(st) == 1 and isinstance(st[0], int) and st[0] >= 0):
+            raise ValueError(f"storage_shape is a one-element list [n], got {st!r}")
+        storage = st[0]
+    else:
+        storage = needed + spec.get("tail", 0)
+    layout = Layout(tuple(shape), strides, offset, storage)
+    problem = layout.check()
+    if problem:
+        raise ValueError(problem)
+    return layout
+
+
+def _derived_strides(shape: tuple[int, ...], transposed: bool, step: int, gap: int) -> tuple[int, ...]:
+    ndim = len(shape)
+    order = list(range(ndim))
+    if transposed:
+        if ndim < 2:
+            raise ValueError("'transposed' needs at least 2 dims")
+        order[-1], order[-2] = order[-2], order[-1]
+    perm = [max(shape[i], 1) for i in order]  # storage dims, outermost first
+    st = [0] * ndim
+    acc = step
+    for k in reversed(range(ndim)):
+        st[k] = acc
+        acc = perm[k] * step + gap if k == ndim - 1 else acc * perm[k]
+    strides = [0] * ndim
+    for k, i in enumerate(order):
+        strides[i] = st[k]
+    return tuple(strides)
+
+
+def source_positions(layout: Layout, out_shape: tuple[int, ...], flat: np.ndarray) -> np.ndarray | slice:
+    """Storage positions of an input's elements feeding output elements `flat` (broadcasting)."""
+    if layout.shape == tuple(out_shape):
+        if layout.is_contiguous and isinstance(flat, slice):
+            return flat
+        return layout.storage_index(np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat)
+    idx = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else np.asarray(flat, dtype=np.int64)
+    coords = np.unravel_index(idx, out_shape) if out_shape else ()
+    pos = np.full(idx.shape, layout.offset, dtype=np.int64)
+    lead = len(out_shape) - len(layout.shape)
+    for k, (size, stride) in enumerate(zip(layout.shape, layout.strides)):
+        if size != 1:
+            pos += coords[lead + k] * stride
+    return pos

@@ -16,6 +16,7 @@ from .cases import STATUSES, Case
 from .errors import UserError
 from .layout import Layout
 from .ops import OpSpec, find_op
+from .ops.contract import TensorDesc, check
 
 SCHEMA = "aclnn-cli/case/1"
 MANIFEST = "case.json"
@@ -39,6 +40,10 @@ def dump_file(name: str) -> str:
 def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
     tensors = []
     for t in case.tensors:
+        if t.null:  # the harness passes nullptr; dtype and shape say what the tensor would have been
+            tensors.append({"name": t.name, "role": t.role, "null": True, "dtype": t.dtype.name,
+                            "shape": list(t.layout.shape)})
+            continue
         entry = {
             "name": t.name, "role": t.role, "dtype": t.dtype.name, "acl_dtype": t.dtype.acl_id,
             "acl_dtype_name": t.dtype.acl_name, "format": "ND", "acl_format": FORMAT_ND,
@@ -54,6 +59,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
         "schema": SCHEMA, "tool_version": __version__, "case_id": case.case_id, "name": case.name,
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
         "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],
+        "expect_rule": case.expect_rule,
         "status_file": STATUS_FILE, "standard": case.standard, "tensors": tensors,
         "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
                    "exact_fallback_elements": exact_fallbacks},
@@ -66,9 +72,13 @@ class TensorEntry:
     role: str
     dtype: D.DType
     layout: Layout
-    file: Path
+    file: Path | None  # None: a null tensor
     golden: Path | None
     dump: Path | None
+
+    @property
+    def null(self) -> bool:
+        return self.file is None
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,11 @@ class CaseManifest:
     @property
     def output(self) -> TensorEntry:
         return next(t for t in self.tensors if t.role == "output")
+
+    def phase_one(self):
+        """The status the API's phase one returns for these tensors (the contract's verdict)."""
+        descs = {t.name: TensorDesc(t.dtype, t.layout.shape, t.null) for t in self.tensors}
+        return check(self.op, self.product, descs)
 
 
 def load(case_dir: Path) -> CaseManifest:
@@ -121,6 +136,9 @@ def _local(case_dir: Path, name) -> Path:
 
 
 def _tensor(case_dir: Path, t: dict) -> TensorEntry:
+    if t.get("null"):
+        return TensorEntry(str(t["name"]), str(t["role"]), D.lookup(t["dtype"]),
+                           Layout.contiguous(tuple(int(d) for d in t["shape"])), None, None, None)
     layout = Layout(tuple(int(d) for d in t["shape"]), tuple(int(s) for s in t["strides"]), int(t["offset"]),
                     int(t["storage_shape"][0]))
     problem = layout.check()

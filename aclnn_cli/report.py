@@ -14,7 +14,8 @@ from .storage import atomic_write_text
 from .verify import PASS, RunResult
 
 VERIFY_SCHEMA = "aclnn-cli/verify/1"
-STYLE = {"PASS": "green", "FAIL": "bold red", "MISSING": "yellow", "STATUS": "bold red", "ERROR": "bold magenta"}
+STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISSING": "yellow", "STATUS": "bold red",
+         "ERROR": "bold magenta"}
 
 
 def _g(x) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .dtypes import DType
 from .errors import UserError
-from .layout import Layout
+from .layout import Layout, source_positions
 
 CHUNK = 1 << 22  # elements per processing chunk: bounds memory, independent of tensor size
 
@@ -69,6 +70,27 @@ def read_view(storage: np.ndarray, layout: Layout, start: int, stop: int) -> np.
 
 def write_view(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
     storage[view_positions(layout, start, stop)] = values
+
+
+def gather(storage: np.ndarray, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
+    """An input's values feeding output elements [start, stop) (broadcasting), as a fresh array."""
+    return np.array(storage[source_positions(layout, out_shape, slice(start, stop))])
+
+
+def in_view_mask(layout: Layout) -> np.ndarray:
+    """Which storage elements the view covers (for small and medium strided storages)."""
+    mask = np.zeros(layout.storage_size, dtype=bool)
+    for start, stop in chunks(layout.numel):
+        mask[view_positions(layout, start, stop)] = True
+    return mask
+
+
+_CANARY_BITS = {1: 0xAB, 2: 0xDEAD, 4: 0xDEADBEEF, 8: 0xDEADBEEFDEADBEEF}
+
+
+def canary(dtype: DType) -> np.ndarray:
+    """A finite, unmistakable value (bits 0xDEAD / 0xDEADBEEF) filling output storage before the call."""
+    return np.array(_CANARY_BITS[dtype.itemsize], dtype=dtype.uint_dtype).view(dtype.np_dtype)
 
 
 def sha256_file(path: Path) -> str:

@@ -17,11 +17,13 @@ import numpy as np
 
 from . import manifest as M
 from .compare import DEFAULT_STANDARD, ElementErrors, Metrics, Standard, element_errors, find_standard
-from .dtypes import round_from_f64
+from .dtypes import DType, round_from_f64
+from .ops.contract import compute_dtype
 from .errors import UserError
-from .storage import CHUNK, chunks, open_storage, read_view, view_positions
+from .layout import source_positions
+from .storage import CHUNK, chunks, gather, in_view_mask, open_storage, read_view, view_positions
 
-PASS, FAIL, MISSING, ERROR, STATUS = "PASS", "FAIL", "MISSING", "ERROR", "STATUS"
+PASS, FAIL, MISSING, ERROR, STATUS, LAYOUT = "PASS", "FAIL", "MISSING", "ERROR", "STATUS", "LAYOUT"
 
 
 @dataclass
@@ -53,7 +55,7 @@ class RunResult:
         return 0 if all(c.status == PASS for c in self.cases) else 1
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in (PASS, FAIL, MISSING, STATUS, ERROR)}
+        out = {s: 0 for s in (PASS, FAIL, LAYOUT, MISSING, STATUS, ERROR)}
         for c in self.cases:
             out[c.status] += 1
         return out
@@ -89,14 +91,30 @@ def verify_case(m: M.CaseManifest, standard: str | None = None, chunk: int = CHU
         result.status, result.reason = ERROR, str(exc)
         return result
     metrics = compare_storages(m, std, dump, gold, chunk)
-    verdict = std.judge(metrics, out.dtype)
+    verdict = std.judge(metrics, tolerance_dtype(m)[0])
     result.status = PASS if verdict.passed else FAIL
     result.reason = verdict.reason
+    outside = writes_outside_view(m, dump)
+    if outside:
+        result.status, result.reason = LAYOUT, f"{outside}; values inside the view: {verdict.reason}"
     result.metrics = metrics.to_json()
     worst = metrics.first_special if metrics.special_mismatches else metrics.max_rel_at
     if worst >= 0:
         result.worst = describe_element(m, dump, gold, worst, metrics)
     return result
+
+
+def writes_outside_view(m: M.CaseManifest, dump: np.ndarray) -> str | None:
+    """Storage elements outside the output view that the device changed (compared bit for bit)."""
+    out = m.output
+    if out.layout.is_contiguous:
+        return None
+    initial = open_storage(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output")
+    u = out.dtype.uint_dtype
+    changed = np.flatnonzero(~in_view_mask(out.layout) & (np.asarray(dump).view(u) != np.asarray(initial).view(u)))
+    if not changed.size:
+        return None
+    return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
 
 
 def _check_status(result: CaseResult, path: Path, expected: int, required: bool) -> CaseResult:
@@ -118,10 +136,22 @@ def _check_status(result: CaseResult, path: Path, expected: int, required: bool)
     return result
 
 
+def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, DType]:
+    """(dtype whose thresholds apply, dtype whose floor applies).
+
+    A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
+    more precise than it: thresholds follow the coarser precision, the floor the larger one.
+    """
+    out = m.output.dtype
+    inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+    coarse = min((out, inner), key=lambda d: d.precision)
+    return coarse, max((out, inner), key=lambda d: d.smallest_normal)
+
+
 def compare_storages(m: M.CaseManifest, std: Standard, dump: np.ndarray, gold: np.ndarray, chunk: int = CHUNK) -> Metrics:
     out = m.output
-    dtype = out.dtype
-    floor = std.floor(dtype)
+    dtype, floor_dtype = tolerance_dtype(m)
+    floor = max(std.floor(dtype), std.floor(floor_dtype))
     rule = std.rule(dtype)
     metrics = Metrics()
     inputs = None
@@ -130,7 +160,7 @@ def compare_storages(m: M.CaseManifest, std: Standard, dump: np.ndarray, gold: n
             a = read_view(dump, out.layout, start, stop).astype(np.float64)
             g = read_view(gold, out.layout, start, stop).astype(np.float64)
         den = np.maximum(np.abs(g), floor)
-        errs = element_errors(a, g, den, dtype, rule)
+        errs = element_errors(a, g, den, out.dtype, rule)  # ulps of the output dtype
         if std.relief and (errs.violation.any() or errs.special.any()):
             if inputs is None:
                 inputs = {t.name: open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
@@ -142,7 +172,8 @@ def compare_storages(m: M.CaseManifest, std: Standard, dump: np.ndarray, gold: n
 
 def _gather_inputs(m: M.CaseManifest, inputs: dict, flat: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(invalid="ignore"):
-        return {t.name: np.asarray(inputs[t.name][t.layout.storage_index(flat)]).astype(np.float64) for t in m.inputs}
+        return {t.name: np.asarray(inputs[t.name][source_positions(t.layout, m.output.layout.shape, flat)]).astype(np.float64)
+                for t in m.inputs}
 
 
 def _relieve(m: M.CaseManifest, errs: ElementErrors, a, g, start: int, inputs: dict, floor: float, rule) -> int:
@@ -185,8 +216,8 @@ def describe_element(m: M.CaseManifest, dump, gold, flat: int, metrics: Metrics)
     with np.errstate(all="ignore"):
         actual = float(np.asarray(dump[pos]).astype(np.float64)[0])
         expected = float(np.asarray(gold[pos]).astype(np.float64)[0])
-        ins = {t.name: float(np.asarray(open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, t.name)
-                                        [view_positions(t.layout, flat, flat + 1)]).astype(np.float64)[0])
+        ins = {t.name: float(gather(open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, t.name),
+                                    t.layout, out.layout.shape, flat, flat + 1).astype(np.float64)[0])
                for t in m.inputs}
     return {"index": flat, "coords": list(out.layout.coords(flat)), "inputs": ins,
             "expected": expected, "actual": actual, "abs_error": abs(actual - expected)}

@@ -39,6 +39,15 @@ KERNELS = {
 }
 
 
-def run(op_name: str, dy: np.ndarray, x: np.ndarray, out_dtype) -> np.ndarray:
+def run(op_name: str, inputs: dict, tensors: dict) -> np.ndarray:
+    """Compute in float32; round once to the output dtype (Hardsigmoid: through the promoted dtype)."""
+    from aclnn_cli import dtypes as D
+
+    dy, x = inputs["gradOutput"], inputs["self"]
+    out = next(t for t in tensors.values() if t["role"] == "output")
+    out_dtype = D.lookup(out["dtype"]).np_dtype
     with np.errstate(all="ignore"):
-        return KERNELS[op_name](dy.astype(F), x.astype(F)).astype(out_dtype)
+        result = KERNELS[op_name](dy.astype(F), x.astype(F))
+        if op_name == "aclnnHardsigmoidBackward" and dy.dtype == x.dtype:
+            result = result.astype(dy.dtype).astype(F)
+        return result.astype(out_dtype)

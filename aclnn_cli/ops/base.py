@@ -66,6 +66,20 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Contract:
+    """Which relations between tensors phase one accepts, beyond dtype-per-product and dims.
+
+    dtypes: "same" (all identical) or "promote" (inputs promoted; the output may be any float).
+    broadcast_on: products where inputs may broadcast (the output takes the broadcast shape).
+    mixed_fp32_on: products where gradOutput and self may differ if the output is float32.
+    """
+
+    dtypes: str = "same"
+    broadcast_on: tuple[str, ...] = ()
+    mixed_fp32_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OpSpec:
     name: str  # the aclnn API name, e.g. "aclnnSiluBackward"
     key: str  # short snake_case name used in case ids, e.g. "silu_backward"
@@ -84,6 +98,7 @@ class OpSpec:
     # Where a float32 kernel legitimately differs from the exact result (a discontinuity it
     # places one float32 step away, an intermediate that overflows float32): (where, device value).
     edge: Callable[[Arrays], tuple[np.ndarray, np.ndarray]] | None = None
+    contract: Contract = Contract()
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import OpSpec, Reference, grad_linear_reference, grad_signature, products
+from .base import Contract, OpSpec, Reference, grad_linear_reference, grad_signature, products
 from .registry import register
 
 ALPHA32, BETA32 = np.float32(1.0) / np.float32(6.0), np.float32(0.5)
@@ -69,4 +69,5 @@ SPEC = register(OpSpec(
                    "gradOutput/6; the device's float32 test gives 0 there, which verify also accepts.",
     cast_mode={"bfloat16": "round"},
     edge=_edge,
+    contract=Contract(dtypes="promote"),
 ))

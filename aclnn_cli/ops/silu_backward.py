@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, grad_signature, products
+from .base import Contract, OpSpec, grad_signature, products
 from .registry import register
 from .swish import swish_grad_reference
 
@@ -38,6 +38,7 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     exact=_exact,
     kernel=_kernel,
+    contract=Contract(broadcast_on=("950",), mixed_fp32_on=("950",)),
     special_values="self = +inf or -inf gives NaN (0 * inf inside the formula, as in PyTorch and the kernel); "
                    "NaN in either input gives NaN; gradOutput = +-inf gives +-inf times the factor.",
 ))

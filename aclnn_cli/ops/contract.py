@@ -1,0 +1,169 @@
+"""Phase one of the aclnn API: which status GetWorkspaceSize returns for given tensors.
+
+One function, `check`, used three ways: gen refuses a case the API would
+reject unless the case expects that status; `rejections` turns a valid case
+into every rejection the op's doc lists; and the emulator "returns" it as
+the device's phase-one status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from ..dtypes import DType, lookup
+from .base import FLOATS, OpSpec
+
+SUCCESS, NULLPTR, INVALID = 0, 161001, 161002
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """What phase one sees of a tensor: its dtype and view shape, or a null pointer."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    null: bool = False
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy/aclnn broadcast of shapes, or None if they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(ndim):
+        dims = {s[k - ndim + len(s)] for s in shapes if k - ndim + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    rule: str = ""  # the doc's rule that decides a rejection
+    field: str = ""  # what the rule is about: "null", "dtype" or "shape"
+
+
+def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> Outcome:
+    """Phase one's status for one call, with the rule that decides it."""
+    for t in op.tensors:
+        if tensors[t.name].null:
+            return Outcome(NULLPTR, f"{t.name} is a null pointer", "null")
+    supported = op.products[product]
+    for t in op.tensors:
+        d = tensors[t.name].dtype
+        if d.name not in supported:
+            return Outcome(INVALID, f"{t.name} dtype {d.name} is not supported on {product} "
+                                    f"(supported: {', '.join(supported)})", "dtype")
+    rule = _dtype_rule(op, product, tensors)
+    if rule:
+        return Outcome(INVALID, rule, "dtype")
+    lo, hi = op.dims
+    for t in op.tensors:
+        n = len(tensors[t.name].shape)
+        if not lo <= n <= hi:
+            return Outcome(INVALID, f"{t.name} has {n} dims; {op.name} takes {lo}-{hi}", "shape")
+    rule = _shape_rule(op, product, tensors)
+    return Outcome(INVALID, rule, "shape") if rule else Outcome(SUCCESS)
+
+
+def _dtype_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> str | None:
+    c = op.contract
+    if c.dtypes == "promote":  # any supported float inputs; every float is castable to any float output
+        return None
+    dy, x, out = (tensors[n].dtype for n in ("gradOutput", "self", op.output.name))
+    if product in c.mixed_fp32_on and dy != x:
+        return None if out.name == "float32" else (
+            f"gradOutput {dy.name} and self {x.name} differ: on {product} that needs a float32 {op.output.name}, not {out.name}")
+    names = [t.name for t in op.tensors]
+    kinds = {tensors[n].dtype.name for n in names}
+    if len(kinds) > 1:
+        return "dtypes differ: " + ", ".join(f"{n} {tensors[n].dtype.name}" for n in names) + " must be identical"
+    return None
+
+
+def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> str | None:
+    out = op.output.name
+    ins = [t.name for t in op.inputs]
+    if product in op.contract.broadcast_on:
+        b = broadcast_shape(*(tensors[n].shape for n in ins))
+        if b is None:
+            return "input shapes " + ", ".join(f"{n} {list(tensors[n].shape)}" for n in ins) + " do not broadcast"
+        if tensors[out].shape != b:
+            return f"{out} shape {list(tensors[out].shape)} is not the broadcast shape {list(b)}"
+        return None
+    shapes = {tensors[t.name].shape for t in op.tensors}
+    if len(shapes) > 1:
+        return "shapes differ: " + ", ".join(f"{t.name} {list(tensors[t.name].shape)}" for t in op.tensors) + " must be identical"
+    return None
+
+
+def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
+    """The dtype the kernel rounds its result to: the promoted input type for promoting ops, else the output's.
+
+    Promotion: equal dtypes stay; any mix (fp16+bf16, anything+fp32) is float32.
+    """
+    if op.contract.dtypes != "promote":
+        return dtypes[op.output.name]
+    kinds = {dtypes[t.name] for t in op.inputs if t.read_by_kernel}
+    return kinds.pop() if len(kinds) == 1 else lookup("float32")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    label: str  # becomes part of the case id
+    status: int
+    rule: str
+    tensors: Mapping[str, TensorDesc]
+
+
+def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc]) -> list[Rejection]:
+    """Every documented rejection, as a mutation of a valid call. Each one is checked against `check`."""
+    names = [t.name for t in op.tensors]
+    out = op.output.name
+    out_list: list[tuple[str, dict]] = []
+
+    def mutated(**changes: TensorDesc) -> dict:
+        return {**base, **changes}
+
+    for n in names:
+        out_list.append((f"null_{n}", mutated(**{n: replace(base[n], null=True)})))
+    f64 = lookup("float64")
+    out_list.append(("dtype_float64", {n: replace(base[n], dtype=f64) for n in names}))
+    for d in FLOATS:
+        if d not in op.products[product]:
+            out_list.append((f"dtype_{d}_on_{product}", {n: replace(base[n], dtype=lookup(d)) for n in names}))
+    if op.contract.dtypes == "same":
+        supported = [lookup(d) for d in op.products[product]]
+        other = next(d for d in supported if d != base["gradOutput"].dtype)
+        if product in op.contract.mixed_fp32_on:
+            not_fp32 = next(d for d in supported if d.name != "float32")
+            dy = other if other != base["self"].dtype else base["gradOutput"].dtype
+            out_list.append(("mixed_dtypes_without_float32_out", mutated(
+                gradOutput=replace(base["gradOutput"], dtype=dy), **{out: replace(base[out], dtype=not_fp32)})))
+        else:
+            out_list.append(("dtype_mismatch_gradOutput", mutated(gradOutput=replace(base["gradOutput"], dtype=other))))
+        wrong_out = next(d for d in supported if d != base[out].dtype)
+        out_list.append((f"dtype_mismatch_{out}", mutated(**{out: replace(base[out], dtype=wrong_out)})))
+    shape = base[out].shape or (1,)
+    bigger = shape[:-1] + (shape[-1] + 1,)
+    if len(base[out].shape) >= 1:
+        out_list.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
+        if product in op.contract.broadcast_on:
+            a, b = shape[:-1] + (max(shape[-1], 2),), shape[:-1] + (max(shape[-1], 2) + 1,)
+            out_list.append(("shapes_not_broadcastable", mutated(
+                gradOutput=replace(base["gradOutput"], shape=a), self=replace(base["self"], shape=b),
+                **{out: replace(base[out], shape=a)})))
+        else:
+            out_list.append(("shape_mismatch_self", mutated(self=replace(base["self"], shape=bigger))))
+    nine = (1,) * 8 + (2,)
+    out_list.append(("dims_9", {n: replace(base[n], shape=nine) for n in names}))
+    result = []
+    for label, tensors in out_list:
+        outcome = check(op, product, tensors)
+        if outcome.status == SUCCESS:
+            raise AssertionError(f"{op.name} on {product}: mutation {label} is accepted by the contract")
+        result.append(Rejection(label, outcome.status, outcome.rule, tensors))
+    return result

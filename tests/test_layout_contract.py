@@ -1,0 +1,289 @@
+"""Issue 3: strided views, poison and canary, broadcast, promotion, products and the API's rejections."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from aclnn_cli import dtypes as D
+from aclnn_cli import manifest as M
+from aclnn_cli.cases import load_cases
+from aclnn_cli.cli import BUNDLED
+from aclnn_cli.emulate import emulate_case
+from aclnn_cli.fill import generate
+from aclnn_cli.golden import golden
+from aclnn_cli.ops import OPS
+from aclnn_cli.ops.contract import check, rejections, TensorDesc
+from aclnn_cli.storage import canary
+from aclnn_cli.verify import verify_case
+
+import harness
+from helpers import run_cli, write_yaml
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite3") / "out"
+    assert run_cli("gen", "-o", out).exit_code == 0
+    return out
+
+
+def _cases_by_id():
+    return {c.case_id: c for c in load_cases([BUNDLED])}
+
+
+def _last_writer_values(t: dict, case, tc) -> np.ndarray:
+    """What each view element holds when the view overlaps itself: the last logical index writing it wins."""
+    n = int(np.prod(t["shape"]))
+    values = generate(tc.fill, tc.dtype, case.seed, tc.slot, 0, n)
+    pos = tc.layout.storage_index(np.arange(n))
+    last = {}
+    for i, p in enumerate(pos):
+        last[int(p)] = i
+    return values[[last[int(p)] for p in pos]].reshape(t["shape"])
+
+
+def test_every_generated_tensor_reads_back_through_its_manifest(suite):
+    cases = _cases_by_id()
+    checked = 0
+    for d in M.find_cases(suite):
+        m = harness.load(d)
+        case = cases[m["case_id"]]
+        if case.numel > 200_000:
+            continue
+        ts = harness.tensors(m)
+        out = next(t for t in m["tensors"] if t["role"] == "output")
+        logical = {}
+        for tc in case.tensors:
+            t = ts[tc.name]
+            if t.get("null"):
+                assert not (d / f"{tc.name}.bin").exists()
+                continue
+            buf = harness.storage(d, t)
+            assert buf.size == t["storage_shape"][0]
+            got = harness.view(buf, t)
+            if tc.role == "input":
+                overlapping = 0 in t["strides"] and int(np.prod(t["shape"])) > 1
+                want = _last_writer_values(t, case, tc) if overlapping else \
+                    generate(tc.fill, tc.dtype, case.seed, tc.slot, 0, int(np.prod(t["shape"]))).reshape(t["shape"])
+                np.testing.assert_array_equal(got.view(tc.dtype.uint_dtype), want.view(tc.dtype.uint_dtype))
+                logical[tc.name] = got
+                outside = np.ones(buf.size, bool)
+                outside[tc.layout.storage_index(np.arange(int(np.prod(t["shape"]))))] = False
+                assert np.isnan(buf[outside].astype(np.float64)).all(), "input storage outside the view is poisoned"
+            else:
+                assert (buf.view(tc.dtype.uint_dtype) == canary(tc.dtype).view(tc.dtype.uint_dtype)).all()
+        if m["expect_status"] == 0:
+            gbuf = harness.storage(d, out, "golden")
+            shape = out["shape"]
+            ins = {n: np.broadcast_to(v, shape).reshape(-1) for n, v in logical.items()}
+            want, _ = golden(case.op, ins, D.lookup(out["dtype"]))
+            u = D.lookup(out["dtype"]).uint_dtype
+            np.testing.assert_array_equal(harness.view(gbuf, out).reshape(-1).view(u), want.view(u))
+            inside = np.zeros(gbuf.size, bool)
+            inside[case.output.layout.storage_index(np.arange(case.numel))] = True
+            assert (gbuf[~inside].view(u) == canary(case.output.dtype).view(u)).all()
+        checked += 1
+    assert checked > 250
+
+
+def test_bundled_suite_has_every_layout_kind_per_op():
+    cases = [c for c in load_cases([BUNDLED]) if c.expect_status == 0]
+    for op in OPS.values():
+        mine = [c for c in cases if c.op is op]
+        layouts = [t.layout for c in mine for t in c.tensors]
+        assert any(not l.is_contiguous and l.offset > 0 for l in layouts)
+        assert any(0 in l.strides for l in layouts)
+        assert any(len(l.shape) == 8 for l in layouts)
+        if op.dims[0] == 0:
+            assert any(c.output.layout.shape == () for c in mine)
+        if op.empty_ok:
+            assert any(c.numel == 0 for c in mine)
+    silu = [c for c in cases if c.op.key == "silu_backward"]
+    assert any(len({t.layout.shape for t in c.tensors}) > 1 for c in silu), "broadcast"
+    assert any(len({t.dtype for t in c.inputs}) > 1 for c in silu), "mixed precision"
+    hs = {(c.inputs[0].dtype.name, c.inputs[1].dtype.name, c.output.dtype.name)
+          for c in cases if c.op.key == "hardsigmoid_backward"}
+    assert len(hs) >= 27
+
+
+@pytest.fixture()
+def strided_case(tmp_path):
+    text = """
+op: aclnnSiluBackward
+cases:
+  - name: s
+    dtype: float32
+    shape: [6, 5]
+    tensors:
+      gradInput: {layout: {strides: [10, 1], offset: 22, tail: 3}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    d = out / "silu_backward-s"
+    return out, d, M.load(d)
+
+
+def test_kernel_ignoring_output_strides_fails_as_layout(strided_case):
+    out, d, m = strided_case
+    o = m.output
+    assert (o.layout.strides, o.layout.offset) == ((10, 1), 22)  # the CANN docs' example view
+    initial = np.fromfile(o.file, dtype=np.float32)
+    correct = harness.view(np.fromfile(o.dump, dtype=np.float32), harness.tensors(m.raw)["gradInput"]).reshape(-1)
+    broken = initial.copy()
+    broken[:30] = correct  # written packed from storage index 0
+    broken.tofile(o.dump)
+    result = run_cli("verify", out)
+    assert result.exit_code == 1
+    assert "LAYOUT" in result.output and "wrote outside the view: " in result.output
+    assert "first at storage index 0" in result.output
+
+
+def test_one_element_past_the_view_fails_as_layout(strided_case):
+    out, d, m = strided_case
+    o = m.output
+    dump = np.fromfile(o.dump, dtype=np.float32)
+    last = 22 + 5 * 10 + 4
+    dump[last + 1] = 1.0
+    dump.tofile(o.dump)
+    r = verify_case(M.load(d))
+    assert r.status == "LAYOUT" and f"wrote outside the view: 1 elements, first at storage index {last + 1}" in r.reason
+    assert "values inside the view: MERE" in r.reason
+
+
+def test_every_documented_rejection_is_a_generated_negative_case():
+    cases = [c for c in load_cases([BUNDLED]) if c.expect_status != 0]
+    for op in OPS.values():
+        for product in op.products:
+            labels = {c.case_id.rsplit("-", 1)[1] for c in cases if c.op is op and f"-{product}-" in c.case_id}
+            want = {f"null_{t.name}" for t in op.tensors} | {"dtype_float64", "dims_9", f"shape_mismatch_{op.output.name}"}
+            if op.contract.dtypes == "same":
+                want |= {f"dtype_mismatch_{op.output.name}"}
+                want |= {"mixed_dtypes_without_float32_out" if product in op.contract.mixed_fp32_on else "dtype_mismatch_gradOutput"}
+            want |= {"shapes_not_broadcastable" if product in op.contract.broadcast_on else "shape_mismatch_self"}
+            if "bfloat16" not in op.products[product]:
+                want |= {f"dtype_bfloat16_on_{product}"}
+            assert want <= labels, (op.name, product, want - labels)
+    nulls = [c for c in cases if "null_" in c.case_id]
+    assert all(c.expect_status == 161001 for c in nulls)
+    assert all(c.expect_status == 161002 for c in cases if c not in nulls)
+
+
+def test_negative_case_manifest_and_status_file(tmp_path):
+    text = """
+op: aclnnLogSigmoidBackward
+cases:
+  - {name: n, dtype: float16, shape: [2, 3], tensors: {buffer: {nullptr: true}}, expect_status: ACLNN_ERR_PARAM_NULLPTR}
+  - {name: d, shape: [2, 3], tensors: {gradOutput: {dtype: float16}, self: {dtype: float32}, buffer: {dtype: float32},
+     gradInput: {dtype: float32}}, expect_status: 161002}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    m = json.loads((out / "log_sigmoid_backward-n" / "case.json").read_text())
+    buf = next(t for t in m["tensors"] if t["name"] == "buffer")
+    assert buf["null"] is True and "file" not in buf and "golden" not in m["tensors"][-1]
+    assert m["expect_status"] == 161001 and "buffer is a null pointer" in m["expect_rule"]
+    md = json.loads((out / "log_sigmoid_backward-d" / "case.json").read_text())
+    assert [t["dtype"] for t in md["tensors"]] == ["float16", "float32", "float32", "float32"]
+    assert (out / "log_sigmoid_backward-d" / "gradOutput.bin").stat().st_size == 12
+    assert run_cli("verify", out).exit_code == 1  # no status files yet: MISSING
+    assert run_cli("emulate", out).exit_code == 0
+    assert (out / "log_sigmoid_backward-n" / "status.txt").read_text() == "161001\n"
+    assert run_cli("verify", out).exit_code == 0
+    (out / "log_sigmoid_backward-d" / "status.txt").write_text("0\n")
+    result = run_cli("verify", out)
+    assert result.exit_code == 1 and "STATUS" in result.output and "phase one returned 0" in result.output
+
+
+@pytest.mark.parametrize("text,rule", [
+    ("{name: b, product: A2, shape: [4, 5], tensors: {gradOutput: {shape: [4, 1]}}}", "shapes differ"),
+    ("{name: m, product: A2, shape: [4], tensors: {gradOutput: {dtype: float16}, self: {dtype: float32}, gradInput: {dtype: float32}}}",
+     "dtypes differ"),
+    ("{name: m, product: '950', shape: [4], tensors: {gradOutput: {dtype: float16}, self: {dtype: float32}, gradInput: {dtype: float16}}}",
+     "needs a float32 gradInput"),
+    ("{name: b, product: '950', shape: [4, 5], tensors: {self: {shape: [3, 5]}}}", "do not broadcast"),
+    ("{name: n, shape: [4], tensors: {self: {nullptr: true}}}", "self is a null pointer"),
+])
+def test_invalid_case_without_expect_status_is_refused_naming_the_rule(tmp_path, text, rule):
+    p = write_yaml(tmp_path, f"op: aclnnSiluBackward\ncases:\n  - {text}\n")
+    result = run_cli("gen", p, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and rule in result.output and "expect_status" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_expect_status_on_a_valid_case_is_refused(tmp_path):
+    p = write_yaml(tmp_path, "op: aclnnSiluBackward\ncases:\n  - {name: v, shape: [4], expect_status: 161002}\n")
+    result = run_cli("gen", p, "-o", tmp_path / "out")
+    assert result.exit_code == 2 and "accepts this call" in result.output
+
+
+def test_contract_mutations_are_all_rejected_and_the_base_accepted():
+    for op in OPS.values():
+        for product, dtypes in op.products.items():
+            base = {t.name: TensorDesc(D.lookup(dtypes[0]), (3, 4)) for t in op.tensors}
+            assert check(op, product, base).status == 0
+            assert len(rejections(op, product, base)) >= 7
+
+
+def test_buffer_never_changes_the_result(tmp_path):
+    text = """
+op: aclnnLogSigmoidBackward
+cases:
+  - {name: a, dtype: bfloat16, shape: [500], seed: 3}
+  - {name: b, dtype: bfloat16, shape: [500], seed: 3, inputs: {buffer: {values: [nan, inf, -inf, 1.0e30]}}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    a, b = out / "log_sigmoid_backward-a", out / "log_sigmoid_backward-b"
+    assert (a / "buffer.bin").read_bytes() != (b / "buffer.bin").read_bytes()
+    for f in ("gradInput.golden.bin", "gradInput.dump.bin"):
+        assert (a / f).read_bytes() == (b / f).read_bytes()
+
+
+def test_hardsigmoid_float32_edge_device_gives_zero_golden_gives_dy_over_6(tmp_path):
+    text = """
+op: aclnnHardsigmoidBackward
+cases:
+  - {name: e, dtype: float32, shape: [2], inputs: {self: {values: [2.9999998, -2.9999998]}, gradOutput: {constant: 1.0}}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    d = out / "hardsigmoid_backward-e"
+    gold = np.fromfile(d / "out.golden.bin", dtype=np.float32)
+    dump = np.fromfile(d / "out.dump.bin", dtype=np.float32)
+    assert gold.tolist() == [np.float32(1 / 6), np.float32(1 / 6)]
+    assert dump.tolist() == [0.0, np.float32(1) * (np.float32(1) / np.float32(6))]
+    r = verify_case(M.load(d))
+    assert r.status == "PASS" and r.metrics["relieved"] == 1
+
+
+def test_silu_broadcast_golden_equals_materialized_inputs(tmp_path):
+    text = """
+op: aclnnSiluBackward
+cases:
+  - {name: b, product: '950', dtype: float16, shape: [7, 5], tensors: {gradOutput: {shape: [7, 1]}, self: {shape: [5]}}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    d = out / "silu_backward-b"
+    m = harness.load(d)
+    ts = harness.tensors(m)
+    assert ts["gradInput"]["shape"] == [7, 5] and ts["gradOutput"]["storage_shape"] == [7]
+    dy = np.broadcast_to(harness.view(harness.storage(d, ts["gradOutput"]), ts["gradOutput"]), (7, 5))
+    x = np.broadcast_to(harness.view(harness.storage(d, ts["self"]), ts["self"]), (7, 5))
+    want, _ = golden(OPS["aclnnSiluBackward"], {"gradOutput": dy.reshape(-1), "self": x.reshape(-1)}, D.FLOAT16)
+    assert harness.storage(d, ts["gradInput"], "golden").tobytes() == want.tobytes()
+
+
+def test_ops_json_is_the_declared_product_matrix():
+    data = json.loads(run_cli("ops", "--json").output)
+    silu = next(d for d in data if d["op"] == "aclnnSiluBackward")
+    assert silu["products"]["910"] == ["float32", "float16"] and silu["broadcast_on"] == ["950"]
+    assert {d["op"] for d in data} == set(OPS)
+    assert "310P" not in silu["products"]
