@@ -19,12 +19,14 @@ import yaml
 
 from . import dtypes as D
 from .errors import CaseError, UserError
-from .fill import Fill, all_values_count, check_fits, parse_fill
+from .fill import Fill, all_values_count, check_fits, parse_fill, parse_number
 from .layout import Layout, from_spec
 from .ops import OpSpec, find_op
 from .ops.contract import SUCCESS, TensorDesc, broadcast_shape, check, rejections
+from .standards import DEFAULT_STANDARD, find_standard
 
-CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "expect_status", "standard", "contract")
+CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "expect_status", "standard", "tolerance",
+             "contract")
 TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
@@ -56,6 +58,7 @@ class Case:
     standard: str | None
     tensors: tuple[TensorCase, ...]
     expect_rule: str = ""  # for negative cases: the doc's rule that rejects the call
+    tolerance: tuple[tuple[str, float], ...] = ()  # overrides of the standard's parameters
 
     @property
     def inputs(self) -> tuple[TensorCase, ...]:
@@ -161,8 +164,18 @@ class _Spec:
         self.seed = seed
         self.status = _status(self.raw.get("expect_status", 0), self.err)
         self.standard = self.raw.get("standard")
-        if self.standard is not None and not isinstance(self.standard, str):
-            raise self.err("'standard' must be a standard's name", "standard")
+        try:
+            std = find_standard(self.standard or DEFAULT_STANDARD)
+        except KeyError as exc:
+            raise self.err(exc.args[0], "standard") from None
+        tol = self.raw.get("tolerance") or {}
+        if not isinstance(tol, dict):
+            raise self.err("'tolerance' maps parameter names to numbers, e.g. {rtol: 0.001}", "tolerance")
+        try:
+            self.tolerance = tuple((str(k), parse_number(v)) for k, v in tol.items())
+            std.params(D.FLOAT32, dict(self.tolerance))
+        except (KeyError, ValueError) as exc:
+            raise self.err(exc.args[0], "tolerance") from None
         self.contract = self.raw.get("contract", False)
         if not isinstance(self.contract, bool):
             raise self.err("'contract' is true or false", "contract")
@@ -321,7 +334,7 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
             fill = Fill("uniform", (-1.0, 1.0))  # a rejection case that changed the dtype: any values do
         tensors.append(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null))
     return Case("-".join(parts), spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
-                tuple(tensors), rule)
+                tuple(tensors), rule, spec.tolerance)
 
 
 M_STATUS_NAMES = {v: k for k, v in STATUSES.items()}

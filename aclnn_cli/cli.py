@@ -12,13 +12,14 @@ from rich.console import Console
 from . import __version__
 from . import manifest as M
 from .cases import load_cases
-from .compare import STANDARDS
+from .standards import STANDARDS
 from .emulate import emulate_case
 from .errors import UserError
 from .gen import generate_case
 from .progress import Progress
-from .report import print_cases, print_summary, verify_json, write_json
-from .verify import verify_dirs
+from .report import junit_xml, print_cases, print_summary, verify_json, write_error_csvs, write_json
+from .storage import atomic_write_text
+from .verify import Options, verify_dirs
 
 BUNDLED = Path(__file__).resolve().parent.parent / "cases"
 
@@ -78,25 +79,58 @@ def emulate(out: Path) -> None:
     click.echo(f"emulated {len(manifests)} cases in {out}")
 
 
+def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) -> dict[str, float]:
+    tol: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        try:
+            tol[key.strip()] = float(value)
+        except ValueError:
+            raise click.BadParameter(f"expected KEY=NUMBER, got {pair!r}", param_hint="--tolerance") from None
+        if not sep:
+            raise click.BadParameter(f"expected KEY=NUMBER, got {pair!r}", param_hint="--tolerance")
+    if rtol is not None:
+        tol["rtol"] = rtol
+    if atol is not None:
+        tol["atol"] = atol
+    return tol
+
+
 @main.command()
 @click.argument("out", type=click.Path(path_type=Path))
-@click.option("--standard", type=click.Choice(sorted(STANDARDS)), default=None,
+@click.option("--standard", type=click.Choice(list(STANDARDS)), default=None,
               help="Precision standard for every case (default: each case's own, else mere-mare).")
+@click.option("--rtol", type=float, help="Override the standard's relative threshold.")
+@click.option("--atol", type=float, help="Override the standard's absolute threshold.")
+@click.option("--tolerance", "tolerance", multiple=True, metavar="KEY=VALUE",
+              help="Override any parameter of the standard (see README), e.g. T=0.001.")
+@click.option("--signed-zeros", is_flag=True, help="Require the sign of zero to match.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the results as JSON here.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write JUnit XML here.")
+@click.option("--csv-errors", "csv_dir", type=click.Path(path_type=Path),
+              help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
-def verify(out: Path, standard: str | None, json_path: Path | None, failures_only: bool) -> None:
-    """Judge the device dumps under OUT against their goldens."""
+def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, json_path: Path | None,
+           junit_path: Path | None, csv_dir: Path | None, failures_only: bool) -> None:
+    """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
+    opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
+                   error_rows=csv_dir is not None)
     try:
         dirs = M.find_cases(out)
         with Progress("verify", len(dirs), None) as bar:
-            run = verify_dirs(dirs, standard, on_case=lambda r: bar.advance(r.case_id, 0))
+            run = verify_dirs(dirs, opts, on_case=lambda r: bar.advance(r.case_id, 0))
     except UserError as exc:
         _fail(exc)
     print_cases(console, run, show_passing=not failures_only)
     print_summary(console, run)
+    data = verify_json(run, standard)
     if json_path:
-        write_json(json_path, verify_json(run, standard))
+        write_json(json_path, data)
+    if junit_path:
+        atomic_write_text(junit_path, junit_xml(data["cases"]))
+    if csv_dir:
+        write_error_csvs(csv_dir, run)
     sys.exit(run.exit_code)
 
 

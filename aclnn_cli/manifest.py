@@ -60,7 +60,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
         "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],
         "expect_rule": case.expect_rule,
-        "status_file": STATUS_FILE, "standard": case.standard, "tensors": tensors,
+        "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance), "tensors": tensors,
         "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
                    "exact_fallback_elements": exact_fallbacks},
     }

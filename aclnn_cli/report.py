@@ -1,8 +1,11 @@
-"""Human and machine output of runs: rich tables on the terminal, JSON for CI."""
+"""Human and machine output of runs: rich tables on the terminal, JSON, JUnit XML and CSV for CI."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
@@ -10,31 +13,33 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .storage import atomic_write_text
-from .verify import PASS, RunResult
+from .storage import atomic_write_text, safe_child
+from .verify import ALL_STATUSES, PASS, CaseResult, RunResult
 
 VERIFY_SCHEMA = "aclnn-cli/verify/1"
-STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISSING": "yellow", "STATUS": "bold red",
-         "ERROR": "bold magenta"}
+STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
+         "STATUS": "bold red", "ERROR": "bold magenta"}
 
 
 def _g(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def _worst(w: dict | None) -> str:
-    if not w:
-        return "-"
+def _element(w: dict) -> str:
     ins = ", ".join(f"{k}={v:.8g}" for k, v in w["inputs"].items())
-    return f"element {w['coords']} ({ins}): expected {w['expected']:.8g}, got {w['actual']:.8g}"
+    return (f"{w['coords']} ({ins}): expected {w['expected']:.8g}, got {w['actual']:.8g}, "
+            f"abs {w['abs_error']:.3g}, rel {w['rel_error']:.3g}, {w['ulp_error']:.3g} ulp")
 
 
-def _short_worst(w: dict | None) -> str:
-    return "-" if not w else f"{w['coords']} exp {w['expected']:.6g} got {w['actual']:.6g}"
+def _short_worst(c: CaseResult) -> str:
+    if not c.worst:
+        return "-"
+    w = c.worst[0]
+    return f"{w['coords']} exp {w['expected']:.6g} got {w['actual']:.6g}"
 
 
 def print_cases(console: Console, run: RunResult, show_passing: bool = True) -> None:
-    """One row per case; then, for every case that did not pass, why and where."""
+    """One row per case; then, for every case that did not pass, why, where, and how to reproduce."""
     rows = [c for c in run.cases if show_passing or c.status != PASS]
     if rows:
         table = Table(title="verify: per case")
@@ -43,19 +48,20 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = True) -> 
         for c in rows:
             m = c.metrics or {}
             table.add_row(c.case_id, f"[{STYLE[c.status]}]{c.status}[/]", _g(m.get("max_abs_error")),
-                          _g(m.get("max_rel_error")), _g(m.get("mere")), _g(m.get("mare")), _short_worst(c.worst))
+                          _g(m.get("max_rel_error")), _g(m.get("mere")), _g(m.get("mare")), _short_worst(c))
         console.print(table)
     for c in run.cases:
-        if c.status != PASS:
-            console.print(f"[{STYLE[c.status]}]{c.status}[/] {c.case_id} ({c.standard}): {c.reason}", soft_wrap=True)
-            if c.worst:
-                console.print(f"    worst {_worst(c.worst)}", soft_wrap=True)
-            console.print(f"    in {c.path}", soft_wrap=True)
+        if c.status == PASS:
+            continue
+        console.print(f"[{STYLE[c.status]}]{c.status}[/] {c.case_id} ({c.standard}): {c.reason}", soft_wrap=True)
+        for w in c.worst:
+            console.print(f"    {_element(w)}", soft_wrap=True, highlight=False)
+        console.print(f"    repro: {c.repro}", soft_wrap=True, highlight=False)
 
 
 def print_summary(console: Console, run: RunResult) -> None:
     table = Table(title="verify: summary")
-    statuses = [s for s in STYLE if any(c.status == s for c in run.cases)]
+    statuses = [s for s in ALL_STATUSES if any(c.status == s for c in run.cases)]
     table.add_column("op")
     table.add_column("dtype")
     for s in statuses:
@@ -80,3 +86,44 @@ def verify_json(run: RunResult, standard: str | None) -> dict:
 
 def write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
+    """JUnit XML (Jenkins, GitLab): one testcase per case; non-passing cases carry failure/error."""
+    suite = ET.Element("testsuite", name=name, tests=str(len(cases)),
+                       failures=str(sum(c["status"] not in (PASS, "ERROR") for c in cases)),
+                       errors=str(sum(c["status"] == "ERROR" for c in cases)), skipped="0")
+    for c in cases:
+        tc = ET.SubElement(suite, "testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
+        if c["status"] == PASS:
+            continue
+        tag = "error" if c["status"] == "ERROR" else "failure"
+        el = ET.SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
+        lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
+        lines += [_element(w) for w in c.get("worst") or []]
+        if c.get("repro"):
+            lines.append(f"repro: {c['repro']}")
+        el.text = "\n".join(lines)
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_error_csvs(directory: Path, run: RunResult) -> int:
+    """msOpST-style error reports: one CSV of failing elements per non-passing case."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for c in run.cases:
+        if c.status == PASS or not c.error_rows:
+            continue
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["Index", "Coords", "ExpectOut", "RealOut", "FpDiff", "RateDiff", "UlpDiff"])
+        shape = c.shape
+        import numpy as np
+
+        for index, expect, real, fp, rate, ulp in c.error_rows:
+            coords = list(np.unravel_index(index, shape)) if shape else []
+            w.writerow([index, " ".join(map(str, coords)), repr(expect), repr(real), repr(fp), repr(rate), repr(ulp)])
+        atomic_write_text(safe_child(directory, f"{c.case_id}.csv"), buf.getvalue())
+        written += 1
+    return written

@@ -1,4 +1,4 @@
-"""The comparison layer on hand-made arrays with known answers, including exact threshold boundaries."""
+"""Metrics and standards on hand-made arrays with known answers, including exact threshold boundaries."""
 
 from __future__ import annotations
 
@@ -6,16 +6,25 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.compare import MERE_T, Metrics, element_errors, find_standard, special_mismatch, ulp_at
+from aclnn_cli.compare import Metrics, element_errors, special_mismatch, ulp_at
+from aclnn_cli.standards import MERE_T, STANDARDS, benchmark_ratios, find_standard
 
 
-def judge(name, a, g, dtype):
+def judge(name, a, g, dtype, bench=None, **overrides):
     std = find_standard(name)
+    p = std.params(dtype, overrides)
     a, g = np.asarray(a, float), np.asarray(g, float)
-    den = np.maximum(np.abs(g), std.floor(dtype))
+    m = measure(std, p, a, g, dtype)
+    b = measure(std, p, np.asarray(bench, float), g, dtype) if bench is not None else None
+    return std.judge(m, p, dtype, b), m
+
+
+def measure(std, p, a, g, dtype):
+    e = element_errors(a, g, np.maximum(np.abs(g), dtype.smallest_normal), dtype, flush_ok=std.flush_ok)
+    e.violation = std.rule(p)(e)
     m = Metrics()
-    m.add(element_errors(a, g, den, dtype, std.rule(dtype)), 0)
-    return std.judge(m, dtype), m
+    m.add(e, 0)
+    return m
 
 
 def test_special_values_must_agree():
@@ -23,6 +32,7 @@ def test_special_values_must_agree():
     a = np.array([nan, inf, -inf, inf, nan, 1.0, 1.0, -0.0])
     g = np.array([nan, inf, inf, 1.0, 1.0, nan, -inf, 0.0])
     assert special_mismatch(a, g).tolist() == [False, False, True, True, True, True, True, False]
+    assert special_mismatch(a, g, signed_zeros=True).tolist()[-1] is True
 
 
 def test_ulp_at_known_values():
@@ -41,39 +51,67 @@ def test_metrics_known_answers():
     assert m.mere == pytest.approx((0.25 + 0.25) / 4)
     assert m.rmse == pytest.approx(np.sqrt((0.25 + 1.0) / 4))
     assert m.error_balance == pytest.approx((0.25 - 0.25) / 4)  # one away from zero, one toward
-    assert m.max_ulp == 2.0**21 and not verdict.passed
+    assert m.max_ulp == 2.0**21 and m.mean_ulp == pytest.approx((2.0**21 + 2.0**21) / 4)
+    assert m.worst_indices() == [2, 1] or m.worst_indices() == [1, 2]
+    assert not verdict.passed
 
 
 @pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16, D.FLOAT32], ids=lambda d: d.name)
 def test_mere_mare_boundaries(dtype):
     t = MERE_T[dtype.name]
-    n = 1000
-    g = np.ones(n)
-    # MERE exactly T fails (the rule is MERE < T), a hair below passes.
-    a = g * (1 + t)
-    a[1:] = g[1:] * (1 + t)
-    assert not judge("mere-mare", a, g, dtype)[0].passed
-    a = g * (1 + t * 0.999)
-    assert judge("mere-mare", a, g, dtype)[0].passed
-    # One element at exactly 10T fails (MARE < 10T), just under passes.
+    g = np.ones(1000)
+    loose = {"balance": 1.0}  # isolate MERE and MARE from the bias bound
+    assert not judge("mere-mare", g * (1 + t), g, dtype, **loose)[0].passed  # MERE exactly T fails
+    assert judge("mere-mare", g * (1 + t * 0.999), g, dtype, **loose)[0].passed
     a = g.copy()
     a[7] = 1 + 10 * t
     v, m = judge("mere-mare", a, g, dtype)
-    assert not v.passed and "MARE" in v.reason and m.max_rel_at == 7
+    assert not v.passed and "MARE" in v.reason and m.max_rel_at == 7  # exactly 10T fails
     a[7] = 1 + 10 * t * 0.999
     assert judge("mere-mare", a, g, dtype)[0].passed
 
 
+@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16, D.FLOAT32], ids=lambda d: d.name)
+def test_error_balance_catches_bias_that_mere_mare_passes(dtype):
+    t = MERE_T[dtype.name]
+    rng = np.random.default_rng(0)
+    g = rng.uniform(0.5, 2, 100_000) * rng.choice([-1, 1], 100_000)
+    toward_zero = g * (1 - 0.3 * t)  # MERE 0.3T, MARE 0.3T: the published rule passes
+    v, m = judge("mere-mare", toward_zero, g, dtype)
+    assert not v.passed and "toward zero" in v.reason and m.error_balance == pytest.approx(-0.3 * t)
+    assert judge("mere-mare", toward_zero, g, dtype, balance=1.0)[0].passed
+    u = 2.0 ** -dtype.precision  # unbiased errors of up to half an ulp: passes
+    noisy = g * (1 + rng.uniform(-u, u, g.size))
+    assert judge("mere-mare", noisy, g, dtype)[0].passed
+
+
+def test_balance_limit_widens_for_small_samples():
+    p = find_standard("mere-mare").params(D.BFLOAT16)
+    from aclnn_cli.standards import balance_limit
+
+    assert balance_limit(p, D.BFLOAT16, 1) == pytest.approx(2.0**-7 / 16 + 4 * 2.0**-8)
+    assert balance_limit(p, D.BFLOAT16, 10**6) == pytest.approx(2.0**-7 / 16 + 4 * 2.0**-8 / 1000)
+    # one element one ulp low (relative 2^-8 at 1.0): a correct rounding, not a bias
+    assert judge("mere-mare", [1.0 - 2.0**-8], [1.0], D.BFLOAT16)[0].passed
+
+
 def test_mere_mare_small_value_floor():
     # fp16 subnormal golden 2^-24, device 2^-23: relative 1.0 without a floor; 2^-24/2^-14 = 2^-10 with it.
-    v, m = judge("mere-mare", [2.0**-23, 1.0], [2.0**-24, 1.0], D.FLOAT16)
+    _, m = judge("mere-mare", [2.0**-23, 1.0], [2.0**-24, 1.0], D.FLOAT16)
     assert m.max_rel == 2.0**-10
 
 
+def test_flushed_subnormal_golden_passes_every_standard_but_bitwise():
+    for name in STANDARDS:
+        if name in ("bitwise", "benchmark"):
+            continue
+        assert judge(name, [0.0, 1.0], [2.0**-130, 1.0], D.FLOAT32)[0].passed, name
+
+
 def test_nan_where_a_number_is_expected_fails_every_standard():
-    for name in ("mere-mare", "allclose", "absolute-threshold"):
-        v, _ = judge(name, [1.0, np.nan], [1.0, 2.0], D.FLOAT32)
-        assert not v.passed and "NaN/Inf" in v.reason
+    for name in STANDARDS:
+        v, _ = judge(name, [1.0, np.nan], [1.0, 2.0], D.FLOAT32, bench=[1.0, 2.0])
+        assert not v.passed and "NaN/Inf" in v.reason, name
 
 
 def test_allclose_boundary():
@@ -81,15 +119,88 @@ def test_allclose_boundary():
     g = np.array([2.0])
     assert judge("allclose", g + atol + rtol * 2.0, g, D.FLOAT16)[0].passed
     assert not judge("allclose", g + 1.001 * (atol + rtol * 2.0), g, D.FLOAT16)[0].passed
+    assert judge("allclose", g + 0.01, g, D.FLOAT16, rtol=0.01)[0].passed
 
 
 def test_absolute_threshold_uses_absolute_bound_for_small_goldens():
     small = 2.0**-11  # below small_value 2^-10 for fp16: absolute bound 2^-16
     assert judge("absolute-threshold", [small + 2.0**-16], [small], D.FLOAT16)[0].passed
     assert not judge("absolute-threshold", [small + 2.0**-15], [small], D.FLOAT16)[0].passed
-    big = 1.0  # relative bound 2^-10
-    assert judge("absolute-threshold", [big + 2.0**-10], [big], D.FLOAT16)[0].passed
-    assert not judge("absolute-threshold", [big + 2.0**-9], [big], D.FLOAT16)[0].passed
+    assert judge("absolute-threshold", [1.0 + 2.0**-10], [1.0], D.FLOAT16)[0].passed
+    assert not judge("absolute-threshold", [1.0 + 2.0**-9], [1.0], D.FLOAT16)[0].passed
+
+
+def test_ulp_standard_boundaries():
+    g = np.ones(10_000)
+    a = g.copy()
+    a[:9] += 2 * 2.0**-10  # 9 of 10,000 fp16 elements 2 ulp off: share 0.0009 < 0.001
+    assert judge("ulp", a, g, D.FLOAT16)[0].passed
+    a[:10] += 2 * 2.0**-10  # share exactly 0.001: fails (< is required)
+    assert not judge("ulp", a, g, D.FLOAT16)[0].passed
+    a = g.copy()
+    a[:] += 1 * 2.0**-10  # everything exactly 1 ulp off: not "over 1 ulp"
+    assert judge("ulp", a, g, D.FLOAT16)[0].passed
+    # fp32: 10% over 32 ulp fails the share rule but passes on mean ulp < 64
+    a = g.copy()
+    a[:1000] += 40 * 2.0**-23
+    v, m = judge("ulp", a, g, D.FLOAT32)
+    assert v.passed and "mean ulp" in v.reason and m.mean_ulp == pytest.approx(4.0)
+    a[:1000] += 700 * 2.0**-23  # mean 74 ulp
+    assert not judge("ulp", a, g, D.FLOAT32)[0].passed
+
+
+def test_thousandth_boundaries_and_fp32_variant():
+    g = np.ones(10_000)
+    a = g.copy()
+    a[:9] = 1.002  # 99.91% within 1e-3
+    assert judge("thousandth", a, g, D.FLOAT16)[0].passed
+    a[:10] = 1.002  # exactly 99.9%: needs more than 0.999
+    assert not judge("thousandth", a, g, D.FLOAT16)[0].passed
+    a = g * (1 + 5e-4)  # within 1e-3 but not within the fp32 variant's 1e-4
+    assert judge("thousandth", a, g, D.FLOAT16)[0].passed
+    assert not judge("thousandth", a, g, D.FLOAT32)[0].passed
+
+
+def test_msopst_boundaries():
+    g = np.ones(100)
+    a = g.copy()
+    a[:5] = 1.05  # 5% err (allowed: <= 5%), max rel diff 0.05
+    assert judge("msopst", a, g, D.FLOAT32)[0].passed
+    a[5] = 1.05
+    assert not judge("msopst", a, g, D.FLOAT32)[0].passed
+    a = g.copy()
+    a[0] = 1.1  # max rel diff exactly 0.1 fails
+    assert not judge("msopst", a, g, D.FLOAT32)[0].passed
+
+
+def test_bitwise_needs_identical_bits_but_any_nan():
+    assert judge("bitwise", [1.0, np.nan, 0.0], [1.0, np.nan, 0.0], D.FLOAT16)[0].passed
+    assert not judge("bitwise", [1.0, 0.0], [1.0 + 2.0**-10, 0.0], D.FLOAT16)[0].passed
+    assert not judge("bitwise", [-0.0], [0.0], D.FLOAT16)[0].passed
+    assert not judge("bitwise", [0.0], [2.0**-130], D.FLOAT32)[0].passed  # no flush-to-zero leniency
+
+
+def test_benchmark_ratio_known_answers():
+    g = np.tile(2.0 ** np.arange(-5, 5), 100)  # powers of two keep every ratio exact
+    bench = g * (1 + 2.0**-12)
+    dev = g * (1 + 2.0**-11)  # every relative metric exactly twice the benchmark's
+    v, m = judge("benchmark", dev, g, D.FLOAT32, bench=bench)
+    assert v.passed  # ratio 2 is allowed (fail only above 2)
+    dev = g * (1 + 2.0**-10)  # 4x
+    v, _ = judge("benchmark", dev, g, D.FLOAT32, bench=bench)
+    assert not v.passed and "mere 4.00x" in v.reason
+    # In fp16 the same errors sit under the half-ulp floor (2^-11): ratios are judged against it.
+    assert judge("benchmark", dev, g, D.FLOAT16, bench=bench)[0].passed
+    r = benchmark_ratios(measure(find_standard("benchmark"), {}, g, g, D.FLOAT16),
+                         measure(find_standard("benchmark"), {}, g, g, D.FLOAT16), D.FLOAT16)
+    assert set(r.values()) == {1.0}  # both exact: every metric at its floor
+
+
+def test_tolerance_overrides_are_checked():
+    std = find_standard("mere-mare")
+    assert std.params(D.FLOAT16, {"rtol": 0.01})["T"] == 0.01
+    with pytest.raises(KeyError, match="no tolerance 'atol'"):
+        std.params(D.FLOAT16, {"atol": 1.0})
 
 
 def test_metrics_merge_equals_one_pass():
@@ -98,16 +209,15 @@ def test_metrics_merge_equals_one_pass():
     a = g * (1 + rng.normal(scale=1e-3, size=1000))
     a[17] = np.nan
     std = find_standard("mere-mare")
-    rule = std.rule(D.FLOAT16)
-    whole = Metrics()
-    whole.add(element_errors(a, g, np.maximum(np.abs(g), 2.0**-14), D.FLOAT16, rule), 0)
-    parts = []
-    for s, e in ((0, 300), (300, 700), (700, 1000)):
-        m = Metrics()
-        m.add(element_errors(a[s:e], g[s:e], np.maximum(np.abs(g[s:e]), 2.0**-14), D.FLOAT16, rule), s)
-        parts.append(m)
+    p = std.params(D.FLOAT16)
+    whole = measure(std, p, a, g, D.FLOAT16)
     merged = Metrics()
-    for p in reversed(parts):
-        merged.merge(p)
+    for s, e in ((700, 1000), (300, 700), (0, 300)):
+        part = Metrics()
+        errs = element_errors(a[s:e], g[s:e], np.maximum(np.abs(g[s:e]), 2.0**-14), D.FLOAT16)
+        errs.violation = std.rule(p)(errs)
+        part.add(errs, s)
+        merged.merge(part)
     assert merged.to_json() == pytest.approx(whole.to_json())
     assert (merged.max_rel_at, merged.first_special, merged.first_violation) == (whole.max_rel_at, 17, whole.first_violation)
+    assert merged.worst_indices() == whole.worst_indices()

@@ -1,0 +1,228 @@
+"""The precision standards, as data: per-dtype parameters, a per-element rule and a verdict.
+
+Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
+default's additions (floor, relief, error balance), documented in README.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .compare import Metrics, Rule, Verdict
+from .dtypes import DType
+
+MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}
+ALLCLOSE = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1.3e-6, 1e-5)}
+ABS_THRESHOLD = {  # rtol, small_value, atol (msprobe)
+    "float16": (2.0**-10, 2.0**-10, 2.0**-16), "bfloat16": (2.0**-8, 2.0**-10, 2.0**-16),
+    "float32": (2.0**-20, 2.0**-20, 2.0**-30), "float64": (2.0**-20, 2.0**-20, 2.0**-30),
+}
+# Default gate's bound on the error balance (mean signed relative error, toward zero < 0):
+# BALANCE_T * T, plus BALANCE_NOISE ulps / sqrt(n) because a correct kernel's mean of n
+# independent rounding errors is itself ~ ulp / sqrt(12 n). Chosen from the spread of
+# correct kernels on the bundled suite (README, "Choosing the default's numbers").
+BALANCE_T = 1 / 16
+BALANCE_NOISE = 4.0
+
+
+@dataclass(frozen=True)
+class Standard:
+    name: str
+    summary: str  # the rule, in words, with its numbers
+    source: str
+    defaults: Callable[[DType], dict[str, float]]
+    rule: Callable[[Mapping[str, float]], Rule]  # which elements break the per-element bound
+    judge: Callable[[Metrics, Mapping[str, float], DType, Metrics | None], Verdict]
+    relief: bool = False  # re-judge flagged elements with the op's term scale and edge results
+    against: str = "golden"  # or "emulator": compare with the emulated kernel's output
+    benchmark: bool = False  # also measure the emulated kernel against the golden
+    flush_ok: bool = True  # a zero where the golden is subnormal counts as exact
+    aliases: Mapping[str, str] = None  # --rtol / --atol -> parameter name
+
+    def params(self, dtype: DType, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Default parameters for dtype with overrides applied; KeyError names the valid keys."""
+        p = self.defaults(dtype)
+        for key, value in (overrides or {}).items():
+            key = (self.aliases or {}).get(key, key)
+            if key not in p:
+                valid = sorted(set(p) | set(self.aliases or {}))
+                raise KeyError(f"standard '{self.name}' has no tolerance '{key}' (valid: {', '.join(valid)})")
+            p[key] = float(value)
+        return p
+
+
+def _specials(m: Metrics) -> Verdict | None:
+    if m.special_mismatches:
+        return Verdict(False, f"{m.special_mismatches} NaN/Inf mismatches (first at element {m.first_special})")
+    return None
+
+
+def _over(value: float, limit: float) -> str:
+    return f"{value:.3g} (limit {limit:.3g}, {value / limit:.2f}x)" if limit else f"{value:.3g}"
+
+
+def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
+    bad = _specials(m)
+    if bad:
+        return bad
+    t = p["T"]
+    if m.mere >= t:
+        return Verdict(False, f"MERE {_over(m.mere, t)} >= T")
+    if m.max_rel >= p["mare"] * t:
+        return Verdict(False, f"MARE {_over(m.max_rel, p['mare'] * t)} >= {p['mare']:g}T at element {m.max_rel_at}")
+    limit = balance_limit(p, dtype, m.compared)
+    if abs(m.error_balance) > limit:
+        side = "toward zero (truncation?)" if m.error_balance < 0 else "away from zero"
+        return Verdict(False, f"error balance {_over(abs(m.error_balance), limit)}: results are biased {side}")
+    return Verdict(True, f"MERE {m.mere:.3g} < {t:.3g}, MARE {m.max_rel:.3g} < {p['mare'] * t:.3g}, "
+                         f"|balance| {abs(m.error_balance):.2g} <= {limit:.2g}")
+
+
+def balance_limit(p, dtype: DType, n: int) -> float:
+    return p["balance"] + p["balance_noise"] * 2.0 ** -dtype.precision / math.sqrt(max(n, 1))
+
+
+def _no_violations(label: str):
+    def judge(m: Metrics, p, dtype, bench) -> Verdict:
+        bad = _specials(m)
+        if bad:
+            return bad
+        if m.violations:
+            return Verdict(False, f"{m.violations} of {m.compared} elements break the {label} bound "
+                                  f"(first at element {m.first_violation})")
+        return Verdict(True, f"all {m.compared} finite elements within the {label} bound")
+    return judge
+
+
+def _share(m: Metrics) -> float:
+    return m.violations / m.compared if m.compared else 0.0
+
+
+def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
+    bad = _specials(m)
+    if bad:
+        return bad
+    share = _share(m)
+    if share < p["share"]:
+        return Verdict(True, f"{share:.3g} of elements over {p['ulps']:g} ulp (< {p['share']:g})")
+    if "mean_ulps" in p and m.mean_ulp < p["mean_ulps"]:
+        return Verdict(True, f"mean ulp error {m.mean_ulp:.3g} < {p['mean_ulps']:g}")
+    return Verdict(False, f"{_over(share, p['share'])} of elements over {p['ulps']:g} ulp (first at element {m.first_violation})")
+
+
+def _thousandth(m: Metrics, p, dtype, bench) -> Verdict:
+    bad = _specials(m)
+    if bad:
+        return bad
+    within = 1 - _share(m)
+    if within > p["share"]:
+        return Verdict(True, f"{within:.6g} of elements within relative error {p['rel']:g} (> {p['share']:g})")
+    return Verdict(False, f"only {within:.6g} of elements within relative error {p['rel']:g} (need > {p['share']:g}); "
+                          f"first outside at element {m.first_violation}")
+
+
+def _msopst(m: Metrics, p, dtype, bench) -> Verdict:
+    bad = _specials(m)
+    if bad:
+        return bad
+    share = _share(m)
+    if share > p["share"]:
+        return Verdict(False, f"{_over(share, p['share'])} of elements with relative diff > {p['rel']:g}")
+    if m.max_rel >= p["max_rel"]:
+        return Verdict(False, f"max relative diff {_over(m.max_rel, p['max_rel'])} at element {m.max_rel_at}")
+    return Verdict(True, f"{share:.3g} of elements err (<= {p['share']:g}), max rel diff {m.max_rel:.3g} < {p['max_rel']:g}")
+
+
+def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, float]:
+    """Device metric / benchmark metric, each floored at what is negligible for the dtype."""
+    u = 2.0 ** -dtype.precision
+    rms_golden = math.sqrt(bench.sum_sq_golden / bench.compared) if bench.compared else 0.0
+    floors = {"small_error_rate": 1e-3, "rmse": u * rms_golden + 1e-300, "max_rel_error": u, "mere": u,
+              "error_balance": u}
+    values = {"small_error_rate": (dev.small_error_rate, bench.small_error_rate), "rmse": (dev.rmse, bench.rmse),
+              "max_rel_error": (dev.max_rel, bench.max_rel), "mere": (dev.mere, bench.mere),
+              "error_balance": (abs(dev.error_balance), abs(bench.error_balance))}
+    return {k: max(d, floors[k]) / max(b, floors[k]) for k, (d, b) in values.items()}
+
+
+def _benchmark(m: Metrics, p, dtype, bench: Metrics | None) -> Verdict:
+    bad = _specials(m)
+    if bad:
+        return bad
+    ratios = benchmark_ratios(m, bench, dtype)
+    over = {k: r for k, r in ratios.items() if r > (p["max_rel_ratio"] if k == "max_rel_error" else p["ratio"])}
+    text = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
+    if over:
+        return Verdict(False, "device/benchmark over the limit: " + ", ".join(f"{k} {r:.2f}x" for k, r in over.items())
+                       + f" (limits {p['ratio']:g}x, max_rel_error {p['max_rel_ratio']:g}x)")
+    return Verdict(True, f"device/benchmark: {text}")
+
+
+STANDARDS: dict[str, Standard] = {}
+
+
+def _register(s: Standard) -> None:
+    STANDARDS[s.name] = s
+
+
+_register(Standard(
+    "mere-mare", "MERE < T and MARE < 10T with T = 2^-10 fp16, 2^-7 bf16, 2^-13 fp32; relative error floored at the "
+    "smallest normal, re-judged against the op's term scale where it exceeds T; |error balance| <= T/16 + 4 ulp/sqrt(n)",
+    "CANN ops precision standard + aclnn-cli floor, condition-aware relief and bias bound",
+    defaults=lambda d: {"T": MERE_T[d.name], "mare": 10.0, "balance": MERE_T[d.name] * BALANCE_T,
+                        "balance_noise": BALANCE_NOISE},
+    rule=lambda p: (lambda e: e.rel >= p["T"]), judge=_mere_mare, relief=True, aliases={"rtol": "T"},
+))
+_register(Standard(
+    "absolute-threshold", "every element: |a-g|/|g| <= rtol (fp16 2^-10, bf16 2^-8, fp32 2^-20), or |a-g| <= atol "
+    "(2^-16, 2^-16, 2^-30) where |g| <= small value (2^-10, 2^-10, 2^-20)", "msprobe API accuracy checker",
+    defaults=lambda d: dict(zip(("rtol", "small", "atol"), ABS_THRESHOLD[d.name])),
+    rule=lambda p: (lambda e: np.where(e.golden_abs > p["small"], e.abs > p["rtol"] * e.golden_abs, e.abs > p["atol"])),
+    judge=_no_violations("absolute-threshold"),
+))
+_register(Standard(
+    "ulp", "ulp error in the output dtype at the golden's exponent; fp16/bf16: share over 1 ulp < 0.001; "
+    "fp32: share over 32 ulp < 0.05, or mean ulp < 64", "msprobe",
+    defaults=lambda d: {"ulps": 1.0, "share": 0.001} if d.itemsize == 2 else {"ulps": 32.0, "share": 0.05, "mean_ulps": 64.0},
+    rule=lambda p: (lambda e: e.ulp > p["ulps"]), judge=_ulp,
+))
+_register(Standard(
+    "thousandth", "share of elements with relative error < 0.001 must be > 0.999 (fp32 variant: 1e-4 and 0.9999)",
+    "msprobe / CANN double thousandths",
+    defaults=lambda d: {"rel": 1e-3, "share": 0.999} if d.itemsize == 2 else {"rel": 1e-4, "share": 0.9999},
+    rule=lambda p: (lambda e: e.rel >= p["rel"]), judge=_thousandth, aliases={"rtol": "rel"},
+))
+_register(Standard(
+    "benchmark", "device metrics / metrics of the benchmark (the emulated fp32-compute kernel), both against the "
+    "golden: small-value error rate, RMSE, MERE, error balance <= 2x; max relative error <= 10x", "msprobe",
+    defaults=lambda d: {"ratio": 2.0, "max_rel_ratio": 10.0},
+    rule=lambda p: (lambda e: np.zeros(e.abs.shape, bool)), judge=_benchmark, benchmark=True,
+))
+_register(Standard(
+    "msopst", "an element errs if its relative diff > 0.01; pass if <= 5% err and max relative diff < 0.1",
+    "CANN msOpST", defaults=lambda d: {"rel": 0.01, "share": 0.05, "max_rel": 0.1},
+    rule=lambda p: (lambda e: e.rel > p["rel"]), judge=_msopst, aliases={"rtol": "rel"},
+))
+_register(Standard(
+    "allclose", "every element: |a - g| <= atol + rtol |g|; fp16 rtol 1e-3, bf16 1.6e-2, fp32 1.3e-6; atol 1e-5",
+    "PyTorch assert_close defaults",
+    defaults=lambda d: dict(zip(("rtol", "atol"), ALLCLOSE[d.name])),
+    rule=lambda p: (lambda e: e.abs > p["atol"] + p["rtol"] * e.golden_abs), judge=_no_violations("allclose"),
+))
+_register(Standard(
+    "bitwise", "bit-identical to the emulated kernel (NaN matches any NaN; -0 and +0 differ)", "aclnn-cli",
+    defaults=lambda d: {}, rule=lambda p: (lambda e: (e.abs > 0) | e.zero_sign), judge=_no_violations("bitwise"),
+    against="emulator", flush_ok=False,
+))
+
+DEFAULT_STANDARD = "mere-mare"
+
+
+def find_standard(name: str) -> Standard:
+    if name not in STANDARDS:
+        raise KeyError(f"unknown standard '{name}' (valid: {', '.join(STANDARDS)})")
+    return STANDARDS[name]
