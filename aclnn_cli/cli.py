@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from . import manifest as M
 from .cases import load_cases
 from .standards import STANDARDS
 from .emulate import emulate_case
+from .defects import CATALOGUE, find_variant
 from .errors import UserError
 from .gen import generate_case
 from .progress import Progress
@@ -50,33 +52,82 @@ def main() -> None:
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
-def gen(paths: tuple[Path, ...], out: Path) -> None:
+@click.option("--case", "patterns", multiple=True, metavar="ID",
+              help="Only cases whose id matches (shell pattern, repeatable).")
+@click.option("--force", is_flag=True, help="Regenerate even unchanged, intact cases.")
+def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool) -> None:
     """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases/)."""
     try:
-        cases = load_cases(list(paths) or [BUNDLED])
+        cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
+        skipped = 0
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
             for case in cases:
-                generate_case(case, out)
+                skipped += generate_case(case, out, force=force).skipped
                 bar.advance(case.case_id, case.numel)
     except UserError as exc:
         _fail(exc)
-    click.echo(f"generated {len(cases)} cases in {out}")
+    click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
+
+
+def select_cases(cases, patterns: tuple[str, ...]):
+    if not patterns:
+        return cases
+    chosen = [c for c in cases if any(fnmatch.fnmatchcase(c.case_id, p) for p in patterns)]
+    if not chosen:
+        raise UserError(f"no case id matches {', '.join(patterns)}")
+    return chosen
 
 
 @main.command()
 @click.argument("out", type=click.Path(path_type=Path))
-def emulate(out: Path) -> None:
+@click.option("--defect", type=click.Choice(list(CATALOGUE)), default=None,
+              help="Emulate a broken kernel (or a legitimate variant): see 'aclnn-cli defects'.")
+def emulate(out: Path, defect: str | None) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
+    variant = find_variant(defect) if defect else None
     try:
         dirs = M.find_cases(out)
         manifests = [M.load(d) for d in dirs]
         with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
             for m in manifests:
-                emulate_case(m)
+                emulate_case(m, variant=variant)
                 bar.advance(m.case_id, m.output.layout.numel)
     except UserError as exc:
         _fail(exc)
-    click.echo(f"emulated {len(manifests)} cases in {out}")
+    click.echo(f"emulated {len(manifests)} cases in {out}" + (f" with defect '{defect}'" if defect else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--jobs", type=int, default=2, show_default=True, help="Worker processes.")
+def matrix(paths: tuple[Path, ...], jobs: int) -> None:
+    """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
+    import tempfile
+
+    from .matrix import defect_matrix, markdown, matrix_cases
+
+    try:
+        cases = load_cases(list(paths) or [BUNDLED])
+        with tempfile.TemporaryDirectory(prefix="aclnn-suite-") as tmp:
+            for case in cases:
+                generate_case(case, Path(tmp))
+            table = defect_matrix(Path(tmp), jobs=jobs)
+            click.echo(markdown(table, len(matrix_cases(Path(tmp)))))
+    except UserError as exc:
+        _fail(exc)
+
+
+@main.command()
+def defects() -> None:
+    """List the defects and legitimate variants 'emulate --defect' can play."""
+    from rich.table import Table
+
+    table = Table(title="emulate --defect")
+    for col in ("name", "kind", "what the kernel does"):
+        table.add_column(col)
+    for v in CATALOGUE.values():
+        table.add_row(v.name, "legitimate" if v.legit else "defect", v.description)
+    _console().print(table)
 
 
 def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) -> dict[str, float]:

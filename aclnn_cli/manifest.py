@@ -6,6 +6,7 @@ without checking.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,18 @@ def dump_file(name: str) -> str:
     return f"{name}.dump.bin"
 
 
+def fingerprint(case: Case) -> str:
+    """What decides a case's bytes: its definition, the seed, the tool version and generator scheme."""
+    definition = {
+        "tool_version": __version__, "scheme": "pcg64-block65536/f64-round-once/v1", "op": case.op.name,
+        "product": case.product, "seed": case.seed, "expect_status": case.expect_status,
+        "standard": case.standard, "tolerance": list(case.tolerance),
+        "tensors": [[t.name, t.role, t.dtype.name, t.null, t.slot, t.layout.to_json(), t.fill.describe()]
+                    for t in case.tensors],
+    }
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
+
+
 def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
     tensors = []
     for t in case.tensors:
@@ -56,7 +69,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
                          dump=dump_file(t.name))
         tensors.append(entry)
     return {
-        "schema": SCHEMA, "tool_version": __version__, "case_id": case.case_id, "name": case.name,
+        "schema": SCHEMA, "tool_version": __version__, "fingerprint": fingerprint(case),
+        "case_id": case.case_id, "name": case.name,
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
         "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],
         "expect_rule": case.expect_rule,

@@ -99,6 +99,9 @@ class OpSpec:
     # places one float32 step away, an intermediate that overflows float32): (where, device value).
     edge: Callable[[Arrays], tuple[np.ndarray, np.ndarray]] | None = None
     contract: Contract = Contract()
+    # Named alternative kernels (same calling convention as `kernel`): realistic defects and
+    # legitimate variants of this op, used by `emulate --defect` (see defects.py).
+    variants: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

@@ -27,16 +27,50 @@ def _exact(t):
 def _edge(t):
     """|1.702 x| > float32 max (|x| > 2.0e38): the kernel's m = -1.702 x overflows and its formula gives NaN."""
     with np.errstate(over="ignore", invalid="ignore"):
-        m = np.float32(-ALPHA) * t["self"].astype(np.float32)
+        m = -ALPHA * t["self"].astype(np.float32)
     overflow = np.isinf(m) & np.isfinite(t["self"])
     return overflow, np.full(overflow.shape, np.nan)
 
 
-def _kernel(t):
+def _kernel(t, alpha=ALPHA):
+    """The 950 kernel: m = -1.702 x; d = 1/(exp(m)+1); ((d-1) m + 1) d dy."""
     x, dy = t["self"], t["gradOutput"]
-    m = np.float32(-ALPHA) * x
-    d = np.float32(1) / (np.exp(m) + np.float32(1))
-    return ((d - np.float32(1)) * m + np.float32(1)) * d * dy
+    m = -alpha * x
+    d = 1.0 / (np.exp(m) + 1.0)
+    return ((d - 1.0) * m + 1.0) * d * dy
+
+
+def _exp_overflow(t):
+    """Defect: sigmoid(1.702 x) as e^z/(1+e^z): NaN once e^z overflows."""
+    x, dy = t["self"], t["gradOutput"]
+    z = ALPHA * x
+    s = np.exp(z) / (1.0 + np.exp(z))
+    return dy * s * (1.0 + z * (1.0 - s))
+
+
+def _sign_slip(t):
+    x, dy = t["self"], t["gradOutput"]
+    m = -ALPHA * x
+    d = 1.0 / (np.exp(m) + 1.0)
+    return ((1.0 - d) * m + 1.0) * d * dy
+
+
+def _expanded(t):
+    """Defect: 1 + z(1-s) expanded to 1 + z - z s, which cancels to 0 for large |z|."""
+    x, dy = t["self"], t["gradOutput"]
+    z = ALPHA * x
+    s = 1.0 / (1.0 + np.exp(-z))
+    return dy * s * (1.0 + z - z * s)
+
+
+def _stable(t):
+    """Legitimate: sigmoid and complement of z = 1.702 x from exp(-|z|), as s + z s (1-s)."""
+    x, dy = t["self"], t["gradOutput"]
+    z = ALPHA * x
+    e = np.exp(-np.abs(z))
+    s = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    c = np.where(z >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
+    return dy * (s + z * s * c)
 
 
 SPEC = register(OpSpec(
@@ -53,6 +87,8 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     exact=_exact,
     kernel=_kernel,
+    variants={"exp-overflow": _exp_overflow, "sign-slip": _sign_slip, "expanded-formula": _expanded,
+              "half-constant": lambda t: _kernel(t, ALPHA / 2), "stable-formula": _stable},
     edge=_edge,
     special_values="self = +inf or -inf gives NaN (0 * inf in the doc formula, as the kernel computes it); "
                    "NaN in either input gives NaN. The constant is exactly 1.702 (decimal). For finite "

@@ -9,7 +9,7 @@ import numpy as np
 from .base import Contract, OpSpec, Reference, grad_linear_reference, grad_signature, products
 from .registry import register
 
-ALPHA32, BETA32 = np.float32(1.0) / np.float32(6.0), np.float32(0.5)
+ALPHA, BETA = 1.0 / 6.0, 0.5  # rounded to the compute type, as the kernel's float32 constants are
 
 
 def _inside(x):
@@ -33,15 +33,21 @@ def _exact(t):
     return t["gradOutput"] / 6 if -3 < t["self"] < 3 else Fraction(0)
 
 
-def _device_window(x32):
+def _device_window(x32, inclusive=False):
     """The kernel's test: t = x/6 + 1/2 in float32, pass where 0 < t < 1."""
     with np.errstate(invalid="ignore"):
-        t = x32 * ALPHA32 + BETA32
-        return (t > 0) & (t < 1)
+        t = x32 * ALPHA + BETA
+        return (t >= 0) & (t <= 1) if inclusive else (t > 0) & (t < 1)
 
 
-def _kernel(t):
-    return np.where(_device_window(t["self"]), t["gradOutput"] * ALPHA32, np.float32(0))
+def _kernel(t, inclusive=False, sign=1.0):
+    return np.where(_device_window(t["self"], inclusive), sign * (t["gradOutput"] * ALPHA), 0.0).astype(t["self"].dtype)
+
+
+def _stable(t):
+    """Legitimate: the exact window -3 < x < 3 and a true division by 6."""
+    x = t["self"]
+    return np.where((x > -3.0) & (x < 3.0), t["gradOutput"] / 6.0, 0.0).astype(x.dtype)
 
 
 def _edge(t):
@@ -64,6 +70,8 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     exact=_exact,
     kernel=_kernel,
+    variants={"inclusive-bounds": lambda t: _kernel(t, inclusive=True), "sign-slip": lambda t: _kernel(t, sign=-1.0),
+              "stable-formula": _stable},
     special_values="self = +-inf or NaN gives 0 (whatever gradOutput is); inside (-3, 3) NaN or inf in "
                    "gradOutput propagates. Golden takes the exact window: float32 self = 2.9999998 gives "
                    "gradOutput/6; the device's float32 test gives 0 there, which verify also accepts.",

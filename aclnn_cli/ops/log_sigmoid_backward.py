@@ -23,9 +23,30 @@ def _exact(t):
 
 
 def _kernel(t):
+    """The 950 kernel: e = exp(-|x|); dy * (x < 0 ? 1 : e) / (1 + e)."""
     x, dy = t["self"], t["gradOutput"]
     e = np.exp(-np.abs(x))
-    return dy * (np.where(x < 0, np.float32(1), e) / (np.float32(1) + e))
+    return dy * (np.where(x < 0, 1.0, e) / (1.0 + e))
+
+
+def _exp_overflow(t):
+    """Defect: e^-x/(1+e^-x): inf/inf = NaN once e^-x overflows (x < -88.7 in float32)."""
+    x, dy = t["self"], t["gradOutput"]
+    return dy * (np.exp(-x) / (1.0 + np.exp(-x)))
+
+
+def _sign_slip(t):
+    return t["gradOutput"] / (1.0 + np.exp(-t["self"]))
+
+
+def _reads_buffer(t):
+    """Defect: takes sigmoid(-x) from the forward buffer, which the API says is not to be read."""
+    return t["gradOutput"] * t["buffer"]
+
+
+def _stable(t):
+    """Legitimate: exp(-softplus(x)) = 1/(1+e^x) through logaddexp."""
+    return t["gradOutput"] * np.exp(-np.logaddexp(0.0, t["self"]))
 
 
 SPEC = register(OpSpec(
@@ -41,6 +62,8 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     exact=_exact,
     kernel=_kernel,
+    variants={"exp-overflow": _exp_overflow, "sign-slip": _sign_slip, "reads-buffer": _reads_buffer,
+              "stable-formula": _stable},
     special_values="self = -inf gives gradOutput; self = +inf gives 0 (NaN if gradOutput is +-inf); "
                    "NaN in gradOutput or self gives NaN. buffer never affects the result.",
 ))

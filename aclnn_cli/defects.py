@@ -1,0 +1,93 @@
+"""Broken kernels and legitimate variants, to prove what the gate catches (emulate --defect NAME).
+
+A variant changes one step of the emulated device: the kernel formula (an op's
+own named variant, see OpSpec.variants), the compute dtype, the inputs, the
+final cast, or how the result is written into the output storage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import dtypes as D
+from .layout import Layout
+from .storage import view_positions, write_view
+
+TILE = 256  # elements per tile of the "last partial tile" defect
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    legit: bool
+    description: str
+    op_kernel: bool = False  # the op's own variant kernel of this name (ops without one: unchanged)
+    compute: str | None = None  # "float16-native": 16-bit fp16 inputs are not widened; "float64": wider
+    swap_inputs: bool = False
+    post: Callable[[np.ndarray], np.ndarray] | None = None  # on the kernel's result
+    cast: Callable[[np.ndarray, D.DType, str], np.ndarray] | None = None  # float32 -> output dtype
+    write: Callable[[np.ndarray, Layout, int, int, np.ndarray], None] | None = None
+
+
+def _truncate_bf16(x32: np.ndarray, dtype: D.DType, mode: str) -> np.ndarray:
+    if dtype is not D.BFLOAT16:
+        return D.round_from_f32(x32, dtype, mode)
+    bits = (x32.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return bits.view(D.BFLOAT16.np_dtype)
+
+
+def _flush(x32: np.ndarray, dtype: D.DType, mode: str) -> np.ndarray:
+    out = D.round_from_f32(x32, dtype, mode)
+    wide = out.astype(np.float32)
+    return np.where(np.abs(wide) < dtype.smallest_normal, np.copysign(np.float32(0), wide), wide).astype(dtype.np_dtype)
+
+
+def _packed(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
+    storage[start:stop] = values  # ignores strides and offset
+
+
+def _past_view(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
+    write_view(storage, layout, start, stop, values)
+    if stop == layout.numel:
+        last = int(np.asarray(view_positions(layout, stop - 1, stop)).reshape(-1)[0]) if not layout.is_contiguous else stop - 1
+        if last + 1 < storage.size:
+            storage[last + 1] = values[-1]
+
+
+def _skip_last_tile(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
+    end = min(stop, layout.numel - layout.numel % TILE) if layout.numel % TILE else stop
+    if end > start:
+        write_view(storage, layout, start, end, values[:end - start])
+
+
+CATALOGUE: dict[str, Variant] = {v.name: v for v in (
+    Variant("bf16-truncate", False, "bfloat16 outputs cast by truncation instead of rounding", cast=_truncate_bf16),
+    Variant("fp16-no-upcast", False, "float16 computed natively, without the float32 upcast", compute="float16-native"),
+    Variant("exp-overflow", False, "sigmoid as e^z/(1+e^z): NaN once e^z overflows", op_kernel=True),
+    Variant("sign-slip", False, "one term's sign flipped", op_kernel=True),
+    Variant("half-constant", False, "FastGelu with 1.702/2 instead of 1.702", op_kernel=True),
+    Variant("inclusive-bounds", False, "hardsigmoid window inclusive at -3 and 3", op_kernel=True),
+    Variant("reads-buffer", False, "LogSigmoid reads the forward buffer it must ignore", op_kernel=True),
+    Variant("expanded-formula", False, "1 + z(1-s) expanded to 1 + z - z s (cancels for large |z|)", op_kernel=True),
+    Variant("nan-to-zero", False, "NaN results replaced by 0", post=lambda r: np.where(np.isnan(r), 0.0, r).astype(r.dtype)),
+    Variant("swapped-inputs", False, "gradOutput and self swapped", swap_inputs=True),
+    Variant("ignore-output-strides", False, "output written packed from storage index 0", write=_packed),
+    Variant("write-past-view", False, "one element written past the end of the output view", write=_past_view),
+    Variant("partial-tile-unwritten", False, f"the last partial tile of {TILE} elements never written",
+            write=_skip_last_tile),
+    Variant("round-half-away", True, "output cast rounds half away from zero instead of half to even",
+            cast=lambda x, d, mode: D.round_from_f32(x, d, "round")),
+    Variant("flush-subnormals", True, "subnormal results flushed to zero", cast=_flush),
+    Variant("stable-formula", True, "a different, numerically stable formula", op_kernel=True),
+    Variant("fp64-compute", True, "computed in float64, rounded to float32, then to the output dtype",
+            compute="float64"),
+)}
+
+
+def find_variant(name: str) -> Variant:
+    if name not in CATALOGUE:
+        raise KeyError(f"unknown defect '{name}' (known: {', '.join(CATALOGUE)})")
+    return CATALOGUE[name]

@@ -1,0 +1,86 @@
+"""The defect matrix: every emulated variant x every standard over a suite -> how many cases each fails.
+
+A defect is caught by a standard when at least one case does not pass; a
+legitimate variant should be caught by none (a false alarm otherwise).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from . import manifest as M
+from .defects import CATALOGUE, find_variant
+from .emulate import emulate_case
+from .standards import DEFAULT_STANDARD, STANDARDS
+from .verify import PASS, Options, verify_case
+
+MATRIX_MAX_ELEMENTS = 200_000  # the large cases add time, not coverage
+
+
+def matrix_cases(suite: Path, max_elements: int = MATRIX_MAX_ELEMENTS) -> list[Path]:
+    """Positive cases of a generated suite small enough for the matrix."""
+    out = []
+    for d in M.find_cases(suite):
+        m = M.load(d)
+        if m.expect_status == 0 and m.output.layout.numel <= max_elements:
+            out.append(d)
+    return out
+
+
+def _one_variant(args: tuple[str | None, list[str], list[str]]) -> tuple[str, dict[str, int]]:
+    name, dirs, standards = args
+    variant = find_variant(name) if name else None
+    with tempfile.TemporaryDirectory(prefix="aclnn-matrix-") as tmp:
+        copies = []
+        for d in map(Path, dirs):
+            target = Path(tmp) / d.name
+            shutil.copytree(d, target)
+            copies.append(target)
+        manifests = [M.load(d) for d in copies]
+        for m in manifests:
+            emulate_case(m, variant=variant)
+        failing = {}
+        for std in standards:
+            failing[std] = sum(verify_case(m, Options(standard=std)).status != PASS for m in manifests)
+    return name or "(correct kernel)", failing
+
+
+def defect_matrix(suite: Path, variants: list[str] | None = None, standards: list[str] | None = None,
+                  jobs: int = 2) -> dict[str, dict[str, int]]:
+    """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row."""
+    dirs = [str(d) for d in matrix_cases(suite)]
+    names: list[str | None] = [None, *(variants or list(CATALOGUE))]
+    stds = standards or list(STANDARDS)
+    tasks = [(n, dirs, stds) for n in names]
+    if jobs <= 1:
+        results = map(_one_variant, tasks)
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs)
+        results = pool.map(_one_variant, tasks)
+    table = dict(results)
+    if jobs > 1:
+        pool.shutdown()
+    return table
+
+
+def markdown(table: dict[str, dict[str, int]], cases: int) -> str:
+    stds = list(next(iter(table.values())))
+    head = "| kernel | kind | " + " | ".join(f"`{s}`" + (" (default)" if s == DEFAULT_STANDARD else "") for s in stds) + " |"
+    lines = [head, "|" + "---|" * (len(stds) + 2)]
+    for name, row in table.items():
+        v = CATALOGUE.get(name)
+        kind = "defect" if v and not v.legit else "legitimate"
+        cells = []
+        for s in stds:
+            n = row[s]
+            if kind == "defect":
+                cells.append(f"caught ({n})" if n else "**missed**")
+            else:
+                cells.append(f"**false alarm** ({n})" if n else "passes")
+        lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
+    lines.append(f"\nCells count the failing cases out of {cases} bundled positive cases (those up to "
+                 f"{MATRIX_MAX_ELEMENTS:,} elements).")
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""The gate against the defect catalogue: the default catches every defect and passes every legitimate kernel."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from aclnn_cli.defects import CATALOGUE
+from aclnn_cli.matrix import defect_matrix
+from aclnn_cli.standards import DEFAULT_STANDARD, STANDARDS
+
+from helpers import run_cli, write_yaml
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("matrix") / "out"
+    assert run_cli("gen", "-o", out).exit_code == 0
+    return out
+
+
+@pytest.mark.slow
+def test_full_defect_matrix_default_gate_catches_every_defect_without_false_alarms(suite):
+    table = defect_matrix(suite, jobs=2)
+    assert set(table) == {"(correct kernel)", *CATALOGUE}
+    assert all(set(row) == set(STANDARDS) for row in table.values())
+    missed = [n for n, v in CATALOGUE.items() if not v.legit and table[n][DEFAULT_STANDARD] == 0]
+    false_alarms = {n: table[n][DEFAULT_STANDARD] for n in ["(correct kernel)", *(n for n, v in CATALOGUE.items() if v.legit)]
+                    if table[n][DEFAULT_STANDARD]}
+    assert not missed and not false_alarms
+    assert len([v for v in CATALOGUE.values() if not v.legit]) >= 12
+    # The published rules as written do raise false alarms on a correct kernel: the reason for the default.
+    assert table["(correct kernel)"]["absolute-threshold"] > 0
+
+
+@pytest.fixture()
+def broken(tmp_path):
+    text = """
+op: aclnnSiluBackward
+cases:
+  - {name: ok, dtype: bfloat16, shape: [64, 64], seed: 1}
+  - {name: bad, dtype: float16, shape: [300], seed: 2}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out, "--defect", "partial-tile-unwritten").exit_code == 0
+    return tmp_path, out
+
+
+def test_failing_case_report_shows_worst_elements_and_a_working_repro(broken):
+    tmp, out = broken
+    result = run_cli("verify", out)
+    assert result.exit_code == 1
+    text = result.output
+    assert "FAIL silu_backward-bad" in text and "MERE" in text
+    worst = [line for line in text.splitlines() if line.startswith("    [")]
+    assert len(worst) == 5 and all("expected" in w and "ulp" in w and "gradOutput=" in w for w in worst)
+    assert all(256 <= int(w.split("]")[0].strip(" [")) < 300 for w in worst)  # the unwritten last tile
+    repro = next(line for line in text.splitlines() if "repro:" in line).split("repro: ")[1]
+    assert repro.startswith("aclnn-cli gen ") and "--case silu_backward-bad" in repro
+    gen_cmd, verify_cmd = (part.split()[1:] for part in repro.split(" && "))
+    assert run_cli(*gen_cmd).exit_code == 0  # regenerating keeps the device's dump
+    again = run_cli(*verify_cmd)
+    assert again.exit_code == 1 and "FAIL silu_backward-bad" in again.output and "silu_backward-ok" not in again.output
+
+
+def test_junit_json_and_csv_outputs(broken):
+    tmp, out = broken
+    junit, js, csvdir = tmp / "r.xml", tmp / "r.json", tmp / "csv"
+    result = run_cli("verify", out, "--junit", junit, "--json", js, "--csv-errors", csvdir)
+    assert result.exit_code == 1
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuite" and root.get("tests") == "2" and root.get("failures") == "1"
+    cases = {tc.get("name"): tc for tc in root.findall("testcase")}
+    assert cases["silu_backward-ok"].find("failure") is None
+    failure = cases["silu_backward-bad"].find("failure")
+    assert failure.get("type") == "FAIL" and "MERE" in failure.get("message") and "repro:" in failure.text
+    data = json.loads(js.read_text())
+    assert data["schema"] == "aclnn-cli/verify/1" and data["summary"] == {
+        "total": 2, "PASS": 1, "FAIL": 1, "LAYOUT": 0, "MISTRUSTED": 0, "MISSING": 0, "STATUS": 0, "ERROR": 0}
+    bad = next(c for c in data["cases"] if c["status"] == "FAIL")
+    assert {"metrics", "worst", "repro", "params", "reason"} <= set(bad)
+    assert {"rmse", "error_balance", "max_ulp_error", "mean_ulp_error", "violations"} <= set(bad["metrics"])
+    rows = (csvdir / "silu_backward-bad.csv").read_text().splitlines()
+    assert rows[0] == "Index,Coords,ExpectOut,RealOut,FpDiff,RateDiff,UlpDiff"
+    assert {int(r.split(",")[0]) for r in rows[1:]} <= set(range(256, 300)) and len(rows) > 30
+    assert not (csvdir / "silu_backward-ok.csv").exists()
+
+
+def test_mistrusted_case_says_why(tmp_path):
+    text = """
+op: aclnnHardsigmoidBackward
+cases:
+  - {name: outside, dtype: float32, shape: [100], inputs: {self: {uniform: [5, 9]}}}
+  - {name: flat, dtype: float32, shape: [100], inputs: {self: {constant: 1.0}, gradOutput: {constant: 2.0}}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    result = run_cli("verify", out, "--json", tmp_path / "v.json")
+    assert result.exit_code == 1
+    reasons = {c["case_id"]: (c["status"], c["reason"]) for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
+    assert reasons["hardsigmoid_backward-outside"][0] == "MISTRUSTED" and "100% of the golden is zero" in reasons["hardsigmoid_backward-outside"][1]
+    assert reasons["hardsigmoid_backward-flat"][0] == "MISTRUSTED" and "constant" in reasons["hardsigmoid_backward-flat"][1]
+
+
+def test_standard_and_tolerance_per_case_and_per_run(tmp_path):
+    text = """
+op: aclnnLogSigmoidBackward
+cases:
+  - {name: strict, dtype: float16, shape: [4096], standard: bitwise}
+  - {name: loose, dtype: float16, shape: [4096], standard: allclose, tolerance: {rtol: 0.5}}
+"""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out, "--defect", "round-half-away").exit_code == 0
+    result = run_cli("verify", out, "--json", tmp_path / "v.json")
+    got = {c["case_id"]: c for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
+    assert got["log_sigmoid_backward-strict"]["standard"] == "bitwise"
+    assert got["log_sigmoid_backward-loose"]["params"] == {"rtol": 0.5, "atol": 1e-5}
+    result = run_cli("verify", out, "--standard", "allclose", "--rtol", "0.25", "--json", tmp_path / "w.json")
+    assert all(c["params"]["rtol"] == 0.25 for c in json.loads((tmp_path / "w.json").read_text())["cases"])
+    bad = run_cli("verify", out, "--standard", "ulp", "--rtol", "0.1")
+    assert bad.exit_code == 2 and "no tolerance 'rtol'" in bad.output
+    typo = write_yaml(tmp_path, "op: aclnnLogSigmoidBackward\ncases:\n  - {name: t, shape: [4], tolerance: {rtl: 1}}\n", "t.yaml")
+    assert run_cli("gen", typo, "-o", tmp_path / "o2").exit_code == 2
