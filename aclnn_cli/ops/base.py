@@ -90,10 +90,11 @@ class OpSpec:
     dims: tuple[int, int]
     empty_ok: bool
     reference: Callable[[Arrays], Reference]  # finite inputs, float64, numerically stable
-    ieee: Callable[[Arrays], np.ndarray]  # the textbook formula in IEEE float64, for non-finite inputs
     exact: Callable[[Mapping[str, Fraction]], Fraction | Decimal]  # one element, to >= 150 bits
-    kernel: Callable[[Arrays], np.ndarray]  # how the device computes, in float32
+    kernel: Callable[[Arrays], np.ndarray]  # how the device computes, in the inputs' float type (float32)
     special_values: str  # documented semantics at inf/nan
+    # The formula in IEEE float64 where an input is inf/NaN (default: the kernel in float64).
+    ieee: Callable[[Arrays], np.ndarray] | None = None
     cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"
     # Where a float32 kernel legitimately differs from the exact result (a discontinuity it
     # places one float32 step away, an intermediate that overflows float32): (where, device value).
@@ -130,7 +131,7 @@ class OpSpec:
         ok = {k: np.where(finite, v, 0.0) for k, v in inputs.items()}
         ref = self.reference(ok)
         with np.errstate(all="ignore"):
-            special = self.ieee({k: v[~finite] for k, v in inputs.items()})
+            special = (self.ieee or self.kernel)({k: v[~finite] for k, v in inputs.items()})
         value = ref.value.copy()
         value[~finite] = special
         bound, scale = ref.bound.copy(), ref.scale.copy()

@@ -21,3 +21,33 @@ def swish_grad_reference(dy: np.ndarray, z: np.ndarray, z_rel_err: float = 0.0) 
     terms = s * (1.0 + np.abs(z) * c)
     rel_bound = 32.0 + z_rel_err * 4.0 * (1.0 + np.abs(z)) ** 2
     return grad_linear_reference(dy, factor, terms, rel_bound)
+
+
+# Kernel variants of dy * s(z) (1 + z (1 - s(z))), shared by SiluBackward (z = x) and
+# FastGeluBackward (z = 1.702 x); computed in the inputs' float type.
+
+def exp_overflow_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Defect: sigmoid as e^z/(1+e^z): inf/inf = NaN once e^z overflows (z > 88.7 in float32)."""
+    s = np.exp(z) / (1.0 + np.exp(z))
+    return dy * s * (1.0 + z * (1.0 - s))
+
+
+def expanded_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Defect: 1 + z(1-s) expanded to 1 + z - z s, which cancels to 0 once |z| >= 2^24."""
+    s = 1.0 / (1.0 + np.exp(-z))
+    return dy * s * (1.0 + z - z * s)
+
+
+def stable_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Legitimate: sigmoid and its complement from exp(-|z|), summed as s + z s (1-s)."""
+    e = np.exp(-np.abs(z))
+    s = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    c = np.where(z >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
+    return dy * (s + z * s * c)
+
+
+def shared_variants(z_of) -> dict:
+    """The swish variants for an op whose z is z_of(self)."""
+    return {name: (lambda fn: lambda t: fn(t["gradOutput"], z_of(t["self"])))(fn)
+            for name, fn in (("exp-overflow", exp_overflow_kernel), ("expanded-formula", expanded_kernel),
+                             ("stable-formula", stable_kernel))}
