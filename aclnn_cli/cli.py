@@ -17,13 +17,42 @@ from .standards import STANDARDS
 from .emulate import emulate_case
 from .defects import CATALOGUE, find_variant
 from .errors import UserError
-from .gen import generate_case
+from .emulate import SPLIT as EMULATE_SPLIT
+from .gen import generate_case, generate_cases
+from .parallel import Runner, as_completed, default_jobs
+from .shard import shard_ids
+from .storage import CHUNK
 from .progress import Progress
-from .report import junit_xml, print_cases, print_summary, verify_json, write_error_csvs, write_json
+from .report import (junit_xml, load_results, merged_run, print_cases, print_summary, verify_json, write_error_csvs,
+                     write_json)
 from .storage import atomic_write_text
 from .verify import Options, verify_dirs
 
 BUNDLED = Path(__file__).resolve().parent.parent / "cases"
+
+
+def _parse_shard(ctx, param, value: str | None):
+    if value is None:
+        return (0, 1)
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise click.BadParameter("use I/N, e.g. 2/4 (shards are numbered 1..N)") from None
+    if not 1 <= i <= n:
+        raise click.BadParameter(f"shard {i}/{n}: I must be between 1 and N")
+    return (i - 1, n)
+
+
+JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs(), show_default="number of cores",
+                    help="Worker processes; large cases are split into ranges across them.")
+SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=None,
+                     help="Only this runner's share of the cases (balanced by size, each case in exactly one shard).")
+
+
+def _sharded(dirs: list[Path], shard) -> list:
+    manifests = [M.load(d) for d in dirs]
+    keep = shard_ids([(m.case_id, m.output.layout.numel) for m in manifests], *shard)
+    return [m for m in manifests if m.case_id in keep]
 
 
 def _console() -> Console:
@@ -55,15 +84,17 @@ def main() -> None:
 @click.option("--case", "patterns", multiple=True, metavar="ID",
               help="Only cases whose id matches (shell pattern, repeatable).")
 @click.option("--force", is_flag=True, help="Regenerate even unchanged, intact cases.")
-def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool) -> None:
+@JOBS
+@SHARD
+def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool, jobs: int, shard) -> None:
     """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases/)."""
     try:
         cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
-        skipped = 0
+        cases = [c for c in cases if c.case_id in shard_ids([(c.case_id, c.numel) for c in cases], *shard)]
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
-            for case in cases:
-                skipped += generate_case(case, out, force=force).skipped
-                bar.advance(case.case_id, case.numel)
+            results = generate_cases(cases, out, jobs=jobs, force=force,
+                                     on_done=lambda r: bar.advance(r.case_id, r.elements))
+        skipped = sum(r.skipped for r in results)
     except UserError as exc:
         _fail(exc)
     click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
@@ -82,19 +113,49 @@ def select_cases(cases, patterns: tuple[str, ...]):
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--defect", type=click.Choice(list(CATALOGUE)), default=None,
               help="Emulate a broken kernel (or a legitimate variant): see 'aclnn-cli defects'.")
-def emulate(out: Path, defect: str | None) -> None:
+@JOBS
+@SHARD
+def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
     variant = find_variant(defect) if defect else None
     try:
-        dirs = M.find_cases(out)
-        manifests = [M.load(d) for d in dirs]
-        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+        manifests = _sharded(M.find_cases(out), shard)
+        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar, Runner(jobs) as run:
+            futures = {}
             for m in manifests:
-                emulate_case(m, variant=variant)
-                bar.advance(m.case_id, m.output.layout.numel)
+                if m.output.layout.numel > EMULATE_SPLIT and jobs > 1:
+                    emulate_case(m, variant=variant, run=run)
+                    bar.advance(m.case_id, m.output.layout.numel)
+                else:
+                    futures[run.submit(emulate_case, m, CHUNK, variant)] = m
+            for f in as_completed(list(futures)):
+                f.result()
+                bar.advance(futures[f].case_id, futures[f].output.layout.numel)
     except UserError as exc:
         _fail(exc)
     click.echo(f"emulated {len(manifests)} cases in {out}" + (f" with defect '{defect}'" if defect else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the merged results as JSON here.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write merged JUnit XML here.")
+@click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool) -> None:
+    """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
+    console = _console()
+    try:
+        run = merged_run(load_results(list(paths)))
+    except UserError as exc:
+        _fail(exc)
+    print_cases(console, run, show_passing=not failures_only)
+    print_summary(console, run)
+    data = verify_json(run, None)
+    if json_path:
+        write_json(json_path, data)
+    if junit_path:
+        atomic_write_text(junit_path, junit_xml(data["cases"]))
+    sys.exit(run.exit_code)
 
 
 @main.command()
@@ -161,16 +222,20 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--csv-errors", "csv_dir", type=click.Path(path_type=Path),
               help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+@JOBS
+@SHARD
 def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, json_path: Path | None,
-           junit_path: Path | None, csv_dir: Path | None, failures_only: bool) -> None:
+           junit_path: Path | None, csv_dir: Path | None, failures_only: bool, jobs: int, shard) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
                    error_rows=csv_dir is not None)
     try:
-        dirs = M.find_cases(out)
-        with Progress("verify", len(dirs), None) as bar:
-            run = verify_dirs(dirs, opts, on_case=lambda r: bar.advance(r.case_id, 0))
+        manifests = _sharded(M.find_cases(out), shard)
+        with Progress("verify", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+            sizes = {str(m.dir): m.output.layout.numel for m in manifests}
+            run = verify_dirs([m.dir for m in manifests], opts, jobs=jobs,
+                              on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
     except UserError as exc:
         _fail(exc)
     print_cases(console, run, show_passing=not failures_only)

@@ -17,6 +17,7 @@ import numpy as np
 from .dtypes import DType
 
 # msprobe small-value thresholds: |g| <= small is judged by |a - g| <= atol.
+Rule = Callable[["ElementErrors"], np.ndarray]
 SMALL_VALUE = {"float16": (2.0**-10, 2.0**-16), "bfloat16": (2.0**-10, 2.0**-16), "float32": (2.0**-20, 2.0**-30),
                "float64": (2.0**-20, 2.0**-30)}
 WORST_K = 5
@@ -24,20 +25,38 @@ WORST_K = 5
 
 @dataclass
 class ElementErrors:
-    """Errors of one chunk. rel is relative to the standard's denominator."""
+    """Errors of one chunk, in float32 (float64 for float64 data). rel is relative to the standard's denominator.
 
-    abs: np.ndarray  # |a - g| where both finite, else 0
-    rel: np.ndarray  # abs / denominator where both finite, else 0
+    Elements where a or g is not finite carry zero errors and count as `special` when they
+    disagree (NaN must meet NaN, Inf the same-signed Inf).
+    """
+
+    a: np.ndarray
+    g: np.ndarray
+    abs: np.ndarray  # |a - g| (saturates at the float type's max)
+    rel: np.ndarray  # abs / denominator
     signed: np.ndarray  # (|a| - |g|) / denominator: < 0 means toward zero
     ulp: np.ndarray  # abs in units of the output dtype's ulp at the golden's exponent
-    special: np.ndarray  # NaN/Inf (and, if asked, zero-sign) disagreement
-    finite: np.ndarray  # both finite
-    small_error: np.ndarray  # |g| <= small value and |a - g| > its absolute bound
-    small: np.ndarray  # |g| <= small value
-    zero_golden: np.ndarray  # g == 0
-    golden_abs: np.ndarray  # |g| where finite, else 0
-    zero_sign: np.ndarray  # a and g are zeros of different sign
-    violation: np.ndarray = field(default=None)  # breaks the standard's per-element rule
+    golden_abs: np.ndarray  # |g|
+    dtype: DType
+    nonfinite: np.ndarray  # indices where a or g is not finite
+    special: np.ndarray  # indices of NaN/Inf (and, if asked, zero-sign) disagreements
+    violation: np.ndarray | None = None  # breaks the standard's per-element rule (bool)
+
+    @property
+    def compared(self) -> int:
+        return self.abs.size - self.nonfinite.size
+
+    @property
+    def zero_sign(self) -> np.ndarray:
+        return (self.a == 0) & (self.g == 0) & (np.signbit(self.a) != np.signbit(self.g))
+
+    def small(self) -> tuple[int, int]:
+        """(elements with |g| <= small value, those of them whose |a - g| exceeds the absolute bound)."""
+        small_value, small_atol = SMALL_VALUE[self.dtype.name]
+        small = self.golden_abs <= small_value
+        small[self.nonfinite] = False
+        return int(small.sum()), int((small & (self.abs > small_atol)).sum())
 
 
 def ulp_at(g: np.ndarray, dtype: DType) -> np.ndarray:
@@ -45,6 +64,20 @@ def ulp_at(g: np.ndarray, dtype: DType) -> np.ndarray:
     _, e = np.frexp(np.abs(g))  # frexp(0) gives exponent 0: zero belongs to the smallest binade
     e = np.where(g == 0, dtype.emin, np.maximum(e - 1, dtype.emin))
     return np.ldexp(1.0, e - dtype.precision + 1)
+
+
+_EXPONENT_BITS = {"float32": 0x7F800000, "float16": 0x7C00, "bfloat16": 0x7F80}
+
+
+def ulp_of(g_native: np.ndarray, dtype: DType, work: np.dtype) -> np.ndarray:
+    """ulp_at for values stored in `dtype`, from their exponent bits (three cheap passes)."""
+    mask = _EXPONENT_BITS.get(dtype.name)
+    if mask is None:
+        return ulp_at(g_native.astype(np.float64), dtype).astype(work)
+    u = dtype.uint_dtype
+    power = (g_native.view(u) & u.type(mask)).view(dtype.np_dtype).astype(work)  # 2^e, or 0 when subnormal
+    ulp = power * work.type(2.0 ** (1 - dtype.precision))
+    return np.maximum(ulp, work.type(dtype.smallest_subnormal), out=ulp)
 
 
 def special_mismatch(a: np.ndarray, g: np.ndarray, signed_zeros: bool = False) -> np.ndarray:
@@ -57,25 +90,62 @@ def special_mismatch(a: np.ndarray, g: np.ndarray, signed_zeros: bool = False) -
     return bad
 
 
-def element_errors(a: np.ndarray, g: np.ndarray, denominator: np.ndarray, dtype: DType, *,
-                   flush_ok: bool = True, signed_zeros: bool = False) -> ElementErrors:
-    """Per-element errors of actual `a` against golden `g` (float64 arrays of one chunk).
+def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
+                   signed_zeros: bool = False) -> ElementErrors:
+    """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
 
-    flush_ok: a zero where the golden is subnormal in `dtype` counts as exact (flush-to-zero).
+    Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
+    themselves carry float32 rounding, far below any threshold); float64 data in float64.
     """
-    finite = np.isfinite(a) & np.isfinite(g)
-    a0, g0 = np.where(finite, a, 0.0), np.where(finite, g, 0.0)
-    abs_err = np.abs(a0 - g0)
-    if flush_ok:
-        abs_err[(a0 == 0) & (np.abs(g0) < dtype.smallest_normal)] = 0.0
-    den = np.where(finite, denominator, 1.0)
-    small_value, small_atol = SMALL_VALUE[dtype.name]
-    small = finite & (np.abs(g0) <= small_value)
-    return ElementErrors(
-        abs=abs_err, rel=abs_err / den, signed=np.where(abs_err > 0, (np.abs(a0) - np.abs(g0)) / den, 0.0),
-        ulp=abs_err / ulp_at(g0, dtype), special=special_mismatch(a, g, signed_zeros), finite=finite,
-        small_error=small & (abs_err > small_atol), small=small, zero_golden=finite & (g0 == 0),
-        golden_abs=np.abs(g0), zero_sign=finite & (a0 == 0) & (g0 == 0) & (np.signbit(a0) != np.signbit(g0)))
+    wide = a_native.dtype == np.float64 or g_native.dtype == np.float64  # hand-made or float64 data
+    work = np.dtype(np.float64) if wide or dtype.itemsize == 8 else np.dtype(np.float32)
+    with np.errstate(all="ignore"):
+        a = a_native.astype(work, copy=False)
+        g = g_native.astype(work, copy=False)
+        abs_err = np.abs(a - g)
+        golden_abs = np.abs(g)
+        den = np.maximum(golden_abs, work.type(floor))
+        rel = abs_err / den
+        signed = np.abs(a)
+        signed -= golden_abs
+        signed /= den
+        ulp = np.divide(abs_err, ulp_at(g, dtype) if g_native.dtype != dtype.np_dtype else ulp_of(g_native, dtype, work))
+    odd = np.flatnonzero(~(rel < np.inf))  # NaN or inf: a non-finite value, or an overflowing difference
+    nonfinite = special = np.empty(0, dtype=np.int64)
+    if odd.size:
+        ao, go = a[odd], g[odd]
+        fin = np.isfinite(ao) & np.isfinite(go)
+        big = odd[fin]  # both finite, the difference overflowed the work type
+        top = np.finfo(work).max
+        with np.errstate(over="ignore"):
+            wide = np.abs(ao[fin].astype(np.float64) - go[fin].astype(np.float64))
+        abs_err[big] = np.minimum(wide, top)
+        rel[big] = np.minimum(wide / np.maximum(np.abs(go[fin]).astype(np.float64), floor), top)
+        ulp[big] = top
+        nonfinite = odd[~fin]
+        special = nonfinite[special_mismatch(ao[~fin], go[~fin])]
+        for arr in (abs_err, rel, signed, ulp):
+            arr[nonfinite] = 0
+    if signed_zeros:
+        zs = np.flatnonzero((a == 0) & (g == 0) & (np.signbit(a) != np.signbit(g)))
+        special = np.union1d(special, zs)
+    return ElementErrors(a, g, abs_err, rel, signed, ulp, golden_abs, dtype, nonfinite, special)
+
+
+def apply_rule(e: ElementErrors, rule: Rule, flush_ok: bool = True) -> None:
+    """Mark the elements that break a standard's per-element rule.
+
+    flush_ok: a zero where the golden is subnormal in the output dtype (flush-to-zero
+    hardware) counts as exact; only elements that would otherwise break the rule are looked at.
+    """
+    e.violation = rule(e)
+    if flush_ok and e.violation.any():
+        idx = np.flatnonzero(e.violation)
+        flushed = idx[(e.a[idx] == 0) & (e.golden_abs[idx] < e.dtype.smallest_normal)]
+        if flushed.size:
+            for arr in (e.abs, e.rel, e.signed, e.ulp):
+                arr[flushed] = 0
+            e.violation = rule(e)
 
 
 @dataclass
@@ -107,50 +177,56 @@ class Metrics:
     _COUNTS = ("elements", "compared", "special_mismatches", "violations", "relieved", "small_elements",
                "small_errors", "zero_goldens")
 
-    def add(self, e: ElementErrors, base: int) -> None:
+    def add(self, e: ElementErrors, base: int, index: np.ndarray | None = None, track_small: bool = False) -> None:
+        """Fold in one chunk's errors; element i is logical index base + i, or index[i] if given."""
         n = e.abs.size
         self.elements += n
-        self.compared += int(e.finite.sum())
-        self.small_elements += int(e.small.sum())
-        self.small_errors += int(e.small_error.sum())
-        self.zero_goldens += int(e.zero_golden.sum())
-        self.sum_rel += float(e.rel.sum())
-        self.sum_signed += float(e.signed.sum())
+        self.compared += e.compared
+        if track_small:
+            small, small_err = e.small()
+            self.small_elements += small
+            self.small_errors += small_err
+        self.zero_goldens += int(np.count_nonzero(e.golden_abs == 0)) - int(np.count_nonzero(e.golden_abs[e.nonfinite] == 0))
+        self.sum_rel += float(e.rel.sum(dtype=np.float64))
+        self.sum_signed += float(e.signed.sum(dtype=np.float64))
         self.sum_sq_abs += float(np.dot(e.abs, e.abs))
-        self.sum_ulp += float(e.ulp.sum())
-        self.sum_sq_golden += float(np.dot(e.golden_abs, e.golden_abs))
+        self.sum_sq_golden += float(np.dot(e.golden_abs, e.golden_abs)) if track_small else 0.0
+        self.sum_ulp += float(e.ulp.sum(dtype=np.float64))
         if not n:
             return
+        where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))
         self.max_ulp = max(self.max_ulp, float(e.ulp.max()))
         for attr, arr in (("abs", e.abs), ("rel", e.rel)):
             i = int(np.argmax(arr))
             if arr[i] > getattr(self, f"max_{attr}"):
                 setattr(self, f"max_{attr}", float(arr[i]))
-                setattr(self, f"max_{attr}_at", base + i)
-        self._count("special", e.special, base)
+                setattr(self, f"max_{attr}_at", where(i))
+        if e.special.size:
+            self.special_mismatches += int(e.special.size)
+            first = where(e.special[0])
+            if self.first_special < 0 or first < self.first_special:
+                self.first_special = first
+            for i in e.special[:WORST_K]:
+                self._push((float("inf"), where(i)))
         if e.violation is not None:
-            self._count("violation", e.violation, base)
-        score = np.where(e.special, np.inf, e.rel)
-        k = min(WORST_K, n)
-        top = np.argpartition(score, n - k)[n - k:]
-        for i in top:
-            if score[i] > 0:
-                self._push((float(score[i]), int(base + i)))
+            hits = int(np.count_nonzero(e.violation))
+            if hits:
+                self.violations += hits
+                first = where(int(np.argmax(e.violation)))
+                if self.first_violation < 0 or first < self.first_violation:
+                    self.first_violation = first
+        floor = self.worst[0][0] if len(self.worst) >= WORST_K else 0.0
+        cand = np.flatnonzero(e.rel > floor)
+        if cand.size > WORST_K:
+            cand = cand[np.argpartition(e.rel[cand], cand.size - WORST_K)[cand.size - WORST_K:]]
+        for i in cand:
+            self._push((float(e.rel[i]), where(i)))
 
     def _push(self, item: tuple[float, int]) -> None:
         if len(self.worst) < WORST_K:
             heapq.heappush(self.worst, item)
         elif item > self.worst[0]:
             heapq.heapreplace(self.worst, item)
-
-    def _count(self, name: str, mask: np.ndarray, base: int) -> None:
-        hits = np.flatnonzero(mask)
-        if hits.size:
-            counter = "special_mismatches" if name == "special" else "violations"
-            setattr(self, counter, getattr(self, counter) + int(hits.size))
-            first = f"first_{name}"
-            if getattr(self, first) < 0 or base + hits[0] < getattr(self, first):
-                setattr(self, first, int(base + hits[0]))
 
     def merge(self, other: "Metrics") -> None:
         """Fold another chunk's (or worker's) metrics into this one."""
@@ -209,4 +285,3 @@ class Verdict:
     reason: str  # which rule decided, with the numbers
 
 
-Rule = Callable[[ElementErrors], np.ndarray]

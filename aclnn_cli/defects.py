@@ -31,6 +31,10 @@ class Variant:
     cast: Callable[[np.ndarray, D.DType, str], np.ndarray] | None = None  # float32 -> output dtype
     write: Callable[[np.ndarray, Layout, int, int, np.ndarray], None] | None = None
 
+    def __reduce__(self):
+        """Pickle by name: worker processes look the variant up in their own catalogue."""
+        return (find_variant, (self.name,))
+
 
 def _truncate_bf16(x32: np.ndarray, dtype: D.DType, mode: str) -> np.ndarray:
     if dtype is not D.BFLOAT16:

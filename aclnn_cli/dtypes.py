@@ -28,6 +28,10 @@ class DType:
     emin: int  # exponent of the smallest normal
     max_finite: float
 
+    def __reduce__(self):
+        """Pickle by name, so worker processes get the same singletons (rounding dispatches on identity)."""
+        return (lookup, (self.name,))
+
     @property
     def itemsize(self) -> int:
         return self.np_dtype.itemsize

@@ -19,7 +19,10 @@ from . import dtypes as D
 from . import manifest as M
 from .defects import Variant
 from .ops.contract import compute_dtype
-from .storage import CHUNK, atomic_write_text, chunks, gather, open_storage, write_view
+from .parallel import Runner
+from .storage import CHUNK, StorageFile, atomic_write_text, check_size, chunks
+
+SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
 
 
 def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: Variant | None = None) -> np.ndarray:
@@ -49,27 +52,49 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
     return result
 
 
-def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None = None) -> Path | None:
-    """Write phase one's status and, if the call succeeds, the output dump (returns the dump's path)."""
+def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None = None, run: Runner | None = None) -> Path | None:
+    """Write phase one's status and, if the call succeeds, the output dump (returns the dump's path).
+
+    With a Runner, a large case's ranges are computed by its workers.
+    """
     outcome = m.phase_one()
     atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
     out = m.output
     if outcome.status != 0 or out.dump is None:
         return None
-    ins = {t.name: open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}") for t in m.inputs}
+    for t in m.inputs:
+        check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
     shutil.copyfile(out.file, tmp)  # the device writes into the initial output storage
     try:
-        if out.layout.numel:
-            dump = np.memmap(tmp, dtype=out.dtype.np_dtype, mode="r+", shape=(out.layout.storage_size,))
-            for start, stop in chunks(out.layout.numel, chunk):
-                values = {t.name: gather(ins[t.name], t.layout, out.layout.shape, start, stop) for t in m.inputs}
-                write = variant.write if variant is not None and variant.write is not None else write_view
-                write(dump, out.layout, start, stop, kernel_output(m, values, variant))
-            dump.flush()
-            del dump
+        n = out.layout.numel
+        if run is not None and n > SPLIT and out.layout.is_contiguous:
+            run.map(emulate_range, [(m, tmp, s, e, chunk, variant) for s, e in chunks(n, SPLIT // 4)])
+        elif n:
+            emulate_range(m, tmp, 0, n, chunk, variant)
         os.replace(tmp, out.dump)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return out.dump
+
+
+def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chunk: int = CHUNK,
+                  variant: Variant | None = None) -> None:
+    """Compute output elements [start, stop) into the dump file."""
+    out = m.output
+    ins = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs}
+    write = variant.write if variant is not None and variant.write is not None else None
+    try:
+        with StorageFile(dump_path, out.dtype.np_dtype, out.layout.storage_size, writable=True) as dump:
+            for s in range(start, stop, chunk):
+                e = min(stop, s + chunk)
+                values = {t.name: ins[t.name].gather(t.layout, out.layout.shape, s, e) for t in m.inputs}
+                result = kernel_output(m, values, variant)
+                if write is None:
+                    dump.write(out.layout, s, e, result)
+                else:
+                    write(dump.map, out.layout, s, e, result)
+    finally:
+        for f in ins.values():
+            f.close()

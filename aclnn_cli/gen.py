@@ -3,7 +3,8 @@
 Inputs are written by their own logical index, then read back through their
 views to compute the golden: broadcasting and self-overlapping views (stride 0)
 need no special case, and the golden is always computed from exactly the bytes
-the device will read.
+the device will read. A large case with contiguous inputs is split into ranges
+that workers fill in parallel; the bytes do not depend on how it is split.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from . import manifest as M
 from .cases import Case
 from .fill import generate
 from .golden import golden
-from .storage import (CHUNK, atomic_write_text, canary, chunks, create_storage, gather, in_view_mask, replace_dir,
-                      safe_child, sha256_file, write_view)
+from .parallel import Runner, as_completed
+from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, in_view_mask, replace_dir,
+                      safe_child, sha256_file)
+
+SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
 
 @dataclass(frozen=True)
@@ -40,29 +44,142 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     skipped unless `force`. When a case is rewritten with the same definition, the device's
     dumps and status file are kept (they were made from the same inputs).
     """
-    out_root.mkdir(parents=True, exist_ok=True)
-    final = safe_child(out_root, case.case_id)
-    fingerprint = M.fingerprint(case)
-    old = _existing(final)
-    same = old is not None and old.get("fingerprint") == fingerprint
-    if same and not force and _intact(final, old):
-        return GenResult(case.case_id, final, case.numel, old["golden"]["exact_fallback_elements"], skipped=True)
-    tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    skip = unchanged(case, out_root, force)
+    if skip:
+        return skip
+    tmp = prepare(case, out_root)
     try:
-        fallbacks = _write_tensors(case, tmp, chunk)
-        digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
-        atomic_write_text(tmp / M.MANIFEST, M.dumps_json(M.build(case, digests, fallbacks)))
-        if same:
-            for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
-                if kept.is_file():
-                    shutil.copy2(kept, tmp / kept.name)
-        replace_dir(tmp, final)
+        for t in case.inputs:
+            if not t.null:
+                fill_input(case, tmp, t.name, 0, t.layout.numel, chunk)
+        fallbacks = fill_golden(case, tmp, 0, case.numel, chunk)
+        return finish(case, out_root, tmp, fallbacks)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int = CHUNK, force: bool = False,
+                   on_done=None) -> list[GenResult]:
+    """Generate many cases: small ones one per worker, large ones split into ranges across workers."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    results: list[GenResult] = []
+    with Runner(jobs) as run:
+        whole = [c for c in cases if c.numel <= SPLIT or jobs == 1 or not _splittable(c)]
+        futures = [run.submit(generate_case, c, out_root, chunk, force) for c in whole]
+        for c in cases:
+            if c not in whole:
+                r = _generate_split(run, c, out_root, chunk, force)
+                results.append(r)
+                on_done and on_done(r)
+        for f in as_completed(futures):
+            r = f.result()
+            results.append(r)
+            on_done and on_done(r)
+    return results
+
+
+def _splittable(case: Case) -> bool:
+    return all(t.null or t.layout.is_contiguous for t in case.inputs)
+
+
+def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
+    skip = unchanged(case, out_root, force)
+    if skip:
+        return skip
+    tmp = prepare(case, out_root)
+    try:
+        ranges = list(chunks(case.numel, max(chunk, SPLIT // 4)))
+        run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
+                             for s, e in chunks(t.layout.numel, max(chunk, SPLIT // 4))])
+        fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges]))
+        return finish(case, out_root, tmp, fallbacks)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def unchanged(case: Case, out_root: Path, force: bool) -> GenResult | None:
+    """The result for a case that need not be written again, or None."""
+    final = safe_child(out_root, case.case_id)
+    old = _existing(final)
+    if force or old is None or old.get("fingerprint") != M.fingerprint(case) or not _intact(final, old):
+        return None
+    return GenResult(case.case_id, final, case.numel, old["golden"]["exact_fallback_elements"], skipped=True)
+
+
+def prepare(case: Case, out_root: Path) -> Path:
+    """A fresh temporary directory with every storage file allocated: poison and canary in place."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    safe_child(out_root, case.case_id)
+    tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for t in case.tensors:
+        if t.null:
+            continue
+        path = tmp / M.input_file(t.name)
+        allocate(path, t.dtype.np_dtype, t.layout.storage_size)
+        with StorageFile(path, t.dtype.np_dtype, t.layout.storage_size, writable=True) as st:
+            if t.role == "output":
+                st.fill(canary(t.dtype))  # the device must overwrite every element of the view, and nothing else
+            elif not t.layout.is_contiguous:
+                st.fill(np.nan, ~in_view_mask(t.layout))  # poison: reading outside the view shows as NaN
+    out = case.output
+    if case.expect_status == 0:
+        gold = tmp / M.golden_file(out.name)
+        if out.layout.is_contiguous:
+            allocate(gold, out.dtype.np_dtype, out.layout.storage_size)  # every element gets written
+        else:
+            shutil.copyfile(tmp / M.input_file(out.name), gold)  # outside the view, expect the canary untouched
+    return tmp
+
+
+def fill_input(case: Case, tmp: Path, name: str, start: int, stop: int, chunk: int = CHUNK) -> None:
+    t = next(x for x in case.inputs if x.name == name)
+    with StorageFile(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as st:
+        for s, e in chunks_between(start, stop, chunk):
+            st.write(t.layout, s, e, generate(t.fill, t.dtype, case.seed, t.slot, s, e))
+
+
+def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK) -> int:
+    """Golden for output elements [start, stop); returns how many needed the exact path."""
+    if case.expect_status != 0:
+        return 0
+    out = case.output
+    ins = {t.name: StorageFile(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size)
+           for t in case.inputs if not t.null}
+    fallbacks = 0
+    try:
+        with StorageFile(tmp / M.golden_file(out.name), out.dtype.np_dtype, out.layout.storage_size, writable=True) as gold:
+            for s, e in chunks_between(start, stop, chunk):
+                values = {t.name: ins[t.name].gather(t.layout, out.layout.shape, s, e) for t in case.inputs}
+                result, hard = golden(case.op, values, out.dtype)
+                gold.write(out.layout, s, e, result)
+                fallbacks += hard
+    finally:
+        for f in ins.values():
+            f.close()
+    return fallbacks
+
+
+def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int) -> GenResult:
+    """Checksums, manifest, kept dumps; then move the finished directory into place."""
+    final = safe_child(out_root, case.case_id)
+    digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
+    atomic_write_text(tmp / M.MANIFEST, M.dumps_json(M.build(case, digests, fallbacks)))
+    old = _existing(final)
+    if old is not None and old.get("fingerprint") == M.fingerprint(case):
+        for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
+            if kept.is_file():
+                shutil.copy2(kept, tmp / kept.name)
+    replace_dir(tmp, final)
     return GenResult(case.case_id, final, case.numel, fallbacks)
+
+
+def chunks_between(start: int, stop: int, size: int):
+    for s in range(start, stop, size):
+        yield s, min(stop, s + size)
 
 
 def _existing(case_dir: Path) -> dict | None:
@@ -81,39 +198,3 @@ def _intact(case_dir: Path, manifest: dict) -> bool:
                 if not path.is_file() or sha256_file(path) != t.get(sum_key):
                     return False
     return True
-
-
-def _write_tensors(case: Case, tmp: Path, chunk: int) -> int:
-    storages = {}
-    for t in case.tensors:
-        if t.null:
-            continue
-        st = create_storage(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size)
-        if t.role == "output":
-            st[:] = canary(t.dtype)  # the device must overwrite every element of the view, and nothing else
-        elif not t.layout.is_contiguous:
-            st[~in_view_mask(t.layout)] = np.nan  # poison: a kernel reading outside the view sees NaN
-        storages[t.name] = st
-    for t in case.inputs:
-        if not t.null:
-            for start, stop in chunks(t.layout.numel, chunk):
-                write_view(storages[t.name], t.layout, start, stop, generate(t.fill, t.dtype, case.seed, t.slot, start, stop))
-    fallbacks = 0
-    out = case.output
-    if case.expect_status == 0:
-        if isinstance(storages[out.name], np.memmap):
-            storages[out.name].flush()
-        gold_path = tmp / M.golden_file(out.name)
-        shutil.copyfile(tmp / M.input_file(out.name), gold_path)  # outside the view, expect the canary untouched
-        gold = np.memmap(gold_path, dtype=out.dtype.np_dtype, mode="r+", shape=(out.layout.storage_size,)) \
-            if out.layout.storage_size else np.empty(0, out.dtype.np_dtype)
-        for start, stop in chunks(out.layout.numel, chunk):
-            values = {t.name: gather(storages[t.name], t.layout, out.layout.shape, start, stop) for t in case.inputs}
-            result, hard = golden(case.op, values, out.dtype)
-            write_view(gold, out.layout, start, stop, result)
-            fallbacks += hard
-        storages["golden"] = gold
-    for arr in storages.values():
-        if isinstance(arr, np.memmap):
-            arr.flush()
-    return fallbacks

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .errors import UserError
 from .storage import atomic_write_text, safe_child
 from .verify import ALL_STATUSES, PASS, CaseResult, RunResult
 
@@ -127,3 +128,37 @@ def write_error_csvs(directory: Path, run: RunResult) -> int:
         atomic_write_text(safe_child(directory, f"{c.case_id}.csv"), buf.getvalue())
         written += 1
     return written
+
+
+def load_results(paths: list[Path]) -> list[dict]:
+    """Case results from verify --json files (or directories of them); a case id may appear once."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(p.rglob("*.json")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UserError("no such file or directory", where=str(p))
+    cases: list[dict] = []
+    seen: dict[str, Path] = {}
+    for f in files:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"not a readable JSON file: {exc}", where=str(f)) from None
+        if not isinstance(data, dict) or data.get("schema") != VERIFY_SCHEMA:
+            continue  # other JSON lying around (e.g. case.json) is not a result file
+        for c in data["cases"]:
+            if c["case_id"] in seen:
+                raise UserError(f"case {c['case_id']} is also in {seen[c['case_id']]}: shards overlap", where=str(f))
+            seen[c["case_id"]] = f
+            cases.append(c)
+    if not files or not seen:
+        raise UserError(f"no verify results ({VERIFY_SCHEMA}) found", where=", ".join(map(str, paths)))
+    return cases
+
+
+def merged_run(cases: list[dict]) -> RunResult:
+    fields_ = {f for f in CaseResult.__dataclass_fields__}
+    return RunResult([CaseResult(**{k: v for k, v in c.items() if k in fields_}) for c in cases])

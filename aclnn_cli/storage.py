@@ -17,7 +17,7 @@ from .dtypes import DType
 from .errors import UserError
 from .layout import Layout, source_positions
 
-CHUNK = 1 << 22  # elements per processing chunk: bounds memory, independent of tensor size
+CHUNK = 1 << 18  # elements per processing chunk: bounds memory, keeps temporaries in cache
 
 
 def safe_child(root: Path, name: str) -> Path:
@@ -29,32 +29,109 @@ def safe_child(root: Path, name: str) -> Path:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write a text file via a temporary name and a rename; creates missing parent directories."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 
-def create_storage(path: Path, dtype: np.dtype, size: int) -> np.ndarray:
-    """A writable memory map of `size` elements (a plain array for empty storage)."""
-    if size == 0:
-        path.write_bytes(b"")
-        return np.empty(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="w+", shape=(size,))
+class StorageFile:
+    """A storage .bin opened for chunked reads and writes of a view.
+
+    Contiguous views use pread/pwrite into fresh buffers, so memory stays bounded by the
+    chunk (memory-mapped pages would count toward the process's RSS); strided views gather
+    and scatter through a memory map.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype, size: int, writable: bool = False) -> None:
+        self.path, self.dtype, self.size = path, np.dtype(dtype), size
+        self.fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        self.writable = writable
+        self._map: np.ndarray | None = None
+
+    def close(self) -> None:
+        if self._map is not None and isinstance(self._map, np.memmap):
+            self._map.flush()
+        self._map = None
+        os.close(self.fd)
+
+    def __enter__(self) -> "StorageFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def map(self) -> np.ndarray:
+        if self._map is None:
+            self._map = np.empty(0, self.dtype) if self.size == 0 else np.memmap(
+                self.path, dtype=self.dtype, mode="r+" if self.writable else "r", shape=(self.size,))
+        return self._map
+
+    def read_range(self, start: int, stop: int) -> np.ndarray:
+        """Storage elements [start, stop) into a fresh array."""
+        out = np.empty(stop - start, dtype=self.dtype)
+        view = memoryview(out.view(np.uint8))  # bf16 has no buffer-protocol format of its own
+        done, offset = 0, start * self.dtype.itemsize
+        while done < len(view):
+            n = os.preadv(self.fd, [view[done:]], offset + done)
+            if n <= 0:
+                raise UserError(f"file ended at byte {offset + done}", where=str(self.path))
+            done += n
+        return out
+
+    def write_range(self, start: int, values: np.ndarray) -> None:
+        data = memoryview(np.ascontiguousarray(values, dtype=self.dtype).view(np.uint8))
+        done, offset = 0, start * self.dtype.itemsize
+        while done < len(data):
+            done += os.pwrite(self.fd, data[done:], offset + done)
+
+    def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
+        """Logical elements [start, stop) of a view over this storage."""
+        if layout.is_contiguous:
+            return self.read_range(start, stop)
+        return np.array(self.map[layout.storage_index(np.arange(start, stop))])
+
+    def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
+        """The values feeding output elements [start, stop) (broadcasting)."""
+        if layout.is_contiguous and layout.shape == tuple(out_shape):
+            return self.read_range(start, stop)
+        return np.array(self.map[source_positions(layout, out_shape, slice(start, stop))])
+
+    def write(self, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
+        if layout.is_contiguous:
+            self.write_range(start, values)
+        else:
+            self.map[layout.storage_index(np.arange(start, stop))] = values
+
+    def fill(self, value: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Set every storage element (or those in mask) to one value, chunk by chunk."""
+        if mask is not None:
+            self.map[mask] = value
+            return
+        block = np.full(min(self.size, CHUNK), value, dtype=self.dtype)
+        for start, stop in chunks(self.size):
+            self.write_range(start, block[:stop - start])
 
 
-def open_storage(path: Path, dtype: np.dtype, size: int, what: str) -> np.ndarray:
-    """Read-only map of a storage file, checking it holds exactly `size` elements."""
+def allocate(path: Path, dtype: np.dtype, size: int) -> None:
+    """Create a storage file of `size` elements (sparse: zero bytes until written)."""
+    with open(path, "wb") as f:
+        f.truncate(size * np.dtype(dtype).itemsize)
+
+
+def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
+    """A storage file must hold exactly `size` elements; UserError names the file otherwise."""
     try:
         nbytes = path.stat().st_size
     except OSError:
         raise UserError(f"{what} is missing", where=str(path)) from None
-    expected = size * dtype.itemsize
+    expected = size * np.dtype(dtype).itemsize
     if nbytes != expected:
         raise UserError(f"{what} has {nbytes} bytes, expected {expected} "
-                        f"({size} elements of {dtype.itemsize} bytes)", where=str(path))
-    if size == 0:
-        return np.empty(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(size,))
+                        f"({size} elements of {np.dtype(dtype).itemsize} bytes)", where=str(path))
 
 
 def view_positions(layout: Layout, start: int, stop: int) -> slice | np.ndarray:
@@ -63,18 +140,8 @@ def view_positions(layout: Layout, start: int, stop: int) -> slice | np.ndarray:
     return layout.storage_index(np.arange(start, stop, dtype=np.int64))
 
 
-def read_view(storage: np.ndarray, layout: Layout, start: int, stop: int) -> np.ndarray:
-    """Logical elements [start, stop) of a view, as a fresh array."""
-    return np.array(storage[view_positions(layout, start, stop)])
-
-
 def write_view(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
     storage[view_positions(layout, start, stop)] = values
-
-
-def gather(storage: np.ndarray, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
-    """An input's values feeding output elements [start, stop) (broadcasting), as a fresh array."""
-    return np.array(storage[source_positions(layout, out_shape, slice(start, stop))])
 
 
 def in_view_mask(layout: Layout) -> np.ndarray:

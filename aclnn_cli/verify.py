@@ -17,14 +17,17 @@ from typing import Mapping
 import numpy as np
 
 from . import manifest as M
-from .compare import ElementErrors, Metrics, element_errors
+from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .dtypes import DType, round_from_f64
 from .emulate import kernel_output
 from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
-from .storage import CHUNK, chunks, gather, in_view_mask, open_storage, read_view, view_positions
+from .parallel import Runner, as_completed
+from .storage import CHUNK, StorageFile, check_size, chunks, in_view_mask
+
+SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "ERROR")
@@ -105,7 +108,8 @@ def _standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
         raise UserError(exc.args[0], where=str(m.dir)) from None
 
 
-def verify_case(m: M.CaseManifest, opts: Options = Options()) -> CaseResult:
+def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None) -> CaseResult:
+    """Judge one case. With a Runner, a large case's ranges are compared by its workers."""
     std, params = _standard(m, opts)
     out = m.output
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
@@ -121,29 +125,49 @@ def verify_case(m: M.CaseManifest, opts: Options = Options()) -> CaseResult:
         result.status, result.reason = MISSING, f"no dump at {out.dump}"
         return result
     try:
-        dump = open_storage(out.dump, out.dtype.np_dtype, out.layout.storage_size, "dump")
-        gold = open_storage(out.golden, out.dtype.np_dtype, out.layout.storage_size, "golden")
+        check_size(out.dump, out.dtype.np_dtype, out.layout.storage_size, "dump")
+        check_size(out.golden, out.dtype.np_dtype, out.layout.storage_size, "golden")
+        for t in m.inputs:
+            check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
     except UserError as exc:
         result.status, result.reason = ERROR, str(exc)
         return result
-    if out.layout.numel == 0:
+    n = out.layout.numel
+    if n == 0:
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
     else:
-        cmp = Comparison(m, std, params, opts)
-        metrics, bench = cmp.run(dump, gold)
+        ranges = list(chunks(n, SPLIT // 4)) if run is not None and n > SPLIT else [(0, n)]
+        parts = (run.map(compare_range, [(m, opts, s, e) for s, e in ranges]) if len(ranges) > 1
+                 else [compare_range(m, opts, 0, n)])
+        metrics, bench, rows = parts[0]
+        for other, other_bench, other_rows in parts[1:]:
+            metrics.merge(other)
+            if bench is not None:
+                bench.merge(other_bench)
+            rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
         verdict = std.judge(metrics, params, tolerance_dtype(m)[0], bench)
         result.status, result.reason = (PASS if verdict.passed else FAIL), verdict.reason
         result.metrics, result.benchmark = metrics.to_json(), bench.to_json() if bench else None
-        result.worst = [describe_element(m, dump, cmp.reference_storage(gold), i) for i in metrics.worst_indices()]
-        result.error_rows = cmp.rows
+        result.worst = [describe_element(m, std, i) for i in metrics.worst_indices()]
+        result.error_rows = rows
         if verdict.passed:
             doubt = mistrust(m, metrics)
             if doubt:
                 result.status, result.reason = MISTRUSTED, doubt
-    outside = writes_outside_view(m, dump)
+    outside = writes_outside_view(m)
     if outside:
         result.status, result.reason = LAYOUT, f"{outside}; values inside the view: {result.reason}"
     return result
+
+
+def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
+    """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop)."""
+    std, params = _standard(m, opts)
+    cmp = Comparison(m, std, params, opts)
+    try:
+        return cmp.run(start, stop)
+    finally:
+        cmp.close()
 
 
 def mistrust(m: M.CaseManifest, metrics: Metrics) -> str | None:
@@ -170,108 +194,102 @@ class Comparison:
         self.m, self.std, self.opts = m, std, opts
         self.rule = std.rule(params)
         _, self.floor = tolerance_dtype(m)
-        self.inputs = None
+        out = m.output
+        self.dump = StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size)
+        self.gold = StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size)
+        self.inputs = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs}
         self.rows: list = []
-        self._emulated: np.ndarray | None = None
 
-    def _input_storages(self) -> dict:
-        if self.inputs is None:
-            self.inputs = {t.name: open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
-                           for t in self.m.inputs}
-        return self.inputs
+    def close(self) -> None:
+        for f in (self.dump, self.gold, *self.inputs.values()):
+            f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
-        ins = self._input_storages()
         shape = self.m.output.layout.shape
-        values = {t.name: gather(ins[t.name], t.layout, shape, start, stop) for t in self.m.inputs}
+        values = {t.name: self.inputs[t.name].gather(t.layout, shape, start, stop) for t in self.m.inputs}
         return kernel_output(self.m, values)
 
-    def reference_storage(self, gold: np.ndarray) -> np.ndarray:
-        """What this standard compares against, as a storage-shaped array (the emulator for bitwise)."""
-        if self.std.against != "emulator":
-            return gold
-        out = self.m.output
-        ref = np.array(gold)
-        for start, stop in chunks(out.layout.numel, self.opts.chunk):
-            ref[view_positions(out.layout, start, stop)] = self._emulate(start, stop)
-        return ref
-
     def _errors(self, a: np.ndarray, g: np.ndarray) -> ElementErrors:
-        e = element_errors(a, g, np.maximum(np.abs(g), self.floor), self.m.output.dtype,
-                           flush_ok=self.std.flush_ok, signed_zeros=self.opts.signed_zeros)
-        e.violation = self.rule(e)
+        e = element_errors(a, g, self.floor, self.m.output.dtype, signed_zeros=self.opts.signed_zeros)
+        apply_rule(e, self.rule, self.std.flush_ok)
         return e
 
-    def run(self, dump: np.ndarray, gold: np.ndarray) -> tuple[Metrics, Metrics | None]:
+    def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
         out = self.m.output
         metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
-        for start, stop in chunks(out.layout.numel, self.opts.chunk):
-            with np.errstate(invalid="ignore", over="ignore"):
-                a = read_view(dump, out.layout, start, stop).astype(np.float64)
-                g = read_view(gold, out.layout, start, stop).astype(np.float64)
-                emulated = self._emulate(start, stop).astype(np.float64) if self.std.against == "emulator" or bench else None
+        for s in range(start, stop, self.opts.chunk):
+            e = min(stop, s + self.opts.chunk)
+            a = self.dump.read(out.layout, s, e)
+            g = self.gold.read(out.layout, s, e)
+            emulated = self._emulate(s, e) if self.std.against == "emulator" or bench is not None else None
             if self.std.against == "emulator":
                 g = emulated
             errs = self._errors(a, g)
-            if self.std.relief and (errs.violation.any() or errs.special.any()):
-                metrics.relieved += self._relieve(errs, a, g, start)
-            metrics.add(errs, start)
+            if self.std.relief and (errs.special.size or errs.violation.any()):
+                metrics.relieved += self._recheck(errs, s)
+            metrics.add(errs, s, track_small=bench is not None)
             if bench is not None:
-                bench.add(self._errors(emulated, g), start)
+                bench.add(self._errors(emulated, g), s, track_small=True)
             if self.opts.error_rows and len(self.rows) < CSV_ROW_LIMIT:
-                bad = np.flatnonzero(errs.violation | errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
-                self.rows.extend((int(start + i), float(g[i]), float(a[i]), float(errs.abs[i]), float(errs.rel[i]),
+                bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
+                self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
-        return metrics, bench
+        return metrics, bench, self.rows
 
-    def _relieve(self, errs: ElementErrors, a, g, start: int) -> int:
-        """Re-judge flagged elements against the op's term scale and edge results; how many turned out fine."""
-        m = self.m
-        dtype = m.output.dtype
-        idx = np.flatnonzero(errs.violation | errs.special)
-        ins = self._gather(start + idx)
+    def _recheck(self, errs: ElementErrors, start: int) -> int:
+        """Re-judge flagged elements against the op's term scale and edge results (default standard).
+
+        Returns how many flagged elements turned out fine.
+        """
+        idx = np.union1d(np.flatnonzero(errs.violation), errs.special)
+        bad_before = idx.size
+        ai, gi = errs.a[idx].astype(np.float64), errs.g[idx].astype(np.float64)
         with np.errstate(all="ignore"):
-            ref = m.op.golden_f64(ins)
-            ai, gi = a[idx], g[idx]
-            finite = errs.finite[idx]
-            den = np.maximum(np.maximum(np.abs(gi), ref.scale), self.floor)
-            rel = errs.abs[idx] / den
-            accepted = gi  # the result each element is judged against: golden, or the device's edge result
-            special = errs.special[idx].copy()
-            if m.op.edge is not None:
-                where, device = m.op.edge(ins)
-                alt = round_from_f64(device, dtype).astype(np.float64)
-                same_special = (np.isnan(alt) & np.isnan(ai)) | (np.isinf(alt) & (alt == ai))
-                special &= ~(where & same_special)
-                alt_rel = np.where(np.isfinite(alt) & np.isfinite(ai), np.abs(ai - alt) / den, np.inf)
-                use_alt = where & (alt_rel < rel)
-                rel = np.where(use_alt, alt_rel, rel)
-                rel = np.where(where & same_special, 0.0, rel)
-                accepted = np.where(use_alt, alt, gi)
-            signed = np.where(rel > 0, (np.abs(ai) - np.abs(accepted)) / den, 0.0)
-        before = errs.violation[idx] | errs.special[idx]
-        errs.rel[idx] = np.where(finite, rel, 0.0)
-        errs.signed[idx] = np.where(finite, signed, 0.0)
-        errs.special[idx] = special
+            self._relieve(errs, idx, ai, gi, start)
         errs.violation = self.rule(errs)
-        return int((before & ~(errs.violation[idx] | errs.special[idx])).sum())
+        still = np.union1d(np.flatnonzero(errs.violation), errs.special)
+        return int(bad_before - np.intersect1d(idx, still).size)
+
+    def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, start: int) -> None:
+        m, dtype = self.m, self.m.output.dtype
+        ins = self._gather(start + idx)
+        ref = m.op.golden_f64(ins)
+        den = np.maximum(np.maximum(np.abs(gi), ref.scale), self.floor)
+        abs_err = errs.abs[idx].astype(np.float64)
+        rel = abs_err / den
+        accepted = gi  # what each element is judged against: the golden, or the device's edge result
+        cleared = np.zeros(idx.size, dtype=bool)
+        if m.op.edge is not None:
+            where, device = m.op.edge(ins)
+            alt = round_from_f64(device, dtype).astype(np.float64)
+            same_special = (np.isnan(alt) & np.isnan(ai)) | (np.isinf(alt) & (alt == ai))
+            cleared = where & same_special
+            alt_rel = np.where(np.isfinite(alt) & np.isfinite(ai), np.abs(ai - alt) / den, np.inf)
+            use_alt = where & (alt_rel < rel)
+            rel = np.where(use_alt, alt_rel, rel)
+            accepted = np.where(use_alt, alt, gi)
+        finite = np.isfinite(ai) & np.isfinite(gi)
+        keep = finite & (rel < errs.rel[idx])  # relief only ever lowers an element's error
+        errs.rel[idx[keep]] = rel[keep]
+        errs.signed[idx[keep]] = np.where(rel[keep] > 0, (np.abs(ai[keep]) - np.abs(accepted[keep])) / den[keep], 0.0)
+        if cleared.any():
+            errs.special = np.setdiff1d(errs.special, idx[cleared])
 
     def _gather(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        ins = self._input_storages()
         shape = self.m.output.layout.shape
         with np.errstate(invalid="ignore"):
-            return {t.name: np.asarray(ins[t.name][source_positions(t.layout, shape, flat)]).astype(np.float64)
+            return {t.name: np.asarray(self.inputs[t.name].map[source_positions(t.layout, shape, flat)]).astype(np.float64)
                     for t in self.m.inputs}
 
 
-def writes_outside_view(m: M.CaseManifest, dump: np.ndarray) -> str | None:
+def writes_outside_view(m: M.CaseManifest) -> str | None:
     """Storage elements outside the output view that the device changed (compared bit for bit)."""
     out = m.output
     if out.layout.is_contiguous:
         return None
-    initial = open_storage(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output")
-    u = out.dtype.uint_dtype
-    changed = np.flatnonzero(~in_view_mask(out.layout) & (np.asarray(dump).view(u) != np.asarray(initial).view(u)))
+    dump = np.fromfile(out.dump, dtype=out.dtype.uint_dtype)
+    initial = np.fromfile(out.file, dtype=out.dtype.uint_dtype)
+    changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
     if not changed.size:
         return None
     return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
@@ -297,20 +315,27 @@ def _check_status(result: CaseResult, path: Path, expected: int, required: bool)
     return result
 
 
-def describe_element(m: M.CaseManifest, dump, reference, flat: int) -> dict:
+def describe_element(m: M.CaseManifest, std: Standard, flat: int) -> dict:
     """Coordinates, inputs, expected and actual value, and errors of one logical element."""
     out = m.output
-    pos = view_positions(out.layout, flat, flat + 1)
+    shape = out.layout.shape
     with np.errstate(all="ignore"):
-        actual = float(np.asarray(dump[pos]).astype(np.float64)[0])
-        expected = float(np.asarray(reference[pos]).astype(np.float64)[0])
-        ins = {t.name: float(gather(open_storage(t.file, t.dtype.np_dtype, t.layout.storage_size, t.name),
-                                    t.layout, out.layout.shape, flat, flat + 1).astype(np.float64)[0])
-               for t in m.inputs}
-        e = element_errors(np.array([actual]), np.array([expected]), np.maximum(abs(expected), out.dtype.smallest_normal),
-                           out.dtype)
-    return {"index": flat, "coords": list(out.layout.coords(flat)), "inputs": ins, "expected": expected,
-            "actual": actual, "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
+        ins = {}
+        for t in m.inputs:
+            with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
+                ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
+        with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
+            a = f.read(out.layout, flat, flat + 1)
+        if std.against == "emulator":
+            g = kernel_output(m, ins)
+        else:
+            with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
+                g = f.read(out.layout, flat, flat + 1)
+        e = element_errors(a, g, out.dtype.smallest_normal, out.dtype)
+    return {"index": flat, "coords": list(out.layout.coords(flat)),
+            "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
+            "expected": float(g.astype(np.float64)[0]), "actual": float(a.astype(np.float64)[0]),
+            "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
 
 
 def repro_command(m: M.CaseManifest, opts: Options) -> str:
@@ -321,14 +346,32 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
             f"aclnn-cli verify {m.dir}{std}{tol}")
 
 
-def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None) -> RunResult:
-    run = RunResult()
-    for d in case_dirs:
+def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
+    """Verify many cases: small ones one per worker, large ones split into ranges across workers."""
+    results: dict[int, CaseResult] = {}
+    manifests: dict[int, M.CaseManifest] = {}
+    for i, d in enumerate(case_dirs):
         try:
-            res = verify_case(M.load(d), opts)
+            manifests[i] = M.load(d)
         except UserError as exc:
-            res = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
-        run.cases.append(res)
-        if on_case:
-            on_case(res)
-    return run
+            results[i] = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
+            on_case and on_case(results[i])
+    with Runner(jobs) as run:
+        small = {i: m for i, m in manifests.items() if m.output.layout.numel <= SPLIT or jobs == 1}
+        futures = {run.submit(_verify_safely, m, opts): i for i, m in small.items()}
+        for i, m in manifests.items():
+            if i not in small:
+                results[i] = _verify_safely(m, opts, run)
+                on_case and on_case(results[i])
+        for f in as_completed(list(futures)):
+            results[futures[f]] = f.result()
+            on_case and on_case(results[futures[f]])
+    return RunResult([results[i] for i in sorted(results)])
+
+
+def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) -> CaseResult:
+    try:
+        return verify_case(m, opts, run)
+    except UserError as exc:
+        return CaseResult(m.case_id, m.op.name, m.output.dtype.name, list(m.output.layout.shape), m.product, ERROR,
+                          opts.standard or DEFAULT_STANDARD, str(exc), path=str(m.dir))

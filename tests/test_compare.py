@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.compare import Metrics, element_errors, special_mismatch, ulp_at
+from aclnn_cli.compare import Metrics, apply_rule, element_errors, special_mismatch, ulp_of, ulp_at
 from aclnn_cli.standards import MERE_T, STANDARDS, benchmark_ratios, find_standard
 
 
@@ -20,10 +20,10 @@ def judge(name, a, g, dtype, bench=None, **overrides):
 
 
 def measure(std, p, a, g, dtype):
-    e = element_errors(a, g, np.maximum(np.abs(g), dtype.smallest_normal), dtype, flush_ok=std.flush_ok)
-    e.violation = std.rule(p)(e)
+    e = element_errors(a, g, dtype.smallest_normal, dtype)
+    apply_rule(e, std.rule(p), std.flush_ok)
     m = Metrics()
-    m.add(e, 0)
+    m.add(e, 0, track_small=True)
     return m
 
 
@@ -40,6 +40,19 @@ def test_ulp_at_known_values():
         2.0**-10, 2.0**-10, 2.0**-24, 2.0**-24, 32.0]
     assert ulp_at(np.array([1.0, 0.0]), D.BFLOAT16).tolist() == [2.0**-7, 2.0**-133]
     assert ulp_at(np.array([1.0]), D.FLOAT32).tolist() == [2.0**-23]
+
+
+@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16, D.FLOAT32], ids=lambda d: d.name)
+def test_ulp_from_exponent_bits_matches_frexp_for_every_value(dtype):
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    if dtype.itemsize == 4:
+        bits = np.random.default_rng(0).integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    g = bits.astype(dtype.uint_dtype).view(dtype.np_dtype)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(g.astype(np.float64))
+        want = ulp_at(g.astype(np.float64)[finite], dtype)
+    got = ulp_of(g[finite], dtype, np.dtype(np.float32)).astype(np.float64)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_metrics_known_answers():
@@ -214,9 +227,9 @@ def test_metrics_merge_equals_one_pass():
     merged = Metrics()
     for s, e in ((700, 1000), (300, 700), (0, 300)):
         part = Metrics()
-        errs = element_errors(a[s:e], g[s:e], np.maximum(np.abs(g[s:e]), 2.0**-14), D.FLOAT16)
-        errs.violation = std.rule(p)(errs)
-        part.add(errs, s)
+        errs = element_errors(a[s:e], g[s:e], 2.0**-14, D.FLOAT16)
+        apply_rule(errs, std.rule(p))
+        part.add(errs, s, track_small=True)
         merged.merge(part)
     assert merged.to_json() == pytest.approx(whole.to_json())
     assert (merged.max_rel_at, merged.first_special, merged.first_violation) == (whole.max_rel_at, 17, whole.first_violation)

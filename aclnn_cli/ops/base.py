@@ -104,6 +104,12 @@ class OpSpec:
     # legitimate variants of this op, used by `emulate --defect` (see defects.py).
     variants: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
 
+    def __reduce__(self):
+        """Pickle by name: worker processes look the op up in their own registry."""
+        from .registry import lookup
+
+        return (lookup, (self.name,))
+
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "input")

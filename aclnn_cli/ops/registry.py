@@ -12,3 +12,10 @@ def register(spec: OpSpec) -> OpSpec:
         raise ValueError(f"operator {spec.name} registered twice")
     OPS[spec.name] = spec
     return spec
+
+
+def lookup(name: str) -> OpSpec:
+    """An op by API name, importing every op module first (used to unpickle OpSpec in workers)."""
+    import aclnn_cli.ops  # noqa: F401  (registers the ops)
+
+    return OPS[name]

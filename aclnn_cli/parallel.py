@@ -1,0 +1,49 @@
+"""Run independent units of work on a process pool (or inline for --jobs 1)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterable
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class Runner:
+    """submit(fn, *args) -> handle; result(handle) waits. Inline when jobs == 1 (no pickling)."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = max(1, jobs)
+        self.pool = ProcessPoolExecutor(max_workers=self.jobs) if self.jobs > 1 else None
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        if self.pool is not None:
+            return self.pool.submit(fn, *args)
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args))
+        except BaseException as exc:  # re-raised by result()
+            f.set_exception(exc)
+        return f
+
+    def map(self, fn: Callable, items: Iterable) -> list:
+        return [f.result() for f in [self.submit(fn, *args) for args in items]]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def as_completed(futures: list[Future]):
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        yield from done
