@@ -1,0 +1,194 @@
+"""make bench: aclnn-cli's gen and verify against naive per-op scripts, same data, same run.
+
+Every measurement runs in a fresh Python process (imports excluded from the time, first-touch
+memory included, as in a real CLI run) and reports seconds and peak RSS (the process and its
+workers). Ratios compare runs made minutes apart on the same machine; the machine is shared
+and noisy, so each pair is measured --repeat times and the medians are compared.
+
+    python bench/bench.py                 # 1M, 16M, 256M x fp32/fp16/bf16, then the 1G-element RSS check
+    python bench/bench.py --quick         # 1M and 16M only, no 1G check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PRELUDE = """
+import json, resource, sys, time
+from pathlib import Path
+import numpy as np
+def peak_mib():
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(me, kids) / 1024
+"""
+
+OURS_GEN = PRELUDE + """
+from aclnn_cli.cases import load_cases
+from aclnn_cli.gen import generate_cases
+cases = load_cases([sys.argv[1]])
+t = time.perf_counter()
+generate_cases(cases, Path(sys.argv[2]), jobs=int(sys.argv[3]), force=True)
+print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
+"""
+
+OURS_EMULATE = PRELUDE + """
+from aclnn_cli import manifest as M
+from aclnn_cli.emulate import emulate_case
+from aclnn_cli.parallel import Runner
+with Runner(int(sys.argv[2])) as run:
+    for d in M.find_cases(Path(sys.argv[1])):
+        emulate_case(M.load(d), run=run)
+print(json.dumps({"seconds": 0, "rss_mib": peak_mib()}))
+"""
+
+OURS_VERIFY = PRELUDE + """
+from aclnn_cli import manifest as M
+from aclnn_cli.verify import Options, verify_dirs
+dirs = M.find_cases(Path(sys.argv[1]))
+t = time.perf_counter()
+run = verify_dirs(dirs, Options(), jobs=int(sys.argv[2]))
+seconds = time.perf_counter() - t
+assert all(c.status == "PASS" for c in run.cases), [(c.case_id, c.reason) for c in run.cases]
+print(json.dumps({"seconds": seconds, "rss_mib": peak_mib()}))
+"""
+
+# What a typical hand-written gen_data.py does: NumPy random, float32 golden, tofile.
+NAIVE_GEN = PRELUDE + """
+import ml_dtypes
+n, dtype, out = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+np_dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+t = time.perf_counter()
+np.random.seed(1)
+x = np.random.uniform(-8, 8, n).astype(np_dtype)
+dy = np.random.normal(0, 1, n).astype(np_dtype)
+xf, dyf = x.astype(np.float32), dy.astype(np.float32)
+s = 1 / (1 + np.exp(-xf))
+golden = (dyf * s * (1 + xf * (1 - s))).astype(np_dtype)
+out.mkdir(parents=True, exist_ok=True)
+x.tofile(out / "x.bin"); dy.tofile(out / "dy.bin"); golden.tofile(out / "golden.bin")
+print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
+"""
+
+# What a typical verify_result.py does: np.fromfile both, np.allclose.
+NAIVE_VERIFY = PRELUDE + """
+import ml_dtypes
+dtype = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[sys.argv[3]]
+t = time.perf_counter()
+a = np.fromfile(sys.argv[1], dtype=dtype).astype(np.float32)
+g = np.fromfile(sys.argv[2], dtype=dtype).astype(np.float32)
+ok = np.allclose(a, g, rtol=1e-3, atol=1e-5)
+print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
+"""
+
+
+def run(script: str, *args) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode:
+        sys.exit(f"benchmark step failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def median(rows: list[dict]) -> dict:
+    return {"seconds": statistics.median(r["seconds"] for r in rows), "rss_mib": max(r["rss_mib"] for r in rows)}
+
+
+def case_file(tmp: Path, n: int, dtype: str) -> Path:
+    p = tmp / f"bench-{dtype}-{n}.yaml"
+    p.write_text(textwrap.dedent(f"""
+        op: aclnnSiluBackward
+        cases:
+          - {{name: bench, dtype: {dtype}, shape: [{n}], seed: 1}}
+    """))
+    return p
+
+
+def measure(tmp: Path, n: int, dtype: str, jobs: int, repeat: int) -> dict:
+    yaml_path, out, naive_out = case_file(tmp, n, dtype), tmp / "ours", tmp / "naive"
+    gen, ngen, ver, nver = [], [], [], []
+    for _ in range(repeat):
+        ngen.append(run(NAIVE_GEN, n, dtype, naive_out))
+        gen.append(run(OURS_GEN, yaml_path, out, jobs))
+    run(OURS_EMULATE, out, jobs)
+    case = out / "silu_backward-bench"
+    for _ in range(repeat):
+        nver.append(run(NAIVE_VERIFY, case / "gradInput.dump.bin", case / "gradInput.golden.bin", dtype))
+        ver.append(run(OURS_VERIFY, out, jobs))
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(naive_out, ignore_errors=True)
+    return {"n": n, "dtype": dtype, "gen": median(gen), "naive_gen": median(ngen), "verify": median(ver),
+            "naive_verify": median(nver)}
+
+
+def rss_check(tmp: Path, jobs: int) -> dict:
+    """Verify a 1G-element float32 case (4 GiB output); peak RSS must stay under 1 GiB."""
+    n = 1 << 30
+    out = tmp / "huge"
+    gen = run(OURS_GEN, case_file(tmp, n, "float32"), out, jobs)
+    run(OURS_EMULATE, out, jobs)
+    ver = run(OURS_VERIFY, out, jobs)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"n": n, "gen": gen, "verify": ver}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| elements | dtype | gen (ours) | naive gen | gen / naive | verify (ours) | naive verify | naive / verify | "
+             "gen RSS | verify RSS |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        n = r["n"]
+        rate = lambda s: f"{n / s / 1e6:.0f} M/s"
+        lines.append(
+            f"| {n:,} | {r['dtype']} | {r['gen']['seconds']:.2f} s ({rate(r['gen']['seconds'])}) | "
+            f"{r['naive_gen']['seconds']:.2f} s ({rate(r['naive_gen']['seconds'])}) | "
+            f"{r['gen']['seconds'] / r['naive_gen']['seconds']:.2f}x | "
+            f"{r['verify']['seconds']:.3f} s ({rate(r['verify']['seconds'])}) | "
+            f"{r['naive_verify']['seconds']:.3f} s ({rate(r['naive_verify']['seconds'])}) | "
+            f"{r['naive_verify']['seconds'] / r['verify']['seconds']:.2f}x | "
+            f"{r['gen']['rss_mib']:.0f} MiB | {r['verify']['rss_mib']:.0f} MiB |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1M and 16M only; skip the 1G-element RSS check")
+    ap.add_argument("--sizes", type=int, nargs="*", help="element counts (default 1M 16M 256M)")
+    ap.add_argument("--dtypes", nargs="*", default=["float32", "float16", "bfloat16"])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tmp", type=Path, default=None, help="scratch directory (needs ~25 GiB for the 1G check)")
+    ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    args = ap.parse_args()
+    sizes = args.sizes or ([1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 28])
+    with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
+        rows = []
+        for n in sizes:
+            for dtype in args.dtypes:
+                rows.append(measure(Path(tmp), n, dtype, args.jobs, args.repeat))
+                print(f"measured {n:,} {dtype}", file=sys.stderr, flush=True)
+        print(table(rows))
+        result = {"rows": rows}
+        if not args.quick:
+            huge = rss_check(Path(tmp), args.jobs)
+            ok = huge["verify"]["rss_mib"] < 1024
+            print(f"\n1G-element float32 case (4 GiB output): verify {huge['verify']['seconds']:.1f} s, "
+                  f"peak RSS {huge['verify']['rss_mib']:.0f} MiB ({'under' if ok else 'OVER'} the 1 GiB limit); "
+                  f"gen {huge['gen']['seconds']:.1f} s, peak RSS {huge['gen']['rss_mib']:.0f} MiB")
+            result["huge"] = huge
+            if not ok:
+                sys.exit(1)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
