@@ -19,9 +19,10 @@ from .defects import CATALOGUE, find_variant
 from .errors import UserError
 from .emulate import SPLIT as EMULATE_SPLIT
 from .gen import generate_case, generate_cases
-from .parallel import Runner, as_completed, default_jobs
+from .parallel import Runner, as_completed, default_jobs, jobs_for
 from .shard import shard_ids
 from .storage import CHUNK
+from .tuning import tune_allocator
 from .progress import Progress
 from .report import (junit_xml, load_results, merged_run, print_cases, print_summary, verify_json, write_error_csvs,
                      write_json)
@@ -76,6 +77,7 @@ def main() -> None:
     emulate   play the device: write the outputs the way the kernels compute
     verify    judge device dumps against the goldens (exit 0 pass, 1 fail, 2 bad input)
     """
+    tune_allocator()
 
 
 @main.command()
@@ -120,6 +122,8 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     variant = find_variant(defect) if defect else None
     try:
         manifests = _sharded(M.find_cases(out), shard)
+        units = sum(max(1, m.output.layout.numel // (EMULATE_SPLIT // 4)) for m in manifests)
+        jobs = jobs_for(jobs, units)
         with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar, Runner(jobs) as run:
             futures = {}
             for m in manifests:

@@ -78,7 +78,26 @@ def lookup(name: str) -> DType:
     return DTYPES[key]
 
 
+_LOW29 = np.uint64((1 << 29) - 1)  # float64 mantissa bits below float32's 23
+
+
 def _f64_to_f32_round_to_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd, on the bits: drop the 29 low mantissa bits, keep a sticky one.
+
+    Exact for every float64 outside float32's subnormal range (including inf and NaN);
+    those few elements take the general path.
+    """
+    bits = x.view(np.uint64)
+    sticky = ((bits & _LOW29) != 0).astype(np.uint64) << np.uint64(29)
+    out = ((bits & ~_LOW29) | sticky).view(np.float64).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        tiny = np.flatnonzero(np.abs(x) < 2.0**-126)
+    if tiny.size:
+        out[tiny] = _round_to_odd_general(x[tiny])
+    return out
+
+
+def _round_to_odd_general(x: np.ndarray) -> np.ndarray:
     """float64 -> float32 rounding to odd: truncate, then set the last bit if inexact."""
     nearest = x.astype(np.float32)
     back = nearest.astype(np.float64)

@@ -21,7 +21,7 @@ from . import manifest as M
 from .cases import Case
 from .fill import generate
 from .golden import golden
-from .parallel import Runner, as_completed
+from .parallel import Runner, as_completed, jobs_for
 from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, in_view_mask, replace_dir,
                       safe_child, sha256_file)
 
@@ -64,6 +64,8 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     """Generate many cases: small ones one per worker, large ones split into ranges across workers."""
     out_root.mkdir(parents=True, exist_ok=True)
     results: list[GenResult] = []
+    units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
+    jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
         whole = [c for c in cases if c.numel <= SPLIT or jobs == 1 or not _splittable(c)]
         futures = [run.submit(generate_case, c, out_root, chunk, force) for c in whole]
@@ -89,9 +91,9 @@ def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: 
         return skip
     tmp = prepare(case, out_root)
     try:
-        ranges = list(chunks(case.numel, max(chunk, SPLIT // 4)))
+        ranges = list(chunks(case.numel, SPLIT // 4))
         run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
-                             for s, e in chunks(t.layout.numel, max(chunk, SPLIT // 4))])
+                             for s, e in chunks(t.layout.numel, SPLIT // 4)])
         fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges]))
         return finish(case, out_root, tmp, fallbacks)
     except BaseException:

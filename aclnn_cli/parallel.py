@@ -6,6 +6,8 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterable
 
+from .tuning import tune_allocator
+
 
 def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -15,8 +17,9 @@ class Runner:
     """submit(fn, *args) -> handle; result(handle) waits. Inline when jobs == 1 (no pickling)."""
 
     def __init__(self, jobs: int) -> None:
+        tune_allocator()
         self.jobs = max(1, jobs)
-        self.pool = ProcessPoolExecutor(max_workers=self.jobs) if self.jobs > 1 else None
+        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator) if self.jobs > 1 else None
 
     def submit(self, fn: Callable, *args: Any) -> Future:
         if self.pool is not None:
@@ -40,6 +43,11 @@ class Runner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def jobs_for(jobs: int, units: int) -> int:
+    """No more workers than units of work: a single small case runs inline, without a pool."""
+    return max(1, min(jobs, units))
 
 
 def as_completed(futures: list[Future]):

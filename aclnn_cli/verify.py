@@ -24,7 +24,7 @@ from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
-from .parallel import Runner, as_completed
+from .parallel import Runner, as_completed, jobs_for
 from .storage import CHUNK, StorageFile, check_size, chunks, in_view_mask
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
@@ -356,6 +356,8 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
         except UserError as exc:
             results[i] = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
             on_case and on_case(results[i])
+    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests.values())
+    jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
         small = {i: m for i, m in manifests.items() if m.output.layout.numel <= SPLIT or jobs == 1}
         futures = {run.submit(_verify_safely, m, opts): i for i, m in small.items()}

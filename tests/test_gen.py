@@ -77,6 +77,8 @@ def test_manifest_describes_every_tensor_and_matches_the_files(tmp_path):
     inside = (x > -3) & (x < 3)
     np.testing.assert_array_equal(golden[~inside], 0.0)
     assert inside.any()
+    want = dy[inside] / 6  # inside the window: dy/6 rounded once to bf16, i.e. within half a bf16 ulp
+    assert (np.abs(golden[inside] - want) <= 2.0**-8 * np.abs(want)).all()
 
 
 def test_known_answers(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.cases import load_cases
 from aclnn_cli.cli import BUNDLED
-from aclnn_cli.emulate import emulate_case
 from aclnn_cli.fill import generate
 from aclnn_cli.golden import golden
 from aclnn_cli.ops import OPS

@@ -6,8 +6,6 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
 from aclnn_cli import emulate as E
 from aclnn_cli import gen as G
 from aclnn_cli import manifest as M

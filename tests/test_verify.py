@@ -11,7 +11,7 @@ import pytest
 from aclnn_cli import manifest as M
 from aclnn_cli.cli import BUNDLED
 
-from helpers import manifest, read_storage, run_cli, tensor, write_yaml
+from helpers import manifest, read_storage, run_cli, write_yaml
 import harness
 from independent_kernels import run as independent
 
