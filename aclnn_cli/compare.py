@@ -9,6 +9,7 @@ exercised on hand-made arrays.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field, fields
 from typing import Callable
 
@@ -91,8 +92,10 @@ def special_mismatch(a: np.ndarray, g: np.ndarray, signed_zeros: bool = False) -
 
 
 def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
-                   signed_zeros: bool = False) -> ElementErrors:
+                   flush_ok: bool = True, signed_zeros: bool = False) -> ElementErrors:
     """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
+
+    flush_ok: a zero where the golden is subnormal in `dtype` (flush-to-zero hardware) is exact.
 
     Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
     themselves carry float32 rounding, far below any threshold); float64 data in float64.
@@ -124,28 +127,29 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         ulp[big] = top
         nonfinite = odd[~fin]
         special = nonfinite[special_mismatch(ao[~fin], go[~fin])]
-        for arr in (abs_err, rel, signed, ulp):
+        for arr in (abs_err, rel, signed, ulp, golden_abs):
             arr[nonfinite] = 0
+    if flush_ok:
+        zeros = np.flatnonzero(a == 0)
+        flushed = zeros[(golden_abs[zeros] < dtype.smallest_normal) & (golden_abs[zeros] > 0)]
+        for arr in (abs_err, rel, signed, ulp):
+            arr[flushed] = 0
     if signed_zeros:
         zs = np.flatnonzero((a == 0) & (g == 0) & (np.signbit(a) != np.signbit(g)))
         special = np.union1d(special, zs)
     return ElementErrors(a, g, abs_err, rel, signed, ulp, golden_abs, dtype, nonfinite, special)
 
 
-def apply_rule(e: ElementErrors, rule: Rule, flush_ok: bool = True) -> None:
-    """Mark the elements that break a standard's per-element rule.
+def _sum_squares(x: np.ndarray) -> float:
+    """sum(x^2), in the work type when that does not overflow, else in float64."""
+    with np.errstate(over="ignore"):
+        s = float(np.dot(x, x))
+    return s if math.isfinite(s) else float(np.dot(x.astype(np.float64), x.astype(np.float64)))
 
-    flush_ok: a zero where the golden is subnormal in the output dtype (flush-to-zero
-    hardware) counts as exact; only elements that would otherwise break the rule are looked at.
-    """
+
+def apply_rule(e: ElementErrors, rule: Rule) -> None:
+    """Mark the elements that break a standard's per-element rule."""
     e.violation = rule(e)
-    if flush_ok and e.violation.any():
-        idx = np.flatnonzero(e.violation)
-        flushed = idx[(e.a[idx] == 0) & (e.golden_abs[idx] < e.dtype.smallest_normal)]
-        if flushed.size:
-            for arr in (e.abs, e.rel, e.signed, e.ulp):
-                arr[flushed] = 0
-            e.violation = rule(e)
 
 
 @dataclass
@@ -186,11 +190,11 @@ class Metrics:
             small, small_err = e.small()
             self.small_elements += small
             self.small_errors += small_err
-        self.zero_goldens += int(np.count_nonzero(e.golden_abs == 0)) - int(np.count_nonzero(e.golden_abs[e.nonfinite] == 0))
+        self.zero_goldens += n - int(np.count_nonzero(e.golden_abs)) - e.nonfinite.size
         self.sum_rel += float(e.rel.sum(dtype=np.float64))
         self.sum_signed += float(e.signed.sum(dtype=np.float64))
-        self.sum_sq_abs += float(np.dot(e.abs, e.abs))
-        self.sum_sq_golden += float(np.dot(e.golden_abs, e.golden_abs)) if track_small else 0.0
+        self.sum_sq_abs += _sum_squares(e.abs)
+        self.sum_sq_golden += _sum_squares(e.golden_abs) if track_small else 0.0
         self.sum_ulp += float(e.ulp.sum(dtype=np.float64))
         if not n:
             return

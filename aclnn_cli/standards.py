@@ -146,6 +146,7 @@ def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, fl
     values = {"small_error_rate": (dev.small_error_rate, bench.small_error_rate), "rmse": (dev.rmse, bench.rmse),
               "max_rel_error": (dev.max_rel, bench.max_rel), "mere": (dev.mere, bench.mere),
               "error_balance": (abs(dev.error_balance), abs(bench.error_balance))}
+    floors = {k: f if math.isfinite(f) and f > 0 else 1e-300 for k, f in floors.items()}
     return {k: max(d, floors[k]) / max(b, floors[k]) for k, (d, b) in values.items()}
 
 

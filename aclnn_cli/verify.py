@@ -210,8 +210,9 @@ class Comparison:
         return kernel_output(self.m, values)
 
     def _errors(self, a: np.ndarray, g: np.ndarray) -> ElementErrors:
-        e = element_errors(a, g, self.floor, self.m.output.dtype, signed_zeros=self.opts.signed_zeros)
-        apply_rule(e, self.rule, self.std.flush_ok)
+        e = element_errors(a, g, self.floor, self.m.output.dtype, flush_ok=self.std.flush_ok,
+                           signed_zeros=self.opts.signed_zeros)
+        apply_rule(e, self.rule)
         return e
 
     def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
