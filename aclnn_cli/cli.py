@@ -152,14 +152,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
         run = merged_run(load_results(list(paths)))
     except UserError as exc:
         _fail(exc)
-    print_cases(console, run, show_passing=not failures_only)
-    print_summary(console, run)
-    data = verify_json(run, None)
-    if json_path:
-        write_json(json_path, data)
-    if junit_path:
-        atomic_write_text(junit_path, junit_xml(data["cases"]))
-    sys.exit(run.exit_code)
+    _finish(console, run, None, failures_only, json_path, junit_path)
 
 
 @main.command()
@@ -242,6 +235,12 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                               on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
     except UserError as exc:
         _fail(exc)
+    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir)
+
+
+def _finish(console: Console, run, standard: str | None, failures_only: bool, json_path: Path | None,
+            junit_path: Path | None, csv_dir: Path | None = None) -> None:
+    """Print the per-case table and summary, write the CI files, exit with the run's code."""
     print_cases(console, run, show_passing=not failures_only)
     print_summary(console, run)
     data = verify_json(run, standard)

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -120,8 +121,6 @@ def write_error_csvs(directory: Path, run: RunResult) -> int:
         w = csv.writer(buf)
         w.writerow(["Index", "Coords", "ExpectOut", "RealOut", "FpDiff", "RateDiff", "UlpDiff"])
         shape = c.shape
-        import numpy as np
-
         for index, expect, real, fp, rate, ulp in c.error_rows:
             coords = list(np.unravel_index(index, shape)) if shape else []
             w.writerow([index, " ".join(map(str, coords)), repr(expect), repr(real), repr(fp), repr(rate), repr(ulp)])

@@ -8,7 +8,7 @@ import pkgutil
 from .base import OpSpec
 from .registry import OPS
 
-_SUPPORT = {"base", "registry", "exact", "swish"}
+_SUPPORT = {"base", "registry", "exact", "swish", "contract"}  # shared modules, not operators
 
 for _mod in pkgutil.iter_modules(__path__):
     if _mod.name not in _SUPPORT:

@@ -16,6 +16,7 @@ def register(spec: OpSpec) -> OpSpec:
 
 def lookup(name: str) -> OpSpec:
     """An op by API name, importing every op module first (used to unpickle OpSpec in workers)."""
-    import aclnn_cli.ops  # noqa: F401  (registers the ops)
+    import importlib
 
+    importlib.import_module("aclnn_cli.ops")  # registers every op
     return OPS[name]
