@@ -200,8 +200,10 @@ class Metrics:
             return
         where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))
         self.max_ulp = max(self.max_ulp, float(e.ulp.max()))
+        chunk_max_rel = 0.0
         for attr, arr in (("abs", e.abs), ("rel", e.rel)):
             i = int(np.argmax(arr))
+            chunk_max_rel = float(arr[i])
             if arr[i] > getattr(self, f"max_{attr}"):
                 setattr(self, f"max_{attr}", float(arr[i]))
                 setattr(self, f"max_{attr}_at", where(i))
@@ -220,6 +222,8 @@ class Metrics:
                 if self.first_violation < 0 or first < self.first_violation:
                     self.first_violation = first
         floor = self.worst[0][0] if len(self.worst) >= WORST_K else 0.0
+        if chunk_max_rel <= floor:  # nothing in this chunk enters the worst k: skip the scan
+            return
         cand = np.flatnonzero(e.rel > floor)
         if cand.size > WORST_K:
             cand = cand[np.argpartition(e.rel[cand], cand.size - WORST_K)[cand.size - WORST_K:]]
