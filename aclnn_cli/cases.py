@@ -91,19 +91,40 @@ def _is_single_shape(value: Any) -> bool:
 
 
 def load_file(path: str | Path) -> list[Case]:
-    """Load and expand one case file."""
+    """Load and expand one case file: our YAML, or a foreign suite an importer recognises by content."""
+    from . import importers
+
     path = Path(path)
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read case file: {exc.strerror}", where=where) from None
+    docs = importers.to_documents(path, data)
+    if docs is None:
+        docs = [parse_yaml(where, data)]
+    out: list[Case] = []
+    for doc in docs:
+        out.extend(cases_from_doc(where, doc))
+    return out
+
+
+def parse_yaml(where: str, data: bytes) -> Any:
+    """One YAML document, safely loaded."""
     try:
-        doc = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseError(where, f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise CaseError(where, f"not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+
+
+def cases_from_doc(where: str, doc: Any) -> list[Case]:
+    """Validate and expand one parsed case document (a YAML file, or what an importer built)."""
     if not isinstance(doc, dict):
         raise CaseError(where, "a case file is a mapping with keys op, defaults, cases")
     for key in doc:
@@ -354,11 +375,15 @@ def _status(value: Any, err) -> int:
 
 
 def collect_files(paths: list[str | Path]) -> list[Path]:
-    """Case files from files and directories (directories: every *.yaml / *.yml, sorted)."""
+    """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
+    importer recognises by content, sorted)."""
+    from . import importers
+
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()))
+            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.suffix in (".yaml", ".yml")
+                                                                           or importers.recognises(q))))
         elif p.is_file():
             files.append(p)
         else:
