@@ -19,6 +19,7 @@ from .defects import CATALOGUE, find_variant
 from .errors import UserError
 from .emulate import SPLIT as EMULATE_SPLIT
 from .gen import generate_case, generate_cases
+from .importers.cli import convert
 from .parallel import Runner, as_completed, default_jobs, jobs_for
 from .shard import shard_ids
 from .storage import CHUNK
@@ -173,6 +174,9 @@ def matrix(paths: tuple[Path, ...], jobs: int) -> None:
             click.echo(markdown(table, len(matrix_cases(Path(tmp)))))
     except UserError as exc:
         _fail(exc)
+
+
+main.add_command(convert)
 
 
 @main.command()

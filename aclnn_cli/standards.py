@@ -44,15 +44,63 @@ class Standard:
     aliases: Mapping[str, str] = None  # --rtol / --atol -> parameter name
 
     def params(self, dtype: DType, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-        """Default parameters for dtype with overrides applied; KeyError names the valid keys."""
+        """Default parameters for dtype with overrides applied.
+
+        KeyError names the valid keys; ValueError a value that is not finite or out of range.
+        """
         p = self.defaults(dtype)
         for key, value in (overrides or {}).items():
             key = (self.aliases or {}).get(key, key)
             if key not in p:
                 valid = sorted(set(p) | set(self.aliases or {}))
                 raise KeyError(f"standard '{self.name}' has no tolerance '{key}' (valid: {', '.join(valid)})")
-            p[key] = float(value)
+            p[key] = check_tolerance(key, value, dtype)
         return p
+
+
+# Valid ranges of tolerance parameters (open at 0). A relative bound of 1 or more, or an absolute
+# bound of more than 1, accepts a zero or sign-flipped result: that is no gate, so it is refused.
+RELATIVE_PARAMS = frozenset({"T", "rtol", "rel", "max_rel", "balance"})
+ABSOLUTE_PARAMS = frozenset({"atol", "small"})
+SHARE_PARAMS = frozenset({"share"})
+ULP_PARAMS = frozenset({"ulps", "mean_ulps"})
+MAX_FACTOR = 1e6  # multipliers (mare, balance_noise, ratio, max_rel_ratio)
+
+
+def check_tolerance(key: str, value, dtype: DType | None = None) -> float:
+    """A tolerance value as a float; ValueError (naming the key and range) unless it is valid.
+
+    Every value must be finite and positive (a NaN threshold makes every comparison false, a
+    negative one is meaningless); relative bounds below 1, absolute ones at most 1, shares in
+    (0, 1], ulps below the count that is a relative error of 1 in the dtype.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"tolerance '{key}' must be a number, got {_short(value)}")
+    try:
+        x = float(value)
+    except ValueError:
+        raise ValueError(f"tolerance '{key}' must be a number, got {_short(value)}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"tolerance '{key}' must be finite, got {x}")
+    if key in RELATIVE_PARAMS:
+        ok, valid = 0 < x < 1, "a relative error in (0, 1)"
+    elif key in ABSOLUTE_PARAMS:
+        ok, valid = 0 < x <= 1, "an absolute error in (0, 1]"
+    elif key in SHARE_PARAMS:
+        ok, valid = 0 < x <= 1, "a share of elements in (0, 1]"
+    elif key in ULP_PARAMS:
+        top = 2.0 ** ((dtype.precision if dtype else 24) - 1)
+        ok, valid = 0 < x < top, f"a count of ulps in (0, {top:g})" + (f" for {dtype.name}" if dtype else "")
+    else:
+        ok, valid = 0 < x <= MAX_FACTOR, f"a factor in (0, {MAX_FACTOR:g}]"
+    if not ok:
+        raise ValueError(f"tolerance '{key}' must be {valid}, got {x:g}")
+    return x
+
+
+def _short(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _specials(m: Metrics) -> Verdict | None:
