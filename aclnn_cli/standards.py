@@ -60,8 +60,8 @@ class Standard:
 
 # Valid ranges of tolerance parameters (open at 0). A relative bound of 1 or more, or an absolute
 # bound of more than 1, accepts a zero or sign-flipped result: that is no gate, so it is refused.
-RELATIVE_PARAMS = frozenset({"T", "rtol", "rel", "max_rel", "balance"})
-ABSOLUTE_PARAMS = frozenset({"atol", "small"})
+RELATIVE_PARAMS = frozenset({"T", "rtol", "rel", "max_rel"})
+ABSOLUTE_PARAMS = frozenset({"atol", "small", "balance"})
 SHARE_PARAMS = frozenset({"share"})
 ULP_PARAMS = frozenset({"ulps", "mean_ulps"})
 MAX_FACTOR = 1e6  # multipliers (mare, balance_noise, ratio, max_rel_ratio)
@@ -85,7 +85,7 @@ def check_tolerance(key: str, value, dtype: DType | None = None) -> float:
     if key in RELATIVE_PARAMS:
         ok, valid = 0 < x < 1, "a relative error in (0, 1)"
     elif key in ABSOLUTE_PARAMS:
-        ok, valid = 0 < x <= 1, "an absolute error in (0, 1]"
+        ok, valid = 0 < x <= 1, "a bound in (0, 1]"
     elif key in SHARE_PARAMS:
         ok, valid = 0 < x <= 1, "a share of elements in (0, 1]"
     elif key in ULP_PARAMS:
