@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -14,23 +15,22 @@ from . import __version__
 from . import manifest as M
 from .cases import load_cases
 from .standards import STANDARDS
-from .emulate import emulate_case
+from .emulate import emulate_all
 from .defects import CATALOGUE, find_variant
 from .errors import UserError
-from .emulate import SPLIT as EMULATE_SPLIT
 from .gen import generate_case, generate_cases
 from .importers.cli import convert
-from .parallel import Runner, as_completed, default_jobs, jobs_for
+from .parallel import default_jobs
 from .shard import shard_ids
-from .storage import CHUNK
 from .tuning import tune_allocator
 from .progress import Progress
 from .report import (junit_xml, load_results, merged_run, print_cases, print_summary, verify_json, write_error_csvs,
                      write_json)
-from .storage import atomic_write_text
-from .verify import Options, verify_dirs
+from .storage import atomic_write_text, check_output_paths
+from .outdir import SizeLimits, parse_size
+from .verify import Options, check_run_tolerances, verify_manifests
 
-BUNDLED = Path(__file__).resolve().parent.parent / "cases"
+BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
 
 
 def _parse_shard(ctx, param, value: str | None):
@@ -51,10 +51,20 @@ SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=No
                      help="Only this runner's share of the cases (balanced by size, each case in exactly one shard).")
 
 
-def _sharded(dirs: list[Path], shard) -> list:
-    manifests = [M.load(d) for d in dirs]
-    keep = shard_ids([(m.case_id, m.output.layout.numel) for m in manifests], *shard)
-    return [m for m in manifests if m.case_id in keep]
+def _shard(items: list, key, shard) -> list:
+    """The items (cases or manifests) of this runner's shard; key(item) -> (case id, elements)."""
+    if shard == (0, 1):
+        return items
+    keep = shard_ids([key(x) for x in items], *shard)
+    return [x for x in items if key(x)[0] in keep]
+
+
+def _load_sharded(out: Path, shard) -> tuple[list, list]:
+    """This shard's manifests, and (dir, error) for the manifests that do not load."""
+    manifests, broken = M.load_all(M.find_cases(out))
+    both = [(m.case_id, m.output.layout.numel, m) for m in manifests] + [(d.name, 0, (d, e)) for d, e in broken]
+    mine = _shard(both, lambda x: (x[0], x[1]), shard)
+    return [x[2] for x in mine if isinstance(x[2], M.CaseManifest)], [x[2] for x in mine if isinstance(x[2], tuple)]
 
 
 def _console() -> Console:
@@ -66,6 +76,20 @@ def _console() -> Console:
 def _fail(exc: UserError) -> None:
     click.echo(f"aclnn-cli: error: {exc}", err=True)
     sys.exit(exc.exit_code)
+
+
+@contextmanager
+def _one_line_errors():
+    """Bad input, a full disk or an unwritable path: one line naming what and where, exit 2."""
+    try:
+        yield
+    except UserError as exc:
+        _fail(exc)
+    except OSError as exc:
+        where = exc.filename or ""
+        _fail(UserError(exc.strerror or str(exc), where=str(where)))
+    except MemoryError:
+        _fail(UserError("out of memory (is a size in the input beyond reason?)"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,25 +105,37 @@ def main() -> None:
     tune_allocator()
 
 
+def _size(ctx, param, value):
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
 @click.option("--case", "patterns", multiple=True, metavar="ID",
               help="Only cases whose id matches (shell pattern, repeatable).")
 @click.option("--force", is_flag=True, help="Regenerate even unchanged, intact cases.")
+@click.option("--max-bytes", callback=_size, default="64GiB", show_default=True, metavar="SIZE",
+              help="Refuse a run that would write more storage than this (e.g. 500G, 2TiB).")
+@click.option("--max-case-bytes", callback=_size, default="32GiB", show_default=True, metavar="SIZE",
+              help="Refuse a case that would write more storage than this.")
 @JOBS
 @SHARD
-def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool, jobs: int, shard) -> None:
-    """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases/)."""
-    try:
+def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool, max_bytes: int,
+        max_case_bytes: int, jobs: int, shard) -> None:
+    """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases)."""
+    with _one_line_errors():
+        if not str(out):
+            raise UserError("-o/--out needs a directory")
         cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
-        cases = [c for c in cases if c.case_id in shard_ids([(c.case_id, c.numel) for c in cases], *shard)]
+        cases = _shard(cases, lambda c: (c.case_id, c.numel), shard)
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
-            results = generate_cases(cases, out, jobs=jobs, force=force,
+            results = generate_cases(cases, out, jobs=jobs, force=force, limits=SizeLimits(max_case_bytes, max_bytes),
                                      on_done=lambda r: bar.advance(r.case_id, r.elements))
         skipped = sum(r.skipped for r in results)
-    except UserError as exc:
-        _fail(exc)
     click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
 
 
@@ -121,24 +157,17 @@ def select_cases(cases, patterns: tuple[str, ...]):
 def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
     variant = find_variant(defect) if defect else None
-    try:
-        manifests = _sharded(M.find_cases(out), shard)
-        units = sum(max(1, m.output.layout.numel // (EMULATE_SPLIT // 4)) for m in manifests)
-        jobs = jobs_for(jobs, units)
-        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar, Runner(jobs) as run:
-            futures = {}
-            for m in manifests:
-                if m.output.layout.numel > EMULATE_SPLIT and jobs > 1:
-                    emulate_case(m, variant=variant, run=run)
-                    bar.advance(m.case_id, m.output.layout.numel)
-                else:
-                    futures[run.submit(emulate_case, m, CHUNK, variant)] = m
-            for f in as_completed(list(futures)):
-                f.result()
-                bar.advance(futures[f].case_id, futures[f].output.layout.numel)
-    except UserError as exc:
-        _fail(exc)
-    click.echo(f"emulated {len(manifests)} cases in {out}" + (f" with defect '{defect}'" if defect else ""))
+    with _one_line_errors():
+        manifests, broken = _load_sharded(out, shard)
+        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+            errors = [e for _, e in broken] + emulate_all(
+                manifests, variant, jobs, on_done=lambda m: bar.advance(m.case_id, m.output.layout.numel))
+    for exc in errors:
+        click.echo(f"aclnn-cli: error: {exc}", err=True)
+    done = len(manifests) - len(errors) + len(broken)
+    click.echo(f"emulated {done} cases in {out}" + (f" with defect '{defect}'" if defect else "")
+               + (f"; {len(errors)} cases have bad files (above)" if errors else ""))
+    sys.exit(2 if errors else 0)
 
 
 @main.command()
@@ -146,13 +175,14 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the merged results as JSON here.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write merged JUnit XML here.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
-def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool) -> None:
+@click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
+def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool,
+           strict: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
     console = _console()
-    try:
-        run = merged_run(load_results(list(paths)))
-    except UserError as exc:
-        _fail(exc)
+    with _one_line_errors():
+        check_output_paths(json_path, junit_path)
+        run = merged_run(load_results(list(paths)), strict=strict)
     _finish(console, run, None, failures_only, json_path, junit_path)
 
 
@@ -199,9 +229,9 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
         try:
             tol[key.strip()] = float(value)
         except ValueError:
-            raise click.BadParameter(f"expected KEY=NUMBER, got {pair!r}", param_hint="--tolerance") from None
+            raise click.BadParameter(f"expected KEY=NUMBER, got {pair[:60]!r}", param_hint="--tolerance") from None
         if not sep:
-            raise click.BadParameter(f"expected KEY=NUMBER, got {pair!r}", param_hint="--tolerance")
+            raise click.BadParameter(f"expected KEY=NUMBER, got {pair[:60]!r}", param_hint="--tolerance")
     if rtol is not None:
         tol["rtol"] = rtol
     if atol is not None:
@@ -218,6 +248,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--tolerance", "tolerance", multiple=True, metavar="KEY=VALUE",
               help="Override any parameter of the standard (see README), e.g. T=0.001.")
 @click.option("--signed-zeros", is_flag=True, help="Require the sign of zero to match.")
+@click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the results as JSON here.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write JUnit XML here.")
 @click.option("--csv-errors", "csv_dir", type=click.Path(path_type=Path),
@@ -225,20 +256,21 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
 @JOBS
 @SHARD
-def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, json_path: Path | None,
-           junit_path: Path | None, csv_dir: Path | None, failures_only: bool, jobs: int, shard) -> None:
+def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, strict: bool,
+           json_path: Path | None, junit_path: Path | None, csv_dir: Path | None, failures_only: bool, jobs: int,
+           shard) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
-                   error_rows=csv_dir is not None)
-    try:
-        manifests = _sharded(M.find_cases(out), shard)
-        with Progress("verify", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+                   error_rows=csv_dir is not None, strict=strict)
+    with _one_line_errors():
+        check_output_paths(json_path, junit_path, csv_dir=csv_dir)
+        manifests, broken = _load_sharded(out, shard)
+        check_run_tolerances(manifests, opts)
+        with Progress("verify", len(manifests) + len(broken), sum(m.output.layout.numel for m in manifests)) as bar:
             sizes = {str(m.dir): m.output.layout.numel for m in manifests}
-            run = verify_dirs([m.dir for m in manifests], opts, jobs=jobs,
-                              on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
-    except UserError as exc:
-        _fail(exc)
+            run = verify_manifests(manifests, broken, opts, jobs=jobs,
+                                   on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
     _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir)
 
 
@@ -248,12 +280,13 @@ def _finish(console: Console, run, standard: str | None, failures_only: bool, js
     print_cases(console, run, show_passing=not failures_only)
     print_summary(console, run)
     data = verify_json(run, standard)
-    if json_path:
-        write_json(json_path, data)
-    if junit_path:
-        atomic_write_text(junit_path, junit_xml(data["cases"]))
-    if csv_dir:
-        write_error_csvs(csv_dir, run)
+    with _one_line_errors():
+        if json_path:
+            write_json(json_path, data)
+        if junit_path:
+            atomic_write_text(junit_path, junit_xml(data["cases"]))
+        if csv_dir:
+            write_error_csvs(csv_dir, run)
     sys.exit(run.exit_code)
 
 

@@ -19,8 +19,9 @@ from . import dtypes as D
 from . import manifest as M
 from .defects import Variant
 from .ops.contract import compute_dtype
-from .parallel import Runner
-from .storage import CHUNK, StorageFile, atomic_write_text, check_size, chunks
+from .errors import UserError
+from .parallel import Runner, as_completed, jobs_for
+from .storage import CHUNK, StorageFile, atomic_write_text, check_file_sha256, check_size, chunks
 
 SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
 
@@ -58,21 +59,27 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     With a Runner, a large case's ranges are computed by its workers.
     """
     outcome = m.phase_one()
-    atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
     out = m.output
     if outcome.status != 0 or out.dump is None:
+        atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return None
-    for t in m.inputs:
-        check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
+    for t in (*m.inputs, out):
+        check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
+                   "initial output storage")
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
     shutil.copyfile(out.file, tmp)  # the device writes into the initial output storage
     try:
+        check_file_sha256(out.file, m.recorded_sha256(out.name), "initial output storage")
         n = out.layout.numel
         if run is not None and n > SPLIT and out.layout.is_contiguous:
+            sums = [run.submit(check_file_sha256, t.file, m.recorded_sha256(t.name), f"input {t.name}") for t in m.inputs]
             run.map(emulate_range, [(m, tmp, s, e, chunk, variant) for s, e in chunks(n, SPLIT // 4)])
-        elif n:
-            emulate_range(m, tmp, 0, n, chunk, variant)
+            for f in sums:
+                f.result()
+        else:
+            emulate_range(m, tmp, 0, n, chunk, variant, checksums=True)
         os.replace(tmp, out.dump)
+        atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -80,10 +87,14 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
 
 
 def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chunk: int = CHUNK,
-                  variant: Variant | None = None) -> None:
-    """Compute output elements [start, stop) into the dump file."""
+                  variant: Variant | None = None, checksums: bool = False) -> None:
+    """Compute output elements [start, stop) into the dump file.
+
+    checksums: check the inputs' recorded sha256 (hashed beside the reads) before returning.
+    """
     out = m.output
-    ins = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs}
+    ins = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size, what=f"input {t.name}",
+                               sha256=m.recorded_sha256(t.name) if checksums else None) for t in m.inputs}
     write = variant.write if variant is not None and variant.write is not None else None
     try:
         with StorageFile(dump_path, out.dtype.np_dtype, out.layout.storage_size, writable=True) as dump:
@@ -95,6 +106,35 @@ def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chu
                     dump.write(out.layout, s, e, result)
                 else:
                     write(dump.map, out.layout, s, e, result)
+        for f in ins.values():
+            f.check_sha256()
     finally:
         for f in ins.values():
             f.close()
+
+
+def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None, jobs: int = 1,
+                on_done=None) -> list[UserError]:
+    """Emulate many cases; a case with bad files is reported (one UserError each) and the rest still run."""
+    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
+    errors: list[UserError] = []
+
+    def settle(m: M.CaseManifest, call) -> None:
+        try:
+            call()
+        except UserError as exc:
+            errors.append(exc)
+        except OSError as exc:
+            errors.append(UserError(exc.strerror or str(exc), where=str(exc.filename or m.dir)))
+        on_done and on_done(m)
+
+    with Runner(jobs_for(jobs, units)) as run:
+        futures = {}
+        for m in manifests:
+            if m.output.layout.numel > SPLIT and run.jobs > 1:
+                settle(m, lambda: emulate_case(m, variant=variant, run=run))
+            else:
+                futures[run.submit(emulate_case, m, CHUNK, variant)] = m
+        for f in as_completed(list(futures)):
+            settle(futures[f], f.result)
+    return errors

@@ -22,6 +22,7 @@ from .cases import Case
 from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, jobs_for
+from .outdir import SizeLimits, check_sizes, prepare_output_dir, remove_stale
 from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, in_view_mask, replace_dir,
                       safe_child, sha256_file)
 
@@ -60,9 +61,15 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
 
 
 def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int = CHUNK, force: bool = False,
-                   on_done=None) -> list[GenResult]:
-    """Generate many cases: small ones one per worker, large ones split into ranges across workers."""
-    out_root.mkdir(parents=True, exist_ok=True)
+                   on_done=None, limits: "SizeLimits | None" = None) -> list[GenResult]:
+    """Generate many cases: small ones one per worker, large ones split into ranges across workers.
+
+    Before anything is written: the sizes are checked against `limits`, the output directory
+    is made and proved writable, and stale temporary directories of dead gens are removed.
+    """
+    check_sizes(cases, limits or SizeLimits())
+    prepare_output_dir(out_root)
+    remove_stale(out_root)
     results: list[GenResult] = []
     units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
     jobs = jobs_for(jobs, units)

@@ -50,6 +50,16 @@ def fingerprint(case: Case) -> str:
     return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
 
 
+# The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
+# edited after gen (a shape, a stride, a checksum) is refused instead of misjudging its files.
+DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "tensors")
+
+
+def digest(raw: dict) -> str:
+    covered = {k: raw.get(k) for k in DIGEST_KEYS}
+    return hashlib.sha256(json.dumps(covered, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
 def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
     tensors = []
     for t in case.tensors:
@@ -68,7 +78,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
             entry.update(golden=golden_file(t.name), golden_sha256=digests[golden_file(t.name)],
                          dump=dump_file(t.name))
         tensors.append(entry)
-    return {
+    data = {
         "schema": SCHEMA, "tool_version": __version__, "fingerprint": fingerprint(case),
         "case_id": case.case_id, "name": case.name,
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
@@ -78,6 +88,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int) -> dict:
         "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
                    "exact_fallback_elements": exact_fallbacks},
     }
+    data["digest"] = digest(data)
+    return data
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,14 @@ class CaseManifest:
     def output(self) -> TensorEntry:
         return next(t for t in self.tensors if t.role == "output")
 
+    def recorded_sha256(self, name: str, key: str = "sha256") -> str:
+        """The checksum gen recorded for a tensor's storage ("sha256") or golden ("golden_sha256")."""
+        entry = next(t for t in self.raw["tensors"] if t.get("name") == name)
+        value = entry.get(key)
+        if not isinstance(value, str):
+            raise UserError(f"malformed manifest: tensor {name} has no '{key}'", where=str(self.dir / MANIFEST))
+        return value
+
     def phase_one(self):
         """The status the API's phase one returns for these tensors (the contract's verdict)."""
         descs = {t.name: TensorDesc(t.dtype, t.layout.shape, t.null) for t in self.tensors}
@@ -122,25 +142,52 @@ class CaseManifest:
 
 
 def load(case_dir: Path) -> CaseManifest:
-    """Read and check one case directory's manifest."""
+    """Read and check one case directory's manifest; UserError names the file and the problem."""
     path = case_dir / MANIFEST
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=str(case_dir)) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"unreadable manifest: {exc}", where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"unreadable manifest: {exc.strerror}", where=str(path)) from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise UserError(f"manifest is {len(data)} bytes; gen writes a few KB", where=str(path))
     try:
+        raw = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UserError(f"manifest is not valid JSON: {_brief(exc)}", where=str(path)) from None
+    try:
+        if not isinstance(raw, dict):
+            raise ValueError("a manifest is a JSON object")
         if raw.get("schema") != SCHEMA:
-            raise ValueError(f"schema is {raw.get('schema')!r}, this tool reads {SCHEMA!r}")
-        op = find_op(raw["op"])
+            raise ValueError(f"schema is {_brief(raw.get('schema'))}, this tool reads {SCHEMA!r}")
+        if not isinstance(raw.get("tensors"), list) or not all(isinstance(t, dict) for t in raw["tensors"]):
+            raise ValueError("'tensors' must be a list of objects")
+        if raw.get("digest") != digest(raw):
+            raise ValueError("it was edited after gen (its tensors, op or case no longer match the digest gen "
+                             "recorded); run 'aclnn-cli gen' again")
+        op = _known(find_op, raw["op"])
         tensors = tuple(_tensor(case_dir, t) for t in raw["tensors"])
         if [t.name for t in tensors] != [t.name for t in op.tensors]:
             raise ValueError(f"tensors {[t.name for t in tensors]} do not match {op.name}")
         return CaseManifest(case_dir, str(raw["case_id"]), op, str(raw["product"]), int(raw["seed"]),
                             int(raw["expect_status"]), raw.get("standard"), tensors, raw)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"malformed manifest: {exc}", where=str(path)) from None
+    except KeyError as exc:
+        raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=str(path)) from None
+    except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        raise UserError(f"malformed manifest: {_brief(exc)}", where=str(path)) from None
+
+
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON (write non-finite numbers as strings)")
+
+
+def _brief(value, limit: int = 120) -> str:
+    text = str(value) if isinstance(value, Exception) else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _local(case_dir: Path, name) -> Path:
@@ -149,28 +196,63 @@ def _local(case_dir: Path, name) -> Path:
     return case_dir / name
 
 
+def _known(lookup, name):
+    """A registry lookup whose KeyError (unknown name) is a malformed value, not a missing key."""
+    if not isinstance(name, str):
+        raise ValueError(f"expected a name, got {_brief(name)}")
+    try:
+        return lookup(name)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+
+
+def _int(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
+        raise ValueError(f"expected an integer, got {_brief(v)}")
+    return v
+
+
+def _ints(v) -> tuple[int, ...]:
+    if not isinstance(v, list) or len(v) > 64:
+        raise ValueError(f"expected a list of integers, got {_brief(v)}")
+    return tuple(_int(x) for x in v)
+
+
 def _tensor(case_dir: Path, t: dict) -> TensorEntry:
     if t.get("null"):
-        return TensorEntry(str(t["name"]), str(t["role"]), D.lookup(t["dtype"]),
-                           Layout.contiguous(tuple(int(d) for d in t["shape"])), None, None, None)
-    layout = Layout(tuple(int(d) for d in t["shape"]), tuple(int(s) for s in t["strides"]), int(t["offset"]),
-                    int(t["storage_shape"][0]))
+        return TensorEntry(str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]),
+                           Layout.contiguous(_ints(t["shape"])), None, None, None)
+    layout = Layout(_ints(t["shape"]), _ints(t["strides"]), _int(t["offset"]), _int(t["storage_shape"][0]))
     problem = layout.check()
     if problem:
         raise ValueError(f"tensor {t['name']}: {problem}")
     return TensorEntry(
-        str(t["name"]), str(t["role"]), D.lookup(t["dtype"]), layout, _local(case_dir, t["file"]),
+        str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]), layout, _local(case_dir, t["file"]),
         _local(case_dir, t["golden"]) if t.get("golden") else None,
         _local(case_dir, t["dump"]) if t.get("dump") else None,
     )
+
+
+def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path, UserError]]]:
+    """Every manifest that loads, and (directory, error) for each that does not: one bad case
+    must not stop the others from being judged."""
+    good, bad = [], []
+    for d in case_dirs:
+        try:
+            good.append(load(d))
+        except UserError as exc:
+            bad.append((d, exc))
+    return good, bad
 
 
 def find_cases(root: Path) -> list[Path]:
     """Case directories under an output root (or the root itself if it is one), sorted."""
     if (root / MANIFEST).is_file():
         return [root]
-    if not root.is_dir():
+    if not root.exists():
         raise UserError("no such directory", where=str(root))
+    if not root.is_dir():
+        raise UserError("not a directory of generated cases", where=str(root))
     dirs = sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
     if not dirs:
         raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
@@ -179,3 +261,4 @@ def find_cases(root: Path) -> list[Path]:
 
 def dumps_json(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+

@@ -15,7 +15,8 @@ from . import manifest as M
 from .defects import CATALOGUE, find_variant
 from .emulate import emulate_case
 from .standards import DEFAULT_STANDARD, STANDARDS
-from .verify import PASS, Options, verify_case
+from .results import PASS
+from .verify import Options, verify_case
 
 MATRIX_MAX_ELEMENTS = 200_000  # the large cases add time, not coverage
 

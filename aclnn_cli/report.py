@@ -11,33 +11,49 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
 from .errors import UserError
 from .storage import atomic_write_text, safe_child
-from .verify import ALL_STATUSES, PASS, CaseResult, RunResult
+from .results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 
 VERIFY_SCHEMA = "aclnn-cli/verify/1"
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
          "STATUS": "bold red", "ERROR": "bold magenta"}
 
 
-def _g(x) -> str:
-    return "-" if x is None else f"{x:.3g}"
+def _num(x) -> float:
+    """A number from results data: floats, or the strings strict JSON uses for non-finite ones."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    try:
+        return float(str(x))
+    except ValueError:
+        return float("nan")
+
+
+def _g(x, spec: str = ".3g") -> str:
+    return "-" if x is None else format(_num(x), spec)
 
 
 def _element(w: dict) -> str:
-    ins = ", ".join(f"{k}={v:.8g}" for k, v in w["inputs"].items())
-    return (f"{w['coords']} ({ins}): expected {w['expected']:.8g}, got {w['actual']:.8g}, "
-            f"abs {w['abs_error']:.3g}, rel {w['rel_error']:.3g}, {w['ulp_error']:.3g} ulp")
+    try:
+        ins = ", ".join(f"{k}={_g(v, '.8g')}" for k, v in w["inputs"].items())
+        head = f"{w['coords']} ({ins}): expected {_g(w['expected'], '.8g')}, got {_g(w['actual'], '.8g')}"
+        if w.get("mismatch"):
+            return f"{head}: {w['mismatch']}"
+        return f"{head}, abs {_g(w['abs_error'])}, rel {_g(w['rel_error'])}, {_g(w['ulp_error'])} ulp"
+    except (KeyError, TypeError, AttributeError):
+        return str(w)[:200]
 
 
 def _short_worst(c: CaseResult) -> str:
-    if not c.worst:
+    if not c.worst or not isinstance(c.worst[0], dict):
         return "-"
     w = c.worst[0]
-    return f"{w['coords']} exp {w['expected']:.6g} got {w['actual']:.6g}"
+    return f"{w.get('coords')} exp {_g(w.get('expected'), '.6g')} got {_g(w.get('actual'), '.6g')}"
 
 
 def print_cases(console: Console, run: RunResult, show_passing: bool = True) -> None:
@@ -49,16 +65,17 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = True) -> 
             table.add_column(col, overflow="fold", justify="right" if col.startswith(("max", "M")) else "left")
         for c in rows:
             m = c.metrics or {}
-            table.add_row(c.case_id, f"[{STYLE[c.status]}]{c.status}[/]", _g(m.get("max_abs_error")),
-                          _g(m.get("max_rel_error")), _g(m.get("mere")), _g(m.get("mare")), _short_worst(c))
+            table.add_row(escape(c.case_id), f"[{STYLE[c.status]}]{c.status}[/]", _g(m.get("max_abs_error")),
+                          _g(m.get("max_rel_error")), _g(m.get("mere")), _g(m.get("mare")), escape(_short_worst(c)))
         console.print(table)
     for c in run.cases:
         if c.status == PASS:
             continue
-        console.print(f"[{STYLE[c.status]}]{c.status}[/] {c.case_id} ({c.standard}): {c.reason}", soft_wrap=True)
+        console.print(f"[{STYLE[c.status]}]{c.status}[/] {escape(c.case_id)} ({escape(c.standard)}): {escape(c.reason)}",
+                      soft_wrap=True)
         for w in c.worst:
-            console.print(f"    {_element(w)}", soft_wrap=True, highlight=False)
-        console.print(f"    repro: {c.repro}", soft_wrap=True, highlight=False)
+            console.print(f"    {escape(_element(w))}", soft_wrap=True, highlight=False)
+        console.print(f"    repro: {escape(c.repro)}", soft_wrap=True, highlight=False)
 
 
 def print_summary(console: Console, run: RunResult) -> None:
@@ -70,7 +87,7 @@ def print_summary(console: Console, run: RunResult) -> None:
         table.add_column(s, justify="right")
     groups = Counter((c.op, c.dtype, c.status) for c in run.cases)
     for op, dtype in sorted({(c.op, c.dtype) for c in run.cases}):
-        table.add_row(op, dtype, *[
+        table.add_row(escape(op), escape(dtype), *[
             f"[{STYLE[s]}]{groups[(op, dtype, s)]}[/]" if groups[(op, dtype, s)] else "0" for s in statuses])
     console.print(table)
     counts = run.counts()
@@ -79,6 +96,7 @@ def print_summary(console: Console, run: RunResult) -> None:
 
 
 def verify_json(run: RunResult, standard: str | None) -> dict:
+    """The run as strict JSON data: non-finite numbers are the strings "nan", "inf" and "-inf"."""
     return {
         "schema": VERIFY_SCHEMA, "tool_version": __version__, "standard_override": standard,
         "exit_code": run.exit_code, "summary": {"total": len(run.cases), **run.counts()},
@@ -87,7 +105,7 @@ def verify_json(run: RunResult, standard: str | None) -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
 
 
 def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
@@ -134,7 +152,7 @@ def load_results(paths: list[Path]) -> list[dict]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(p.rglob("*.json")))
+            files.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
         elif p.is_file():
             files.append(p)
         else:
@@ -143,12 +161,17 @@ def load_results(paths: list[Path]) -> list[dict]:
     seen: dict[str, Path] = {}
     for f in files:
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"not a readable JSON file: {exc}", where=str(f)) from None
+            data = json.loads(f.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UserError(f"not a readable JSON file: {str(exc)[:120]}", where=str(f)) from None
         if not isinstance(data, dict) or data.get("schema") != VERIFY_SCHEMA:
             continue  # other JSON lying around (e.g. case.json) is not a result file
-        for c in data["cases"]:
+        if not isinstance(data.get("cases"), list):
+            raise UserError("'cases' must be a list of case results", where=str(f))
+        for i, c in enumerate(data["cases"]):
+            problem = _bad_result(c)
+            if problem:
+                raise UserError(f"case #{i + 1}: {problem}", where=str(f))
             if c["case_id"] in seen:
                 raise UserError(f"case {c['case_id']} is also in {seen[c['case_id']]}: shards overlap", where=str(f))
             seen[c["case_id"]] = f
@@ -158,6 +181,24 @@ def load_results(paths: list[Path]) -> list[dict]:
     return cases
 
 
-def merged_run(cases: list[dict]) -> RunResult:
+_REQUIRED = {"case_id": str, "op": str, "dtype": str, "product": str, "status": str, "standard": str, "reason": str}
+
+
+def _bad_result(c) -> str | None:
+    """Why one case result of a results file cannot be merged, or None."""
+    if not isinstance(c, dict):
+        return "not an object"
+    for key, kind in _REQUIRED.items():
+        if not isinstance(c.get(key), kind):
+            return f"'{key}' must be a {kind.__name__}"
+    if c["status"] not in ALL_STATUSES:
+        return f"unknown status {c['status'][:40]!r} (valid: {', '.join(ALL_STATUSES)})"
+    for key, kind in (("shape", list), ("worst", list), ("params", dict), ("metrics", dict)):
+        if key in c and c[key] is not None and not isinstance(c[key], kind):
+            return f"'{key}' must be a {kind.__name__}"
+    return None
+
+
+def merged_run(cases: list[dict], strict: bool = False) -> RunResult:
     fields_ = {f for f in CaseResult.__dataclass_fields__}
-    return RunResult([CaseResult(**{k: v for k, v in c.items() if k in fields_}) for c in cases])
+    return RunResult([CaseResult(**{k: v for k, v in c.items() if k in fields_}) for c in cases], strict=strict)

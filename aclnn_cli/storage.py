@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -37,19 +38,54 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class IntegrityError(UserError):
+    """A file gen wrote no longer has the checksum the manifest recorded."""
+
+
 class StorageFile:
     """A storage .bin opened for chunked reads and writes of a view.
 
     Contiguous views use pread/pwrite into fresh buffers, so memory stays bounded by the
     chunk (memory-mapped pages would count toward the process's RSS); strided views gather
     and scatter through a memory map.
+
+    With `sha256`, the file's checksum is computed on the side of the reads that walk it in
+    order from the start (the common, contiguous case), so checking it costs no extra pass;
+    `check_sha256` hashes whatever part the reads did not cover and compares.
     """
 
-    def __init__(self, path: Path, dtype: np.dtype, size: int, writable: bool = False) -> None:
+    def __init__(self, path: Path, dtype: np.dtype, size: int, writable: bool = False,
+                 sha256: str | None = None, what: str = "file") -> None:
         self.path, self.dtype, self.size = path, np.dtype(dtype), size
-        self.fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            self.fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except OSError as exc:
+            raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
+        if stat.S_ISDIR(os.fstat(self.fd).st_mode):
+            os.close(self.fd)
+            raise UserError(f"{what} is a directory, not a file", where=str(path))
         self.writable = writable
         self._map: np.ndarray | None = None
+        self.expected_sha256, self.what = sha256, what
+        self._hash = hashlib.sha256() if sha256 else None
+        self._hashed = 0  # bytes [0, _hashed) are in _hash
+
+    def check_sha256(self) -> None:
+        """Raise IntegrityError unless the file's bytes have the recorded checksum."""
+        if self._hash is None:
+            return
+        total = os.fstat(self.fd).st_size
+        block = bytearray(1 << 22)
+        while self._hashed < total:
+            n = os.preadv(self.fd, [memoryview(block)[:min(len(block), total - self._hashed)]], self._hashed)
+            if n <= 0:
+                break
+            self._hash.update(memoryview(block)[:n])
+            self._hashed += n
+        if self._hash.hexdigest() != self.expected_sha256:
+            raise IntegrityError(f"{self.what} changed since gen (its sha256 is not the one case.json records); "
+                                 f"run 'aclnn-cli gen' again", where=str(self.path))
+        self._hash = None
 
     def close(self) -> None:
         if self._map is not None and isinstance(self._map, np.memmap):
@@ -80,6 +116,9 @@ class StorageFile:
             if n <= 0:
                 raise UserError(f"file ended at byte {offset + done}", where=str(self.path))
             done += n
+        if self._hash is not None and offset == self._hashed:
+            self._hash.update(view)
+            self._hashed += len(view)
         return out
 
     def write_range(self, start: int, values: np.ndarray) -> None:
@@ -125,9 +164,15 @@ def allocate(path: Path, dtype: np.dtype, size: int) -> None:
 def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
     """A storage file must hold exactly `size` elements; UserError names the file otherwise."""
     try:
-        nbytes = path.stat().st_size
-    except OSError:
+        st = path.stat()
+    except FileNotFoundError:
         raise UserError(f"{what} is missing", where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what}: {exc.strerror}", where=str(path)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{what} is not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""),
+                        where=str(path))
+    nbytes = st.st_size
     expected = size * np.dtype(dtype).itemsize
     if nbytes != expected:
         raise UserError(f"{what} has {nbytes} bytes, expected {expected} "
@@ -168,6 +213,12 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_file_sha256(path: Path, expected: str, what: str) -> None:
+    """One file's whole-file checksum check (for cases whose ranges were read by several workers)."""
+    with StorageFile(path, np.uint8, 0, sha256=expected, what=what) as f:
+        f.check_sha256()
+
+
 def replace_dir(tmp: Path, final: Path) -> None:
     """Move a finished directory into place; the old one is removed only after the new one is in."""
     if final.exists():
@@ -182,3 +233,26 @@ def replace_dir(tmp: Path, final: Path) -> None:
 def chunks(n: int, size: int = CHUNK):
     for start in range(0, n, size):
         yield start, min(n, start + size)
+
+
+def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None:
+    """Prove, before a run does its work, that its report files (and CSV directory) can be written.
+
+    Creates missing parent directories, as the final write would, and a probe file beside each.
+    """
+    targets = [(Path(f), False) for f in files if f is not None] + ([(Path(csv_dir), True)] if csv_dir else [])
+    for path, is_dir in targets:
+        if not str(path):
+            raise UserError("an empty path cannot be written")
+        if is_dir and path.exists() and not path.is_dir():
+            raise UserError("exists and is not a directory", where=str(path))
+        if not is_dir and path.is_dir():
+            raise UserError("is a directory; give a file name", where=str(path))
+        folder = path if is_dir else path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".{path.name}.tmp-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"cannot write here: {exc.strerror}", where=str(exc.filename or path)) from None

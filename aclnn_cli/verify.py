@@ -10,13 +10,15 @@ nothing but dump and golden.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from . import manifest as M
+from .mistrust import mistrust
+from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, RunResult
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .dtypes import DType, round_from_f64
 from .emulate import kernel_output
@@ -25,16 +27,10 @@ from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
 from .parallel import Runner, as_completed, jobs_for
-from .storage import CHUNK, StorageFile, check_size, chunks, in_view_mask
+from .storage import CHUNK, IntegrityError, StorageFile, check_file_sha256, check_size, chunks, in_view_mask
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
-
-PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR = (
-    "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "ERROR")
-ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR)
-MISTRUST_ZERO_SHARE = 0.9
 CSV_ROW_LIMIT = 100_000
-
 
 @dataclass(frozen=True)
 class Options:
@@ -43,47 +39,7 @@ class Options:
     signed_zeros: bool = False
     error_rows: bool = False  # collect failing elements (for --csv-errors)
     chunk: int = CHUNK
-
-
-@dataclass
-class CaseResult:
-    case_id: str
-    op: str
-    dtype: str
-    shape: list
-    product: str
-    status: str
-    standard: str
-    reason: str
-    params: dict = field(default_factory=dict)
-    metrics: dict | None = None
-    benchmark: dict | None = None
-    worst: list = field(default_factory=list)
-    repro: str = ""
-    path: str = ""
-    error_rows: list = field(default_factory=list, repr=False)
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d.pop("error_rows")
-        return d
-
-
-@dataclass
-class RunResult:
-    cases: list[CaseResult] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        if any(c.status == ERROR for c in self.cases):
-            return 2
-        return 0 if all(c.status == PASS for c in self.cases) else 1
-
-    def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(ALL_STATUSES, 0)
-        for c in self.cases:
-            out[c.status] += 1
-        return out
+    strict: bool = False  # MISTRUSTED fails the run (by default it is a warning)
 
 
 def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, float]:
@@ -104,8 +60,27 @@ def _standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
     try:
         std = find_standard(name)
         return std, std.params(tolerance_dtype(m)[0], overrides)
-    except KeyError as exc:
+    except (KeyError, ValueError) as exc:
         raise UserError(exc.args[0], where=str(m.dir)) from None
+
+
+def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None:
+    """The run's --standard/--rtol/--atol/--tolerance must be valid for every case it judges.
+
+    Checked before any case is judged, so a bad setting is a usage error (exit 2), never a verdict.
+    """
+    seen = set()
+    for m in manifests:
+        name = opts.standard or m.standard or DEFAULT_STANDARD
+        dtype = tolerance_dtype(m)[0]
+        if (name, dtype.name) in seen:
+            continue
+        seen.add((name, dtype.name))
+        try:
+            find_standard(name).params(dtype, opts.tolerance)
+        except (KeyError, ValueError) as exc:
+            raise UserError(f"{exc.args[0]} (judging {dtype.name} cases with '{name}')",
+                            where="--rtol/--atol/--tolerance") from None
 
 
 def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None) -> CaseResult:
@@ -117,11 +92,11 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     status_path = m.dir / M.STATUS_FILE
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
-    if status_path.exists():
+    if status_path.exists() or status_path.is_symlink():
         _check_status(result, status_path, 0, required=False)
         if result.status != PASS:
             return result
-    if out.dump is None or not out.dump.exists():
+    if out.dump is None or not (out.dump.exists() or out.dump.is_symlink()):
         result.status, result.reason = MISSING, f"no dump at {out.dump}"
         return result
     try:
@@ -135,10 +110,16 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     n = out.layout.numel
     if n == 0:
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
+        check_files(m)
     else:
         ranges = list(chunks(n, SPLIT // 4)) if run is not None and n > SPLIT else [(0, n)]
-        parts = (run.map(compare_range, [(m, opts, s, e) for s, e in ranges]) if len(ranges) > 1
-                 else [compare_range(m, opts, 0, n)])
+        if len(ranges) > 1:  # workers read ranges: whole-file checksums are separate units beside them
+            sums = [run.submit(check_file_sha256, *item) for item in _checksummed(m)]
+            parts = run.map(compare_range, [(m, opts, s, e, False) for s, e in ranges])
+            for f in sums:
+                f.result()
+        else:
+            parts = [compare_range(m, opts, 0, n, True)]
         metrics, bench, rows = parts[0]
         for other, other_bench, other_rows in parts[1:]:
             metrics.merge(other)
@@ -151,7 +132,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         result.worst = [describe_element(m, std, i) for i in metrics.worst_indices()]
         result.error_rows = rows
         if verdict.passed:
-            doubt = mistrust(m, metrics)
+            doubt = mistrust(m, metrics, opts.strict)
             if doubt:
                 result.status, result.reason = MISTRUSTED, doubt
     outside = writes_outside_view(m)
@@ -160,48 +141,65 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     return result
 
 
-def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
-    """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop)."""
+def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int,
+                  checksums: bool = False) -> tuple[Metrics, Metrics | None, list]:
+    """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
+
+    checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
+    reads (for a whole case read by one process).
+    """
     std, params = _standard(m, opts)
-    cmp = Comparison(m, std, params, opts)
+    cmp = Comparison(m, std, params, opts, checksums)
     try:
-        return cmp.run(start, stop)
+        result = cmp.run(start, stop)
+        cmp.check_sha256()
+        return result
     finally:
         cmp.close()
 
 
-def mistrust(m: M.CaseManifest, metrics: Metrics) -> str | None:
-    """Why a passing case cannot show anything, or None."""
-    zeros = metrics.zero_goldens / metrics.compared if metrics.compared else 0.0
-    if zeros > MISTRUST_ZERO_SHARE:
-        return (f"{zeros:.0%} of the golden is zero: a kernel writing zeros would pass too "
-                f"(widen the inputs so most results are non-zero)")
-    fills = {t["name"]: t.get("fill", {}) for t in m.raw["tensors"] if t["role"] == "input" and not t.get("null")}
-    read = [t.name for t in m.op.inputs if t.read_by_kernel]
-    if m.output.layout.numel > 1 and all(_constant(fills.get(n, {})) for n in read):
-        return "every input the kernel reads is constant: one value cannot show a kernel's errors"
-    return None
+def _checksummed(m: M.CaseManifest) -> list[tuple[Path, str, str]]:
+    """(file, recorded sha256, what) for every file gen wrote that verify reads: golden and inputs."""
+    out = m.output
+    files = [(out.golden, m.recorded_sha256(out.name, "golden_sha256"), "golden")]
+    files += [(t.file, m.recorded_sha256(t.name, "sha256"), f"input {t.name}") for t in m.inputs if not t.null]
+    return files
 
 
-def _constant(fill: dict) -> bool:
-    return "constant" in fill or ("values" in fill and len({str(v) for v in fill["values"]}) == 1)
+def check_files(m: M.CaseManifest) -> None:
+    """Check every recorded checksum of the files verify reads (IntegrityError on a mismatch)."""
+    for path, sha, what in _checksummed(m):
+        check_file_sha256(path, sha, what)
 
 
 class Comparison:
     """One case's chunked comparison under one standard."""
 
-    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options) -> None:
+    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False) -> None:
         self.m, self.std, self.opts = m, std, opts
         self.rule = std.rule(params)
         _, self.floor = tolerance_dtype(m)
         out = m.output
-        self.dump = StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size)
-        self.gold = StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size)
-        self.inputs = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs}
+        sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
+        self.files: list[StorageFile] = []
+        self.dump = self._open(out.dump, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
+        self.gold = self._open(out.golden, out.dtype.np_dtype, out.layout.storage_size,
+                               sha(out.name, "golden_sha256"), "golden")
+        self.inputs = {t.name: self._open(t.file, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
+                                          f"input {t.name}") for t in m.inputs}
         self.rows: list = []
 
+    def _open(self, path: Path, dtype, size: int, sha: str | None, what: str) -> StorageFile:
+        f = StorageFile(path, dtype, size, sha256=sha, what=what)
+        self.files.append(f)
+        return f
+
+    def check_sha256(self) -> None:
+        for f in self.files:
+            f.check_sha256()
+
     def close(self) -> None:
-        for f in (self.dump, self.gold, *self.inputs.values()):
+        for f in self.files:
             f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
@@ -260,8 +258,8 @@ class Comparison:
         rel = abs_err / den
         accepted = gi  # what each element is judged against: the golden, or the device's edge result
         cleared = np.zeros(idx.size, dtype=bool)
-        if m.op.edge is not None:
-            where, device = m.op.edge(ins)
+        where, device = m.op.device_edges(ins)
+        if where.any():
             alt = round_from_f64(device, dtype).astype(np.float64)
             same_special = (np.isnan(alt) & np.isnan(ai)) | (np.isinf(alt) & (alt == ai))
             cleared = where & same_special
@@ -288,6 +286,8 @@ def writes_outside_view(m: M.CaseManifest) -> str | None:
     out = m.output
     if out.layout.is_contiguous:
         return None
+    check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
+    check_file_sha256(out.file, m.recorded_sha256(out.name, "sha256"), "initial output storage")
     dump = np.fromfile(out.dump, dtype=out.dtype.uint_dtype)
     initial = np.fromfile(out.file, dtype=out.dtype.uint_dtype)
     changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
@@ -298,14 +298,22 @@ def writes_outside_view(m: M.CaseManifest) -> str | None:
 
 def _check_status(result: CaseResult, path: Path, expected: int, required: bool) -> CaseResult:
     try:
-        text = path.read_text().strip()
+        with open(path, "rb") as f:
+            data = f.read(256)
     except FileNotFoundError:
         result.status, result.reason = MISSING, f"no status file at {path}"
         return result
+    except OSError as exc:
+        result.status, result.reason = ERROR, f"{path}: cannot read the status file: {exc.strerror}"
+        return result
+    text = data.decode("ascii", errors="replace").strip()
     try:
-        got = int(text.split()[0])
+        got = int(text.split()[0]) if len(data) < 256 and text.isascii() else None
     except (ValueError, IndexError):
-        result.status, result.reason = ERROR, f"{path}: status file must hold an integer status, got {text[:40]!r}"
+        got = None
+    if got is None:
+        result.status, result.reason = ERROR, (f"{path}: status file must hold phase one's status as a decimal "
+                                               f"integer, got {text[:40]!r}")
         return result
     if got != expected:
         result.status = STATUS
@@ -333,10 +341,18 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int) -> dict:
             with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
                 g = f.read(out.layout, flat, flat + 1)
         e = element_errors(a, g, out.dtype.smallest_normal, out.dtype)
-    return {"index": flat, "coords": list(out.layout.coords(flat)),
-            "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
-            "expected": float(g.astype(np.float64)[0]), "actual": float(a.astype(np.float64)[0]),
-            "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
+    expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
+    element = {"index": flat, "coords": list(out.layout.coords(flat)),
+               "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
+               "expected": expected, "actual": actual,
+               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
+    if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
+        element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
+    return element
+
+
+def _name(x: float) -> str:
+    return "NaN" if np.isnan(x) else f"{x:.8g}"
 
 
 def repro_command(m: M.CaseManifest, opts: Options) -> str:
@@ -348,33 +364,42 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
-    """Verify many cases: small ones one per worker, large ones split into ranges across workers."""
-    results: dict[int, CaseResult] = {}
-    manifests: dict[int, M.CaseManifest] = {}
-    for i, d in enumerate(case_dirs):
-        try:
-            manifests[i] = M.load(d)
-        except UserError as exc:
-            results[i] = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
-            on_case and on_case(results[i])
-    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests.values())
+    """Verify the cases in these directories (a manifest that does not load makes its case ERROR)."""
+    manifests, broken = M.load_all(case_dirs)
+    return verify_manifests(manifests, broken, opts, on_case, jobs)
+
+
+def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, UserError]] = (),
+                     opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
+    """Verify many cases: small ones one per worker, large ones split into ranges across workers.
+
+    Results come back sorted by case directory; `broken` (directory, error) pairs become ERROR.
+    """
+    results: dict[str, CaseResult] = {}
+    for d, exc in broken:
+        results[str(d)] = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc),
+                                     path=str(d))
+        on_case and on_case(results[str(d)])
+    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
     jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
-        small = {i: m for i, m in manifests.items() if m.output.layout.numel <= SPLIT or jobs == 1}
-        futures = {run.submit(_verify_safely, m, opts): i for i, m in small.items()}
-        for i, m in manifests.items():
-            if i not in small:
-                results[i] = _verify_safely(m, opts, run)
-                on_case and on_case(results[i])
+        small = [m for m in manifests if m.output.layout.numel <= SPLIT or jobs == 1]
+        futures = {run.submit(_verify_safely, m, opts): m for m in small}
+        for m in manifests:
+            if m.output.layout.numel > SPLIT and jobs > 1:
+                results[str(m.dir)] = _verify_safely(m, opts, run)
+                on_case and on_case(results[str(m.dir)])
         for f in as_completed(list(futures)):
-            results[futures[f]] = f.result()
-            on_case and on_case(results[futures[f]])
-    return RunResult([results[i] for i in sorted(results)])
+            results[str(futures[f].dir)] = f.result()
+            on_case and on_case(results[str(futures[f].dir)])
+    return RunResult([results[k] for k in sorted(results)], strict=opts.strict)
 
 
 def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) -> CaseResult:
+    """A case's verdict; bad files (and I/O failures while reading them) make it ERROR, not the run."""
     try:
         return verify_case(m, opts, run)
-    except UserError as exc:
+    except (UserError, OSError) as exc:
+        reason = str(exc) if isinstance(exc, UserError) else f"{getattr(exc, 'filename', '') or m.dir}: {exc.strerror or exc}"
         return CaseResult(m.case_id, m.op.name, m.output.dtype.name, list(m.output.layout.shape), m.product, ERROR,
-                          opts.standard or DEFAULT_STANDARD, str(exc), path=str(m.dir))
+                          opts.standard or DEFAULT_STANDARD, reason, path=str(m.dir))

@@ -20,6 +20,7 @@ F64_UNIT = 2.0**-53
 # Outputs this far below the incoming gradient are beyond what a kernel with
 # float32 intermediates can resolve: exp overflows at |x| ~ 88.7, i.e. e^-88.7 ~ 2^-128.
 GRAD_RELATIVE_FLOOR = 2.0**-100
+GRADIENT = "gradOutput"  # the incoming gradient of backward ops (the dy in dy * f(x))
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,36 @@ class OpSpec:
         for dts in self.products.values():
             seen.update(dict.fromkeys(dts))
         return tuple(seen)
+
+    def device_edges(self, inputs: Arrays) -> tuple[np.ndarray, np.ndarray]:
+        """Where a correct float32 kernel may differ from the golden, and its value there.
+
+        The op's own `edge`, plus one rule every op of the form dy * f(x) shares: with an
+        infinite gradient and |f(x)| below GRAD_RELATIVE_FLOOR (2^-100, under float32's reach),
+        the kernel's f(x) may underflow to 0 and inf * 0 gives NaN, while the exact limit
+        (the golden) is an infinity.
+        """
+        shape = np.shape(next(iter(inputs.values())))
+        where, device = np.zeros(shape, dtype=bool), np.full(shape, np.nan)
+        if self.edge is not None:
+            where, device = (np.array(a) for a in self.edge(inputs))
+            where, device = where.astype(bool), device.astype(np.float64)
+        dy = inputs.get(GRADIENT)
+        if dy is not None:
+            inf_grad = np.isinf(dy) & ~where
+            for t in self.inputs:
+                if t.read_by_kernel and t.name != GRADIENT:
+                    inf_grad &= np.isfinite(inputs[t.name])
+            if inf_grad.any():
+                unit = {k: v[inf_grad] for k, v in inputs.items()}
+                unit[GRADIENT] = np.ones(int(inf_grad.sum()))
+                with np.errstate(all="ignore"):
+                    factor = self.golden_f64(unit).value
+                tiny = np.zeros(shape, dtype=bool)
+                tiny[inf_grad] = (factor != 0) & (np.abs(factor) < GRAD_RELATIVE_FLOOR)  # exact zeros stay zero
+                where |= tiny
+                device[tiny] = np.nan
+        return where, device
 
     def golden_f64(self, inputs: Arrays) -> Reference:
         """The reference on any inputs: stable math where all are finite, IEEE formula elsewhere."""

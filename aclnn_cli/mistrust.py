@@ -1,0 +1,52 @@
+"""MISTRUSTED: a passing case that could not have failed, reported as a warning (README, "MISTRUSTED").
+
+benchdnn's notion: the case passed, but a broken kernel would have passed too. It does not fail
+the run unless verify is given --strict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import manifest as M
+from .compare import Metrics
+
+
+def mistrust(m: M.CaseManifest, metrics: Metrics, strict: bool = False) -> str | None:
+    """Why a passing case cannot show anything, or None (README, "MISTRUSTED").
+
+    A case that exercises special values (a non-finite input or golden) tests propagation,
+    and a golden that underflowed to zero tests that the kernel survives it; neither is
+    mistrusted. What is: every result trivially zero because the gradient is all zero, and
+    constant, finite inputs (one value cannot show a kernel's errors).
+    """
+    fills = {t["name"]: t.get("fill", {}) for t in m.raw["tensors"] if t["role"] == "input" and not t.get("null")}
+    read = [t.name for t in m.op.inputs if t.read_by_kernel]
+    if metrics.elements > metrics.compared or any(_special(fills.get(n, {})) for n in read):
+        return None
+    if m.output.layout.numel > 1 and all(_constant(fills.get(n, {})) for n in read):
+        return "every input the kernel reads is constant: one value cannot show a kernel's errors"
+    dy = fills.get("gradOutput", {})
+    if _constant(dy) and _values(dy) == {0.0}:
+        return "gradOutput is all zero: every result is trivially zero, so a kernel writing zeros would pass too"
+    return None
+
+
+def _values(fill: dict) -> set[float]:
+    raw = [fill["constant"]] if "constant" in fill else fill.get("values", [])
+    out = set()
+    for v in raw if isinstance(raw, list) else []:
+        try:
+            out.add(abs(float(v)))
+        except (TypeError, ValueError):
+            out.add(float("nan"))
+    return out
+
+
+def _special(fill: dict) -> bool:
+    """A fill with a NaN or an infinity among its values."""
+    return any(not np.isfinite(v) for v in _values(fill))
+
+
+def _constant(fill: dict) -> bool:
+    return "constant" in fill or ("values" in fill and len({str(v) for v in fill["values"]}) == 1)
