@@ -58,11 +58,14 @@ class Standard:
         return p
 
 
-# Valid ranges of tolerance parameters (open at 0). A relative bound of 1 or more, or an absolute
-# bound of more than 1, accepts a zero or sign-flipped result: that is no gate, so it is refused.
+# Valid ranges of tolerance parameters (open at 0). Wider bounds stop being a gate: a relative
+# bound over 1/2 accepts a zero result wherever |golden| <= 2 * atol, and an absolute bound over
+# 0.1 accepts a sign-flipped or zero result for every output under 0.05. Such values are refused.
 RELATIVE_PARAMS = frozenset({"T", "rtol", "rel", "max_rel"})
-ABSOLUTE_PARAMS = frozenset({"atol", "small", "balance"})
-SHARE_PARAMS = frozenset({"share"})
+RELATIVE_MAX = 0.5
+ABSOLUTE_PARAMS = frozenset({"atol", "small"})
+ABSOLUTE_MAX = 0.1
+SHARE_PARAMS = frozenset({"share", "balance"})
 ULP_PARAMS = frozenset({"ulps", "mean_ulps"})
 MAX_FACTOR = 1e6  # multipliers (mare, balance_noise, ratio, max_rel_ratio)
 
@@ -71,8 +74,8 @@ def check_tolerance(key: str, value, dtype: DType | None = None) -> float:
     """A tolerance value as a float; ValueError (naming the key and range) unless it is valid.
 
     Every value must be finite and positive (a NaN threshold makes every comparison false, a
-    negative one is meaningless); relative bounds below 1, absolute ones at most 1, shares in
-    (0, 1], ulps below the count that is a relative error of 1 in the dtype.
+    negative one is meaningless); relative bounds at most 1/2, absolute ones at most 0.1, shares
+    in (0, 1], ulps at most the count that is a relative error of 1/2 in the dtype.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"tolerance '{key}' must be a number, got {_short(value)}")
@@ -83,14 +86,14 @@ def check_tolerance(key: str, value, dtype: DType | None = None) -> float:
     if not math.isfinite(x):
         raise ValueError(f"tolerance '{key}' must be finite, got {x}")
     if key in RELATIVE_PARAMS:
-        ok, valid = 0 < x < 1, "a relative error in (0, 1)"
+        ok, valid = 0 < x <= RELATIVE_MAX, f"a relative error in (0, {RELATIVE_MAX:g}]"
     elif key in ABSOLUTE_PARAMS:
-        ok, valid = 0 < x <= 1, "a bound in (0, 1]"
+        ok, valid = 0 < x <= ABSOLUTE_MAX, f"an absolute error in (0, {ABSOLUTE_MAX:g}]"
     elif key in SHARE_PARAMS:
-        ok, valid = 0 < x <= 1, "a share of elements in (0, 1]"
+        ok, valid = 0 < x <= 1, "a fraction in (0, 1]"
     elif key in ULP_PARAMS:
-        top = 2.0 ** ((dtype.precision if dtype else 24) - 1)
-        ok, valid = 0 < x < top, f"a count of ulps in (0, {top:g})" + (f" for {dtype.name}" if dtype else "")
+        top = 2.0 ** ((dtype.precision if dtype else 24) - 2)
+        ok, valid = 0 < x <= top, f"a count of ulps in (0, {top:g}]" + (f" for {dtype.name}" if dtype else "")
     else:
         ok, valid = 0 < x <= MAX_FACTOR, f"a factor in (0, {MAX_FACTOR:g}]"
     if not ok:

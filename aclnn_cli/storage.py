@@ -249,6 +249,9 @@ def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None
         if not is_dir and path.is_dir():
             raise UserError("is a directory; give a file name", where=str(path))
         folder = path if is_dir else path.parent
+        blocker = next((p for p in [folder, *folder.parents] if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise UserError(f"cannot write {path}: {blocker} is a file, not a directory", where=str(path))
         try:
             folder.mkdir(parents=True, exist_ok=True)
             probe = folder / f".{path.name}.tmp-{os.getpid()}"
