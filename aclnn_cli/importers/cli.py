@@ -1,15 +1,79 @@
-"""`aclnn-cli convert`: foreign case files -> our YAML (placeholder until the importers land)."""
+"""`aclnn-cli convert`: foreign case files -> our YAML, so a team can switch over for good.
+
+The YAML holds exactly the documents direct import builds (same names, seeds, generators), so gen
+gives identical bytes either way. Everything is checked before anything is written.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
+import yaml
+
+from ..cases import cases_from_doc
+from ..errors import UserError
+from ..ops import find_op
+from ..storage import atomic_write_text
+from . import describe_skipped, import_file
+
+HEADER = ("# Converted by `aclnn-cli convert` from {name} ({fmt}); docs/importing.md maps every field.\n"
+          "# Names and seeds derive from the source file's name: gen gives the same bytes as importing it.\n")
+
+
+def to_yaml(doc: dict, source: str, fmt: str) -> str:
+    """One case document as YAML text (floats in repr form, so they read back exactly)."""
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    return HEADER.format(name=source, fmt=fmt) + body
+
+
+def plan(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> tuple[dict[Path, str], list, int]:
+    """(YAML path -> text, skipped cases, number of cases) for every input, each validated as gen would."""
+    outputs: dict[Path, str] = {}
+    owners: dict[Path, Path] = {}
+    skipped: list = []
+    count = 0
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror}", where=str(f)) from None
+        result = import_file(f, data, skip_unsupported)
+        if result is None:
+            raise UserError("not an ATK JSON, TTK CSV or msOpST JSON case file (recognised by content)", where=str(f))
+        skipped.extend(result.skipped)
+        for doc in result.documents:
+            count += len(cases_from_doc(str(f), doc))
+            suffix = f".{find_op(doc['op']).key}" if len(result.documents) > 1 else ""
+            target = out / f"{f.stem}{suffix}.yaml"
+            if target in owners:
+                raise UserError(f"{owners[target]} and {f} would both be written to {target}", where=str(f))
+            owners[target] = f
+            outputs[target] = to_yaml(doc, f.name, result.format)
+    return outputs, skipped, count
 
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True, help="Directory for the YAML files.")
-def convert(files: tuple[Path, ...], out: Path) -> None:
-    """Convert ATK JSON, TTK CSV or msOpST JSON case files into aclnn-cli YAML case files."""
-    raise click.UsageError("convert is not implemented yet")
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+              help="Directory for the YAML files.")
+@click.option("--skip-unsupported", is_flag=True,
+              help="Leave out (and count) cases aclnn-cli cannot express instead of stopping at the first.")
+def convert(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> None:
+    """Convert ATK JSON, TTK CSV or msOpST JSON case files into aclnn-cli YAML case files.
+
+    One YAML per input file (per op, if a file mixes ops), named after it. Formats are recognised
+    by content, whatever the file is called.
+    """
+    try:
+        outputs, skipped, count = plan(files, out, skip_unsupported)
+        for path, text in outputs.items():
+            atomic_write_text(path, text)
+    except UserError as exc:
+        click.echo(f"aclnn-cli: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    for line in describe_skipped(skipped):
+        click.echo(line, err=True)
+    click.echo(f"converted {count} cases from {len(files)} file{'s' if len(files) != 1 else ''} into "
+               f"{len(outputs)} YAML file{'s' if len(outputs) != 1 else ''} in {out}")

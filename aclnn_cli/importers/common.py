@@ -1,0 +1,389 @@
+"""What every importer shares: graph-op names, case names and seeds, value ranges -> generators, and
+the collector that groups imported cases into our case documents (one per op) or skips them.
+
+Importers only translate; they never validate what our case-file parser validates (dtypes per
+product, dims, overflow of a generator...). The documents they build go through `cases_from_doc`
+like any YAML file, so a foreign case gets exactly the checks and messages a YAML case gets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import reprlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import CaseError
+from ..ops import OpSpec, find_op
+from ..ops.contract import broadcast_shape
+
+MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 60, 60, 8, 8, 4
+
+
+def show(value: Any) -> str:
+    """A user value for an error message, bounded (a foreign file may hold megabytes in one cell)."""
+    return _REPR.repr(value)
+
+
+def clip(text: Any) -> str:
+    """A user string for an error message: one line, at most 60 characters."""
+    t = str(text).replace("\n", " ")
+    return t if len(t) <= 60 else t[:57] + "..."
+
+
+class Unsupported(CaseError):
+    """A well-formed foreign case that aclnn-cli cannot express. --skip-unsupported skips (and counts) it."""
+
+    def __init__(self, file: str, message: str, *, case: str | None = None, key: str | None = None) -> None:
+        super().__init__(file, f"{message}; --skip-unsupported skips such cases", case=case, key=key)
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    """A graph (GE) operator that one aclnn API computes: its inputs in order, and attributes the API fixes."""
+
+    api: str
+    inputs: tuple[str, ...]
+    fixed_attrs: tuple[tuple[str, float], ...] = ()
+
+
+# Graph op -> aclnn API. TTK kernel mode and msOpST name graph ops; the aclnn API takes the same
+# inputs in the same order (plus LogSigmoid's buffer, which the graph op does not have).
+GRAPH_OPS = {
+    "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
+    "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
+    "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
+    "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
+}
+_GRAPH_KEYS = {k.lower(): k for k in GRAPH_OPS}
+
+# TTK/msOpST soc names -> our products (prefix match, lower case, most specific first).
+SOCS = (("ascend950", "950"), ("ascend910_93", "A3"), ("ascend910b", "A2"), ("ascend910", "910"))
+# Formats that are a plain row-major array of the given shape: for an elementwise op the same as ND.
+PLAIN_FORMATS = {"ND", "NCHW", "NHWC", "NCDHW", "NDHWC", "NCL", "NCW", "NC", "HWCN", "CHWN", "DHWCN", "NDHWC"}
+
+
+def graph_op(name: Any) -> GraphOp | None:
+    """A graph op by CamelCase or snake_case name (SiluGrad, silu_grad), or None."""
+    key = _GRAPH_KEYS.get(str(name).replace("_", "").lower())
+    return GRAPH_OPS[key] if key else None
+
+
+def known_ops() -> str:
+    from ..ops import OPS
+
+    return ", ".join(sorted(OPS)) + "; graph ops " + ", ".join(sorted(GRAPH_OPS))
+
+
+def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, GraphOp | None]:
+    """The op an aclnn API name or a graph op name stands for; Unsupported (via err) when there is none."""
+    graph = graph_op(name)
+    try:
+        return find_op(graph.api if graph else str(name)), graph
+    except KeyError:
+        raise err(f"op '{clip(name)}' is not supported (supported: {known_ops()})") from None
+
+
+def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> None:
+    """Attributes are fine only where the aclnn API fixes them to the same value (HardSigmoidGrad's alpha, beta)."""
+    fixed = dict(graph.fixed_attrs) if graph else {}
+    for name, value in attrs.items():
+        if name not in fixed:
+            raise err(f"attribute '{clip(name)}' is not supported: {op.name} takes no attributes")
+        try:
+            ok = math.isclose(float(value), fixed[name], rel_tol=1e-6)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise err(f"attribute {clip(name)}={show(value)} is not supported: "
+                      f"{op.name} computes with {name}={fixed[name]:.8g}")
+
+
+def product_for(soc: str, err: Callable[[str], CaseError]) -> str:
+    key = str(soc).strip().lower()
+    for prefix, product in SOCS:
+        if key.startswith(prefix):
+            return product
+    if str(soc).strip() in ("A2", "A3", "910", "950"):
+        return str(soc).strip()
+    raise err(f"soc '{clip(soc)}' has no aclnn-cli product (known: Ascend950, Ascend910_93, Ascend910B, Ascend910)")
+
+
+def check_format(fmt: Any, err: Callable[[str], CaseError]) -> None:
+    """Plain formats are ND for an elementwise op; private ones (NC1HWC0, FRACTAL_NZ...) reorder and pad storage."""
+    if fmt is not None and str(fmt).upper() not in PLAIN_FORMATS:
+        raise err(f"format '{clip(fmt)}' is not supported (aclnn-cli writes ND storage; plain formats "
+                  f"{', '.join(sorted(PLAIN_FORMATS))} are read as ND)")
+
+
+def dtype_name(raw: Any, err: Callable[[str], CaseError]) -> str:
+    """Our dtype name for a foreign one (fp16, float, bf16...)."""
+    try:
+        return D.lookup(str(raw)).name
+    except KeyError:
+        raise err(f"dtype '{clip(raw)}' is not supported (aclnn-cli: {', '.join(D.DTYPES)})") from None
+
+
+def safe_name(text: str) -> str:
+    """A case name our files accept (^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$, no '..'), stable for a given text."""
+    name = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.-]", "_", str(text))).lstrip("_.-") or "case"
+    if len(name) > 100:
+        name = name[:91] + "-" + hashlib.sha256(str(text).encode()).hexdigest()[:8]
+    return name
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\0".join(parts).encode()).digest()
+
+
+def seed_for(basename: str, key: str) -> int:
+    """The seed of a case: a hash of the file's base name and the case's key (re-imports give the same bytes)."""
+    return int.from_bytes(_digest(basename, key)[:8], "big") >> 1
+
+
+def unit(basename: str, key: str, what: str) -> float:
+    """A deterministic number in [0, 1) for the per-case choices a foreign format leaves random."""
+    return int.from_bytes(_digest(basename, key, what)[:7], "big") / 2.0**56
+
+
+def yaml_number(v: float | int) -> float | int | str:
+    """A number as our YAML writes it: nan/inf/-inf as strings (parse_number reads them)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def as_number(v: Any) -> float | int:
+    """A foreign numeric value (int, float, or a string such as 'nan', '-inf', '1e-3'); ValueError otherwise."""
+    if isinstance(v, bool) or v is None:
+        raise ValueError(f"expected a number, got {show(v)}")
+    if isinstance(v, (int, float)):
+        return v
+    text = str(v).strip().lower()
+    named = {"nan": math.nan, "-nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+             "infinity": math.inf, "-infinity": -math.inf}
+    if text in named:
+        return named[text]
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {show(v)}") from None
+
+
+def fit(v: float | int, dtype: str) -> float | int:
+    """A bound printed with too few digits to stay below the dtype's max (3.4028235e+38 for float32) is
+    the dtype's max: it rounds there. A value that really overflows stays, and validation reports it."""
+    d = D.lookup(dtype)
+    if isinstance(v, float) and math.isfinite(v) and abs(v) > d.max_finite:
+        with np.errstate(over="ignore"):
+            rounded = D.round_from_f64(np.array([v]), d).astype(np.float64)[0]
+        if np.isfinite(rounded):
+            return math.copysign(d.max_finite, v)
+    return v
+
+
+def range_fill(values: Sequence[float | int], dtype: str) -> dict:
+    """A foreign value range as our generator.
+
+    [v] -> constant; [lo, hi] -> uniform (lo == hi: constant; an infinite bound is the dtype's max
+    finite); anything else (3+ values, or NaN in a pair) -> values, repeated to fill the tensor.
+    """
+    vals = [fit(v, dtype) for v in values]
+    finite_max = D.lookup(dtype).max_finite
+    if len(vals) == 1 or (len(vals) == 2 and _same(vals[0], vals[1])):
+        return {"constant": yaml_number(vals[0])}
+    if len(vals) == 2 and not any(isinstance(v, float) and math.isnan(v) for v in vals):
+        lo, hi = (max(min(v, finite_max), -finite_max) if math.isinf(v) else v for v in vals)
+        return {"uniform": [yaml_number(lo), yaml_number(hi)]}
+    return {"values": [yaml_number(v) for v in vals]}
+
+
+def _same(a: float | int, b: float | int) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def spread(fills: dict[str, dict], names: Sequence[str]) -> dict[str, dict]:
+    """Lay several inputs' value lists out so every combination occurs: the k-th such input repeats
+    each of its values n_0*...*n_(k-1) times (while the lists stay under MAX_SPREAD entries)."""
+    listed = [n for n in names if "values" in fills.get(n, {})]
+    out, repeat = dict(fills), 1
+    for n in listed:
+        vals = fills[n]["values"]
+        if len(listed) < 2 or repeat * len(vals) > MAX_SPREAD:
+            break
+        out[n] = {"values": [v for v in vals for _ in range(repeat)]}
+        repeat *= len(vals)
+    return out
+
+
+@dataclass
+class TensorIn:
+    """One tensor of a foreign case, in our terms (dtype name, shape, generator, layout, null)."""
+
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    fill: dict | None = None
+    layout: dict | None = None
+    null: bool = False
+    exact: bool = False  # fill holds the literal data (never spread)
+
+
+def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], products: Sequence[str] = ()) -> dict:
+    """One case of our YAML: case-level dtype and shape are the output's (else the first input's dtype and
+    the inputs' broadcast shape); a tensor differing from them gets a `tensors:` override."""
+    ins = [t.name for t in op.inputs]
+    out_name = op.output.name
+    out = tensors.get(out_name, TensorIn())
+    first = next((tensors[n] for n in ins if n in tensors and tensors[n].dtype), TensorIn())
+    in_shapes = [tensors[n].shape for n in ins if n in tensors and tensors[n].shape is not None]
+    bshape = broadcast_shape(*in_shapes) if in_shapes else None
+    dtype = out.dtype or first.dtype
+    shape = out.shape if out.shape is not None else (bshape if bshape is not None else first.shape)
+    entry: dict[str, Any] = {"name": name}
+    if dtype:
+        entry["dtype"] = dtype
+    if shape is not None:
+        entry["shape"] = list(shape)
+    if products:
+        entry["product"] = list(products) if len(products) > 1 else products[0]
+    entry["seed"] = seed
+    fills = spread({n: t.fill for n, t in tensors.items() if t.fill is not None and not t.exact},
+                   [n for n in ins if n in tensors])
+    inputs = {}
+    for spec in op.inputs:
+        t = tensors.get(spec.name)
+        if t is None or t.fill is None:  # not in the foreign case (LogSigmoid's buffer): the op's default
+            inputs[spec.name] = dict(spec.default_fill)
+        else:
+            inputs[spec.name] = t.fill if t.exact else fills[spec.name]
+    entry["inputs"] = inputs
+    overrides: dict[str, dict] = {}
+    for n, t in tensors.items():
+        o: dict[str, Any] = {}
+        expected_shape = (bshape if bshape is not None else shape) if n == out_name else shape
+        if t.shape is not None and tuple(t.shape) != tuple(expected_shape or ()):
+            o["shape"] = list(t.shape)
+        if t.dtype and t.dtype != dtype:
+            o["dtype"] = t.dtype
+        if t.layout:
+            o["layout"] = t.layout
+        if t.null:
+            o["nullptr"] = True
+        if o:
+            overrides[n] = o
+    if overrides:
+        entry["tensors"] = overrides
+    return entry
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A foreign case left out: where, which case, why."""
+
+    file: str
+    case: str
+    reason: str
+
+
+@dataclass
+class Collector:
+    """Gathers one file's cases into documents (one per op, in first-seen order), or skips the
+    unsupported ones when asked to. With skipping on, every case is also validated on its own, so a case
+    our parser would reject (a dtype a product lacks, an overflowing range...) is skipped, not fatal.
+    A malformed foreign case (a plain CaseError from the importer) is always an error."""
+
+    where: str
+    skip: bool = False
+    docs: dict[str, list[dict]] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def add(self, label: str, build: Callable[[], tuple[OpSpec, dict]]) -> None:
+        from ..cases import cases_from_doc
+
+        try:
+            op, case = build()
+        except Unsupported as exc:
+            if not self.skip:
+                raise
+            self.skipped.append(Skipped(self.where, label, _reason(exc, self.where)))
+            return
+        if self.skip:
+            try:
+                cases_from_doc(self.where, {"op": op.name, "cases": [case]})
+            except CaseError as exc:
+                self.skipped.append(Skipped(self.where, label, _reason(exc, self.where)))
+                return
+        self.docs.setdefault(op.name, []).append(case)
+
+    def documents(self) -> list[dict]:
+        return [{"op": op, "cases": cases} for op, cases in self.docs.items()]
+
+
+def _reason(exc: CaseError, where: str) -> str:
+    """The message without the file and case (they are in Skipped), and without the skip hint."""
+    text = str(exc).removeprefix(where + ": ").removesuffix("; --skip-unsupported skips such cases")
+    return re.sub(r"^case '.*?': ", "", text)
+
+
+def errors(where: str, case: str | None) -> tuple[Callable[..., CaseError], Callable[..., CaseError]]:
+    """(bad, unsupported): factories of the two errors for one case, each naming file, case and key."""
+    def bad(msg: str, key: str | None = None) -> CaseError:
+        return CaseError(where, msg, case=case, key=key)
+
+    def unsupported(msg: str, key: str | None = None) -> CaseError:
+        return Unsupported(where, msg, case=case, key=key)
+
+    return bad, unsupported
+
+
+def load_json(where: str, data: bytes, fmt: str) -> Any:
+    """A JSON document (NaN/Infinity literals allowed, as Python writes them); one-line CaseError if broken."""
+    import json
+
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise CaseError(where, f"not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise CaseError(where, f"not valid {fmt}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def json_cases(where: str, data: bytes, fmt: str) -> list[dict]:
+    """A JSON file holding a non-empty list of case objects (a single object is a list of one)."""
+    cases = load_json(where, data, fmt)
+    if isinstance(cases, dict):
+        cases = [cases]
+    if not isinstance(cases, list) or not cases:
+        raise CaseError(where, f"a {fmt} file is a non-empty JSON list of cases")
+    for i, raw in enumerate(cases):
+        if not isinstance(raw, dict):
+            raise CaseError(where, f"{fmt} case #{i + 1} must be a JSON object")
+    return cases
+
+
+def check_keys(obj: dict, known: Sequence[str], what: str, bad: Callable[..., CaseError], prefix: str = "") -> None:
+    """Unknown keys are errors, never silently dropped."""
+    for k in obj:
+        if k not in known:
+            raise bad(f"unknown {what} key '{clip(k)}' (known: {', '.join(known)})", f"{prefix}{clip(k)}")
+
+
+def json_head(head: bytes, *markers: bytes) -> bool:
+    """Whether the start of a file is a JSON array/object mentioning one of the markers."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return text[:1] in (b"[", b"{") and any(m in head for m in markers)
+
+
+def shape_of(value: Any, bad: Callable[..., CaseError], key: str) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        raise bad(f"a shape is a list of integers, got {show(value)}", key)
+    if any(d < 0 for d in value):
+        raise bad(f"negative dimension in shape {show(list(value))} (dynamic shapes are not supported)", key)
+    return tuple(value)
