@@ -22,7 +22,7 @@ from .cases import Case
 from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, jobs_for
-from .outdir import SizeLimits, check_sizes, prepare_output_dir, remove_stale
+from .outdir import SizeLimits, case_bytes, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, in_view_mask, replace_dir,
                       safe_child, sha256_file)
 
@@ -70,6 +70,7 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     check_sizes(cases, limits or SizeLimits())
     prepare_output_dir(out_root)
     remove_stale(out_root)
+    check_free_space(out_root, sum(case_bytes(c) for c in cases if force or _stale(c, out_root)))
     results: list[GenResult] = []
     units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
     jobs = jobs_for(jobs, units)
@@ -115,6 +116,12 @@ def unchanged(case: Case, out_root: Path, force: bool) -> GenResult | None:
     if force or old is None or old.get("fingerprint") != M.fingerprint(case) or not _intact(final, old):
         return None
     return GenResult(case.case_id, final, case.numel, old["golden"]["exact_fallback_elements"], skipped=True)
+
+
+def _stale(case: Case, out_root: Path) -> bool:
+    """Whether gen will (re)write this case, judged from its manifest's fingerprint alone (cheap)."""
+    old = _existing(out_root / case.case_id)
+    return old is None or old.get("fingerprint") != M.fingerprint(case)
 
 
 def prepare(case: Case, out_root: Path) -> Path:

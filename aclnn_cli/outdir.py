@@ -76,6 +76,18 @@ def check_sizes(cases, limits: SizeLimits) -> None:
                         f"{human_bytes(limits.per_run)} (raise it with --max-bytes, or pick cases with --case/--shard)")
 
 
+def check_free_space(root: Path, needed: int) -> None:
+    """Refuse a run the output file system cannot hold (a prediction: others may fill it meanwhile)."""
+    probe = next((p for p in [root, *root.parents] if p.exists()), Path("."))
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return
+    if needed > free:
+        raise UserError(f"these cases need {human_bytes(needed)} but only {human_bytes(free)} is free there",
+                        where=str(root))
+
+
 def prepare_output_dir(root: Path) -> None:
     """Create the output directory and prove it writable; one clear UserError otherwise."""
     if root.exists() and not root.is_dir():

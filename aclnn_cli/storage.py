@@ -124,8 +124,11 @@ class StorageFile:
     def write_range(self, start: int, values: np.ndarray) -> None:
         data = memoryview(np.ascontiguousarray(values, dtype=self.dtype).view(np.uint8))
         done, offset = 0, start * self.dtype.itemsize
-        while done < len(data):
-            done += os.pwrite(self.fd, data[done:], offset + done)
+        try:
+            while done < len(data):
+                done += os.pwrite(self.fd, data[done:], offset + done)
+        except OSError as exc:
+            raise UserError(f"cannot write: {exc.strerror}", where=str(self.path)) from None
 
     def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
         """Logical elements [start, stop) of a view over this storage."""

@@ -331,3 +331,33 @@ def test_random_fills_are_pinned_across_the_65536_element_block_boundary():
     parts = [generate(parse_fill({"uniform": [-8, 8]}), D.FLOAT32, 42, 1, a, b)
              for a, b in ((BLOCK - 3, BLOCK - 1), (BLOCK - 1, BLOCK + 1), (BLOCK + 1, BLOCK + 3))]
     assert np.concatenate(parts).tobytes() == u.tobytes()
+
+
+@pytest.fixture()
+def tiny_disk(tmp_path):
+    """A 2 MiB tmpfs (root only); skipped with the reason where mounting is not allowed."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_disk_that_fills_up_is_one_line_and_leaves_no_partial_case(tiny_disk, tmp_path, monkeypatch):
+    text = ("op: aclnnSiluBackward\ncases:\n  - {name: small, dtype: float32, shape: [1000]}\n"
+            "  - {name: big, dtype: float32, shape: [300000]}\n")
+    cases = write_yaml(tmp_path, text)
+    r = run_cli("gen", cases, "-o", tiny_disk / "out", "--jobs", "1")  # predicted: refused before writing
+    assert r.exit_code == 2 and "only 2.0 MiB is free" in r.output, r.output
+    assert not list((tiny_disk / "out").iterdir())
+    # Unpredicted (another process filled the disk meanwhile): the write fails, named, and is cleaned up.
+    monkeypatch.setattr("aclnn_cli.gen.check_free_space", lambda root, needed: None)
+    r = run_cli("gen", cases, "-o", tiny_disk / "out", "--jobs", "1")
+    assert r.exit_code == 2 and "No space left on device" in r.output and "silu_backward-big" in r.output, r.output
+    assert r.output.count("\n") == 1
+    left = sorted(p.name for p in (tiny_disk / "out").iterdir())
+    assert left in ([], ["silu_backward-small"]), left  # finished cases stay; no partial one
