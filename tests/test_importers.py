@@ -326,6 +326,11 @@ def test_not_utf8_and_not_foreign(tmp_path):
     one_line_error(run_cli("convert", other, "-o", tmp_path / "yaml"), "not an ATK JSON, TTK CSV or msOpST JSON")
 
 
+def test_unwritable_output_is_one_line(tmp_path):
+    (tmp_path / "taken").write_text("a file where the output directory should go")
+    one_line_error(run_cli("convert", DATA / "atk_small.json", "-o", tmp_path / "taken"), str(tmp_path / "taken"))
+
+
 def test_literal_cells_are_parsed_not_evaluated():
     assert literal("((-1, 1, nan, -0.0, inf),)") == ((-1, 1, pytest.approx(math.nan, nan_ok=True), -0.0, math.inf),)
     assert literal("(-inf, None, 'ND', True)") == (-math.inf, None, "ND", True)

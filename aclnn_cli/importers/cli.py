@@ -70,9 +70,11 @@ def convert(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> None:
         outputs, skipped, count = plan(files, out, skip_unsupported)
         for path, text in outputs.items():
             atomic_write_text(path, text)
-    except UserError as exc:
-        click.echo(f"aclnn-cli: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    except (UserError, OSError) as exc:  # OSError: an unwritable output directory, a full disk
+        error = exc if isinstance(exc, UserError) else UserError(exc.strerror or str(exc),
+                                                                 where=str(exc.filename or out))
+        click.echo(f"aclnn-cli: error: {error}", err=True)
+        sys.exit(error.exit_code)
     for line in describe_skipped(skipped):
         click.echo(line, err=True)
     click.echo(f"converted {count} cases from {len(files)} file{'s' if len(files) != 1 else ''} into "
