@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from . import __version__
+from . import importers
 from . import manifest as M
 from .cases import load_cases
 from .standards import STANDARDS
@@ -122,15 +123,24 @@ def _size(ctx, param, value):
               help="Refuse a run that would write more storage than this (e.g. 500G, 2TiB).")
 @click.option("--max-case-bytes", callback=_size, default="32GiB", show_default=True, metavar="SIZE",
               help="Refuse a case that would write more storage than this.")
+@click.option("--skip-unsupported", is_flag=True,
+              help="Leave out (and count) cases of ATK/TTK/msOpST files that aclnn-cli cannot express.")
 @JOBS
 @SHARD
 def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bool, max_bytes: int,
-        max_case_bytes: int, jobs: int, shard) -> None:
-    """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases)."""
+        max_case_bytes: int, skip_unsupported: bool, jobs: int, shard) -> None:
+    """Generate inputs and goldens for case FILES or DIRS (default: the bundled cases).
+
+    Case files are our YAML, or ATK JSON, TTK CSV and msOpST JSON suites as they are
+    (recognised by content; see docs/importing.md).
+    """
     with _one_line_errors():
         if not str(out):
             raise UserError("-o/--out needs a directory")
-        cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
+        with importers.collecting(skip_unsupported) as foreign_skipped:
+            cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
+        for line in importers.describe_skipped(foreign_skipped):
+            click.echo(line, err=True)
         cases = _shard(cases, lambda c: (c.case_id, c.numel), shard)
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
             results = generate_cases(cases, out, jobs=jobs, force=force, limits=SizeLimits(max_case_bytes, max_bytes),

@@ -260,6 +260,9 @@ def test_unsupported_case_is_one_line_or_skipped_with_a_count(tmp_path, text, me
     assert result.exit_code == 0, result.output
     assert "skipped 1 unsupported foreign case:" in result.output and message in result.output
     assert "converted 1 cases" in result.output
+    result = run_cli("gen", src, "-o", tmp_path / "out", "--skip-unsupported")
+    assert result.exit_code == 0 and "skipped 1 unsupported foreign case:" in result.output, result.output
+    assert "generated 1 cases" in result.output and len(list((tmp_path / "out").iterdir())) == 1
     with importers.collecting(skip_unsupported=True) as skipped:
         cases = load_cases([src])
     assert len(cases) == 1 and len(skipped) == 1 and message in skipped[0].reason
