@@ -361,3 +361,23 @@ def test_a_disk_that_fills_up_is_one_line_and_leaves_no_partial_case(tiny_disk, 
     assert r.output.count("\n") == 1
     left = sorted(p.name for p in (tiny_disk / "out").iterdir())
     assert left in ([], ["silu_backward-small"]), left  # finished cases stay; no partial one
+
+
+def test_an_independent_kernel_passes_suites_built_like_ops_nn_atk_and_ttk(tmp_path):
+    """The ATK/TTK-shaped files in tests/data (special-value ranges, nd distributions, full-range
+    bf16, 0-d and 8-d shapes), through a float32 kernel that shares no code with the tool."""
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    out = tmp_path / "out"
+    files = [data / "atk_small.json", data / "ttk_kernel_small.csv"]
+    assert run_cli("gen", *files, "-o", out).exit_code == 0
+    dirs = sorted(p.parent for p in out.glob("*/case.json"))
+    positive = [d for d in dirs if manifest(d)["expect_status"] == 0]
+    assert len(positive) >= 8
+    for d in positive:
+        harness.run_case(d, independent)
+    r = run_cli("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 0, r.output
+    statuses = {c["status"] for c in _strict((tmp_path / "v.json").read_text())["cases"]}
+    assert statuses <= {"PASS", "MISTRUSTED"}
