@@ -2,12 +2,12 @@
 
 A file holds `op`, optional `defaults` and a list of `cases`. Lists under
 dtype, shape or product expand into one case per combination. Every problem
-is reported as a CaseError naming the file, the case and the key.
+is reported as a CaseError naming the file, the case and the key; user values
+appear in messages only through `show`/`clip`, never at full length.
 """
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import re
@@ -15,24 +15,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import dtypes as D
-from .errors import CaseError, UserError
+from .errors import CaseError
 from .fill import Fill, all_values_count, check_fits, parse_fill, parse_number
 from .layout import Layout, from_spec
 from .ops import OpSpec, find_op
-from .ops.contract import SUCCESS, TensorDesc, broadcast_shape, check, rejections
+from .ops.contract import SUCCESS, TensorDesc, broadcast_shape, check, compute_dtype, rejections
 from .standards import DEFAULT_STANDARD, find_standard
+from .yamlsafe import as_list, clip, collect_files, is_int, key_path, printable_path, read_file, show, unknown_key
+from .yamlsafe import parse as parse_yaml
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "expect_status", "standard", "tolerance",
              "contract")
 TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 STATUSES = {"ACLNN_SUCCESS": 0, "ACLNN_ERR_PARAM_NULLPTR": 161001, "ACLNN_ERR_PARAM_INVALID": 161002}
 MAX_SEED = 2**63 - 1
+# A case id is a directory name, and gen also makes `.<id>.partial-<pid>` / `.<id>.old-<pid>` next to it:
+# 200 bytes leaves room for those within the usual 255-byte limit on a file name.
+MAX_ID_BYTES = 200
+MAX_CASES = 20_000  # per file: far beyond any real suite, and it stops a few lists multiplying into millions
 
 
 @dataclass(frozen=True)
@@ -72,18 +76,19 @@ class Case:
     def numel(self) -> int:
         return self.output.layout.numel
 
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes of .bin files gen writes for this case (case.json aside), so a size limit can refuse it first.
 
-def _unknown_key(key: str, valid: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown key '{key}' (valid: {', '.join(valid)}){hint}"
-
-
-def _as_list(value: Any, is_single=lambda v: False) -> list:
-    """A scalar, or a list of alternatives to expand over."""
-    if isinstance(value, list) and not is_single(value):
-        return value
-    return [value]
+        Every non-null tensor's whole storage (views with gaps or offsets write more than their elements),
+        plus, for a positive case, the golden file, which has the output's storage size. Python ints:
+        exact even for shapes whose byte count would overflow int64.
+        """
+        total = sum(t.layout.storage_size * t.dtype.itemsize for t in self.tensors if not t.null)
+        out = self.output
+        if self.expect_status == SUCCESS and not out.null:
+            total += out.layout.storage_size * out.dtype.itemsize
+        return total
 
 
 def _is_single_shape(value: Any) -> bool:
@@ -95,11 +100,8 @@ def load_file(path: str | Path) -> list[Case]:
     from . import importers
 
     path = Path(path)
-    where = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read case file: {exc.strerror}", where=where) from None
+    where = printable_path(path)
+    data = read_file(path, where)
     docs = importers.to_documents(path, data)
     if docs is None:
         docs = [parse_yaml(where, data)]
@@ -109,111 +111,117 @@ def load_file(path: str | Path) -> list[Case]:
     return out
 
 
-def parse_yaml(where: str, data: bytes) -> Any:
-    """One YAML document, safely loaded."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CaseError(where, f"not UTF-8 text (byte {exc.start})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise CaseError(where, f"not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
-
-
 def cases_from_doc(where: str, doc: Any) -> list[Case]:
     """Validate and expand one parsed case document (a YAML file, or what an importer built)."""
+    if doc is None:
+        raise CaseError(where, "empty case file (expected a mapping with keys op, defaults, cases)")
     if not isinstance(doc, dict):
         raise CaseError(where, "a case file is a mapping with keys op, defaults, cases")
     for key in doc:
         if key not in TOP_KEYS:
-            raise CaseError(where, _unknown_key(str(key), TOP_KEYS), key=str(key))
+            raise CaseError(where, unknown_key(key, TOP_KEYS), key=key_path(key))
     if "op" not in doc:
         raise CaseError(where, "missing 'op'", key="op")
+    if not isinstance(doc["op"], str):
+        raise CaseError(where, f"'op' is an op name like aclnnSiluBackward, got {show(doc['op'])}", key="op")
     try:
-        op = find_op(doc["op"])
+        op = find_op(clip(doc["op"]))
     except KeyError as exc:
         raise CaseError(where, exc.args[0], key="op") from None
-    defaults = doc.get("defaults") or {}
+    defaults = doc.get("defaults")
+    defaults = {} if defaults is None else defaults
     if not isinstance(defaults, dict):
-        raise CaseError(where, "'defaults' must be a mapping", key="defaults")
+        raise CaseError(where, f"'defaults' must be a mapping of case keys, got {show(defaults)}", key="defaults")
     for key in defaults:
         if key not in CASE_KEYS or key == "name":
-            raise CaseError(where, _unknown_key(str(key), CASE_KEYS[1:]), key=f"defaults.{key}")
+            raise CaseError(where, unknown_key(key, CASE_KEYS[1:]), key=f"defaults.{key_path(key)}")
     raw_cases = doc.get("cases")
     if not isinstance(raw_cases, list) or not raw_cases:
-        raise CaseError(where, "'cases' must be a non-empty list", key="cases")
+        raise CaseError(where, f"'cases' must be a non-empty list, got {show(raw_cases)}", key="cases")
     out: list[Case] = []
     for i, raw in enumerate(raw_cases):
-        out.extend(_expand(where, op, defaults, raw, i))
-    seen: set[str] = set()
+        out.extend(_expand(where, op, defaults, raw, i, MAX_CASES - len(out)))
+    seen: dict[str, str] = {}
     for c in out:
-        if c.case_id in seen:
-            raise CaseError(where, f"two cases expand to the same id '{c.case_id}'", case=c.name, key="name")
-        seen.add(c.case_id)
+        fold = c.case_id.casefold()
+        if fold in seen:
+            other = seen[fold]
+            how = "the same id" if other == c.case_id else \
+                f"ids differing only in case ('{other}' is one directory on macOS and Windows)"
+            raise CaseError(where, f"two cases expand to {how} '{c.case_id}'", case=c.name, key="name")
+        seen[fold] = c.case_id
     return out
 
 
 class _Spec:
-    """One raw case (defaults merged), parsed into the pieces expansion combines."""
+    """One raw case (defaults merged), parsed into the pieces expansion combines.
+
+    Everything a user wrote is type-checked here, before any expansion, so a wrong type is one
+    clear error and never an exception from deeper code.
+    """
 
     def __init__(self, where: str, op: OpSpec, defaults: dict, raw: Any, index: int) -> None:
         if not isinstance(raw, dict):
-            raise CaseError(where, f"case #{index + 1} must be a mapping")
+            raise CaseError(where, f"case #{index + 1} must be a mapping, got {show(raw)}")
         name = raw.get("name")
-        label = str(name) if name is not None else f"#{index + 1}"
+        label = clip(name) if isinstance(name, str) else f"#{index + 1}" if name is None else show(name)
         for key in raw:
             if key not in CASE_KEYS:
-                raise CaseError(where, _unknown_key(str(key), CASE_KEYS), case=label, key=str(key))
-        if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:
+                raise CaseError(where, unknown_key(key, CASE_KEYS), case=label, key=key_path(key))
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
             raise CaseError(where, "needs a name of letters, digits, '_', '-' or '.' (at most 100, no '..')",
                             case=label, key="name")
         self.where, self.op, self.name = where, op, name
         self.raw = {**defaults, **raw}
         self.fills = self._fills()
         self.overrides = self._overrides()
-        self.products = [str(p) for p in _as_list(self.raw.get("product", DEFAULT_PRODUCT))]
-        for p in self.products:
-            if p not in op.products:
-                raise self.err(f"{op.name} is not supported on product '{p}' (supported: {', '.join(op.products)})", "product")
+        self.products = self._products()
         self.shapes = self._shapes()
+        self.dtypes = [self.dtype(d) for d in self._list("dtype", self.raw["dtype"])] if "dtype" in self.raw else None
         seed = self.raw.get("seed", 0)
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-            raise self.err(f"seed must be an integer in [0, 2^63), got {seed!r}", "seed")
+        if not is_int(seed) or not 0 <= seed <= MAX_SEED:
+            raise self.err(f"seed must be an integer in [0, 2^63), got {show(seed)}", "seed")
         self.seed = seed
         self.status = _status(self.raw.get("expect_status", 0), self.err)
         self.standard = self.raw.get("standard")
+        if self.standard is not None and not isinstance(self.standard, str):
+            raise self.err(f"'standard' is a name like {DEFAULT_STANDARD}, got {show(self.standard)}", "standard")
         try:
-            std = find_standard(self.standard or DEFAULT_STANDARD)
+            self.std = find_standard(DEFAULT_STANDARD if self.standard is None else clip(self.standard))
         except KeyError as exc:
             raise self.err(exc.args[0], "standard") from None
-        tol = self.raw.get("tolerance") or {}
-        if not isinstance(tol, dict):
-            raise self.err("'tolerance' maps parameter names to numbers, e.g. {rtol: 0.001}", "tolerance")
-        try:
-            self.tolerance = tuple((str(k), parse_number(v)) for k, v in tol.items())
-            std.params(D.FLOAT32, dict(self.tolerance))
-        except (KeyError, ValueError) as exc:
-            raise self.err(exc.args[0], "tolerance") from None
+        self.tolerance = self._tolerance()
         self.contract = self.raw.get("contract", False)
         if not isinstance(self.contract, bool):
-            raise self.err("'contract' is true or false", "contract")
+            raise self.err(f"'contract' is true or false, got {show(self.contract)}", "contract")
         if self.contract and "expect_status" in raw:
             raise self.err("'contract: true' makes its own statuses; drop expect_status", "expect_status")
 
     def err(self, msg: str, key: str) -> CaseError:
         return CaseError(self.where, msg, case=self.name, key=key)
 
+    def _mapping(self, key: str, what: str) -> dict:
+        """A mapping-valued key; left out or null is empty, anything else (even [] or 0) is an error."""
+        value = self.raw.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.err(f"'{key}' must map {what}, got {show(value)}", key)
+        return value
+
+    def _list(self, key: str, value: Any, is_single=lambda v: False) -> list:
+        """The alternatives a key expands over; an empty list would silently make no cases."""
+        values = as_list(value, is_single)
+        if not values:
+            raise self.err(f"'{key.rsplit('.', 1)[-1]}' is an empty list, which expands to no cases", key)
+        return values
+
     def _fills(self) -> dict[str, Fill]:
-        inputs = self.raw.get("inputs") or {}
-        if not isinstance(inputs, dict):
-            raise self.err("'inputs' must map input names to generators", "inputs")
+        inputs = self._mapping("inputs", "input names to generators")
         names = tuple(t.name for t in self.op.inputs)
         for key in inputs:
             if key not in names:
-                raise self.err(_unknown_key(str(key), names), f"inputs.{key}")
+                raise self.err(unknown_key(key, names), f"inputs.{key_path(key)}")
         fills = {}
         for t in self.op.inputs:
             try:
@@ -223,34 +231,53 @@ class _Spec:
         return fills
 
     def _overrides(self) -> dict[str, dict]:
-        tensors = self.raw.get("tensors") or {}
-        if not isinstance(tensors, dict):
-            raise self.err("'tensors' must map tensor names to {shape, dtype, layout, nullptr}", "tensors")
+        """Per-tensor keys, checked; shapes become tuples and dtypes lists of DType (new dicts: the raw
+        ones may be shared with other cases through defaults or YAML aliases)."""
+        tensors = self._mapping("tensors", "tensor names to {shape, dtype, layout, nullptr}")
         names = tuple(t.name for t in self.op.tensors)
+        out = {}
         for n, spec in tensors.items():
             if n not in names:
-                raise self.err(_unknown_key(str(n), names), f"tensors.{n}")
+                raise self.err(unknown_key(n, names), f"tensors.{key_path(n)}")
             if not isinstance(spec, dict):
-                raise self.err("must be a mapping of shape, dtype, layout, nullptr", f"tensors.{n}")
+                raise self.err(f"must be a mapping of shape, dtype, layout, nullptr, got {show(spec)}", f"tensors.{n}")
             for k in spec:
                 if k is None:
                     raise self.err("YAML reads 'null:' as an empty key; write 'nullptr: true'", f"tensors.{n}")
                 if k not in TENSOR_KEYS:
-                    raise self.err(_unknown_key(str(k), TENSOR_KEYS), f"tensors.{n}.{k}")
-            if "shape" in spec:
-                spec = {**spec, "shape": self._one_shape(spec["shape"], f"tensors.{n}.shape")}
-            if not isinstance(spec.get("nullptr", False), bool):
-                raise self.err("'nullptr' is true or false", f"tensors.{n}.nullptr")
-            tensors[n] = spec
-        return tensors
+                    raise self.err(unknown_key(k, TENSOR_KEYS), f"tensors.{n}.{key_path(k)}")
+            o = dict(spec)
+            if "shape" in o:
+                o["shape"] = self._one_shape(o["shape"], f"tensors.{n}.shape")
+            if "dtype" in o:
+                key = f"tensors.{n}.dtype"
+                o["dtype"] = [self.dtype(d, key) for d in self._list(key, o["dtype"])]
+            if not isinstance(o.get("nullptr", False), bool):
+                raise self.err(f"'nullptr' is true or false, got {show(o['nullptr'])}", f"tensors.{n}.nullptr")
+            out[n] = o
+        return out
+
+    def _products(self) -> list[str]:
+        out = []
+        for p in self._list("product", self.raw.get("product", DEFAULT_PRODUCT)):
+            if not isinstance(p, str) and not (is_int(p) and 0 <= p < 10**6):
+                raise self.err(f"a product is a name like A2 or \"950\", got {show(p)}", "product")
+            p = clip(str(p))
+            if p not in self.op.products:
+                raise self.err(f"{self.op.name} is not supported on product '{p}' "
+                               f"(supported: {', '.join(self.op.products)})", "product")
+            out.append(p)
+        return out
 
     def _one_shape(self, s: Any, key: str) -> tuple[int, ...]:
-        if isinstance(s, int) and not isinstance(s, bool):
+        if is_int(s):
             s = [s]
-        if not isinstance(s, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in s):
-            raise self.err(f"a shape is a list of integers, got {s!r}", key)
+        if not isinstance(s, list) or not all(is_int(d) for d in s):
+            raise self.err(f"a shape is a list of integers, got {show(s)}", key)
         if any(d < 0 for d in s):
-            raise self.err(f"negative dimension in shape {s}", key)
+            raise self.err(f"negative dimension in shape {show(s)}", key)
+        if any(d > 2**64 for d in s):  # beyond any int64; larger ones are refused with their byte size later
+            raise self.err(f"dimension over 2^64 in shape {show(s)}", key)
         return tuple(s)
 
     def _shapes(self) -> list[tuple[int, ...] | None]:
@@ -258,28 +285,59 @@ class _Spec:
             if any(f.kind == "all_values" for f in self.fills.values()):
                 return [None]  # every bit pattern: the shape follows from the dtype
             raise self.err("missing 'shape' (only an all_values input makes it optional)", "shape")
-        return [self._one_shape(s, "shape") for s in _as_list(self.raw["shape"], _is_single_shape)]
+        return [self._one_shape(s, "shape") for s in self._list("shape", self.raw["shape"], _is_single_shape)]
 
-    def dtype(self, name: str) -> D.DType:
+    def _tolerance(self) -> tuple[tuple[str, float], ...]:
+        """Overrides, checked against float32 here (its keys and ranges include every dtype's); each
+        positive case checks them again against its own tolerance dtype in `_check_tolerance`."""
+        tol = self._mapping("tolerance", "parameter names to numbers, e.g. {rtol: 0.001}")
+        items, canonical = [], {}
+        for k, v in tol.items():
+            if not isinstance(k, str):
+                raise self.err(f"a tolerance name is text like rtol, got {show(k)}", "tolerance")
+            key, name = f"tolerance.{key_path(k)}", clip(k)
+            try:
+                x = parse_number(v)
+                self.std.params(D.FLOAT32, {name: x})
+            except (KeyError, ValueError) as exc:
+                raise self.err(exc.args[0], key) from None
+            first = canonical.setdefault((self.std.aliases or {}).get(name, name), name)
+            if first != name:
+                raise self.err(f"'{name}' and '{first}' set the same tolerance of standard '{self.std.name}'", key)
+            items.append((name, x))
+        return tuple(items)
+
+    def dtype(self, name: Any, key: str = "dtype") -> D.DType:
+        if not isinstance(name, str):
+            raise self.err(f"a dtype is a name like float16, got {show(name)}", key)
         try:
-            return D.lookup(name)
+            return D.lookup(clip(name))
         except KeyError as exc:
-            raise self.err(exc.args[0], "dtype") from None
+            raise self.err(exc.args[0], key) from None
 
 
-def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int) -> list[Case]:
+def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget: int) -> list[Case]:
+    """One raw case's expansion; at most `budget` cases (what the file has left of MAX_CASES)."""
     spec = _Spec(where, op, defaults, raw, index)
-    per_tensor = {n: [spec.dtype(d) for d in _as_list(o["dtype"])] for n, o in spec.overrides.items() if "dtype" in o}
+    per_tensor = {n: o["dtype"] for n, o in spec.overrides.items() if "dtype" in o}
     varying = [n for n, ds in per_tensor.items() if len(ds) > 1]
-    cases = []
+    plan = []
     for product in spec.products:
-        dtype_names = _as_list(spec.raw.get("dtype", list(op.products[product])))
+        dtypes = spec.dtypes if spec.dtypes is not None else [D.lookup(n) for n in op.products[product]]
         if len(per_tensor) == len(op.tensors):  # every tensor has its own dtype: the case-level one is moot
-            dtype_names = dtype_names[:1]
-        multi = {"dtype": len(dtype_names) > 1 or ("dtype" not in spec.raw and len(per_tensor) < len(op.tensors)),
+            dtypes = dtypes[:1]
+        plan.append((product, dtypes))
+    total = sum(len(d) for _, d in plan) * len(spec.shapes) * math.prod(len(ds) for ds in per_tensor.values())
+    if total > budget:
+        lists = {"product": len(spec.products), "dtype": max(len(d) for _, d in plan), "shape": len(spec.shapes),
+                 **{f"tensors.{n}.dtype": len(ds) for n, ds in per_tensor.items()}}
+        key = max(lists, key=lambda k: lists[k])
+        raise spec.err(f"expands to {total} cases, more than the {MAX_CASES} a case file may hold", key)
+    cases = []
+    for product, dtype_list in plan:
+        multi = {"dtype": len(dtype_list) > 1 or ("dtype" not in spec.raw and len(per_tensor) < len(op.tensors)),
                  "shape": len(spec.shapes) > 1, "product": len(spec.products) > 1}
-        for dtype_name, shape in itertools.product(dtype_names, spec.shapes):
-            dtype = spec.dtype(dtype_name)
+        for dtype, shape in itertools.product(dtype_list, spec.shapes):
             for combo in itertools.product(*(per_tensor[n] for n in per_tensor)):
                 dtypes = {t.name: dtype for t in op.tensors} | dict(zip(per_tensor, combo))
                 parts = [op.key, spec.name]
@@ -293,6 +351,8 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int) -> lis
                 if multi["product"]:
                     parts.append(product)
                 cases.extend(_build(spec, product, dtypes, base_shape, parts))
+                if len(cases) > budget:  # only 'contract: true' multiplies past the estimate
+                    raise spec.err(f"expands to more than the {MAX_CASES} cases a case file may hold", "contract")
     return cases
 
 
@@ -309,7 +369,8 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
     op = spec.op
     shapes = {t.name: spec.overrides.get(t.name, {}).get("shape", shape) for t in op.inputs}
     out = op.output.name
-    shapes[out] = spec.overrides.get(out, {}).get("shape") or broadcast_shape(*shapes.values()) or shape
+    b = broadcast_shape(*shapes.values())
+    shapes[out] = spec.overrides.get(out, {}).get("shape", shape if b is None else b)  # an explicit () counts
     descs = {t.name: TensorDesc(dtypes[t.name], shapes[t.name], spec.overrides.get(t.name, {}).get("nullptr", False))
              for t in op.tensors}
     for t in op.inputs:
@@ -338,23 +399,46 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         raise spec.err(msg, key)
     if status == SUCCESS and 0 in shapes[out] and not op.empty_ok:
         raise spec.err(f"{op.name} does not support empty tensors (shape {list(shapes[out])})", "shape")
+    if status == SUCCESS:
+        _check_tolerance(spec, dtypes)
     return [_case(spec, product, descs, parts, status, rule)]
 
 
+def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
+    """The overrides against the dtype verify will judge this case in: the output's, or the coarser
+    compute dtype a promoting op rounds through (as `verify.tolerance_dtype`)."""
+    out = dtypes[spec.op.output.name]
+    judged = min((out, compute_dtype(spec.op, dtypes)), key=lambda d: d.precision)
+    for k, v in spec.tolerance:
+        try:
+            spec.std.params(judged, {k: v})
+        except KeyError as exc:
+            raise spec.err(f"{exc.args[0]} for {judged.name} results", f"tolerance.{k}") from None
+        except ValueError as exc:
+            raise spec.err(exc.args[0], f"tolerance.{k}") from None
+
+
 def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[str], status: int, rule: str) -> Case:
+    case_id = "-".join(parts)
+    if len(case_id.encode()) > MAX_ID_BYTES:
+        raise spec.err(f"case id '{clip(case_id)}' is {len(case_id.encode())} bytes, but it names a directory "
+                       f"(at most {MAX_ID_BYTES}): use a shorter name, or fewer or shorter shapes in the list", "name")
     tensors = []
     for slot, t in enumerate(spec.op.tensors):
         d = descs[t.name]
-        layout_spec = spec.overrides.get(t.name, {}).get("layout") if status == SUCCESS else None
+        override = spec.overrides.get(t.name, {})
+        layout_spec = override.get("layout") if status == SUCCESS else None
         try:
-            layout = from_spec(d.shape, layout_spec)
-        except ValueError as exc:
-            raise spec.err(str(exc), f"tensors.{t.name}.layout") from None
+            layout = from_spec(d.shape, layout_spec, d.dtype.itemsize)
+        except ValueError as exc:  # a layout the user gave, or else the shape is at fault (too large)
+            key = f"tensors.{t.name}.layout" if layout_spec is not None else \
+                f"tensors.{t.name}.shape" if "shape" in override else "shape"
+            raise spec.err(str(exc), key) from None
         fill = spec.fills.get(t.name, Fill("constant", (0.0,)))
         if fill.kind == "all_values" and not d.dtype.is16bit:
             fill = Fill("uniform", (-1.0, 1.0))  # a rejection case that changed the dtype: any values do
         tensors.append(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null))
-    return Case("-".join(parts), spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
+    return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
                 tuple(tensors), rule, spec.tolerance)
 
 
@@ -362,45 +446,29 @@ M_STATUS_NAMES = {v: k for k, v in STATUSES.items()}
 
 
 def _status(value: Any, err) -> int:
-    if isinstance(value, bool):
-        raise err(f"unknown status {value!r}", "expect_status")
-    if isinstance(value, int) and value in STATUSES.values():
+    if is_int(value) and value in STATUSES.values():
         return value
     if isinstance(value, str):
         key = value.strip().upper()
         for name, code in STATUSES.items():
             if key in (name, name.removeprefix("ACLNN_"), str(code)):
                 return code
-    raise err(f"unknown status {value!r} (valid: {', '.join(f'{k} ({v})' for k, v in STATUSES.items())})", "expect_status")
-
-
-def collect_files(paths: list[str | Path]) -> list[Path]:
-    """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
-    importer recognises by content, sorted)."""
-    from . import importers
-
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.suffix in (".yaml", ".yml")
-                                                                           or importers.recognises(q))))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise UserError("no such file or directory", where=str(p))
-    if not files:
-        raise UserError("no case files (*.yaml) found", where=", ".join(map(str, paths)))
-    return files
+    raise err(f"unknown status {show(value)} (valid: {', '.join(f'{k} ({v})' for k, v in STATUSES.items())})", "expect_status")
 
 
 def load_cases(paths: list[str | Path]) -> list[Case]:
-    """Every case of every file, expanded; case ids must be unique across files."""
+    """Every case of every file, expanded; case ids must be unique across files (ignoring case: one
+    directory on macOS and Windows)."""
     cases: list[Case] = []
-    owner: dict[str, str] = {}
+    owner: dict[str, tuple[str, str]] = {}
     for f in collect_files(paths):
         for c in load_file(f):
-            if c.case_id in owner:
-                raise CaseError(str(f), f"case id '{c.case_id}' also comes from {owner[c.case_id]}", case=c.name, key="name")
-            owner[c.case_id] = str(f)
+            fold = c.case_id.casefold()
+            if fold in owner:
+                other, where = owner[fold]
+                same = "" if other == c.case_id else f" (as '{other}', differing only in case)"
+                raise CaseError(printable_path(f), f"case id '{c.case_id}' also comes from {where}{same}",
+                                case=c.name, key="name")
+            owner[fold] = (c.case_id, printable_path(f))
             cases.append(c)
     return cases

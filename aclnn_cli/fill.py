@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import DType, round_from_f64
+from .yamlsafe import show
 
 BLOCK = 1 << 16
 KINDS = ("uniform", "normal", "constant", "values", "all_values")
@@ -45,9 +46,12 @@ def _json_float(v: float) -> float | str:
 def parse_number(value) -> float:
     """A YAML scalar as a float; accepts nan, inf, -inf and -0.0 spelled as strings too."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {show(value)}")
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond float64: no dtype holds it
+            raise ValueError(f"number {show(value)} is beyond float64's range") from None
     if isinstance(value, str):
         text = value.strip().lower().lstrip("+")
         named = {"nan": math.nan, ".nan": math.nan, "inf": math.inf, ".inf": math.inf,
@@ -58,35 +62,35 @@ def parse_number(value) -> float:
             return float(text)
         except ValueError:
             pass
-    raise ValueError(f"expected a number, got {value!r}")
+    raise ValueError(f"expected a number, got {show(value)}")
 
 
 def parse_fill(spec) -> Fill:
     """Parse `{uniform: [lo, hi]}` and friends; ValueError says what is wrong."""
     if not isinstance(spec, dict) or len(spec) != 1:
-        raise ValueError(f"a generator is one of {{{', '.join(KINDS)}}} with its argument, got {spec!r}")
+        raise ValueError(f"a generator is one of {{{', '.join(KINDS)}}} with its argument, got {show(spec)}")
     (kind, arg), = spec.items()
     if kind not in KINDS:
-        raise ValueError(f"unknown generator '{kind}' (valid: {', '.join(KINDS)})")
+        raise ValueError(f"unknown generator {show(kind)} (valid: {', '.join(KINDS)})")
     if kind in ("uniform", "normal"):
         if not isinstance(arg, (list, tuple)) or len(arg) != 2:
-            raise ValueError(f"'{kind}' takes two numbers, got {arg!r}")
+            raise ValueError(f"'{kind}' takes two numbers, got {show(arg)}")
         a, b = (parse_number(v) for v in arg)
         if not (math.isfinite(a) and math.isfinite(b)):
-            raise ValueError(f"'{kind}' bounds must be finite, got {arg!r}")
+            raise ValueError(f"'{kind}' bounds must be finite, got {show(arg)}")
         if kind == "uniform" and a > b:
-            raise ValueError(f"'uniform' needs lo <= hi, got {arg!r}")
+            raise ValueError(f"'uniform' needs lo <= hi, got {show(arg)}")
         if kind == "normal" and b < 0:
-            raise ValueError(f"'normal' needs std >= 0, got {arg!r}")
+            raise ValueError(f"'normal' needs std >= 0, got {show(arg)}")
         return Fill(kind, (a, b))
     if kind == "constant":
         return Fill(kind, (parse_number(arg),))
     if kind == "values":
         if not isinstance(arg, (list, tuple)) or not arg:
-            raise ValueError(f"'values' takes a non-empty list, got {arg!r}")
+            raise ValueError(f"'values' takes a non-empty list, got {show(arg)}")
         return Fill(kind, tuple(parse_number(v) for v in arg))
     if arg is not True:
-        raise ValueError(f"'all_values' takes true, got {arg!r}")
+        raise ValueError(f"'all_values' takes true, got {show(arg)}")
     return Fill(kind, ())
 
 

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .yamlsafe import is_int, show
+
+# Elements of a view, storage bytes, strides, offsets: anything larger would overflow the int64 index
+# arithmetic (numpy, the manifest, the harness) long before any file system could hold the tensor.
+MAX_ELEMENTS = 2**62
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -57,6 +63,12 @@ class Layout:
             return f"negative dimension in shape {list(self.shape)}"
         if any(s < 0 for s in self.strides) or self.offset < 0:
             return "negative strides and offsets are not supported by aclCreateTensor"
+        too_big = [(what, v) for what, v in (("a dimension", max(self.shape, default=0)), ("the element count", self.numel),
+                                             ("a stride", max(self.strides, default=0)), ("the offset", self.offset),
+                                             ("the storage size", self.storage_size)) if v > MAX_ELEMENTS]
+        if too_big:
+            what, v = too_big[0]
+            return f"{what} is {magnitude(v)} elements; at most 2^62"
         if self.numel == 0:
             return None
         last = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
@@ -80,8 +92,11 @@ def packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 LAYOUT_KEYS = ("transposed", "gap", "step", "offset", "tail", "strides", "storage_shape")
 
 
-def from_spec(shape: tuple[int, ...], spec) -> Layout:
+def from_spec(shape: tuple[int, ...], spec, itemsize: int = 1) -> Layout:
     """A Layout from a case file's layout spec; ValueError says what is wrong.
+
+    Sizes are Python ints throughout: a view of over 2^62 elements, or a storage of over 2^62
+    bytes (`itemsize` bytes an element), is refused here rather than overflowing int64 later.
 
     spec: None or "contiguous"; "transposed" (storage holds the last two dims
     swapped); or a mapping of: transposed (bool), gap (elements of padding after
@@ -89,42 +104,70 @@ def from_spec(shape: tuple[int, ...], spec) -> Layout:
     tail (spare storage elements after the view), or explicit strides and
     storage_shape.
     """
+    numel = math.prod(shape)
+    if numel > MAX_ELEMENTS:
+        raise ValueError(f"the view holds {magnitude(numel)} elements ({human_bytes(numel * itemsize)}); at most 2^62")
     if spec is None or spec == "contiguous":
         spec = {}
     elif spec == "transposed":
         spec = {"transposed": True}
     if not isinstance(spec, dict):
-        raise ValueError(f"a layout is 'contiguous', 'transposed' or a mapping of {', '.join(LAYOUT_KEYS)}; got {spec!r}")
+        raise ValueError(f"a layout is 'contiguous', 'transposed' or a mapping of {', '.join(LAYOUT_KEYS)}; got {show(spec)}")
     for k in spec:
         if k not in LAYOUT_KEYS:
-            raise ValueError(f"unknown layout key '{k}' (valid: {', '.join(LAYOUT_KEYS)})")
+            raise ValueError(f"unknown layout key {show(k)} (valid: {', '.join(LAYOUT_KEYS)})")
     ints = {k: spec[k] for k in ("gap", "step", "offset", "tail") if k in spec}
-    for k, v in ints.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if k == "step" else 0):
-            raise ValueError(f"layout '{k}' must be an integer >= {1 if k == 'step' else 0}, got {v!r}")
+    for k, v in ints.items():  # no upper bound here: the storage size check below says how big it gets
+        if not is_int(v) or v < (1 if k == "step" else 0):
+            raise ValueError(f"layout '{k}' must be an integer >= {1 if k == 'step' else 0}, got {show(v)}")
+    if not isinstance(spec.get("transposed", False), bool):
+        raise ValueError(f"layout 'transposed' is true or false, got {show(spec['transposed'])}")
+    derived = {"transposed": False, "gap": 0, "step": 1}
+    if "strides" in spec and any(spec.get(k, v) != v for k, v in derived.items()):
+        # silently dropping one would generate a layout the user did not ask for
+        raise ValueError("explicit 'strides' cannot be combined with transposed, gap or step")
+    if "storage_shape" in spec and spec.get("tail", 0):
+        raise ValueError("explicit 'storage_shape' cannot be combined with tail")
     ndim = len(shape)
     if "strides" in spec:
         strides = spec["strides"]
-        if not isinstance(strides, list) or len(strides) != ndim or not all(isinstance(s, int) and not isinstance(s, bool) for s in strides):
-            raise ValueError(f"layout strides must be {ndim} integers for shape {list(shape)}, got {strides!r}")
+        if not isinstance(strides, list) or len(strides) != ndim or not all(is_int(s) for s in strides):
+            raise ValueError(f"layout strides must be {ndim} integers for shape {list(shape)}, got {show(strides)}")
         strides = tuple(strides)
     else:
         strides = _derived_strides(shape, bool(spec.get("transposed", False)), spec.get("step", 1), spec.get("gap", 0))
     offset = spec.get("offset", 0)
-    numel = math.prod(shape)
     needed = offset + (sum((d - 1) * s for d, s in zip(shape, strides)) + 1 if numel else 0)
     if "storage_shape" in spec:
         st = spec["storage_shape"]
-        if not (isinstance(st, list) and len(st) == 1 and isinstance(st[0], int) and st[0] >= 0):
-            raise ValueError(f"storage_shape is a one-element list [n], got {st!r}")
+        if not (isinstance(st, list) and len(st) == 1 and is_int(st[0]) and st[0] >= 0):
+            raise ValueError(f"storage_shape is a one-element list [n], got {show(st)}")
         storage = st[0]
     else:
         storage = needed + spec.get("tail", 0)
+    if storage * itemsize > MAX_ELEMENTS:
+        raise ValueError(f"the storage is {human_bytes(storage * itemsize)} ({magnitude(storage)} elements); "
+                         "at most 2^62 bytes")
     layout = Layout(tuple(shape), strides, offset, storage)
     problem = layout.check()
     if problem:
         raise ValueError(problem)
     return layout
+
+
+def magnitude(v: int) -> str:
+    """A huge int, readably: 1e+18, or 2^k past what a float holds."""
+    return f"{float(v):.3g}" if v.bit_length() < 1000 else f"over 2^{v.bit_length() - 1}"
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB', for sizes people read in an error (exact Python int in, no overflow)."""
+    if n < 1024:
+        return f"{n} B"
+    if n.bit_length() > 1000:
+        return f"over 2^{n.bit_length() - 1} B"
+    k = min((n.bit_length() - 1) // 10, 6)
+    return f"{n / 1024 ** k:.1f} {'KMGTPE'[k - 1]}iB"
 
 
 def _derived_strides(shape: tuple[int, ...], transposed: bool, step: int, gap: int) -> tuple[int, ...]:

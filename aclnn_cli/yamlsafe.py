@@ -1,0 +1,277 @@
+"""Case files are untrusted input: finding and reading them, parsing YAML, and quoting what they hold.
+
+PyYAML's safe loader only stops code execution. It still takes the last of two equal keys
+(`op:` twice silently picks the second), expands a 1 KB "billion laughs" file into gigabytes
+for whoever walks the result, recurses once per nesting level (a deep file segfaults the C
+composer) and builds every node of a 50 MB file before anything can object. The loader here
+composes in Python (on libyaml's event parser when present, for speed) and refuses each of
+those with the line it happened at. `show` and `clip` put user values into error messages
+without ever formatting more than a few dozen characters of them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import reprlib
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+MAX_FILE_BYTES = 64 << 20  # any case file; a YAML one is stopped far earlier by MAX_NODES
+MAX_NODES = 250_000  # YAML nodes, every alias counted at its expanded size (~2 s, ~200 MB at worst)
+MAX_DEPTH = 64  # nesting levels; case files need about 6
+MAX_INT_BITS = 256  # larger integers are never valid and cannot even be printed past 4300 digits
+SHOW_LIMIT = 60
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class YamlRefused(yaml.YAMLError):
+    """A well-formed YAML document this tool will not load (duplicate key, bomb, too deep)."""
+
+    def __init__(self, problem: str, mark: Any = None) -> None:
+        self.problem, self.problem_mark = problem, mark
+        super().__init__(problem)
+
+
+def clip(text: str, limit: int = SHOW_LIMIT) -> str:
+    """A user string for an error message: one line (non-printables escaped), at most `limit` chars."""
+    text = text[: limit * 4 + 8]  # escaping grows a character to at most 10; never escape a megabyte
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = SHOW_LIMIT, SHOW_LIMIT, 40
+
+
+def show(value: Any, limit: int = SHOW_LIMIT) -> str:
+    """repr(value) for an error message, in bounded time and space.
+
+    reprlib stops at a few levels and elements, so a shared (alias-built) structure that expands
+    to gigabytes is never walked, and an integer too long for str() does not raise.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError, TypeError):
+        text = f"<{type(value).__name__}>"
+    return clip(text, limit)
+
+
+def unknown_key(key: Any, valid: tuple[str, ...]) -> str:
+    """The message for a key that is not one of `valid`, with a "did you mean"."""
+    text = clip(key) if isinstance(key, str) else show(key)
+    close = difflib.get_close_matches(text, valid, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown key '{text}' (valid: {', '.join(valid)}){hint}"
+
+
+def key_path(key: Any) -> str:
+    """A user's mapping key as part of an error's key path (`inputs.<key>`)."""
+    return clip(key, 40) if isinstance(key, str) else show(key, 40)
+
+
+def as_list(value: Any, is_single=lambda v: False) -> list:
+    """A scalar, or a list of alternatives to expand over."""
+    if isinstance(value, list) and not is_single(value):
+        return value
+    return [value]
+
+
+def is_int(value: Any) -> bool:
+    """A YAML integer (True and False are ints to Python, never to a case file)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def printable_path(path: Path) -> str:
+    """A path as it goes into an error message: itself, unless a control character would break the line."""
+    text = str(path)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def read_file(path: Path, where: str) -> bytes:
+    """A case file's bytes; refuses directories, devices, FIFOs (reading one could block forever) and
+    anything over MAX_FILE_BYTES, so a wrong path never hangs or fills memory."""
+    from .errors import UserError
+
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise UserError("cannot read case file: it is a directory", where=where)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("cannot read case file: not a regular file (device, FIFO or socket)", where=where)
+        if st.st_size > MAX_FILE_BYTES:
+            raise UserError(f"case file is {st.st_size} bytes; at most {MAX_FILE_BYTES >> 20} MiB", where=where)
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"cannot read case file: {exc.strerror or exc}", where=where) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UserError(f"case file is over {MAX_FILE_BYTES >> 20} MiB", where=where)
+    return data
+
+
+def collect_files(paths: list[str | Path]) -> list[Path]:
+    """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
+    importer recognises by content, sorted). Only regular files: a FIFO or device would block or never end."""
+    from . import importers
+    from .errors import UserError
+
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.suffix in (".yaml", ".yml")
+                                                                           or importers.recognises(q))))
+        elif p.is_file():
+            files.append(p)
+        elif p.exists():
+            raise UserError("not a regular file or directory (device, FIFO or socket)", where=printable_path(p))
+        else:
+            raise UserError("no such file or directory", where=printable_path(p))
+    if not files:
+        raise UserError("no case files (*.yaml) found", where=", ".join(printable_path(Path(p)) for p in paths))
+    return files
+
+
+class _Guards:
+    """Composer and constructor overrides shared by both loaders."""
+
+    def _start(self) -> None:
+        self._total, self._depth, self._sizes = 0, 0, {}
+
+    def get_single_node(self):
+        self._start()
+        try:
+            return super().get_single_node()
+        finally:
+            self._sizes = {}
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise YamlRefused(f"alias *{clip(str(event.anchor), 30)} refers to a node that contains it "
+                                  "(a recursive structure)", event.start_mark)
+            self._total += size
+            if self._total > MAX_NODES:
+                raise YamlRefused(f"aliases expand the document to more than {MAX_NODES} nodes "
+                                  "(an alias bomb?)", event.start_mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise YamlRefused(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        self._total += 1
+        if self._total > MAX_NODES:
+            raise YamlRefused(f"more than {MAX_NODES} YAML nodes; a case file describes cases, "
+                              "generators make the data", event.start_mark)
+        before = self._total
+        node = super().compose_node(parent, index)
+        self._sizes[id(node)] = self._total - before + 1  # itself, its children, their aliases expanded
+        self._depth -= 1
+        return node
+
+    def compose_mapping_node(self, anchor):
+        node = super().compose_mapping_node(anchor)
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE:
+                continue
+            key = self.construct_object(key_node)  # a scalar: no state, and cached for the real construction
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue
+            if first is not key_node:
+                raise YamlRefused(f"duplicate key {show(key)} (first at line {first.start_mark.line + 1})",
+                                  key_node.start_mark)
+        return node
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, TypeError, OverflowError):  # `!!float abc`, `!!bool maybe`, 5000 digits
+            what = node.tag.rsplit(":", 1)[-1] + (f" (at most {MAX_INT_BITS} bits)" if node.tag.endswith(":int") else "")
+            raise YamlRefused(f"cannot read {clip(str(node.value), 30)} as a YAML {what}", node.start_mark) from None
+
+    def construct_yaml_int(self, node):
+        value = SafeConstructor.construct_yaml_int(self, node)
+        if value.bit_length() > MAX_INT_BITS:
+            raise YamlRefused(f"integer {clip(str(node.value), 30)} is too large", node.start_mark)
+        return value
+
+    def construct_refused(self, node):
+        raise YamlRefused(f"YAML type {node.tag.rsplit(':', 1)[-1]} is not used in case files", node.start_mark)
+
+
+class CaseLoader(_Guards, yaml.SafeLoader):
+    """The pure-Python safe loader, guarded."""
+
+
+_LOADERS: list[type] = [CaseLoader]
+try:
+    from yaml._yaml import CParser
+
+    class FastCaseLoader(_Guards, Composer, CParser, SafeConstructor, Resolver):
+        """libyaml's event parser (4x faster) under the same Python composer and guards."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    _LOADERS.insert(0, FastCaseLoader)
+except ImportError:  # PyYAML built without libyaml
+    pass
+
+for _cls in _LOADERS:
+    _cls.add_constructor("tag:yaml.org,2002:int", _Guards.construct_yaml_int)
+    _cls.add_constructor("tag:yaml.org,2002:timestamp", SafeConstructor.construct_yaml_str)  # 2024-01-01 stays text
+    for _tag in ("binary", "set", "omap", "pairs"):
+        _cls.add_constructor(f"tag:yaml.org,2002:{_tag}", _Guards.construct_refused)
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    return clip(" ".join(str(text).split()), limit)
+
+
+def parse(where: str, data: bytes) -> Any:
+    """One YAML document, safely and boundedly loaded; CaseError says what and where."""
+    from .errors import CaseError
+
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise CaseError(where, "UTF-16 text; save the case file as UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CaseError(where, f"not UTF-8 text (byte {exc.start}, line {line})") from None
+    loader = _LOADERS[0](text.removeprefix("\ufeff"))
+    try:
+        return loader.get_single_data()
+    except YamlRefused as exc:
+        line = f"line {exc.problem_mark.line + 1}: " if exc.problem_mark is not None else ""
+        raise CaseError(where, f"{line}{exc.problem}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f" at line {mark.line + 1}" if mark else ""
+        what = ", ".join(t for t in (exc.context, exc.problem) if t)
+        raise CaseError(where, f"not valid YAML{at}: {_one_line(what)}") from None
+    except yaml.YAMLError as exc:  # ReaderError: a control character or the like
+        raise CaseError(where, f"not valid YAML: {_one_line(str(exc).splitlines()[0])}") from None
+    except RecursionError:  # defensive: MAX_DEPTH keeps the composer far from the limit
+        raise CaseError(where, f"nested more than {MAX_DEPTH} levels deep") from None
+    finally:
+        loader.dispose()
