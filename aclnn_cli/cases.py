@@ -146,9 +146,9 @@ def cases_from_doc(where: str, doc: Any) -> list[Case]:
         fold = c.case_id.casefold()
         if fold in seen:
             other = seen[fold]
-            how = "the same id" if other == c.case_id else \
-                f"ids differing only in case ('{other}' is one directory on macOS and Windows)"
-            raise CaseError(where, f"two cases expand to {how} '{c.case_id}'", case=c.name, key="name")
+            how = f"the same id '{other}'" if other == c.case_id else \
+                f"ids that differ only in case, '{other}' and '{c.case_id}' (one directory on macOS and Windows)"
+            raise CaseError(where, f"two cases expand to {how}", case=c.name, key="name")
         seen[fold] = c.case_id
     return out
 

@@ -449,7 +449,7 @@ DOC_PROBES = [
     ("op: SiluBackward\ncases: [{name: a, shape: [1], seed: !!python/object/apply:os.getpid []}]",
      "could not determine a constructor", ""),
     ("op: SiluBackward\ncases: [{name: a, shape: [1]}, {name: A, shape: [1]}]",
-     "two cases expand to ids differing only in case", "name"),
+     "two cases expand to ids that differ only in case, 'silu_backward-a-float32' and 'silu_backward-A-float32'", "name"),
     ("op: SiluBackward\ncases: [{name: a, shape: [[1], [1]]}]", "two cases expand to the same id", "name"),
     ("op: SiluBackward\ncases: [{name: a, shape: [1], dtype: [float16, half]}]", "the same id 'silu_backward-a-float16'",
      "name"),
