@@ -24,6 +24,7 @@ from .importers.cli import convert
 from .parallel import default_jobs
 from .shard import shard_ids
 from .tuning import tune_allocator
+from .options import PATH
 from .progress import Progress
 from .report import (junit_xml, load_results, merged_run, print_cases, print_summary, verify_json, write_error_csvs,
                      write_json)
@@ -114,8 +115,8 @@ def _size(ctx, param, value):
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
+@click.argument("paths", nargs=-1, type=PATH)
+@click.option("-o", "--out", "out", type=PATH, required=True, help="Output directory.")
 @click.option("--case", "patterns", multiple=True, metavar="ID",
               help="Only cases whose id matches (shell pattern, repeatable).")
 @click.option("--force", is_flag=True, help="Regenerate even unchanged, intact cases.")
@@ -159,7 +160,7 @@ def select_cases(cases, patterns: tuple[str, ...]):
 
 
 @main.command()
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=PATH)
 @click.option("--defect", type=click.Choice(list(CATALOGUE)), default=None,
               help="Emulate a broken kernel (or a legitimate variant): see 'aclnn-cli defects'.")
 @JOBS
@@ -181,9 +182,9 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the merged results as JSON here.")
-@click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write merged JUnit XML here.")
+@click.argument("paths", nargs=-1, required=True, type=PATH)
+@click.option("--json", "json_path", type=PATH, help="Write the merged results as JSON here.")
+@click.option("--junit", "junit_path", type=PATH, help="Write merged JUnit XML here.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool,
@@ -197,7 +198,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=PATH)
 @click.option("--jobs", type=int, default=2, show_default=True, help="Worker processes.")
 def matrix(paths: tuple[Path, ...], jobs: int) -> None:
     """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
@@ -250,7 +251,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 
 
 @main.command()
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=PATH)
 @click.option("--standard", type=click.Choice(list(STANDARDS)), default=None,
               help="Precision standard for every case (default: each case's own, else mere-mare).")
 @click.option("--rtol", type=float, help="Override the standard's relative threshold.")
@@ -259,9 +260,9 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
               help="Override any parameter of the standard (see README), e.g. T=0.001.")
 @click.option("--signed-zeros", is_flag=True, help="Require the sign of zero to match.")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the results as JSON here.")
-@click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write JUnit XML here.")
-@click.option("--csv-errors", "csv_dir", type=click.Path(path_type=Path),
+@click.option("--json", "json_path", type=PATH, help="Write the results as JSON here.")
+@click.option("--junit", "junit_path", type=PATH, help="Write JUnit XML here.")
+@click.option("--csv-errors", "csv_dir", type=PATH,
               help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
 @JOBS

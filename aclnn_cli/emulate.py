@@ -9,7 +9,6 @@ promotion), a final Cast rounds to it to nearest even, as l0op::Cast does.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Mapping
 
@@ -21,7 +20,7 @@ from .defects import Variant
 from .ops.contract import compute_dtype
 from .errors import UserError
 from .parallel import Runner, as_completed, jobs_for
-from .storage import CHUNK, StorageFile, atomic_write_text, check_file_sha256, check_size, chunks
+from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
 
 SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
 
@@ -67,8 +66,8 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
         check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
                    "initial output storage")
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
-    shutil.copyfile(out.file, tmp)  # the device writes into the initial output storage
     try:
+        copy_storage(out.file, tmp)  # the device writes into the initial output storage
         check_file_sha256(out.file, m.recorded_sha256(out.name), "initial output storage")
         n = out.layout.numel
         if run is not None and n > SPLIT and out.layout.is_contiguous:
@@ -78,7 +77,10 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
                 f.result()
         else:
             emulate_range(m, tmp, 0, n, chunk, variant, checksums=True)
-        os.replace(tmp, out.dump)
+        try:
+            os.replace(tmp, out.dump)
+        except OSError as exc:
+            raise WriteError(f"cannot write: {exc.strerror}", where=str(out.dump)) from None
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -122,6 +124,8 @@ def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None,
     def settle(m: M.CaseManifest, call) -> None:
         try:
             call()
+        except WriteError:
+            raise  # a full disk stops the run: one line, not one per case
         except UserError as exc:
             errors.append(exc)
         except OSError as exc:

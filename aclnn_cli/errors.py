@@ -9,6 +9,8 @@ class UserError(Exception):
     exit_code = 2
 
     def __init__(self, message: str, *, where: str = "") -> None:
+        if not where.isprintable():  # a newline in a path must not break the one-line promise
+            where = where.encode("unicode_escape").decode("ascii")
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
 

@@ -19,11 +19,12 @@ import numpy as np
 
 from . import manifest as M
 from .cases import Case
+from .errors import UserError
 from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, jobs_for
 from .outdir import SizeLimits, case_bytes, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, in_view_mask, replace_dir,
+from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, copy_storage, in_view_mask, replace_dir,
                       safe_child, sha256_file)
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
@@ -125,12 +126,27 @@ def _stale(case: Case, out_root: Path) -> bool:
 
 
 def prepare(case: Case, out_root: Path) -> Path:
-    """A fresh temporary directory with every storage file allocated: poison and canary in place."""
+    """A fresh temporary directory with every storage file allocated: poison and canary in place.
+
+    If this fails (a full disk), the temporary directory is removed before the error goes on.
+    """
     out_root.mkdir(parents=True, exist_ok=True)
-    safe_child(out_root, case.case_id)
+    final = safe_child(out_root, case.case_id)
+    if (final.exists() or final.is_symlink()) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
+        raise UserError(f"exists and is not a case directory gen wrote (no {M.MANIFEST}); move it away or choose "
+                        f"another output directory", where=str(final))
     tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    try:
+        _allocate_all(case, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def _allocate_all(case: Case, tmp: Path) -> None:
     for t in case.tensors:
         if t.null:
             continue
@@ -147,8 +163,7 @@ def prepare(case: Case, out_root: Path) -> Path:
         if out.layout.is_contiguous:
             allocate(gold, out.dtype.np_dtype, out.layout.storage_size)  # every element gets written
         else:
-            shutil.copyfile(tmp / M.input_file(out.name), gold)  # outside the view, expect the canary untouched
-    return tmp
+            copy_storage(tmp / M.input_file(out.name), gold)  # outside the view, expect the canary untouched
 
 
 def fill_input(case: Case, tmp: Path, name: str, start: int, stop: int, chunk: int = CHUNK) -> None:
@@ -188,7 +203,7 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int) -> GenResult:
     if old is not None and old.get("fingerprint") == M.fingerprint(case):
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
             if kept.is_file():
-                shutil.copy2(kept, tmp / kept.name)
+                copy_storage(kept, tmp / kept.name)
     replace_dir(tmp, final)
     return GenResult(case.case_id, final, case.numel, fallbacks)
 

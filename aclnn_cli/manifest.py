@@ -52,7 +52,7 @@ def fingerprint(case: Case) -> str:
 
 # The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
 # edited after gen (a shape, a stride, a checksum) is refused instead of misjudging its files.
-DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "tensors")
+DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "standard", "tolerance", "tensors")
 
 
 def digest(raw: dict) -> str:
@@ -166,6 +166,15 @@ def load(case_dir: Path) -> CaseManifest:
         if raw.get("digest") != digest(raw):
             raise ValueError("it was edited after gen (its tensors, op or case no longer match the digest gen "
                              "recorded); run 'aclnn-cli gen' again")
+        if raw.get("case_id") != case_dir.name:
+            raise ValueError(f"its case_id {_brief(raw.get('case_id'))} is not this directory's name "
+                             f"(a copied or renamed case directory?)")
+        if raw.get("standard") is not None and not isinstance(raw["standard"], str):
+            raise ValueError(f"'standard' must be a name, got {_brief(raw['standard'])}")
+        tolerance = raw.get("tolerance") or {}
+        if not isinstance(tolerance, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                      for v in tolerance.values()):
+            raise ValueError(f"'tolerance' must map names to numbers, got {_brief(tolerance)}")
         op = _known(find_op, raw["op"])
         tensors = tuple(_tensor(case_dir, t) for t in raw["tensors"])
         if [t.name for t in tensors] != [t.name for t in op.tensors]:
@@ -253,7 +262,8 @@ def find_cases(root: Path) -> list[Path]:
         raise UserError("no such directory", where=str(root))
     if not root.is_dir():
         raise UserError("not a directory of generated cases", where=str(root))
-    dirs = sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
+    # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
+    dirs = sorted(p.parent for p in root.glob(f"*/{MANIFEST}") if not p.parent.name.startswith("."))
     if not dirs:
         raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
     return dirs

@@ -6,6 +6,7 @@ logical elements to storage positions through `Layout`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -32,14 +33,22 @@ def safe_child(root: Path, name: str) -> Path:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a text file via a temporary name and a rename; creates missing parent directories."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None
 
 
 class IntegrityError(UserError):
     """A file gen wrote no longer has the checksum the manifest recorded."""
+
+
+class WriteError(UserError):
+    """The machine would not take a write (a full disk, a read-only file system): it stops the run."""
 
 
 class StorageFile:
@@ -128,7 +137,7 @@ class StorageFile:
             while done < len(data):
                 done += os.pwrite(self.fd, data[done:], offset + done)
         except OSError as exc:
-            raise UserError(f"cannot write: {exc.strerror}", where=str(self.path)) from None
+            raise WriteError(f"cannot write: {exc.strerror}", where=str(self.path)) from None
 
     def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
         """Logical elements [start, stop) of a view over this storage."""
@@ -159,9 +168,20 @@ class StorageFile:
 
 
 def allocate(path: Path, dtype: np.dtype, size: int) -> None:
-    """Create a storage file of `size` elements (sparse: zero bytes until written)."""
-    with open(path, "wb") as f:
-        f.truncate(size * np.dtype(dtype).itemsize)
+    """Create a storage file of `size` zero elements, its blocks reserved up front where the file
+    system can (a full disk is then a clear error here, not a SIGBUS in a memory-mapped write)."""
+    nbytes = size * np.dtype(dtype).itemsize
+    try:
+        with open(path, "wb") as f:
+            f.truncate(nbytes)
+            if nbytes:
+                try:
+                    os.posix_fallocate(f.fileno(), 0, nbytes)
+                except OSError as exc:
+                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                        raise
+    except OSError as exc:
+        raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None
 
 
 def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
@@ -262,3 +282,13 @@ def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None
             probe.unlink()
         except OSError as exc:
             raise UserError(f"cannot write here: {exc.strerror}", where=str(exc.filename or path)) from None
+
+
+def copy_storage(src: Path, dst: Path) -> None:
+    """Copy a storage file; a failed write (a full disk) is a WriteError naming the destination."""
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as exc:
+        if exc.filename == str(src) and not Path(src).is_file():
+            raise UserError(f"cannot read: {exc.strerror}", where=str(src)) from None
+        raise WriteError(f"cannot write: {exc.strerror}", where=str(dst)) from None

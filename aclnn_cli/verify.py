@@ -25,7 +25,7 @@ from .emulate import kernel_output
 from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
-from .standards import DEFAULT_STANDARD, Standard, find_standard
+from .standards import DEFAULT_STANDARD, STANDARDS, Standard, find_standard
 from .parallel import Runner, as_completed, jobs_for
 from .storage import CHUNK, IntegrityError, StorageFile, check_file_sha256, check_size, chunks, in_view_mask
 
@@ -73,7 +73,7 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
     for m in manifests:
         name = opts.standard or m.standard or DEFAULT_STANDARD
         dtype = tolerance_dtype(m)[0]
-        if (name, dtype.name) in seen:
+        if (name, dtype.name) in seen or name not in STANDARDS:  # a case's own unknown standard: its ERROR
             continue
         seen.add((name, dtype.name))
         try:

@@ -14,6 +14,7 @@ import yaml
 
 from ..cases import cases_from_doc
 from ..errors import UserError
+from ..options import PATH
 from ..ops import find_op
 from ..storage import atomic_write_text
 from . import describe_skipped, import_file
@@ -55,8 +56,8 @@ def plan(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> tuple[di
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+@click.argument("files", nargs=-1, required=True, type=PATH)
+@click.option("-o", "--out", "out", type=PATH, required=True,
               help="Directory for the YAML files.")
 @click.option("--skip-unsupported", is_flag=True,
               help="Leave out (and count) cases aclnn-cli cannot express instead of stopping at the first.")

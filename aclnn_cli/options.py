@@ -1,0 +1,23 @@
+"""Click parameter types shared by the commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+class _Path(click.ParamType):
+    """A file system path; the empty string is refused (it would silently mean the current directory)."""
+
+    name = "path"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Path):
+            return value
+        if not str(value).strip():
+            self.fail("an empty path is not a path", param, ctx)
+        return Path(value)
+
+
+PATH = _Path()
