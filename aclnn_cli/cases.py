@@ -10,34 +10,22 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import dtypes as D
 from .errors import CaseError
-from .fill import Fill, all_values_count, check_fits, parse_fill, parse_number
+from .casespec import CASE_KEYS, M_STATUS_NAMES, MAX_CASES, MAX_ID_BYTES, STATUSES, TOP_KEYS, Spec as _Spec
+from .fill import Fill, all_values_count, check_fits
 from .layout import Layout, from_spec
 from .ops import OpSpec, find_op
 from .ops.contract import SUCCESS, TensorDesc, broadcast_shape, check, compute_dtype, rejections
-from .standards import DEFAULT_STANDARD, find_standard
-from .yamlsafe import as_list, clip, collect_files, is_int, key_path, printable_path, read_file, show, unknown_key
+from .yamlsafe import clip, collect_files, key_path, printable_path, read_file, show, unknown_key
 from .yamlsafe import parse as parse_yaml
 
-CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "expect_status", "standard", "tolerance",
-             "contract")
-TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
-TOP_KEYS = ("op", "defaults", "cases")
-DEFAULT_PRODUCT = "A2"
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-STATUSES = {"ACLNN_SUCCESS": 0, "ACLNN_ERR_PARAM_NULLPTR": 161001, "ACLNN_ERR_PARAM_INVALID": 161002}
-MAX_SEED = 2**63 - 1
-# A case id is a directory name, and gen also makes `.<id>.partial-<pid>` / `.<id>.old-<pid>` next to it:
-# 200 bytes leaves room for those within the usual 255-byte limit on a file name.
-MAX_ID_BYTES = 200
-MAX_CASES = 20_000  # per file: far beyond any real suite, and it stops a few lists multiplying into millions
-
+__all__ = ["Case", "TensorCase", "STATUSES", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",
+           "load_cases", "load_file", "parse_yaml"]
 
 @dataclass(frozen=True)
 class TensorCase:
@@ -89,10 +77,6 @@ class Case:
         if self.expect_status == SUCCESS and not out.null:
             total += out.layout.storage_size * out.dtype.itemsize
         return total
-
-
-def _is_single_shape(value: Any) -> bool:
-    return isinstance(value, list) and all(not isinstance(v, list) for v in value)
 
 
 def load_file(path: str | Path) -> list[Case]:
@@ -151,169 +135,6 @@ def cases_from_doc(where: str, doc: Any) -> list[Case]:
             raise CaseError(where, f"two cases expand to {how}", case=c.name, key="name")
         seen[fold] = c.case_id
     return out
-
-
-class _Spec:
-    """One raw case (defaults merged), parsed into the pieces expansion combines.
-
-    Everything a user wrote is type-checked here, before any expansion, so a wrong type is one
-    clear error and never an exception from deeper code.
-    """
-
-    def __init__(self, where: str, op: OpSpec, defaults: dict, raw: Any, index: int) -> None:
-        if not isinstance(raw, dict):
-            raise CaseError(where, f"case #{index + 1} must be a mapping, got {show(raw)}")
-        name = raw.get("name")
-        label = clip(name) if isinstance(name, str) else f"#{index + 1}" if name is None else show(name)
-        for key in raw:
-            if key not in CASE_KEYS:
-                raise CaseError(where, unknown_key(key, CASE_KEYS), case=label, key=key_path(key))
-        if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
-            raise CaseError(where, "needs a name of letters, digits, '_', '-' or '.' (at most 100, no '..')",
-                            case=label, key="name")
-        self.where, self.op, self.name = where, op, name
-        self.raw = {**defaults, **raw}
-        self.fills = self._fills()
-        self.overrides = self._overrides()
-        self.products = self._products()
-        self.shapes = self._shapes()
-        self.dtypes = [self.dtype(d) for d in self._list("dtype", self.raw["dtype"])] if "dtype" in self.raw else None
-        seed = self.raw.get("seed", 0)
-        if not is_int(seed) or not 0 <= seed <= MAX_SEED:
-            raise self.err(f"seed must be an integer in [0, 2^63), got {show(seed)}", "seed")
-        self.seed = seed
-        self.status = _status(self.raw.get("expect_status", 0), self.err)
-        self.standard = self.raw.get("standard")
-        if self.standard is not None and not isinstance(self.standard, str):
-            raise self.err(f"'standard' is a name like {DEFAULT_STANDARD}, got {show(self.standard)}", "standard")
-        try:
-            self.std = find_standard(DEFAULT_STANDARD if self.standard is None else clip(self.standard))
-        except KeyError as exc:
-            raise self.err(exc.args[0], "standard") from None
-        self.tolerance = self._tolerance()
-        self.contract = self.raw.get("contract", False)
-        if not isinstance(self.contract, bool):
-            raise self.err(f"'contract' is true or false, got {show(self.contract)}", "contract")
-        if self.contract and "expect_status" in raw:
-            raise self.err("'contract: true' makes its own statuses; drop expect_status", "expect_status")
-
-    def err(self, msg: str, key: str) -> CaseError:
-        return CaseError(self.where, msg, case=self.name, key=key)
-
-    def _mapping(self, key: str, what: str) -> dict:
-        """A mapping-valued key; left out or null is empty, anything else (even [] or 0) is an error."""
-        value = self.raw.get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.err(f"'{key}' must map {what}, got {show(value)}", key)
-        return value
-
-    def _list(self, key: str, value: Any, is_single=lambda v: False) -> list:
-        """The alternatives a key expands over; an empty list would silently make no cases."""
-        values = as_list(value, is_single)
-        if not values:
-            raise self.err(f"'{key.rsplit('.', 1)[-1]}' is an empty list, which expands to no cases", key)
-        return values
-
-    def _fills(self) -> dict[str, Fill]:
-        inputs = self._mapping("inputs", "input names to generators")
-        names = tuple(t.name for t in self.op.inputs)
-        for key in inputs:
-            if key not in names:
-                raise self.err(unknown_key(key, names), f"inputs.{key_path(key)}")
-        fills = {}
-        for t in self.op.inputs:
-            try:
-                fills[t.name] = parse_fill(inputs.get(t.name, t.default_fill))
-            except ValueError as exc:
-                raise self.err(str(exc), f"inputs.{t.name}") from None
-        return fills
-
-    def _overrides(self) -> dict[str, dict]:
-        """Per-tensor keys, checked; shapes become tuples and dtypes lists of DType (new dicts: the raw
-        ones may be shared with other cases through defaults or YAML aliases)."""
-        tensors = self._mapping("tensors", "tensor names to {shape, dtype, layout, nullptr}")
-        names = tuple(t.name for t in self.op.tensors)
-        out = {}
-        for n, spec in tensors.items():
-            if n not in names:
-                raise self.err(unknown_key(n, names), f"tensors.{key_path(n)}")
-            if not isinstance(spec, dict):
-                raise self.err(f"must be a mapping of shape, dtype, layout, nullptr, got {show(spec)}", f"tensors.{n}")
-            for k in spec:
-                if k is None:
-                    raise self.err("YAML reads 'null:' as an empty key; write 'nullptr: true'", f"tensors.{n}")
-                if k not in TENSOR_KEYS:
-                    raise self.err(unknown_key(k, TENSOR_KEYS), f"tensors.{n}.{key_path(k)}")
-            o = dict(spec)
-            if "shape" in o:
-                o["shape"] = self._one_shape(o["shape"], f"tensors.{n}.shape")
-            if "dtype" in o:
-                key = f"tensors.{n}.dtype"
-                o["dtype"] = [self.dtype(d, key) for d in self._list(key, o["dtype"])]
-            if not isinstance(o.get("nullptr", False), bool):
-                raise self.err(f"'nullptr' is true or false, got {show(o['nullptr'])}", f"tensors.{n}.nullptr")
-            out[n] = o
-        return out
-
-    def _products(self) -> list[str]:
-        out = []
-        for p in self._list("product", self.raw.get("product", DEFAULT_PRODUCT)):
-            if not isinstance(p, str) and not (is_int(p) and 0 <= p < 10**6):
-                raise self.err(f"a product is a name like A2 or \"950\", got {show(p)}", "product")
-            p = clip(str(p))
-            if p not in self.op.products:
-                raise self.err(f"{self.op.name} is not supported on product '{p}' "
-                               f"(supported: {', '.join(self.op.products)})", "product")
-            out.append(p)
-        return out
-
-    def _one_shape(self, s: Any, key: str) -> tuple[int, ...]:
-        if is_int(s):
-            s = [s]
-        if not isinstance(s, list) or not all(is_int(d) for d in s):
-            raise self.err(f"a shape is a list of integers, got {show(s)}", key)
-        if any(d < 0 for d in s):
-            raise self.err(f"negative dimension in shape {show(s)}", key)
-        if any(d > 2**64 for d in s):  # beyond any int64; larger ones are refused with their byte size later
-            raise self.err(f"dimension over 2^64 in shape {show(s)}", key)
-        return tuple(s)
-
-    def _shapes(self) -> list[tuple[int, ...] | None]:
-        if "shape" not in self.raw:
-            if any(f.kind == "all_values" for f in self.fills.values()):
-                return [None]  # every bit pattern: the shape follows from the dtype
-            raise self.err("missing 'shape' (only an all_values input makes it optional)", "shape")
-        return [self._one_shape(s, "shape") for s in self._list("shape", self.raw["shape"], _is_single_shape)]
-
-    def _tolerance(self) -> tuple[tuple[str, float], ...]:
-        """Overrides, checked against float32 here (its keys and ranges include every dtype's); each
-        positive case checks them again against its own tolerance dtype in `_check_tolerance`."""
-        tol = self._mapping("tolerance", "parameter names to numbers, e.g. {rtol: 0.001}")
-        items, canonical = [], {}
-        for k, v in tol.items():
-            if not isinstance(k, str):
-                raise self.err(f"a tolerance name is text like rtol, got {show(k)}", "tolerance")
-            key, name = f"tolerance.{key_path(k)}", clip(k)
-            try:
-                x = parse_number(v)
-                self.std.params(D.FLOAT32, {name: x})
-            except (KeyError, ValueError) as exc:
-                raise self.err(exc.args[0], key) from None
-            first = canonical.setdefault((self.std.aliases or {}).get(name, name), name)
-            if first != name:
-                raise self.err(f"'{name}' and '{first}' set the same tolerance of standard '{self.std.name}'", key)
-            items.append((name, x))
-        return tuple(items)
-
-    def dtype(self, name: Any, key: str = "dtype") -> D.DType:
-        if not isinstance(name, str):
-            raise self.err(f"a dtype is a name like float16, got {show(name)}", key)
-        try:
-            return D.lookup(clip(name))
-        except KeyError as exc:
-            raise self.err(exc.args[0], key) from None
 
 
 def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget: int) -> list[Case]:
@@ -440,20 +261,6 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
         tensors.append(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
                 tuple(tensors), rule, spec.tolerance)
-
-
-M_STATUS_NAMES = {v: k for k, v in STATUSES.items()}
-
-
-def _status(value: Any, err) -> int:
-    if is_int(value) and value in STATUSES.values():
-        return value
-    if isinstance(value, str):
-        key = value.strip().upper()
-        for name, code in STATUSES.items():
-            if key in (name, name.removeprefix("ACLNN_"), str(code)):
-                return code
-    raise err(f"unknown status {show(value)} (valid: {', '.join(f'{k} ({v})' for k, v in STATUSES.items())})", "expect_status")
 
 
 def load_cases(paths: list[str | Path]) -> list[Case]:

@@ -27,7 +27,7 @@ from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, STANDARDS, Standard, find_standard
 from .parallel import Runner, as_completed, jobs_for
-from .storage import CHUNK, IntegrityError, StorageFile, check_file_sha256, check_size, chunks, in_view_mask
+from .storage import CHUNK, StorageFile, check_file_sha256, check_size, chunks, in_view_mask
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 CSV_ROW_LIMIT = 100_000

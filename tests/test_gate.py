@@ -5,8 +5,6 @@ changed files are reported as changed (exit 2), never as a kernel's FAIL; output
 from __future__ import annotations
 
 import json
-import math
-import os
 import subprocess
 import sys
 
