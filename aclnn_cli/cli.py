@@ -187,14 +187,15 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
 @click.option("--junit", "junit_path", type=PATH, help="Write merged JUnit XML here.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
+@click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool,
-           strict: bool) -> None:
+           strict: bool, verbose: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
     console = _console()
     with _one_line_errors():
         check_output_paths(json_path, junit_path)
         run = merged_run(load_results(list(paths)), strict=strict)
-    _finish(console, run, None, failures_only, json_path, junit_path)
+    _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose)
 
 
 @main.command()
@@ -265,11 +266,12 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--csv-errors", "csv_dir", type=PATH,
               help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+@click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
 @JOBS
 @SHARD
 def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, strict: bool,
            json_path: Path | None, junit_path: Path | None, csv_dir: Path | None, failures_only: bool, jobs: int,
-           shard) -> None:
+           shard, verbose: bool) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
@@ -282,13 +284,13 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
             sizes = {str(m.dir): m.output.layout.numel for m in manifests}
             run = verify_manifests(manifests, broken, opts, jobs=jobs,
                                    on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
-    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir)
+    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose)
 
 
 def _finish(console: Console, run, standard: str | None, failures_only: bool, json_path: Path | None,
-            junit_path: Path | None, csv_dir: Path | None = None) -> None:
-    """Print the per-case table and summary, write the CI files, exit with the run's code."""
-    print_cases(console, run, show_passing=not failures_only)
+            junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False) -> None:
+    """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit."""
+    print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
     data = verify_json(run, standard)
     with _one_line_errors():

@@ -19,7 +19,8 @@ from . import manifest as M
 from .defects import Variant
 from .ops.contract import compute_dtype
 from .errors import UserError
-from .parallel import Runner, as_completed, jobs_for
+from .outdir import remove_stale
+from .parallel import Runner, as_completed, batches, jobs_for
 from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
 
 SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
@@ -65,6 +66,7 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     for t in (*m.inputs, out):
         check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
                    "initial output storage")
+    remove_stale(m.dir)  # temporaries of a killed emulate in this case directory
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
     try:
         copy_storage(out.file, tmp)  # the device writes into the initial output storage
@@ -133,12 +135,35 @@ def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None,
         on_done and on_done(m)
 
     with Runner(jobs_for(jobs, units)) as run:
-        futures = {}
+        small = [m for m in manifests if not (m.output.layout.numel > SPLIT and run.jobs > 1)]
+        futures = {run.submit(emulate_batch, b, variant): b
+                   for b in batches(small, lambda m: m.output.layout.numel, run.jobs)}
         for m in manifests:
             if m.output.layout.numel > SPLIT and run.jobs > 1:
                 settle(m, lambda: emulate_case(m, variant=variant, run=run))
-            else:
-                futures[run.submit(emulate_case, m, CHUNK, variant)] = m
         for f in as_completed(list(futures)):
-            settle(futures[f], f.result)
+            for m, problem in zip(futures[f], f.result()):
+                settle(m, lambda: _raise(problem))
     return errors
+
+
+def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = None) -> list[Exception | None]:
+    """Several small cases in one unit of work for the pool: each case's error (or None), in order.
+
+    A WriteError (a full disk) stops the batch: the cases after it are not attempted.
+    """
+    out: list[Exception | None] = []
+    for m in manifests:
+        try:
+            emulate_case(m, CHUNK, variant)
+            out.append(None)
+        except WriteError:
+            raise
+        except (UserError, OSError) as exc:
+            out.append(exc)
+    return out
+
+
+def _raise(problem: Exception | None) -> None:
+    if problem is not None:
+        raise problem

@@ -130,8 +130,11 @@ def _random_f64(fill: Fill, seed: int, slot: int, start: int, stop: int) -> np.n
     first, last = start // BLOCK, (stop - 1) // BLOCK if stop > start else start // BLOCK - 1
     for block in range(first, last + 1):
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, slot, block])))
-        raw = rng.random(BLOCK) if fill.kind == "uniform" else rng.standard_normal(BLOCK)
         lo, hi = max(start, block * BLOCK), min(stop, (block + 1) * BLOCK)
+        # Draws are sequential: the first k of a block are the same however many are drawn, so a small
+        # tensor draws only what it needs (pinned across the block boundary by tests).
+        need = hi - block * BLOCK
+        raw = rng.random(need) if fill.kind == "uniform" else rng.standard_normal(need)
         out[lo - start:hi - start] = raw[lo - block * BLOCK:hi - block * BLOCK]
     a, b = fill.params
     if fill.kind == "uniform":

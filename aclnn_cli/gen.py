@@ -9,6 +9,7 @@ that workers fill in parallel; the bytes do not depend on how it is split.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,10 +23,10 @@ from .cases import Case
 from .errors import UserError
 from .fill import generate
 from .golden import golden
-from .parallel import Runner, as_completed, jobs_for
+from .parallel import Runner, as_completed, batches, jobs_for
 from .outdir import SizeLimits, case_bytes, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from .storage import (CHUNK, StorageFile, allocate, atomic_write_text, canary, chunks, copy_storage, in_view_mask, replace_dir,
-                      safe_child, sha256_file)
+from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage,
+                      in_view_mask, replace_dir, safe_child, sha256_file, write_new_file)
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
@@ -46,19 +47,63 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     skipped unless `force`. When a case is rewritten with the same definition, the device's
     dumps and status file are kept (they were made from the same inputs).
     """
-    skip = unchanged(case, out_root, force)
+    fp = M.fingerprint(case)
+    final = safe_child(out_root, case.case_id)
+    old = _existing(final)
+    skip = None if force else _reusable(case, final, old, fp)
     if skip:
         return skip
+    if _fits_in_memory(case, chunk):
+        return _generate_in_memory(case, out_root, fp, old)
     tmp = prepare(case, out_root)
     try:
         for t in case.inputs:
             if not t.null:
                 fill_input(case, tmp, t.name, 0, t.layout.numel, chunk)
         fallbacks = fill_golden(case, tmp, 0, case.numel, chunk)
-        return finish(case, out_root, tmp, fallbacks)
+        return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _fits_in_memory(case: Case, chunk: int) -> bool:
+    """A small case of plain tensors: every file is one chunk, written once from memory."""
+    shape = case.output.layout.shape
+    return all(t.null or (t.layout.storage_size == t.layout.numel <= chunk and t.layout.is_contiguous
+                          and (case.expect_status != 0 or t.layout.shape == shape)) for t in case.tensors)
+
+
+def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -> GenResult:
+    """The fast path for thousands of small cases: the same bytes as the chunked path (tested), with
+    each file created, written and hashed once, and no re-reads."""
+    blobs: dict[str, bytes] = {}
+    values: dict[str, np.ndarray] = {}
+    for t in case.inputs:
+        if not t.null:
+            values[t.name] = generate(t.fill, t.dtype, case.seed, t.slot, 0, t.layout.numel)
+            blobs[M.input_file(t.name)] = values[t.name].tobytes()
+    out = case.output
+    if not out.null:
+        blobs[M.input_file(out.name)] = np.full(out.layout.storage_size, canary(out.dtype)).tobytes()
+    fallbacks = 0
+    if case.expect_status == 0:
+        result, fallbacks = golden(case.op, values, out.dtype)
+        blobs[M.golden_file(out.name)] = np.ascontiguousarray(result, dtype=out.dtype.np_dtype).tobytes()
+    tmp = _fresh_tmp(case, out_root)
+    try:
+        for name, data in blobs.items():
+            write_new_file(tmp / name, data)
+        digests = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(blobs.items())}
+        return finish(case, out_root, tmp, fallbacks, fp, old, digests)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def generate_batch(cases: list[Case], out_root: Path, chunk: int = CHUNK, force: bool = False) -> list[GenResult]:
+    """Several small cases in one unit of work for the pool (see parallel.batches)."""
+    return [generate_case(c, out_root, chunk, force) for c in cases]
 
 
 def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int = CHUNK, force: bool = False,
@@ -71,22 +116,26 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     check_sizes(cases, limits or SizeLimits())
     prepare_output_dir(out_root)
     remove_stale(out_root)
-    check_free_space(out_root, sum(case_bytes(c) for c in cases if force or _stale(c, out_root)))
+    # Predicted need: the cases not generated yet (an existing case that changed needs room too, but
+    # telling would cost a manifest read per case; a disk that fills anyway is a clean error).
+    check_free_space(out_root, sum(case_bytes(c) for c in cases if force or not (out_root / c.case_id).is_dir()))
     results: list[GenResult] = []
     units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
     jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
-        whole = [c for c in cases if c.numel <= SPLIT or jobs == 1 or not _splittable(c)]
-        futures = [run.submit(generate_case, c, out_root, chunk, force) for c in whole]
-        for c in cases:
-            if c not in whole:
+        split = [c.numel > SPLIT and jobs > 1 and _splittable(c) for c in cases]
+        whole = [c for c, s in zip(cases, split) if not s]
+        futures = [run.submit(generate_batch, b, out_root, chunk, force)
+                   for b in batches(whole, lambda c: c.numel, run.jobs)]
+        for c, s in zip(cases, split):
+            if s:
                 r = _generate_split(run, c, out_root, chunk, force)
                 results.append(r)
                 on_done and on_done(r)
         for f in as_completed(futures):
-            r = f.result()
-            results.append(r)
-            on_done and on_done(r)
+            for r in f.result():
+                results.append(r)
+                on_done and on_done(r)
     return results
 
 
@@ -95,7 +144,10 @@ def _splittable(case: Case) -> bool:
 
 
 def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
-    skip = unchanged(case, out_root, force)
+    fp = M.fingerprint(case)
+    final = safe_child(out_root, case.case_id)
+    old = _existing(final)
+    skip = None if force else _reusable(case, final, old, fp)
     if skip:
         return skip
     tmp = prepare(case, out_root)
@@ -104,25 +156,39 @@ def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: 
         run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
                              for s, e in chunks(t.layout.numel, SPLIT // 4)])
         fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges]))
-        return finish(case, out_root, tmp, fallbacks)
+        return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def unchanged(case: Case, out_root: Path, force: bool) -> GenResult | None:
-    """The result for a case that need not be written again, or None."""
-    final = safe_child(out_root, case.case_id)
-    old = _existing(final)
-    if force or old is None or old.get("fingerprint") != M.fingerprint(case) or not _intact(final, old):
+def _reusable(case: Case, final: Path, old: dict | None, fp: str) -> GenResult | None:
+    """The result for a case that need not be written again (same fingerprint, files intact), or None."""
+    if old is None or old.get("fingerprint") != fp or not _intact(final, old):
         return None
-    return GenResult(case.case_id, final, case.numel, old["golden"]["exact_fallback_elements"], skipped=True)
+    try:
+        fallbacks = int(old["golden"]["exact_fallback_elements"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return GenResult(case.case_id, final, case.numel, fallbacks, skipped=True)
 
 
-def _stale(case: Case, out_root: Path) -> bool:
-    """Whether gen will (re)write this case, judged from its manifest's fingerprint alone (cheap)."""
-    old = _existing(out_root / case.case_id)
-    return old is None or old.get("fingerprint") != M.fingerprint(case)
+def _fresh_tmp(case: Case, out_root: Path) -> Path:
+    """An empty `.<id>.partial-<pid>` beside the case's directory (refusing to replace a foreign one)."""
+    final = safe_child(out_root, case.case_id)
+    if (final.exists() or final.is_symlink()) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
+        raise UserError(f"exists and is not a case directory gen wrote (no {M.MANIFEST}); move it away or choose "
+                        f"another output directory", where=str(final))
+    tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except FileExistsError:  # left by a killed process that had this pid
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as exc:
+        raise WriteError(f"cannot create: {exc.strerror}", where=str(tmp)) from None
+    return tmp
 
 
 def prepare(case: Case, out_root: Path) -> Path:
@@ -130,14 +196,7 @@ def prepare(case: Case, out_root: Path) -> Path:
 
     If this fails (a full disk), the temporary directory is removed before the error goes on.
     """
-    out_root.mkdir(parents=True, exist_ok=True)
-    final = safe_child(out_root, case.case_id)
-    if (final.exists() or final.is_symlink()) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
-        raise UserError(f"exists and is not a case directory gen wrote (no {M.MANIFEST}); move it away or choose "
-                        f"another output directory", where=str(final))
-    tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = _fresh_tmp(case, out_root)
     try:
         _allocate_all(case, tmp)
     except BaseException:
@@ -194,13 +253,17 @@ def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK
     return fallbacks
 
 
-def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int) -> GenResult:
-    """Checksums, manifest, kept dumps; then move the finished directory into place."""
+def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: dict | None,
+           digests: dict[str, str] | None = None) -> GenResult:
+    """Checksums (unless given), manifest, kept dumps; then move the finished directory into place.
+
+    old: the manifest the case had before (its dumps are kept if it had the same fingerprint).
+    """
     final = safe_child(out_root, case.case_id)
-    digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
-    atomic_write_text(tmp / M.MANIFEST, M.dumps_json(M.build(case, digests, fallbacks)))
-    old = _existing(final)
-    if old is not None and old.get("fingerprint") == M.fingerprint(case):
+    if digests is None:
+        digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
+    write_new_file(tmp / M.MANIFEST, M.dumps_json(M.build(case, digests, fallbacks, fp)).encode())  # tmp is private
+    if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
             if kept.is_file():
                 copy_storage(kept, tmp / kept.name)

@@ -111,8 +111,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(root: Path, depth: int = 1) -> list[Path]:
-    """Remove temporaries left in root (and its case directories) by killed gens and emulates.
+def remove_stale(root: Path, depth: int = 0) -> list[Path]:
+    """Remove temporaries left in root (and, with depth, in its subdirectories) by killed runs.
 
     Only those whose process is gone: a concurrent gen's work in progress is never touched.
     """

@@ -55,3 +55,28 @@ def as_completed(futures: list[Future]):
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         yield from done
+
+
+SMALL_BATCH_ELEMENTS = 1 << 20  # a batch of small cases carries about this much work
+
+
+def batches(items: list, size_of: Callable[[Any], int], jobs: int, most: int = 256) -> list[list]:
+    """Group many small units into batches for the pool, keeping their order.
+
+    Dispatching a tiny case costs more than computing it (pickling, a round trip to a worker):
+    batches of about SMALL_BATCH_ELEMENTS elements (at most `most` units) amortise that, while
+    still leaving several batches per worker so the load stays balanced and progress moves.
+    """
+    if not items:
+        return []
+    total = sum(max(1, size_of(x)) for x in items)
+    target = max(1, min(SMALL_BATCH_ELEMENTS, total // max(1, 4 * jobs)))
+    out: list[list] = [[]]
+    load = 0
+    for x in items:
+        if out[-1] and (load >= target or len(out[-1]) >= most):
+            out.append([])
+            load = 0
+        out[-1].append(x)
+        load += max(1, size_of(x))
+    return out

@@ -23,11 +23,14 @@ CHUNK = 1 << 16  # elements per processing chunk: bounds memory, keeps temporari
 
 
 def safe_child(root: Path, name: str) -> Path:
-    """root/name, refusing any name that would leave root."""
-    child = (root / name).resolve()
-    if child.parent != root.resolve() or name in ("", ".", ".."):
+    """root/name, refusing any name that would leave root (a plain name: no separator, not . or ..).
+
+    A string check, not a resolve(): it runs for every case, and a name without separators cannot
+    climb out of its directory.
+    """
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
         raise UserError(f"'{name}' would leave the output directory", where=str(root))
-    return child
+    return Path(root) / name
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -84,7 +87,7 @@ class StorageFile:
         if self._hash is None:
             return
         total = os.fstat(self.fd).st_size
-        block = bytearray(1 << 22)
+        block = bytearray(min(1 << 22, max(0, total - self._hashed)))  # small files: a small buffer
         while self._hashed < total:
             n = os.preadv(self.fd, [memoryview(block)[:min(len(block), total - self._hashed)]], self._hashed)
             if n <= 0:
@@ -292,3 +295,17 @@ def copy_storage(src: Path, dst: Path) -> None:
         if exc.filename == str(src) and not Path(src).is_file():
             raise UserError(f"cannot read: {exc.strerror}", where=str(src)) from None
         raise WriteError(f"cannot write: {exc.strerror}", where=str(dst)) from None
+
+
+def write_new_file(path: Path, data: bytes) -> None:
+    """Create a file that must not exist yet and write all of data (one open, one write)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view, done = memoryview(data), 0
+            while done < len(view):
+                done += os.write(fd, view[done:])
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None

@@ -26,7 +26,7 @@ from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, STANDARDS, Standard, find_standard
-from .parallel import Runner, as_completed, jobs_for
+from .parallel import Runner, as_completed, batches, jobs_for
 from .storage import CHUNK, StorageFile, check_file_sha256, check_size, chunks, in_view_mask
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
@@ -48,9 +48,20 @@ def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, float]:
     A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
     more precise than it: thresholds follow the coarser precision, the floor the larger one.
     """
-    out = m.output.dtype
-    inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
-    return min((out, inner), key=lambda d: d.precision), max(out.smallest_normal, inner.smallest_normal)
+    mine = m.__dict__.get("_tolerance_dtype")  # asked four times per case: kept on the manifest
+    if mine is not None:
+        return mine
+    key = (m.op.name, tuple(t.dtype.name for t in m.tensors))
+    if key not in _TOLERANCE_DTYPES:
+        out = m.output.dtype
+        inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+        _TOLERANCE_DTYPES[key] = (min((out, inner), key=lambda d: d.precision),
+                                  max(out.smallest_normal, inner.smallest_normal))
+    m.__dict__["_tolerance_dtype"] = _TOLERANCE_DTYPES[key]
+    return _TOLERANCE_DTYPES[key]
+
+
+_TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtypes): thousands of cases share a few
 
 
 def _standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
@@ -129,7 +140,8 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         verdict = std.judge(metrics, params, tolerance_dtype(m)[0], bench)
         result.status, result.reason = (PASS if verdict.passed else FAIL), verdict.reason
         result.metrics, result.benchmark = metrics.to_json(), bench.to_json() if bench else None
-        result.worst = [describe_element(m, std, i) for i in metrics.worst_indices()]
+        if not verdict.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
+            result.worst = [describe_element(m, std, i) for i in metrics.worst_indices()]
         result.error_rows = rows
         if verdict.passed:
             doubt = mistrust(m, metrics, opts.strict)
@@ -384,15 +396,21 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
     jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
         small = [m for m in manifests if m.output.layout.numel <= SPLIT or jobs == 1]
-        futures = {run.submit(_verify_safely, m, opts): m for m in small}
+        futures = [run.submit(_verify_batch, b, opts) for b in batches(small, lambda m: m.output.layout.numel, run.jobs)]
         for m in manifests:
             if m.output.layout.numel > SPLIT and jobs > 1:
                 results[str(m.dir)] = _verify_safely(m, opts, run)
                 on_case and on_case(results[str(m.dir)])
-        for f in as_completed(list(futures)):
-            results[str(futures[f].dir)] = f.result()
-            on_case and on_case(results[str(futures[f].dir)])
+        for f in as_completed(futures):
+            for r in f.result():
+                results[r.path] = r
+                on_case and on_case(r)
     return RunResult([results[k] for k in sorted(results)], strict=opts.strict)
+
+
+def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
+    """Several small cases in one unit of work for the pool (see parallel.batches)."""
+    return [_verify_safely(m, opts) for m in manifests]
 
 
 def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) -> CaseResult:

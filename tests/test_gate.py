@@ -380,3 +380,12 @@ def test_an_independent_kernel_passes_suites_built_like_ops_nn_atk_and_ttk(tmp_p
     assert r.exit_code == 0, r.output
     statuses = {c["status"] for c in _strict((tmp_path / "v.json").read_text())["cases"]}
     assert statuses <= {"PASS", "MISTRUSTED"}
+
+
+@pytest.mark.parametrize("kind", ["random", "standard_normal"])
+def test_a_blocks_draws_do_not_depend_on_how_many_are_drawn(kind):
+    """fill draws only the prefix of a 65,536-element block that a small tensor needs: same values."""
+    full = getattr(np.random.Generator(np.random.PCG64(np.random.SeedSequence([3, 1, 0]))), kind)(BLOCK)
+    for k in (1, 2, 7, 100, 4096, BLOCK - 1):
+        part = getattr(np.random.Generator(np.random.PCG64(np.random.SeedSequence([3, 1, 0]))), kind)(k)
+        assert part.tobytes() == full[:k].tobytes()
