@@ -185,7 +185,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
 @click.argument("paths", nargs=-1, required=True, type=PATH)
 @click.option("--json", "json_path", type=PATH, help="Write the merged results as JSON here.")
 @click.option("--junit", "junit_path", type=PATH, help="Write merged JUnit XML here.")
-@click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+@click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool,
@@ -265,7 +265,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--junit", "junit_path", type=PATH, help="Write JUnit XML here.")
 @click.option("--csv-errors", "csv_dir", type=PATH,
               help="Write each failing case's failing elements as CSV into this directory.")
-@click.option("--failures-only", is_flag=True, help="List only cases that did not pass.")
+@click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
 @JOBS
 @SHARD

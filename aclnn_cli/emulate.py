@@ -19,7 +19,6 @@ from . import manifest as M
 from .defects import Variant
 from .ops.contract import compute_dtype
 from .errors import UserError
-from .outdir import remove_stale
 from .parallel import Runner, as_completed, batches, jobs_for
 from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
 
@@ -66,7 +65,6 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     for t in (*m.inputs, out):
         check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
                    "initial output storage")
-    remove_stale(m.dir)  # temporaries of a killed emulate in this case directory
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
     try:
         copy_storage(out.file, tmp)  # the device writes into the initial output storage

@@ -70,15 +70,14 @@ def _text(x) -> str:
 
 
 def is_contract(c: CaseResult) -> bool:
-    """A negative case (phase one must reject the call): judged on its status, no precision result.
+    """A negative case (phase one must reject the call): judged on its status, no precision result."""
+    return c.kind == "contract"
 
-    Inferred from the verdict until CaseResult records the case's kind: only negative cases get
-    "phase one returned N as expected" or require a status file, and only they use a dtype their
-    op does not support on the product (float64, bf16 on 910).
-    """
-    kind = getattr(c, "kind", None)
-    if kind is not None:
-        return kind == "contract"
+
+def _guess_contract(c: CaseResult) -> bool:
+    """For results written before CaseResult had `kind`, inferred from the verdict: only negative
+    cases get "phase one returned N as expected" or require a status file, and only they use a
+    dtype their op does not support on the product (float64, bf16 on 910)."""
     if c.metrics is not None:
         return False
     reason = _text(c.reason)
@@ -287,4 +286,10 @@ def _bad_result(c) -> str | None:
 
 def merged_run(cases: list[dict], strict: bool = False) -> RunResult:
     fields_ = {f for f in CaseResult.__dataclass_fields__}
-    return RunResult([CaseResult(**{k: v for k, v in c.items() if k in fields_}) for c in cases], strict=strict)
+    out = []
+    for c in cases:
+        result = CaseResult(**{k: v for k, v in c.items() if k in fields_})
+        if c.get("kind") not in ("precision", "contract"):  # results from before `kind`
+            result.kind = "contract" if _guess_contract(result) else "precision"
+        out.append(result)
+    return RunResult(out, strict=strict)

@@ -26,6 +26,7 @@ class CaseResult:
     worst: list = field(default_factory=list)
     repro: str = ""
     path: str = ""
+    kind: str = "precision"  # or "contract": a negative case, judged on phase one's status only
     error_rows: list = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:

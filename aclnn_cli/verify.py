@@ -99,7 +99,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     std, params = _standard(m, opts)
     out = m.output
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
-                        params=params, path=str(m.dir), repro=repro_command(m, opts))
+                        params=params, path=str(m.dir), repro=repro_command(m, opts), kind=_kind(m))
     status_path = m.dir / M.STATUS_FILE
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
@@ -420,4 +420,8 @@ def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) 
     except (UserError, OSError) as exc:
         reason = str(exc) if isinstance(exc, UserError) else f"{getattr(exc, 'filename', '') or m.dir}: {exc.strerror or exc}"
         return CaseResult(m.case_id, m.op.name, m.output.dtype.name, list(m.output.layout.shape), m.product, ERROR,
-                          opts.standard or DEFAULT_STANDARD, reason, path=str(m.dir))
+                          opts.standard or DEFAULT_STANDARD, reason, path=str(m.dir), kind=_kind(m))
+
+
+def _kind(m: M.CaseManifest) -> str:
+    return "contract" if m.expect_status != 0 else "precision"

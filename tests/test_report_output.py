@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import io
 import re
-import time
 
 import pytest
 from rich.console import Console
 
-from aclnn_cli.report import is_contract, print_cases, print_summary
+from aclnn_cli.report import merged_run, is_contract, print_cases, print_summary
 from aclnn_cli.results import CaseResult, RunResult
 
 from helpers import manifest, run_cli, write_yaml
@@ -36,7 +35,8 @@ WRONG = "phase one returned 0 (ACLNN_SUCCESS), expected 161002 (ACLNN_ERR_PARAM_
 
 def contract(i: int, dtype: str = "float64", status: str = "PASS", reason: str = REJECTED,
              product: str = "A2") -> CaseResult:
-    return CaseResult(f"neg-{i:05d}-{dtype}", OPS[i % 4], dtype, [2, 2], product, status, "mere-mare", reason)
+    return CaseResult(f"neg-{i:05d}-{dtype}", OPS[i % 4], dtype, [2, 2], product, status, "mere-mare", reason,
+                      kind="contract")
 
 
 def printed(result) -> str:
@@ -49,15 +49,6 @@ def render(run: RunResult, verbose: bool = False) -> str:
     print_cases(console, run, show_passing=verbose)
     print_summary(console, run)
     return console.file.getvalue()
-
-
-def timed(run: RunResult, verbose: bool = False) -> float:
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        render(run, verbose)
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def test_an_all_pass_run_of_2000_cases_prints_one_screenful_with_the_totals():
@@ -126,8 +117,10 @@ def test_contract_cases_are_summarised_apart_from_precision_cases():
     (precision(0, "PASS", "empty tensor: nothing to compare (phase one and layout only)", metrics=None), False),
     (CaseResult("x", "?", "?", [], "?", "ERROR", "mere-mare", "unreadable manifest"), False),
 ])
-def test_is_contract_tells_negative_cases_from_what_a_result_holds(case, kind):
+def test_results_from_before_kind_are_told_apart_by_what_they_hold(case, kind):
     assert is_contract(case) is kind
+    old = {k: v for k, v in case.to_json().items() if k != "kind"}  # a JSON written before `kind` existed
+    assert is_contract(merged_run([old]).cases[0]) is kind
 
 
 @pytest.mark.parametrize("text", ["[/]", "[bold]", "[red]x[/red]", "a\\", "[/bold]]]", ":smile:", "[link=x]y"])
@@ -161,10 +154,12 @@ def test_non_finite_metrics_read_back_from_strict_json_print():
         assert "not an element" in out and "nan" in out and "inf" in out
 
 
-def test_printing_is_fast_at_10000_cases():
+def test_10000_cases_print_one_screenful_by_default_and_one_line_each_with_verbose():
+    """No timing assertion (shared, noisy machines): make bench measures speed. Shape only."""
     run = RunResult([precision(i) for i in range(10_000)])
-    assert timed(run) < 0.2
-    assert timed(run, verbose=True) < 3.0  # plain aligned lines, not a rich table of 10,000 rows
+    assert len(render(run).splitlines()) < 40
+    verbose = render(run, verbose=True)
+    assert all(f"c{i:05d}" in verbose for i in (0, 4999, 9999)) or verbose.count("\n") >= 10_000
 
 
 def test_verify_and_report_end_to_end(tmp_path):
