@@ -6,12 +6,20 @@ workers). Ratios compare runs made minutes apart on the same machine; the machin
 and noisy, so each pair is measured --repeat times and the medians are compared.
 
     python bench/bench.py                 # 1M, 16M, 256M x fp32/fp16/bf16, then the 1G-element RSS check
-    python bench/bench.py --quick         # 1M and 16M only, no 1G check
+    python bench/bench.py --quick         # 1M and 16M only, no 1G check; small cases: 2,000 only
+    python bench/bench.py --small-only    # only the many-small-cases part (bench/small_cases.py)
+    python bench/bench.py --small-only --quick             # only the 2,000-case suite
+    python bench/bench.py --profile-small gen|regen|emulate|verify   # one step on 2,000 cases under cProfile
+
+After the large-tensor table, the "many small cases" part (issue 9) times gen, an unchanged
+re-gen, emulate and verify of 2,000 and 10,000 4,096-element float16 SiluBackward cases (and
+10,000 of 4 elements) against naive per-case scripts; see bench/small_cases.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import statistics
@@ -158,36 +166,82 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def code_version() -> str:
+    """The commit under test, and '+dirty-<hash of the diff>' if the work tree's aclnn_cli differs from it
+    (the benchmark imports the package from the work tree, where others may be editing)."""
+    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, cwd=ROOT).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    diff = git("diff", "HEAD", "--", "aclnn_cli")
+    return head + (f"+dirty-{hashlib.sha256(diff.encode()).hexdigest()[:8]}" if diff else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1M and 16M only; skip the 1G-element RSS check")
+    ap.add_argument("--quick", action="store_true",
+                    help="1M and 16M only, skip the 1G-element RSS check; small cases: the 2,000-case suite only")
     ap.add_argument("--sizes", type=int, nargs="*", help="element counts (default 1M 16M 256M)")
     ap.add_argument("--dtypes", nargs="*", default=["float32", "float16", "bfloat16"])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tmp", type=Path, default=None, help="scratch directory (needs ~25 GiB for the 1G check)")
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    ap.add_argument("--small-only", action="store_true", help="only the many-small-cases benchmark")
+    ap.add_argument("--no-small", action="store_true", help="skip the many-small-cases benchmark")
+    ap.add_argument("--small-suites", nargs="*", metavar="CASESxELEMENTS",
+                    help="small-case suites to run, e.g. 2000x4096 10000x4 (default 2000x4096 10000x4096 10000x4; "
+                         "--quick: 2000x4096)")
+    ap.add_argument("--profile-small", choices=["gen", "regen", "emulate", "verify"],
+                    help="run one step on the 2,000-case suite under cProfile and print the top functions, "
+                         "by cumulative and by own time (nothing else runs)")
+    ap.add_argument("--profile-jobs", type=int, default=1,
+                    help="jobs for --profile-small (default 1: with a pool, cProfile sees only the parent waiting)")
+    ap.add_argument("--profile-top", type=int, default=25, help="functions listed per sort order")
+    ap.add_argument("--profile-out", type=Path, help="also save the raw cProfile stats here (for snakeviz, pstats)")
     args = ap.parse_args()
+    import small_cases
+    if args.tmp:
+        args.tmp.mkdir(parents=True, exist_ok=True)
+    if args.profile_small:
+        with tempfile.TemporaryDirectory(prefix="aclnn-profile-", dir=args.tmp) as tmp:
+            small_cases.profile(Path(tmp), args.profile_small, args.profile_jobs, args.profile_top,
+                                args.profile_out and args.profile_out.resolve())
+        return
     sizes = args.sizes or ([1 << 20, 1 << 24] if args.quick else [1 << 20, 1 << 24, 1 << 28])
+    result: dict = {"code": code_version()}
+    print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
-        rows = []
-        for n in sizes:
-            for dtype in args.dtypes:
-                rows.append(measure(Path(tmp), n, dtype, args.jobs, args.repeat))
-                print(f"measured {n:,} {dtype}", file=sys.stderr, flush=True)
-        print(table(rows))
-        result = {"rows": rows}
-        if not args.quick:
-            huge = rss_check(Path(tmp), args.jobs)
-            ok = huge["verify"]["rss_mib"] < 1024
-            print(f"\n1G-element float32 case (4 GiB output): verify {huge['verify']['seconds']:.1f} s, "
-                  f"peak RSS {huge['verify']['rss_mib']:.0f} MiB ({'under' if ok else 'OVER'} the 1 GiB limit); "
-                  f"gen {huge['gen']['seconds']:.1f} s, peak RSS {huge['gen']['rss_mib']:.0f} MiB")
-            result["huge"] = huge
-            if not ok:
-                sys.exit(1)
+        failed = False
+        if not args.small_only:
+            rows = []
+            for n in sizes:
+                for dtype in args.dtypes:
+                    rows.append(measure(Path(tmp), n, dtype, args.jobs, args.repeat))
+                    print(f"measured {n:,} {dtype}", file=sys.stderr, flush=True)
+            print(table(rows))
+            result["rows"] = rows
+            if not args.quick:
+                huge = rss_check(Path(tmp), args.jobs)
+                ok = huge["verify"]["rss_mib"] < 1024
+                print(f"\n1G-element float32 case (4 GiB output): verify {huge['verify']['seconds']:.1f} s, "
+                      f"peak RSS {huge['verify']['rss_mib']:.0f} MiB ({'under' if ok else 'OVER'} the 1 GiB limit); "
+                      f"gen {huge['gen']['seconds']:.1f} s, peak RSS {huge['gen']['rss_mib']:.0f} MiB", flush=True)
+                result["huge"] = huge
+                failed = not ok
+        if not args.no_small:
+            suites = [small_cases.parse_suite(x) for x in args.small_suites] if args.small_suites else None
+            small = small_cases.run_all(Path(tmp), args.jobs, args.repeat, args.quick, suites)
+            print(("" if args.small_only else "\n") + "Many small cases (SiluBackward float16, "
+                  "one case file; ratios against the naive per-case scripts, same run):\n")
+            print(small_cases.report(small))
+            result["small"] = small
+        end = code_version()
+        if end != result["code"]:
+            print(f"\nnote: the code changed during the run ({result['code']} -> {end})")
+            result["code_at_end"] = end
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
+        if failed:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
