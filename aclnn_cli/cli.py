@@ -16,7 +16,7 @@ from . import importers
 from . import manifest as M
 from .cases import load_cases
 from .standards import STANDARDS
-from .emulate import emulate_all
+from .emulate import emulate_all, emulate_dirs
 from .defects import CATALOGUE, find_variant
 from .errors import UserError
 from .gen import generate_case, generate_cases
@@ -30,7 +30,7 @@ from .report import (junit_xml, load_results, merged_run, print_cases, print_sum
                      write_json)
 from .storage import atomic_write_text, check_output_paths
 from .outdir import SizeLimits, parse_size
-from .verify import Options, check_run_tolerances, verify_manifests
+from .verify import Options, check_run_tolerances, verify_dirs, verify_manifests
 
 BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
 
@@ -67,6 +67,13 @@ def _load_sharded(out: Path, shard) -> tuple[list, list]:
     both = [(m.case_id, m.output.layout.numel, m) for m in manifests] + [(d.name, 0, (d, e)) for d, e in broken]
     mine = _shard(both, lambda x: (x[0], x[1]), shard)
     return [x[2] for x in mine if isinstance(x[2], M.CaseManifest)], [x[2] for x in mine if isinstance(x[2], tuple)]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape if isinstance(shape, list) else []:
+        n *= d if isinstance(d, int) else 1
+    return n
 
 
 def _console() -> Console:
@@ -169,13 +176,20 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
     variant = find_variant(defect) if defect else None
     with _one_line_errors():
-        manifests, broken = _load_sharded(out, shard)
-        with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
-            errors = [e for _, e in broken] + emulate_all(
-                manifests, variant, jobs, on_done=lambda m: bar.advance(m.case_id, m.output.layout.numel))
+        if shard == (0, 1):  # no selection to make: the workers read the manifests themselves
+            dirs = M.find_cases(out)
+            with Progress("emulate", len(dirs), None) as bar:
+                errors = emulate_dirs(dirs, variant, jobs, on_done=bar.advance)
+            total = len(dirs)
+        else:
+            manifests, broken = _load_sharded(out, shard)
+            total = len(manifests) + len(broken)
+            with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+                errors = [e for _, e in broken] + emulate_all(
+                    manifests, variant, jobs, on_done=lambda m: bar.advance(m.case_id, m.output.layout.numel))
     for exc in errors:
         click.echo(f"aclnn-cli: error: {exc}", err=True)
-    done = len(manifests) - len(errors) + len(broken)
+    done = total - len(errors)
     click.echo(f"emulated {done} cases in {out}" + (f" with defect '{defect}'" if defect else "")
                + (f"; {len(errors)} cases have bad files (above)" if errors else ""))
     sys.exit(2 if errors else 0)
@@ -278,12 +292,17 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                    error_rows=csv_dir is not None, strict=strict)
     with _one_line_errors():
         check_output_paths(json_path, junit_path, csv_dir=csv_dir)
-        manifests, broken = _load_sharded(out, shard)
-        check_run_tolerances(manifests, opts)
-        with Progress("verify", len(manifests) + len(broken), sum(m.output.layout.numel for m in manifests)) as bar:
-            sizes = {str(m.dir): m.output.layout.numel for m in manifests}
-            run = verify_manifests(manifests, broken, opts, jobs=jobs,
-                                   on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
+        if shard == (0, 1) and not opts.tolerance:  # nothing to select or check first: workers read the manifests
+            dirs = M.find_cases(out)
+            with Progress("verify", len(dirs), None) as bar:
+                run = verify_dirs(dirs, opts, jobs=jobs, on_case=lambda r: bar.advance(r.case_id, _numel(r.shape)))
+        else:
+            manifests, broken = _load_sharded(out, shard)
+            check_run_tolerances(manifests, opts)
+            with Progress("verify", len(manifests) + len(broken), sum(m.output.layout.numel for m in manifests)) as bar:
+                sizes = {str(m.dir): m.output.layout.numel for m in manifests}
+                run = verify_manifests(manifests, broken, opts, jobs=jobs,
+                                       on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
     _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose)
 
 

@@ -165,3 +165,42 @@ def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = Non
 def _raise(problem: Exception | None) -> None:
     if problem is not None:
         raise problem
+
+
+def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: int = 1,
+                 on_done=None) -> list[UserError]:
+    """emulate_all for case directories, each worker loading its own batch of manifests (no serial
+    read of thousands of manifests); on_done(case_id, elements). Large cases come back to be split."""
+    if jobs <= 1 or len(case_dirs) <= 1:
+        manifests, broken = M.load_all(case_dirs)
+        done = (lambda m: on_done(m.case_id, m.output.layout.numel)) if on_done else None
+        return [e for _, e in broken] + emulate_all(manifests, variant, jobs, done)
+    errors: list[UserError] = []
+    deferred: list[M.CaseManifest] = []
+    size = max(1, min(256, len(case_dirs) // (4 * jobs)))
+    with Runner(jobs) as run:
+        futures = [run.submit(_load_and_emulate, case_dirs[i:i + size], variant)
+                   for i in range(0, len(case_dirs), size)]
+        for f in as_completed(futures):
+            outcomes, large = f.result()
+            deferred += large
+            for case_id, elements, problem in outcomes:
+                if problem is not None:
+                    errors.append(problem)
+                on_done and on_done(case_id, elements)
+    if deferred:
+        done = (lambda m: on_done(m.case_id, m.output.layout.numel)) if on_done else None
+        errors += emulate_all(deferred, variant, jobs, done)
+    return errors
+
+
+def _load_and_emulate(case_dirs: list[Path], variant: Variant | None):
+    """A worker's batch: (case id, elements, error or None) per case, and the large cases unrun."""
+    manifests, broken = M.load_all(case_dirs)
+    outcomes = [(d.name, 0, exc) for d, exc in broken]
+    small = [m for m in manifests if m.output.layout.numel <= SPLIT]
+    for m, problem in zip(small, emulate_batch(small, variant)):
+        if isinstance(problem, OSError):
+            problem = UserError(problem.strerror or str(problem), where=str(problem.filename or m.dir))
+        outcomes.append((m.case_id, m.output.layout.numel, problem))
+    return outcomes, [m for m in manifests if m.output.layout.numel > SPLIT]

@@ -376,9 +376,43 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
-    """Verify the cases in these directories (a manifest that does not load makes its case ERROR)."""
+    """Verify the cases in these directories (a manifest that does not load makes its case ERROR).
+
+    With workers, each loads and judges a batch of directories itself, so reading thousands of
+    manifests is not a serial step; a case too large for one worker comes back unjudged and is
+    split across the pool here.
+    """
+    if jobs <= 1 or len(case_dirs) <= 1:
+        manifests, broken = M.load_all(case_dirs)
+        return verify_manifests(manifests, broken, opts, on_case, jobs)
+    results: dict[str, CaseResult] = {}
+    deferred: list[M.CaseManifest] = []
+    size = max(1, min(256, len(case_dirs) // (4 * jobs)))
+    with Runner(jobs) as run:
+        futures = [run.submit(_load_and_verify, case_dirs[i:i + size], opts) for i in range(0, len(case_dirs), size)]
+        for f in as_completed(futures):
+            done, large = f.result()
+            deferred += large
+            for r in done:
+                results[r.path] = r
+                on_case and on_case(r)
+        for m in deferred:
+            results[str(m.dir)] = _verify_safely(m, opts, run)
+            on_case and on_case(results[str(m.dir)])
+    return RunResult([results[k] for k in sorted(results)], strict=opts.strict)
+
+
+def _load_and_verify(case_dirs: list[Path], opts: Options) -> tuple[list[CaseResult], list[M.CaseManifest]]:
+    """A worker's batch: load and judge each case; return the large ones unjudged (to be split)."""
     manifests, broken = M.load_all(case_dirs)
-    return verify_manifests(manifests, broken, opts, on_case, jobs)
+    done = [_broken_result(d, exc, opts) for d, exc in broken]
+    large = [m for m in manifests if m.output.layout.numel > SPLIT]
+    done += [_verify_safely(m, opts) for m in manifests if m.output.layout.numel <= SPLIT]
+    return done, large
+
+
+def _broken_result(d: Path, exc: UserError, opts: Options) -> CaseResult:
+    return CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
 
 
 def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, UserError]] = (),
@@ -389,8 +423,7 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
     """
     results: dict[str, CaseResult] = {}
     for d, exc in broken:
-        results[str(d)] = CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc),
-                                     path=str(d))
+        results[str(d)] = _broken_result(d, exc, opts)
         on_case and on_case(results[str(d)])
     units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
     jobs = jobs_for(jobs, units)
