@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from . import __version__
@@ -228,12 +228,18 @@ def _ints(v) -> tuple[int, ...]:
     return tuple(_int(x) for x in v)
 
 
+@lru_cache(maxsize=4096)
+def _layout(shape: tuple, strides: tuple, offset: int, storage: int) -> tuple[Layout, str | None]:
+    """A checked Layout; thousands of small cases share a handful, so each is built and checked once."""
+    layout = Layout(shape, strides, offset, storage)
+    return layout, layout.check()
+
+
 def _tensor(case_dir: Path, t: dict) -> TensorEntry:
     if t.get("null"):
         return TensorEntry(str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]),
                            Layout.contiguous(_ints(t["shape"])), None, None, None)
-    layout = Layout(_ints(t["shape"]), _ints(t["strides"]), _int(t["offset"]), _int(t["storage_shape"][0]))
-    problem = layout.check()
+    layout, problem = _layout(_ints(t["shape"]), _ints(t["strides"]), _int(t["offset"]), _int(t["storage_shape"][0]))
     if problem:
         raise ValueError(f"tensor {t['name']}: {problem}")
     return TensorEntry(

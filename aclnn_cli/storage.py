@@ -67,15 +67,18 @@ class StorageFile:
     """
 
     def __init__(self, path: Path, dtype: np.dtype, size: int, writable: bool = False,
-                 sha256: str | None = None, what: str = "file") -> None:
+                 sha256: str | None = None, what: str = "file", exact_size: bool = False) -> None:
         self.path, self.dtype, self.size = path, np.dtype(dtype), size
         try:
             self.fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
         except OSError as exc:
             raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
-        if stat.S_ISDIR(os.fstat(self.fd).st_mode):
+        st = os.fstat(self.fd)
+        problem = ("is a directory, not a file" if stat.S_ISDIR(st.st_mode) else
+                   _size_problem(st.st_size, size, self.dtype) if exact_size else None)
+        if problem:
             os.close(self.fd)
-            raise UserError(f"{what} is a directory, not a file", where=str(path))
+            raise UserError(f"{what} {problem}", where=str(path))
         self.writable = writable
         self._map: np.ndarray | None = None
         self.expected_sha256, self.what = sha256, what
@@ -198,11 +201,16 @@ def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{what} is not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""),
                         where=str(path))
-    nbytes = st.st_size
-    expected = size * np.dtype(dtype).itemsize
-    if nbytes != expected:
-        raise UserError(f"{what} has {nbytes} bytes, expected {expected} "
-                        f"({size} elements of {np.dtype(dtype).itemsize} bytes)", where=str(path))
+    problem = _size_problem(st.st_size, size, np.dtype(dtype))
+    if problem:
+        raise UserError(f"{what} {problem}", where=str(path))
+
+
+def _size_problem(nbytes: int, size: int, dtype: np.dtype) -> str | None:
+    expected = size * dtype.itemsize
+    if nbytes == expected:
+        return None
+    return f"has {nbytes} bytes, expected {expected} ({size} elements of {dtype.itemsize} bytes)"
 
 
 def view_positions(layout: Layout, start: int, stop: int) -> slice | np.ndarray:
