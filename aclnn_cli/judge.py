@@ -1,0 +1,258 @@
+"""One case's comparison under one standard: options, thresholds, the chunked pass with its
+relief, checksums beside the reads, writes outside the view, and the worst elements described.
+
+Dumps are compared chunk by chunk. With the default standard, elements that break the plain rule
+are re-judged once with what the op knows (relief): the magnitude of the terms that cancel
+(condition-aware scale) and the device's documented edge results. Relief only ever lowers an
+element's error and touches only flagged elements, so the common path reads nothing but dump,
+golden and (for their checksums) the inputs. verify.py decides verdicts and runs many cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import manifest as M
+from .compare import ElementErrors, Metrics, apply_rule, element_errors
+from .dtypes import DType, round_from_f64
+from .emulate import kernel_output
+from .errors import UserError
+from .layout import source_positions
+from .ops.contract import compute_dtype
+from .standards import DEFAULT_STANDARD, Standard, find_standard
+from .storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
+
+CSV_ROW_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Options:
+    standard: str | None = None  # overrides each case's own
+    tolerance: Mapping[str, float] = field(default_factory=dict)  # overrides the standard's parameters
+    signed_zeros: bool = False
+    error_rows: bool = False  # collect failing elements (for --csv-errors)
+    chunk: int = CHUNK
+    strict: bool = False  # MISTRUSTED fails the run (by default it is a warning)
+
+
+def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, float]:
+    """(dtype whose thresholds apply, relative-error floor).
+
+    A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
+    more precise than it: thresholds follow the coarser precision, the floor the larger one.
+    """
+    mine = m.__dict__.get("_tolerance_dtype")  # asked four times per case: kept on the manifest
+    if mine is not None:
+        return mine
+    key = (m.op.name, tuple(t.dtype.name for t in m.tensors))
+    if key not in _TOLERANCE_DTYPES:
+        out = m.output.dtype
+        inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+        _TOLERANCE_DTYPES[key] = (min((out, inner), key=lambda d: d.precision),
+                                  max(out.smallest_normal, inner.smallest_normal))
+    m.__dict__["_tolerance_dtype"] = _TOLERANCE_DTYPES[key]
+    return _TOLERANCE_DTYPES[key]
+
+
+_TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtypes): thousands of cases share a few
+
+
+def case_standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
+    name = opts.standard or m.standard or DEFAULT_STANDARD
+    overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
+        else dict(opts.tolerance)
+    try:
+        std = find_standard(name)
+        return std, std.params(tolerance_dtype(m)[0], overrides)
+    except (KeyError, ValueError) as exc:
+        raise UserError(exc.args[0], where=str(m.dir)) from None
+
+
+def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int,
+                  checksums: bool = False) -> tuple[Metrics, Metrics | None, list]:
+    """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
+
+    checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
+    reads (for a whole case read by one process).
+    """
+    std, params = case_standard(m, opts)
+    cmp = Comparison(m, std, params, opts, checksums)
+    try:
+        result = cmp.run(start, stop)
+        cmp.check_sha256()
+        return result
+    finally:
+        cmp.close()
+
+
+def checksummed_files(m: M.CaseManifest) -> list[tuple[Path, str, str]]:
+    """(file, recorded sha256, what) for every file gen wrote that verify reads: golden and inputs."""
+    out = m.output
+    files = [(out.golden, m.recorded_sha256(out.name, "golden_sha256"), "golden")]
+    files += [(t.file, m.recorded_sha256(t.name, "sha256"), f"input {t.name}") for t in m.inputs if not t.null]
+    return files
+
+
+def check_files(m: M.CaseManifest) -> None:
+    """Check every recorded checksum of the files verify reads (IntegrityError on a mismatch)."""
+    for path, sha, what in checksummed_files(m):
+        check_file_sha256(path, sha, what)
+
+
+class Comparison:
+    """One case's chunked comparison under one standard."""
+
+    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False) -> None:
+        self.m, self.std, self.opts = m, std, opts
+        self.rule = std.rule(params)
+        _, self.floor = tolerance_dtype(m)
+        out = m.output
+        sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
+        self.files: list[StorageFile] = []
+        self.dump = self._open(out.dump, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
+        self.gold = self._open(out.golden, out.dtype.np_dtype, out.layout.storage_size,
+                               sha(out.name, "golden_sha256"), "golden")
+        self.inputs = {t.name: self._open(t.file, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
+                                          f"input {t.name}") for t in m.inputs}
+        self.rows: list = []
+
+    def _open(self, path: Path, dtype, size: int, sha: str | None, what: str) -> StorageFile:
+        f = StorageFile(path, dtype, size, sha256=sha, what=what, exact_size=True)
+        self.files.append(f)
+        return f
+
+    def check_sha256(self) -> None:
+        for f in self.files:
+            f.check_sha256()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def _emulate(self, start: int, stop: int) -> np.ndarray:
+        shape = self.m.output.layout.shape
+        values = {t.name: self.inputs[t.name].gather(t.layout, shape, start, stop) for t in self.m.inputs}
+        return kernel_output(self.m, values)
+
+    def _errors(self, a: np.ndarray, g: np.ndarray) -> ElementErrors:
+        e = element_errors(a, g, self.floor, self.m.output.dtype, flush_ok=self.std.flush_ok,
+                           signed_zeros=self.opts.signed_zeros)
+        apply_rule(e, self.rule)
+        return e
+
+    def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
+        out = self.m.output
+        metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
+        for s in range(start, stop, self.opts.chunk):
+            e = min(stop, s + self.opts.chunk)
+            a = self.dump.read(out.layout, s, e)
+            g = self.gold.read(out.layout, s, e)
+            emulated = self._emulate(s, e) if self.std.against == "emulator" or bench is not None else None
+            if self.std.against == "emulator":
+                g = emulated
+            errs = self._errors(a, g)
+            if self.std.relief and (errs.special.size or errs.violation.any()):
+                metrics.relieved += self._recheck(errs, s)
+            metrics.add(errs, s, track_small=bench is not None)
+            if bench is not None:
+                bench.add(self._errors(emulated, g), s, track_small=True)
+            if self.opts.error_rows and len(self.rows) < CSV_ROW_LIMIT:
+                bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
+                self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
+                                  float(errs.ulp[i])) for i in bad)
+        return metrics, bench, self.rows
+
+    def _recheck(self, errs: ElementErrors, start: int) -> int:
+        """Re-judge flagged elements against the op's term scale and edge results (default standard).
+
+        Returns how many flagged elements turned out fine.
+        """
+        idx = np.union1d(np.flatnonzero(errs.violation), errs.special)
+        bad_before = idx.size
+        ai, gi = errs.a[idx].astype(np.float64), errs.g[idx].astype(np.float64)
+        with np.errstate(all="ignore"):
+            self._relieve(errs, idx, ai, gi, start)
+        errs.violation = self.rule(errs)
+        still = np.union1d(np.flatnonzero(errs.violation), errs.special)
+        return int(bad_before - np.intersect1d(idx, still).size)
+
+    def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, start: int) -> None:
+        m, dtype = self.m, self.m.output.dtype
+        ins = self._gather(start + idx)
+        ref = m.op.golden_f64(ins)
+        den = np.maximum(np.maximum(np.abs(gi), ref.scale), self.floor)
+        abs_err = errs.abs[idx].astype(np.float64)
+        rel = abs_err / den
+        accepted = gi  # what each element is judged against: the golden, or the device's edge result
+        cleared = np.zeros(idx.size, dtype=bool)
+        where, device = m.op.device_edges(ins)
+        if where.any():
+            alt = round_from_f64(device, dtype).astype(np.float64)
+            same_special = (np.isnan(alt) & np.isnan(ai)) | (np.isinf(alt) & (alt == ai))
+            cleared = where & same_special
+            alt_rel = np.where(np.isfinite(alt) & np.isfinite(ai), np.abs(ai - alt) / den, np.inf)
+            use_alt = where & (alt_rel < rel)
+            rel = np.where(use_alt, alt_rel, rel)
+            accepted = np.where(use_alt, alt, gi)
+        finite = np.isfinite(ai) & np.isfinite(gi)
+        keep = finite & (rel < errs.rel[idx])  # relief only ever lowers an element's error
+        errs.rel[idx[keep]] = rel[keep]
+        errs.signed[idx[keep]] = np.where(rel[keep] > 0, (np.abs(ai[keep]) - np.abs(accepted[keep])) / den[keep], 0.0)
+        if cleared.any():
+            errs.special = np.setdiff1d(errs.special, idx[cleared])
+
+    def _gather(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        shape = self.m.output.layout.shape
+        with np.errstate(invalid="ignore"):
+            return {t.name: np.asarray(self.inputs[t.name].map[source_positions(t.layout, shape, flat)]).astype(np.float64)
+                    for t in self.m.inputs}
+
+
+def writes_outside_view(m: M.CaseManifest) -> str | None:
+    """Storage elements outside the output view that the device changed (compared bit for bit)."""
+    out = m.output
+    if out.layout.is_contiguous:
+        return None
+    check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
+    check_file_sha256(out.file, m.recorded_sha256(out.name, "sha256"), "initial output storage")
+    dump = np.fromfile(out.dump, dtype=out.dtype.uint_dtype)
+    initial = np.fromfile(out.file, dtype=out.dtype.uint_dtype)
+    changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
+    if not changed.size:
+        return None
+    return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
+
+
+def describe_element(m: M.CaseManifest, std: Standard, flat: int) -> dict:
+    """Coordinates, inputs, expected and actual value, and errors of one logical element."""
+    out = m.output
+    shape = out.layout.shape
+    with np.errstate(all="ignore"):
+        ins = {}
+        for t in m.inputs:
+            with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
+                ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
+        with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
+            a = f.read(out.layout, flat, flat + 1)
+        if std.against == "emulator":
+            g = kernel_output(m, ins)
+        else:
+            with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
+                g = f.read(out.layout, flat, flat + 1)
+        e = element_errors(a, g, out.dtype.smallest_normal, out.dtype)
+    expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
+    element = {"index": flat, "coords": list(out.layout.coords(flat)),
+               "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
+               "expected": expected, "actual": actual,
+               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
+    if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
+        element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
+    return element
+
+
+def _name(x: float) -> str:
+    return "NaN" if np.isnan(x) else f"{x:.8g}"
