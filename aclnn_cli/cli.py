@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,13 +68,6 @@ def _load_sharded(out: Path, shard) -> tuple[list, list]:
     both = [(m.case_id, m.output.layout.numel, m) for m in manifests] + [(d.name, 0, (d, e)) for d, e in broken]
     mine = _shard(both, lambda x: (x[0], x[1]), shard)
     return [x[2] for x in mine if isinstance(x[2], M.CaseManifest)], [x[2] for x in mine if isinstance(x[2], tuple)]
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape if isinstance(shape, list) else []:
-        n *= d if isinstance(d, int) else 1
-    return n
 
 
 def _console() -> Console:
@@ -295,7 +289,7 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
         if shard == (0, 1) and not opts.tolerance:  # nothing to select or check first: workers read the manifests
             dirs = M.find_cases(out)
             with Progress("verify", len(dirs), None) as bar:
-                run = verify_dirs(dirs, opts, jobs=jobs, on_case=lambda r: bar.advance(r.case_id, _numel(r.shape)))
+                run = verify_dirs(dirs, opts, jobs=jobs, on_case=lambda r: bar.advance(r.case_id, math.prod(r.shape)))
         else:
             manifests, broken = _load_sharded(out, shard)
             check_run_tolerances(manifests, opts)

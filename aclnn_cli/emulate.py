@@ -68,7 +68,8 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
     try:
         copy_storage(out.file, tmp)  # the device writes into the initial output storage
-        check_file_sha256(out.file, m.recorded_sha256(out.name), "initial output storage")
+        if not out.layout.is_contiguous:  # only then do its bytes (outside the view) reach the dump
+            check_file_sha256(tmp, m.recorded_sha256(out.name), "initial output storage")
         n = out.layout.numel
         if run is not None and n > SPLIT and out.layout.is_contiguous:
             sums = [run.submit(check_file_sha256, t.file, m.recorded_sha256(t.name), f"input {t.name}") for t in m.inputs]
@@ -121,15 +122,9 @@ def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None,
     units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
     errors: list[UserError] = []
 
-    def settle(m: M.CaseManifest, call) -> None:
-        try:
-            call()
-        except WriteError:
-            raise  # a full disk stops the run: one line, not one per case
-        except UserError as exc:
-            errors.append(exc)
-        except OSError as exc:
-            errors.append(UserError(exc.strerror or str(exc), where=str(exc.filename or m.dir)))
+    def settle(m: M.CaseManifest, problem: Exception | None) -> None:
+        if problem is not None:
+            errors.append(_as_user_error(problem, m))
         on_done and on_done(m)
 
     with Runner(jobs_for(jobs, units)) as run:
@@ -138,10 +133,16 @@ def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None,
                    for b in batches(small, lambda m: m.output.layout.numel, run.jobs)}
         for m in manifests:
             if m.output.layout.numel > SPLIT and run.jobs > 1:
-                settle(m, lambda: emulate_case(m, variant=variant, run=run))
+                try:
+                    emulate_case(m, variant=variant, run=run)
+                    settle(m, None)
+                except WriteError:
+                    raise  # a full disk stops the run: one line, not one per case
+                except (UserError, OSError) as exc:
+                    settle(m, exc)
         for f in as_completed(list(futures)):
-            for m, problem in zip(futures[f], f.result()):
-                settle(m, lambda: _raise(problem))
+            for m, problem in zip(futures[f], f.result()):  # a WriteError in a batch is raised by result()
+                settle(m, problem)
     return errors
 
 
@@ -162,9 +163,11 @@ def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = Non
     return out
 
 
-def _raise(problem: Exception | None) -> None:
-    if problem is not None:
-        raise problem
+def _as_user_error(problem: Exception, m: M.CaseManifest) -> UserError:
+    if isinstance(problem, UserError):
+        return problem
+    return UserError(getattr(problem, "strerror", None) or str(problem),
+                     where=str(getattr(problem, "filename", None) or m.dir))
 
 
 def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: int = 1,
@@ -177,10 +180,8 @@ def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: in
         return [e for _, e in broken] + emulate_all(manifests, variant, jobs, done)
     errors: list[UserError] = []
     deferred: list[M.CaseManifest] = []
-    size = max(1, min(256, len(case_dirs) // (4 * jobs)))
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_emulate, case_dirs[i:i + size], variant)
-                   for i in range(0, len(case_dirs), size)]
+        futures = [run.submit(_load_and_emulate, b, variant) for b in batches(case_dirs, lambda d: 1, jobs)]
         for f in as_completed(futures):
             outcomes, large = f.result()
             deferred += large
@@ -200,7 +201,5 @@ def _load_and_emulate(case_dirs: list[Path], variant: Variant | None):
     outcomes = [(d.name, 0, exc) for d, exc in broken]
     small = [m for m in manifests if m.output.layout.numel <= SPLIT]
     for m, problem in zip(small, emulate_batch(small, variant)):
-        if isinstance(problem, OSError):
-            problem = UserError(problem.strerror or str(problem), where=str(problem.filename or m.dir))
-        outcomes.append((m.case_id, m.output.layout.numel, problem))
+        outcomes.append((m.case_id, m.output.layout.numel, problem and _as_user_error(problem, m)))
     return outcomes, [m for m in manifests if m.output.layout.numel > SPLIT]

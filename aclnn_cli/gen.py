@@ -24,7 +24,7 @@ from .errors import UserError
 from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, batches, jobs_for
-from .outdir import SizeLimits, case_bytes, check_free_space, check_sizes, prepare_output_dir, remove_stale
+from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage,
                       in_view_mask, replace_dir, safe_child, sha256_file, write_new_file)
 
@@ -47,10 +47,7 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     skipped unless `force`. When a case is rewritten with the same definition, the device's
     dumps and status file are kept (they were made from the same inputs).
     """
-    fp = M.fingerprint(case)
-    final = safe_child(out_root, case.case_id)
-    old = _existing(final)
-    skip = None if force else _reusable(case, final, old, fp)
+    fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
     if _fits_in_memory(case, chunk):
@@ -118,7 +115,7 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     remove_stale(out_root)
     # Predicted need: the cases not generated yet (an existing case that changed needs room too, but
     # telling would cost a manifest read per case; a disk that fills anyway is a clean error).
-    check_free_space(out_root, sum(case_bytes(c) for c in cases if force or not (out_root / c.case_id).is_dir()))
+    check_free_space(out_root, sum(c.storage_bytes for c in cases if force or not (out_root / c.case_id).is_dir()))
     results: list[GenResult] = []
     units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
     jobs = jobs_for(jobs, units)
@@ -144,10 +141,7 @@ def _splittable(case: Case) -> bool:
 
 
 def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
-    fp = M.fingerprint(case)
-    final = safe_child(out_root, case.case_id)
-    old = _existing(final)
-    skip = None if force else _reusable(case, final, old, fp)
+    fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
     tmp = prepare(case, out_root)
@@ -160,6 +154,14 @@ def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _previous(case: Case, out_root: Path, force: bool) -> tuple[str, dict | None, GenResult | None]:
+    """(fingerprint, the manifest the case has now or None, the result if it need not be written again)."""
+    fp = M.fingerprint(case)
+    final = safe_child(out_root, case.case_id)
+    old = _existing(final)
+    return fp, old, None if force else _reusable(case, final, old, fp)
 
 
 def _reusable(case: Case, final: Path, old: dict | None, fp: str) -> GenResult | None:

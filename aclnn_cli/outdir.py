@@ -53,16 +53,11 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def case_bytes(case) -> int:
-    """Storage bytes gen writes for a case (`Case.storage_bytes`)."""
-    return case.storage_bytes
-
-
 def check_sizes(cases, limits: SizeLimits) -> None:
     """Refuse, before writing anything, a case or run larger than its limit (--max-bytes)."""
     total = 0
     for c in cases:
-        n = case_bytes(c)
+        n = c.storage_bytes
         if n > limits.per_case:
             raise UserError(f"case {c.case_id} would write {human_bytes(n)}, over the per-case limit of "
                             f"{human_bytes(limits.per_case)} (raise it with --max-case-bytes)")

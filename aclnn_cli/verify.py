@@ -149,9 +149,8 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
         return verify_manifests(manifests, broken, opts, on_case, jobs)
     results: dict[str, CaseResult] = {}
     deferred: list[M.CaseManifest] = []
-    size = max(1, min(256, len(case_dirs) // (4 * jobs)))
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_verify, case_dirs[i:i + size], opts) for i in range(0, len(case_dirs), size)]
+        futures = [run.submit(_load_and_verify, b, opts) for b in batches(case_dirs, lambda d: 1, jobs)]
         for f in as_completed(futures):
             done, large = f.result()
             deferred += large

@@ -129,6 +129,16 @@ def test_emulate_refuses_changed_inputs_and_writes_no_dump(emulated):
     assert not [p for p in case.iterdir() if ".tmp-" in p.name]
 
 
+def test_emulate_refuses_a_changed_initial_output_storage_where_it_reaches_the_dump(emulated):
+    """A strided output's storage outside the view is copied into the dump: it must be what gen wrote."""
+    case = emulated / "silu_backward-strided"
+    (case / "gradInput.dump.bin").unlink()
+    _flip(case / "gradInput.bin", offset=4)  # element 1: outside the step-2 view
+    r = run_cli("emulate", emulated)
+    assert r.exit_code == 2 and "initial output storage changed since gen" in r.output, r.output
+    assert not (case / "gradInput.dump.bin").exists()
+
+
 def test_an_edited_manifest_is_an_error_not_a_layout_verdict(emulated, tmp_path):
     path = emulated / "silu_backward-strided" / "case.json"
     m = json.loads(path.read_text())
