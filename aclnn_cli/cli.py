@@ -104,6 +104,8 @@ def main() -> None:
     gen       YAML cases -> device-layout .bin inputs, goldens, case.json
     emulate   play the device: write the outputs the way the kernels compute
     verify    judge device dumps against the goldens (exit 0 pass, 1 fail, 2 bad input)
+    harness   write the C++ runner project that calls the real aclnn API
+    run       drive a built runner over the cases (crash and timeout isolated)
     """
     tune_allocator()
 
@@ -348,3 +350,8 @@ def op_info(s) -> dict:
             "tensors": [{"name": t.name, "role": t.role, "read": t.read_by_kernel} for t in s.tensors],
             "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims), "empty": s.empty_ok,
             "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values}
+
+
+from . import cli_device  # noqa: E402  (harness and run live in their own module)
+
+cli_device.register(main)
