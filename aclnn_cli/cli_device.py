@@ -2,8 +2,84 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
+
+from . import manifest as M
+from .device_run import SOC_PRODUCTS, RunOptions, run_cases
+from .errors import UserError
+from .harness import write_harness
+from .options import PATH
+from .progress import Progress
 
 
 def register(main: click.Group) -> None:
     """Add the device commands to the main group."""
+    main.add_command(harness)
+    main.add_command(run)
+
+
+@click.command()
+@click.option("-o", "--out", "out", type=PATH, required=True, help="Directory for the CMake project.")
+def harness(out: Path) -> None:
+    """Write the C++17 CMake project of the runner that calls the real aclnn API for every registered op."""
+    from .cli import _one_line_errors
+
+    with _one_line_errors():
+        files = write_harness(out)
+    click.echo(f"wrote {len(files)} files to {out}. Build it where CANN is installed:\n"
+               f"  cmake -S {out} -B {out}/build && cmake --build {out}/build\n"
+               f"then: aclnn-cli run OUT --runner {out}/build/aclnn-runner && aclnn-cli verify OUT")
+
+
+def _shard(ctx, param, value):
+    from .cli import _parse_shard  # the same I/N as gen, emulate and verify
+
+    return _parse_shard(ctx, param, value)
+
+
+@click.command()
+@click.argument("out", type=PATH)
+@click.option("--runner", type=PATH, required=True, help="The built runner (build/aclnn-runner).")
+@click.option("--case", "patterns", multiple=True, metavar="ID", help="Only cases whose id matches (glob; repeatable).")
+@click.option("--shard", metavar="I/N", default=None, callback=lambda ctx, param, value: _shard(ctx, param, value),
+              help="Only this machine's share of the cases.")
+@click.option("--device", type=click.IntRange(0, 1 << 20), default=0, show_default=True, help="Device id.")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=120.0, show_default=True,
+              help="Seconds one case may take before its runner is killed (TIMEOUT).")
+@click.option("--product", type=click.Choice(sorted({p for _, p in SOC_PRODUCTS})), default=None,
+              help="The device's product, if the SoC name the runtime reports is not one aclnn-cli knows.")
+def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, int], device: int, timeout: float,
+        product: str | None) -> None:
+    """Run the cases under OUT on the device through a built runner, then judge them with 'verify'.
+
+    Cases for another product are left for a device of that product. A case that crashes the
+    runner or exceeds --timeout gets a CRASH or TIMEOUT verdict and a fresh runner continues.
+    Exit 0 when every case ran, 1 when one crashed, timed out or could not run, 2 on bad input.
+    """
+    from .cli import _load_sharded, _one_line_errors, select_cases
+
+    with _one_line_errors():
+        if not runner.is_file():
+            raise UserError("no runner here (build it: aclnn-cli harness -o DIR, then cmake)", where=str(runner))
+        manifests, broken = _load_sharded(out, shard)
+        for case_dir, exc in broken:
+            click.echo(f"aclnn-cli: error: {exc}", err=True)
+        manifests = select_cases(manifests, patterns)
+        opts = RunOptions(runner=runner, device=device, timeout=timeout, product=product)
+        with Progress("run", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
+            summary = run_cases(manifests, opts, on_case=lambda m: bar.advance(m.case_id, m.output.layout.numel))
+    statuses = ", ".join(f"{n} returned {s}" for s, n in sorted(summary.statuses.items()))
+    click.echo(f"ran {summary.ran} cases on {summary.soc} ({summary.product}) with "
+               f"{summary.runners_started} runner process{'es' if summary.runners_started > 1 else ''}"
+               + (f": {statuses}" if statuses else ""))
+    for case_id, verdict, detail in summary.failed:
+        click.echo(f"{verdict:8} {case_id}: {detail.splitlines()[0] if detail else ''}")
+    if summary.other_products:
+        left = ", ".join(f"{p}: {n}" for p, n in sorted(summary.other_products.items()))
+        click.echo(f"{sum(summary.other_products.values())} cases are for other products ({left}); "
+                   f"run them on those devices")
+    click.echo(f"next: aclnn-cli verify {out}")
+    sys.exit(2 if broken else 1 if summary.failed else 0)

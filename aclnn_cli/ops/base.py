@@ -104,12 +104,18 @@ class OpSpec:
     # Named alternative kernels (same calling convention as `kernel`): realistic defects and
     # legitimate variants of this op, used by `emulate --defect` (see defects.py).
     variants: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
+    # The public header declaring the API, as the device harness includes it (default aclnnop/aclnn_<key>.h).
+    header: str = ""
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""
         from .registry import lookup
 
         return (lookup, (self.name,))
+
+    @property
+    def api_header(self) -> str:
+        return self.header or f"aclnnop/aclnn_{self.key}.h"
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:

@@ -52,6 +52,7 @@ def _stable(t):
 SPEC = register(OpSpec(
     name="aclnnLogSigmoidBackward",
     key="log_sigmoid_backward",
+    header="aclnnop/aclnn_logsigmoid_backward.h",
     summary="Gradient of log(sigmoid(x)).",
     formula="gradInput = gradOutput / (1 + e^self)   (buffer: not read)",
     tensors=grad_signature("gradInput", extra_inputs=(TensorSpec("buffer", "input", {"constant": 0}, read_by_kernel=False),)),

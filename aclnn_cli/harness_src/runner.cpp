@@ -1,0 +1,327 @@
+// aclnn-runner: runs aclnn-cli cases on a device through the public aclnn API.
+//
+// The Python side (`aclnn-cli run`) writes one case at a time to stdin in a line format
+// (documented in the README, "The harness contract") and reads one reply line per case on
+// the reply descriptor. The device is set up once per process; a case that crashes or hangs
+// costs only itself, because the driver starts a fresh runner for the rest.
+//
+// Usage: aclnn-runner [--device N] [--reply-fd FD]
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runner.h"
+
+namespace runner {
+namespace {
+
+struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string recent_error() {
+    const char* msg = aclGetRecentErrMsg();
+    return msg != nullptr && *msg != '\0' ? std::string(" (") + msg + ")" : std::string();
+}
+
+void check_acl(aclError ret, const char* what) {
+    if (ret != ACL_SUCCESS) {
+        throw Failure(std::string(what) + " returned " + std::to_string(ret) + recent_error());
+    }
+}
+
+// One tensor of a case, as the request describes it.
+struct TensorSpec {
+    bool null = true;
+    bool output = false;
+    aclDataType dtype = ACL_FLOAT;
+    aclFormat format = ACL_FORMAT_ND;
+    size_t itemsize = 0;
+    std::vector<int64_t> dims, strides;
+    int64_t offset = 0;
+    int64_t storage_elements = 0;
+    std::string file;  // storage bytes to load (the initial output storage, for an output)
+    std::string dump;  // where the whole output storage goes after the call
+};
+
+struct CaseRequest {
+    std::string id, op, status_path;
+    std::vector<TensorSpec> tensors;
+};
+
+// Device memory that frees itself.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+        if (bytes > 0) check_acl(aclrtMalloc(&ptr_, bytes, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() {
+        if (ptr_ != nullptr) aclrtFree(ptr_);
+    }
+    void* get() const { return ptr_; }
+    size_t size() const { return bytes_; }
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+struct TensorDeleter {
+    void operator()(aclTensor* t) const { aclDestroyTensor(t); }
+};
+using TensorHandle = std::unique_ptr<aclTensor, TensorDeleter>;
+
+std::vector<char> read_file(const std::string& path, size_t expected) {
+    std::vector<char> data(expected);
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) throw Failure("cannot open " + path + ": " + std::strerror(errno));
+    size_t got = expected > 0 ? std::fread(data.data(), 1, expected, f) : 0;
+    bool longer = std::fgetc(f) != EOF;
+    std::fclose(f);
+    if (got != expected || longer) {
+        throw Failure(path + " does not hold " + std::to_string(expected) + " bytes of storage");
+    }
+    return data;
+}
+
+// Write to a temporary name in the same directory, then rename: never a half-written file.
+void write_atomically(const std::string& path, const void* data, size_t size) {
+    // ".<name>.tmp-<pid>" beside the target: aclnn-cli's convention, so gen can clear a dead runner's leftovers.
+    size_t slash = path.rfind('/');
+    size_t cut = slash == std::string::npos ? 0 : slash + 1;
+    std::string tmp = path.substr(0, cut) + "." + path.substr(cut) + ".tmp-" + std::to_string(getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw Failure("cannot write " + tmp + ": " + std::strerror(errno));
+    const char* p = static_cast<const char*>(data);
+    size_t left = size;
+    while (left > 0) {
+        ssize_t n = ::write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw Failure("cannot write " + tmp + ": " + std::strerror(err));
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw Failure("cannot write " + path + ": " + std::strerror(err));
+    }
+}
+
+// "tensor <in|out> <acl_dtype> <acl_format> <itemsize> <ndim> <dims..> <strides..> <offset> <storage> <file>"
+TensorSpec parse_tensor(std::istringstream& in) {
+    TensorSpec t;
+    std::string role;
+    int dtype = 0, format = 0;
+    size_t ndim = 0;
+    in >> role >> dtype >> format >> t.itemsize >> ndim;
+    if (!in || (role != "in" && role != "out") || ndim > 64) throw Failure("malformed tensor line");
+    t.null = false;
+    t.output = role == "out";
+    t.dtype = static_cast<aclDataType>(dtype);
+    t.format = static_cast<aclFormat>(format);
+    t.dims.resize(ndim);
+    t.strides.resize(ndim);
+    for (auto& d : t.dims) in >> d;
+    for (auto& s : t.strides) in >> s;
+    in >> t.offset >> t.storage_elements;
+    if (!in || t.storage_elements < 0) throw Failure("malformed tensor line");
+    in >> std::ws;
+    std::getline(in, t.file);
+    if (t.file.empty()) throw Failure("malformed tensor line: no storage file");
+    return t;
+}
+
+// Reads one case; false at the end of input.
+bool read_request(std::istream& in, CaseRequest& req) {
+    req = CaseRequest();
+    std::string line;
+    bool started = false;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string key;
+        words >> key;
+        std::string rest;
+        words >> std::ws;
+        if (key.empty()) continue;
+        started = true;
+        if (key == "end") return true;
+        if (key == "tensor") {
+            req.tensors.push_back(parse_tensor(words));
+            continue;
+        }
+        std::getline(words, rest);
+        if (key == "case") req.id = rest;
+        else if (key == "op") req.op = rest;
+        else if (key == "null") req.tensors.emplace_back();
+        else if (key == "status") req.status_path = rest;
+        else if (key == "dump" && !req.tensors.empty() && req.tensors.back().output) req.tensors.back().dump = rest;
+        else throw Failure("unexpected request line: " + line);
+    }
+    if (started) throw Failure("request for case " + req.id + " ended without 'end'");
+    return false;
+}
+
+const OpEntry& find_op(const std::string& name) {
+    for (size_t i = 0; i < kOpCount; ++i) {
+        if (name == kOps[i].name) return kOps[i];
+    }
+    throw Failure("this runner was generated without " + name + " (run 'aclnn-cli harness' again)");
+}
+
+// One case: tensors onto the device, phase one, status, then phase two and the output storage back.
+aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
+    const OpEntry& op = find_op(req.op);
+    if (req.tensors.size() != op.tensor_count) {
+        throw Failure(req.op + " takes " + std::to_string(op.tensor_count) + " tensors, the request has " +
+                      std::to_string(req.tensors.size()));
+    }
+    std::vector<std::unique_ptr<DeviceBuffer>> storage;
+    std::vector<TensorHandle> handles;
+    CallArgs args;
+    for (const TensorSpec& t : req.tensors) {
+        storage.emplace_back();
+        handles.emplace_back();
+        if (t.null) {
+            args.tensors.push_back(nullptr);
+            continue;
+        }
+        size_t bytes = static_cast<size_t>(t.storage_elements) * t.itemsize;
+        std::vector<char> host = read_file(t.file, bytes);
+        storage.back() = std::make_unique<DeviceBuffer>(bytes);
+        if (bytes > 0) {
+            check_acl(aclrtMemcpy(storage.back()->get(), bytes, host.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE),
+                      "aclrtMemcpy (host to device)");
+        }
+        int64_t storage_dims[1] = {t.storage_elements};
+        aclTensor* tensor = aclCreateTensor(t.dims.data(), t.dims.size(), t.dtype, t.strides.data(), t.offset,
+                                            t.format, storage_dims, 1, storage.back()->get());
+        if (tensor == nullptr) throw Failure("aclCreateTensor returned nullptr" + recent_error());
+        handles.back().reset(tensor);
+        args.tensors.push_back(tensor);
+    }
+
+    uint64_t workspace_size = 0;
+    aclOpExecutor* executor = nullptr;
+    aclnnStatus status = op.phase_one(args, &workspace_size, &executor);
+    std::string text = std::to_string(status) + "\n";
+    write_atomically(req.status_path, text.data(), text.size());
+    if (status != 0) return status;
+
+    DeviceBuffer workspace(static_cast<size_t>(workspace_size));
+    aclnnStatus ret = op.phase_two(workspace.get(), workspace_size, executor, stream);
+    if (ret != 0) throw Failure(req.op + " (phase two) returned " + std::to_string(ret) + recent_error());
+    check_acl(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+
+    for (size_t i = 0; i < req.tensors.size(); ++i) {
+        const TensorSpec& t = req.tensors[i];
+        if (!t.output || t.null || t.dump.empty()) continue;
+        std::vector<char> host(storage[i]->size());
+        if (!host.empty()) {
+            check_acl(aclrtMemcpy(host.data(), host.size(), storage[i]->get(), host.size(),
+                                  ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy (device to host)");
+        }
+        write_atomically(t.dump, host.data(), host.size());
+    }
+    return status;
+}
+
+// Replies go to their own descriptor, so anything a library prints on stdout cannot be mistaken for one.
+class Replies {
+public:
+    explicit Replies(int fd) : out_(fd == 1 ? stdout : fdopen(fd, "w")) {
+        if (out_ == nullptr) {
+            std::fprintf(stderr, "aclnn-runner: cannot write replies to descriptor %d\n", fd);
+            std::exit(2);
+        }
+    }
+    void say(const std::string& line) {
+        std::string one = line;
+        for (char& c : one) {
+            if (c == '\n' || c == '\r') c = ' ';
+        }
+        std::fprintf(out_, "%s\n", one.c_str());
+        std::fflush(out_);
+    }
+
+private:
+    FILE* out_;
+};
+
+int parse_int(const char* text, const char* what) {
+    char* end = nullptr;
+    long v = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || v < 0 || v > 1 << 20) {
+        std::fprintf(stderr, "aclnn-runner: %s must be a small non-negative integer, got '%s'\n", what, text);
+        std::exit(2);
+    }
+    return static_cast<int>(v);
+}
+
+}  // namespace
+}  // namespace runner
+
+int main(int argc, char** argv) {
+    using namespace runner;
+    int device = 0, reply_fd = 1;
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        if ((arg == "--device" || arg == "--reply-fd") && i + 1 < argc) {
+            (arg == "--device" ? device : reply_fd) = parse_int(argv[++i], arg.c_str());
+        } else {
+            std::fprintf(stderr, "usage: aclnn-runner [--device N] [--reply-fd FD] < requests\n");
+            return 2;
+        }
+    }
+    Replies replies(reply_fd);
+    aclrtStream stream = nullptr;
+    try {
+        check_acl(aclInit(nullptr), "aclInit");
+        check_acl(aclrtSetDevice(device), "aclrtSetDevice");
+        check_acl(aclrtCreateStream(&stream), "aclrtCreateStream");
+    } catch (const Failure& e) {
+        replies.say(std::string("fatal ") + e.what());
+        return 3;
+    }
+    const char* soc = aclrtGetSocName();
+    replies.say(std::string("ready ") + (soc != nullptr && *soc != '\0' ? soc : "unknown"));
+
+    CaseRequest req;
+    while (true) {
+        try {
+            if (!read_request(std::cin, req)) break;
+        } catch (const Failure& e) {
+            replies.say(std::string("fatal ") + e.what());
+            return 2;
+        }
+        try {
+            aclnnStatus status = run_case(req, stream);
+            replies.say("done " + std::to_string(status));
+        } catch (const Failure& e) {
+            replies.say(std::string("error ") + e.what());
+        }
+    }
+    aclrtDestroyStream(stream);
+    aclrtResetDevice(device);
+    aclFinalize();
+    return 0;
+}
