@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""One-off check: every declaration in the stub's headers appears, token for token, in the
+public CANN header of the same installed path.
+
+Not part of CI (it needs local git mirrors of the public CANN repositories):
+
+    python3 tests/stub_cann/tools/check_against_public.py \
+        --runtime /work/.mirror/hicann+runtime/repo \
+        --opbase /work/.mirror/hicann+opbase/repo \
+        --ops-nn /work/.mirror/hicann+ops-nn/repo
+
+A "declaration" is a top-level statement of the stub header (a prototype, a typedef, a whole
+enum, a `static const`, a constexpr) or a `#define`; comments and whitespace are ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+INCLUDE = Path(__file__).resolve().parent.parent / "include"
+
+# stub header (relative to include/) -> (repository option, path in that repository)
+PUBLIC = {
+    "acl/acl.h": ("runtime", "include/external/acl/acl.h"),
+    "acl/acl_base.h": ("runtime", "include/external/acl/acl_base.h"),
+    "acl/acl_base_rt.h": ("runtime", "include/external/acl/acl_base_rt.h"),
+    "acl/acl_rt.h": ("runtime", "include/external/acl/acl_rt.h"),
+    "acl/error_codes/rt_error_codes.h": ("runtime", "include/external/acl/error_codes/rt_error_codes.h"),
+    "aclnn/acl_meta.h": ("opbase", "include/nnopbase/aclnn/acl_meta.h"),
+    "aclnn/aclnn_base.h": ("opbase", "include/nnopbase/aclnn/aclnn_base.h"),
+    "aclnn/opdev/op_errno.h": ("opbase", "include/nnopbase/opdev/op_errno.h"),
+    "aclnnop/aclnn_util.h": ("opbase", "include/aclnnop/aclnn_util.h"),
+    "aclnnop/aclnn_silu_backward.h": ("ops_nn", "activation/silu_grad/op_api/aclnn_silu_backward.h"),
+    "aclnnop/aclnn_fast_gelu_backward.h": ("ops_nn", "activation/fast_gelu_grad/op_api/aclnn_fast_gelu_backward.h"),
+    "aclnnop/aclnn_logsigmoid_backward.h": ("ops_nn", "activation/logsigmoid_grad/op_api/aclnn_logsigmoid_backward.h"),
+    "aclnnop/aclnn_hardsigmoid_backward.h": ("ops_nn", "activation/hard_sigmoid_grad/op_api/aclnn_hardsigmoid_backward.h"),
+}
+
+
+def strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def norm(s: str) -> str:
+    s = re.sub(r"\s+", " ", s).strip()
+    return re.sub(r"\s*([(),*;{}=&\[\]])\s*", r"\1", s)
+
+
+def declarations(text: str) -> list[str]:
+    """#define lines and top-level statements (brace-balanced, ';'-terminated), preprocessor lines dropped."""
+    text = strip_comments(text)
+    out, body = [], []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            m = re.match(r"#\s*define\s+(\w+)\s+(.+)", s)
+            if m and not m.group(1).startswith(("INC_", "OP_API_", "OPBASE_", "__INC_")):
+                out.append(norm(f"#define {m.group(1)} {m.group(2)}"))
+            elif re.match(r"#\s*include", s):
+                out.append(norm(s))
+            continue
+        body.append(line)
+    depth, cur = 0, []
+    for ch in "\n".join(body):
+        cur.append(ch)
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == ";" and depth == 0:
+            stmt = norm("".join(cur))
+            if stmt:
+                out.append(stmt)
+            cur = []
+        elif ch == "{" and depth == 1 and norm("".join(cur)) == 'extern "C"{':
+            cur, depth = [], 0  # the extern "C" block is transparent
+    return out
+
+
+def public_text(repos: dict[str, Path], key: str, path: str) -> str:
+    return subprocess.run(["git", "-C", str(repos[key]), "show", f"HEAD:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runtime", type=Path, required=True)
+    ap.add_argument("--opbase", type=Path, required=True)
+    ap.add_argument("--ops-nn", dest="ops_nn", type=Path, required=True)
+    args = ap.parse_args()
+    repos = {"runtime": args.runtime, "opbase": args.opbase, "ops_nn": args.ops_nn}
+    stub_files = sorted(str(p.relative_to(INCLUDE)) for p in INCLUDE.rglob("*.h"))
+    missing_map = [f for f in stub_files if f not in PUBLIC]
+    bad = 0
+    for f in missing_map:
+        print(f"NO PUBLIC COUNTERPART: {f}")
+        bad += 1
+    total = 0
+    for rel in stub_files:
+        if rel not in PUBLIC:
+            continue
+        real = "\n".join(declarations(public_text(repos, *PUBLIC[rel])))
+        real_set = set(declarations(public_text(repos, *PUBLIC[rel])))
+        for d in declarations((INCLUDE / rel).read_text()):
+            total += 1
+            if d.startswith("#include"):
+                ok = d in real_set
+            else:
+                ok = d in real_set or d in real
+            if not ok:
+                bad += 1
+                print(f"MISMATCH {rel}: {d}")
+    print(f"{total} declarations in {len(stub_files)} headers checked, {bad} problem(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
