@@ -57,7 +57,8 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
 
     Cases for another product are left for a device of that product. A case that crashes the
     runner or exceeds --timeout gets a CRASH or TIMEOUT verdict and a fresh runner continues.
-    Exit 0 when every case ran, 1 when one crashed, timed out or could not run, 2 on bad input.
+    Exit 0 when every case ran, 1 when one crashed, timed out or could not run (or the runner
+    ended badly, e.g. a sanitizer report), 2 on bad input.
     """
     from .cli import _load_sharded, _one_line_errors, select_cases
 
@@ -77,9 +78,11 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
                + (f": {statuses}" if statuses else ""))
     for case_id, verdict, detail in summary.failed:
         click.echo(f"{verdict:8} {case_id}: {detail.splitlines()[0] if detail else ''}")
+    for problem in summary.ending_problems:
+        click.echo(f"RUNNER   {problem}")
     if summary.other_products:
         left = ", ".join(f"{p}: {n}" for p, n in sorted(summary.other_products.items()))
         click.echo(f"{sum(summary.other_products.values())} cases are for other products ({left}); "
                    f"run them on those devices")
     click.echo(f"next: aclnn-cli verify {out}")
-    sys.exit(2 if broken else 1 if summary.failed else 0)
+    sys.exit(2 if broken else 1 if summary.failed or summary.ending_problems else 0)

@@ -153,18 +153,27 @@ class Runner:
             pass
         self.proc.wait()
 
-    def close(self) -> None:
-        """End the runner: EOF lets it release the device; one that does not leave is killed."""
+    def close(self) -> str | None:
+        """End the runner: EOF lets it release the device; one that does not leave is killed.
+
+        Returns what went wrong at the end (a non-zero exit, e.g. a sanitizer's leak report), if anything.
+        """
+        self.mark = os.fstat(self.log.fileno()).st_size
         try:
             self.proc.stdin.close()
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=30)
+            code = self.proc.wait(timeout=30)
+            problem = None if code == 0 else f"the runner exited with status {code} at the end"
         except subprocess.TimeoutExpired:
             self.kill()
+            problem = "the runner did not exit within 30 s of its last case and was killed"
+        if problem and self.tail():
+            problem += f"; its last output:\n{self.tail()}"
         os.close(self.replies)
         self.log.close()
+        return problem
 
 
 @dataclass
@@ -172,6 +181,7 @@ class RunSummary:
     statuses: Counter = field(default_factory=Counter)  # phase-one status -> cases
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case id, CRASH|TIMEOUT|ERROR, detail)
     other_products: Counter = field(default_factory=Counter)  # product -> cases left for another device
+    ending_problems: list[str] = field(default_factory=list)  # runners that ended badly after a completed case
     soc: str = ""
     product: str = ""
     runners_started: int = 0
@@ -219,14 +229,16 @@ def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
             except RunnerGone as gone:
                 detail = gone.detail + (f"; its last output:\n{runner.tail()}" if runner.tail() else "")
                 _record(summary, m, gone.verdict, detail)
-                runner.close()
+                runner.close()  # already dead or killed: its ending is the verdict above
                 runner = None
             else:
                 _settle(summary, m, answer)
             on_case(m)
     finally:
         if runner is not None:
-            runner.close()
+            problem = runner.close()
+            if problem:
+                summary.ending_problems.append(problem)
     return summary
 
 

@@ -3,7 +3,8 @@
 
 It does not compute: a done case gets status 0 and its initial output storage as the dump.
 FAKE_SOC sets the SoC it reports; FAKE_CRASH / FAKE_HANG / FAKE_ERROR name a case id to crash
-(SIGSEGV), hang or answer 'error' on; FAKE_FAIL_START makes it exit before 'ready'.
+(SIGSEGV), hang or answer 'error' on; FAKE_FAIL_START makes it exit before 'ready';
+FAKE_EXIT=N makes it exit with N after the last case.
 """
 
 import os
@@ -47,6 +48,9 @@ def main() -> None:
                 if dump:
                     shutil.copyfile(initial, dump)
             replies.write("done 0\n")
+    if os.environ.get("FAKE_EXIT"):  # like a sanitizer's leak report at exit
+        print("LeakSanitizer: detected memory leaks", file=sys.stderr)
+        sys.exit(int(os.environ["FAKE_EXIT"]))
 
 
 if __name__ == "__main__":

@@ -157,3 +157,10 @@ def test_cli_exit_codes_and_summary(out, tmp_path, monkeypatch):
     assert result.exit_code == 1 and f"CRASH    {victim}: the runner killed by SIGSEGV" in result.output
     result = run_cli("run", out, "--runner", tmp_path / "nothing")
     assert result.exit_code == 2 and "no runner here" in result.output
+
+
+def test_a_runner_that_ends_badly_is_reported(out, tmp_path):
+    summary = run_cases(manifests(out), opts(tmp_path, FAKE_EXIT="23"))
+    assert summary.statuses == {0: 5} and not summary.failed
+    assert summary.ending_problems == ["the runner exited with status 23 at the end; its last output:\n"
+                                       "LeakSanitizer: detected memory leaks"]
