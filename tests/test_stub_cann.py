@@ -1,0 +1,187 @@
+"""The stub CANN toolkit (tests/stub_cann): a test double for an Ascend NPU, checked by known answers.
+
+The toolkit is built once per session; tests/stub_cann/selftest/selftest.cpp is compiled
+against it the way a harness is and run per scenario (its checks print FAIL lines).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cann_build import STUB_DIR, build_stub, compile_program, tools_missing
+
+SELFTEST = STUB_DIR / "selftest"
+
+pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
+
+
+@pytest.fixture(scope="session")
+def stub_root(tmp_path_factory) -> Path:
+    return build_stub(tmp_path_factory.mktemp("cann"))
+
+
+@pytest.fixture(scope="session")
+def selftest(stub_root, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("selftest") / "selftest"
+    return compile_program(stub_root, [SELFTEST / "selftest.cpp"], out, extra=["-Wall", "-Wextra", "-Werror"])
+
+
+def stub_env(**env: str) -> dict[str, str]:
+    """The environment minus any ACLNN_STUB_* of the caller's, plus `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ACLNN_STUB_")}
+    return {**base, **env}
+
+
+def run(program: Path, *args: str, timeout: float = 30, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(program), *args], env=stub_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def assert_passes(p: subprocess.CompletedProcess) -> None:
+    assert p.returncode == 0 and "ok: 0 failure(s)" in p.stdout, p.stdout + p.stderr
+
+
+def test_installed_layout(stub_root):
+    for rel in ("include/acl/acl.h", "include/acl/acl_base.h", "include/acl/acl_rt.h", "include/acl/acl_base_rt.h",
+                "include/aclnn/acl_meta.h", "include/aclnn/aclnn_base.h", "include/aclnn/opdev/op_errno.h",
+                "include/aclnnop/aclnn_util.h", "include/aclnnop/aclnn_silu_backward.h",
+                "include/aclnnop/aclnn_fast_gelu_backward.h", "include/aclnnop/aclnn_logsigmoid_backward.h",
+                "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
+                "lib64/libopapi.so"):
+        assert (stub_root / rel).is_file(), rel
+    assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
+
+
+def test_rebuild_is_cached(stub_root):
+    before = (stub_root / "lib64" / "libopapi.so").stat().st_mtime_ns
+    assert build_stub(stub_root.parent) == stub_root
+    assert (stub_root / "lib64" / "libopapi.so").stat().st_mtime_ns == before
+
+
+def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
+    """Each public header compiles on its own (-Wall -Wextra -Werror -pedantic), as a harness includes it."""
+    include = stub_root / "include"
+    units = []
+    for i, h in enumerate(sorted(include.rglob("*.h"))):
+        unit = tmp_path / f"unit{i}.cpp"  # one translation unit per header
+        unit.write_text(f'#include "{h.relative_to(include)}"\nint main() {{ return 0; }}\n')
+        units.append(str(unit))
+    p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                        f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
+    assert len(units) == 13 and p.returncode == 0, p.stderr
+
+
+def test_conversions(tmp_path):
+    """float16/bfloat16 rounding of every 16-bit value, tie and near-tie (unit test of src/stub.h)."""
+    out = tmp_path / "convert_test"
+    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{STUB_DIR / 'src'}",
+           f"-I{STUB_DIR / 'include'}", f"-I{STUB_DIR / 'include' / 'aclnn'}", str(SELFTEST / "convert_test.cpp"),
+           "-o", str(out)]
+    subprocess.run(cmd, check=True)
+    assert_passes(run(out))
+
+
+@pytest.mark.parametrize("scenario", ["values", "strided", "runtime"])
+def test_selftest(selftest, scenario):
+    assert_passes(run(selftest, scenario))
+
+
+def test_broadcast_and_mixed_precision_on_950(selftest):
+    assert_passes(run(selftest, "broadcast", ACLNN_STUB_SOC="Ascend950PR_9599"))
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910B4-1", "Ascend910_9391", "Ascend950DT_95A1", "Ascend910A",
+                                 "Ascend910ProB", "Ascend310P3"])
+def test_phase_one_statuses(selftest, soc):
+    """Statuses of valid and rejected calls; the selftest expects per the product of the SoC."""
+    p = run(selftest, "status", ACLNN_STUB_SOC=soc)
+    assert_passes(p)
+
+
+def test_lifecycle_is_logged_once_per_process(selftest, tmp_path):
+    log = tmp_path / "calls.log"
+    proc = subprocess.Popen([str(selftest), "lifecycle"], env=stub_env(ACLNN_STUB_LOG=str(log)),
+                            stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert log.read_text().splitlines() == [f"{call} pid={proc.pid}" for call in
+                                            ("aclInit", "aclrtSetDevice", "aclrtResetDevice", "aclFinalize")]
+
+
+def storages(p: subprocess.CompletedProcess) -> dict[str, list[float]]:
+    """The `defect` scenario's output: call4/call3 -> the 6-element output storage."""
+    out = {}
+    for line in p.stdout.splitlines():
+        name, status, *values = line.split()
+        assert status == "status=0", line
+        out[name] = [float.fromhex(v) for v in values]
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean(selftest):
+    p = run(selftest, "defect")
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = storages(p)
+    assert s["call4"][4:] == [7.0, 7.0] and s["call3"][3:] == [7.0] * 3  # outside the views: untouched
+    return s
+
+
+def test_defect_wrong_values(selftest, clean):
+    s = storages(run(selftest, "defect", ACLNN_STUB_DEFECT="wrong-values"))
+    assert s["call4"][:4] == [-v for v in clean["call4"][:4]]
+    assert s["call4"][4:] == clean["call4"][4:]
+
+
+def test_defect_write_outside_only_where_numel_matches(selftest, clean):
+    s = storages(run(selftest, "defect", ACLNN_STUB_DEFECT="write-outside", ACLNN_STUB_DEFECT_NUMEL="3"))
+    assert s["call4"] == clean["call4"]  # 4 elements: not this call
+    assert s["call3"][:3] == clean["call3"][:3]  # the view is right ...
+    assert s["call3"][3] != 7.0 and s["call3"][4:] == [7.0, 7.0]  # ... and the element after it is overwritten
+
+
+def test_defect_restricted_to_another_op_does_nothing(selftest, clean):
+    s = storages(run(selftest, "defect", ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnFastGeluBackward"))
+    assert s == clean
+
+
+def test_defect_crash_is_a_segfault_in_that_call(selftest, clean):
+    p = run(selftest, "defect", ACLNN_STUB_DEFECT="crash", ACLNN_STUB_DEFECT_OP="aclnnSiluBackward",
+            ACLNN_STUB_DEFECT_NUMEL="3")
+    assert p.returncode == -signal.SIGSEGV
+    assert p.stdout.splitlines()[0].startswith("call4 status=0")  # the first call ran, the second crashed
+    assert len(p.stdout.splitlines()) == 1
+
+
+def test_defect_hang(selftest):
+    with pytest.raises(subprocess.TimeoutExpired):
+        run(selftest, "defect", timeout=1.0, ACLNN_STUB_DEFECT="hang")
+
+
+def test_unknown_defect_fails_acl_init(selftest):
+    p = run(selftest, "defect", ACLNN_STUB_DEFECT="wrong-value")
+    assert p.returncode != 0 and "ACLNN_STUB_DEFECT=wrong-value" in p.stdout + p.stderr
+
+
+@pytest.mark.slow
+def test_sanitized_build_is_clean(tmp_path_factory):
+    """The stub and the selftest under -fsanitize=address,undefined: no reports, leaks included."""
+    root = build_stub(tmp_path_factory.mktemp("cann-asan"), sanitize=True)
+    exe = compile_program(root, [SELFTEST / "selftest.cpp"], tmp_path_factory.mktemp("asan") / "selftest", sanitize=True,
+                          extra=["-O0"])
+    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+    for scenario, extra in [("values", {}), ("strided", {}), ("runtime", {}), ("status", {}),
+                            ("broadcast", {"ACLNN_STUB_SOC": "Ascend950PR_9599"}),
+                            ("defect", {"ACLNN_STUB_DEFECT": "write-outside"})]:
+        p = run(exe, scenario, **env, **extra)
+        assert p.returncode == 0 and "runtime error" not in p.stderr and "Sanitizer" not in p.stderr, \
+            f"{scenario}:\n{p.stdout}{p.stderr}"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
