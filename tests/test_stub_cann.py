@@ -6,6 +6,7 @@ against it the way a harness is and run per scenario (its checks print FAIL line
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -101,6 +102,43 @@ def test_phase_one_statuses(selftest, soc):
     """Statuses of valid and rejected calls; the selftest expects per the product of the SoC."""
     p = run(selftest, "status", ACLNN_STUB_SOC=soc)
     assert_passes(p)
+
+
+SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A"}
+
+
+def test_phase_one_agrees_with_the_python_contract(stub_root, tmp_path):
+    """The stub's phase one (C++, from the docs) and aclnn_cli.ops.contract (Python, from the docs): same
+    status for every dtype combination and for every combination of a few shapes, per product."""
+    from aclnn_cli.dtypes import lookup as dtype
+    from aclnn_cli.ops import contract as C
+    from aclnn_cli.ops.registry import lookup as op_lookup
+
+    probe = compile_program(stub_root, [SELFTEST / "probe.cpp"], tmp_path / "probe")
+    keys = {"aclnnSiluBackward": "silu", "aclnnFastGeluBackward": "fast_gelu",
+            "aclnnLogSigmoidBackward": "log_sigmoid", "aclnnHardsigmoidBackward": "hardsigmoid"}
+    dtypes = ["float32", "float16", "bfloat16", "float64"]
+    shapes = [(2, 3), (2, 1), (3,), (), (1,) * 8 + (2,), (0, 3), (2, 4), (4, 2, 3)]
+    for api, key in keys.items():
+        op = op_lookup(api)
+        n = len(op.tensors)
+        calls = [[(d, (2, 3), False) for d in ds] for ds in itertools.product(dtypes, repeat=n)]
+        calls += [[(d, s, False) for s in ss] for ss in itertools.product(shapes, repeat=n) for d in dtypes[:2]]
+        calls += [[("float32", (2, 3), j == i) for j in range(n)] for i in range(n)]
+        text = "".join(key + "".join(" null" if null else f" {d}:{'x'.join(map(str, s))}" for d, s, null in call) + "\n"
+                       for call in calls)
+        for product, soc in SOCS.items():
+            p = subprocess.run([str(probe)], input=text, env=stub_env(ACLNN_STUB_SOC=soc), capture_output=True,
+                               text=True, timeout=60)
+            got = [int(v) for v in p.stdout.split()]
+            assert p.returncode == 0 and len(got) == len(calls), p.stdout + p.stderr
+            for call, status in zip(calls, got):
+                if product in op.products:
+                    descs = {t.name: C.TensorDesc(dtype(d), s, null) for t, (d, s, null) in zip(op.tensors, call)}
+                    want = C.check(op, product, descs).status
+                else:  # a product the op's doc does not list: no dtype is supported
+                    want = C.NULLPTR if any(null for _, _, null in call) else C.INVALID
+                assert status == want, f"{api} on {product}: {call}"
 
 
 def test_lifecycle_is_logged_once_per_process(selftest, tmp_path):
