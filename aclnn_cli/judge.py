@@ -24,7 +24,7 @@ from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
-from .storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
+from .storage import CHUNK, SMALL_FILE, LoadedFile, StorageFile, check_file_sha256, check_size, in_view_mask
 
 CSV_ROW_LIMIT = 100_000
 
@@ -72,15 +72,15 @@ def case_standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
         raise UserError(exc.args[0], where=str(m.dir)) from None
 
 
-def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int,
-                  checksums: bool = False) -> tuple[Metrics, Metrics | None, list]:
+def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
+                  judged: tuple[Standard, dict] | None = None) -> tuple[Metrics, Metrics | None, list]:
     """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
 
     checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
-    reads (for a whole case read by one process).
+    reads (for a whole case read by one process). judged: case_standard(m, opts), if known.
     """
-    std, params = case_standard(m, opts)
-    cmp = Comparison(m, std, params, opts, checksums)
+    std, params = judged or case_standard(m, opts)
+    cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == m.output.layout.numel)
     try:
         result = cmp.run(start, stop)
         cmp.check_sha256()
@@ -106,22 +106,28 @@ def check_files(m: M.CaseManifest) -> None:
 class Comparison:
     """One case's chunked comparison under one standard."""
 
-    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False) -> None:
+    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False,
+                 whole: bool = False) -> None:
+        """whole: this comparison reads every element (small files are then read whole, in one go)."""
         self.m, self.std, self.opts = m, std, opts
         self.rule = std.rule(params)
         _, self.floor = tolerance_dtype(m)
         out = m.output
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
-        self.files: list[StorageFile] = []
-        self.dump = self._open(out.dump, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
-        self.gold = self._open(out.golden, out.dtype.np_dtype, out.layout.storage_size,
+        self.whole = whole
+        self.files: list[StorageFile | LoadedFile] = []
+        self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
+        self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
                                sha(out.name, "golden_sha256"), "golden")
-        self.inputs = {t.name: self._open(t.file, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
+        self.inputs = {t.name: self._open(t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
                                           f"input {t.name}") for t in m.inputs}
         self.rows: list = []
 
-    def _open(self, path: Path, dtype, size: int, sha: str | None, what: str) -> StorageFile:
-        f = StorageFile(path, dtype, size, sha256=sha, what=what, exact_size=True)
+    def _open(self, path: str, dtype, size: int, sha: str | None, what: str) -> StorageFile | LoadedFile:
+        if self.whole and size * dtype.itemsize <= SMALL_FILE:
+            f = LoadedFile(path, dtype, size, sha256=sha, what=what)
+        else:
+            f = StorageFile(path, dtype, size, sha256=sha, what=what, exact_size=True)
         self.files.append(f)
         return f
 

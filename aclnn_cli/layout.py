@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -29,11 +30,11 @@ class Layout:
     def contiguous(shape: tuple[int, ...]) -> "Layout":
         return Layout(tuple(shape), packed_strides(shape), 0, math.prod(shape))
 
-    @property
+    @cached_property  # (thousands of small cases share one Layout: each is worked out once)
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def is_contiguous(self) -> bool:
         return self.numel == 0 or (
             self.offset == 0 and self.strides == packed_strides(self.shape) and self.storage_size == self.numel

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -99,13 +100,26 @@ class TensorEntry:
     role: str
     dtype: D.DType
     layout: Layout
-    file: Path | None  # None: a null tensor
-    golden: Path | None
-    dump: Path | None
+    file_path: str | None  # the storage file's path as text; None: a null tensor
+    golden_path: str | None
+    dump_path: str | None
+
+    # The same paths as Path objects, made on first use (thousands of small cases need only the text).
+    @cached_property
+    def file(self) -> Path | None:
+        return None if self.file_path is None else Path(self.file_path)
+
+    @cached_property
+    def golden(self) -> Path | None:
+        return None if self.golden_path is None else Path(self.golden_path)
+
+    @cached_property
+    def dump(self) -> Path | None:
+        return None if self.dump_path is None else Path(self.dump_path)
 
     @property
     def null(self) -> bool:
-        return self.file is None
+        return self.file_path is None
 
 
 @dataclass(frozen=True)
@@ -128,10 +142,13 @@ class CaseManifest:
     def output(self) -> TensorEntry:
         return next(t for t in self.tensors if t.role == "output")
 
+    @cached_property
+    def _raw_tensors(self) -> dict[str, dict]:
+        return {t.get("name"): t for t in reversed(self.raw["tensors"])}  # (reversed: the first of a name wins)
+
     def recorded_sha256(self, name: str, key: str = "sha256") -> str:
         """The checksum gen recorded for a tensor's storage ("sha256") or golden ("golden_sha256")."""
-        entry = next(t for t in self.raw["tensors"] if t.get("name") == name)
-        value = entry.get(key)
+        value = self._raw_tensors[name].get(key)
         if not isinstance(value, str):
             raise UserError(f"malformed manifest: tensor {name} has no '{key}'", where=str(self.dir / MANIFEST))
         return value
@@ -144,19 +161,23 @@ class CaseManifest:
 
 def load(case_dir: Path) -> CaseManifest:
     """Read and check one case directory's manifest; UserError names the file and the problem."""
-    path = case_dir / MANIFEST
+    text_dir = str(case_dir)
+
+    def where() -> str:  # the Path is made only for an error message
+        return str(case_dir / MANIFEST)
+
     try:
-        data = path.read_bytes()
+        data = _read_small(join(text_dir, MANIFEST), MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
-        raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=str(case_dir)) from None
+        raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=text_dir) from None
     except OSError as exc:
-        raise UserError(f"unreadable manifest: {exc.strerror}", where=str(path)) from None
+        raise UserError(f"unreadable manifest: {exc.strerror}", where=where()) from None
     if len(data) > MAX_MANIFEST_BYTES:
-        raise UserError(f"manifest is {len(data)} bytes; gen writes a few KB", where=str(path))
+        raise UserError(f"manifest is {_size(where(), len(data))} bytes; gen writes a few KB", where=where())
     try:
-        raw = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        raw = _DECODER.decode(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UserError(f"manifest is not valid JSON: {_brief(exc)}", where=str(path)) from None
+        raise UserError(f"manifest is not valid JSON: {_brief(exc)}", where=where()) from None
     try:
         if not isinstance(raw, dict):
             raise ValueError("a manifest is a JSON object")
@@ -177,15 +198,45 @@ def load(case_dir: Path) -> CaseManifest:
                                                       for v in tolerance.values()):
             raise ValueError(f"'tolerance' must map names to numbers, got {_brief(tolerance)}")
         op = _known(find_op, raw["op"])
-        tensors = tuple(_tensor(case_dir, t) for t in raw["tensors"])
+        tensors = tuple(_tensor(text_dir, t) for t in raw["tensors"])
         if [t.name for t in tensors] != [t.name for t in op.tensors]:
             raise ValueError(f"tensors {[t.name for t in tensors]} do not match {op.name}")
         return CaseManifest(case_dir, str(raw["case_id"]), op, str(raw["product"]), int(raw["seed"]),
                             int(raw["expect_status"]), raw.get("standard"), tensors, raw)
     except KeyError as exc:
-        raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=str(path)) from None
+        raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=where()) from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
-        raise UserError(f"malformed manifest: {_brief(exc)}", where=str(path)) from None
+        raise UserError(f"malformed manifest: {_brief(exc)}", where=where()) from None
+
+
+def join(directory: str, name: str) -> str:
+    """str(Path(directory) / name) for a directory as str(Path) writes it, without making Paths."""
+    if directory == ".":
+        return name
+    return directory + name if directory.endswith("/") else f"{directory}/{name}"
+
+
+def _size(path: str, at_least: int) -> int:
+    try:
+        return max(os.stat(path).st_size, at_least)
+    except OSError:
+        return at_least
+
+
+def _read_small(path: str, limit: int) -> bytes:
+    """A small file's bytes, at most `limit` of them: one open, and reads until the end (two for a manifest)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts, size = [], 0
+        while size < limit:
+            block = os.read(fd, min(limit - size, 1 << 16))
+            if not block:
+                break
+            parts.append(block)
+            size += len(block)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 MAX_MANIFEST_BYTES = 1 << 20
@@ -195,15 +246,18 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON (write non-finite numbers as strings)")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one for every manifest (json.loads makes one per call)
+
+
 def _brief(value, limit: int = 120) -> str:
     text = str(value) if isinstance(value, Exception) else repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _local(case_dir: Path, name) -> Path:
+def _local(case_dir: str, name) -> str:
     if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
         raise ValueError(f"file name {name!r} must be a plain name inside the case directory")
-    return case_dir / name
+    return join(case_dir, name)
 
 
 def _known(lookup, name):
@@ -235,7 +289,7 @@ def _layout(shape: tuple, strides: tuple, offset: int, storage: int) -> tuple[La
     return layout, layout.check()
 
 
-def _tensor(case_dir: Path, t: dict) -> TensorEntry:
+def _tensor(case_dir: str, t: dict) -> TensorEntry:
     if t.get("null"):
         return TensorEntry(str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]),
                            Layout.contiguous(_ints(t["shape"])), None, None, None)
@@ -270,10 +324,24 @@ def find_cases(root: Path) -> list[Path]:
     if not root.is_dir():
         raise UserError("not a directory of generated cases", where=str(root))
     # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
-    dirs = sorted(p.parent for p in root.glob(f"*/{MANIFEST}") if not p.parent.name.startswith("."))
+    # (os.scandir and one stat per directory: a glob makes and parses several Paths per case.)
+    text = str(root)
+    try:
+        with os.scandir(root) as entries:
+            names = sorted(e.name for e in entries if not e.name.startswith(".") and _is_dir(e))
+    except OSError:
+        names = []
+    dirs = [root / n for n in names if os.path.exists(join(join(text, n), MANIFEST))]
     if not dirs:
         raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
     return dirs
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def dumps_json(data: dict) -> str:

@@ -98,8 +98,7 @@ class StorageFile:
             self._hash.update(memoryview(block)[:n])
             self._hashed += n
         if self._hash.hexdigest() != self.expected_sha256:
-            raise IntegrityError(f"{self.what} changed since gen (its sha256 is not the one case.json records); "
-                                 f"run 'aclnn-cli gen' again", where=str(self.path))
+            raise _changed(self.what, self.path)
         self._hash = None
 
     def close(self) -> None:
@@ -171,6 +170,65 @@ class StorageFile:
         block = np.full(min(self.size, CHUNK), value, dtype=self.dtype)
         for start, stop in chunks(self.size):
             self.write_range(start, block[:stop - start])
+
+
+def _changed(what: str, path) -> IntegrityError:
+    return IntegrityError(f"{what} changed since gen (its sha256 is not the one case.json records); "
+                          f"run 'aclnn-cli gen' again", where=str(path))
+
+
+SMALL_FILE = 1 << 20  # storage files up to this many bytes may be read whole (LoadedFile)
+
+
+class LoadedFile:
+    """A small storage file read whole: one open, one fstat, one read; StorageFile's reading interface.
+
+    For thousands of small cases, where the calls around each read cost more than the reads: the
+    size is checked on open (same messages as StorageFile), and the checksum is hashed from the
+    same bytes. The array is read-only (it is the bytes read): reads return views of it.
+    """
+
+    def __init__(self, path, dtype: np.dtype, size: int, sha256: str | None = None, what: str = "file") -> None:
+        self.path, self.dtype, self.size = path, np.dtype(dtype), size
+        self.expected_sha256, self.what = sha256, what
+        nbytes = size * self.dtype.itemsize
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
+        try:
+            st = os.fstat(fd)
+            if st.st_size != nbytes or stat.S_ISDIR(st.st_mode):
+                problem = "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else \
+                    _size_problem(st.st_size, size, self.dtype)
+                raise UserError(f"{what} {problem}", where=str(path))
+            data = os.read(fd, nbytes) if nbytes else b""
+            while len(data) < nbytes:  # (a regular file gives it all in one read)
+                more = os.read(fd, nbytes - len(data))
+                if not more:
+                    raise UserError(f"file ended at byte {len(data)}", where=str(path))
+                data += more
+        finally:
+            os.close(fd)
+        self.data = data
+        self.map = np.frombuffer(data, dtype=self.dtype)
+
+    def check_sha256(self) -> None:
+        if self.expected_sha256 is not None and hashlib.sha256(self.data).hexdigest() != self.expected_sha256:
+            raise _changed(self.what, self.path)
+
+    def close(self) -> None:
+        pass
+
+    def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
+        if layout.is_contiguous:
+            return self.map[start:stop]
+        return self.map[layout.storage_index(np.arange(start, stop))]
+
+    def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
+        if layout.is_contiguous and layout.shape == tuple(out_shape):
+            return self.map[start:stop]
+        return self.map[source_positions(layout, out_shape, slice(start, stop))]
 
 
 def allocate(path: Path, dtype: np.dtype, size: int) -> None:

@@ -47,13 +47,13 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     out = m.output
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
                         params=params, path=str(m.dir), repro=repro_command(m, opts), kind=_kind(m))
-    status_path = m.dir / M.STATUS_FILE
+    status_path = M.join(str(m.dir), M.STATUS_FILE)
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
     _check_status(result, status_path, 0, required=False)  # optional for a positive case: absent is fine
     if result.status != PASS:
         return result
-    if out.dump is None or not os.path.lexists(out.dump):
+    if out.dump_path is None or not os.path.lexists(out.dump_path):
         result.status, result.reason = MISSING, f"no dump at {out.dump}"
         return result
     n = out.layout.numel
@@ -77,7 +77,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
             for f in sums:
                 f.result()
         else:
-            parts = [compare_range(m, opts, 0, n, True)]
+            parts = [compare_range(m, opts, 0, n, True, (std, params))]
         metrics, bench, rows = parts[0]
         for other, other_bench, other_rows in parts[1:]:
             metrics.merge(other)
@@ -100,10 +100,13 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     return result
 
 
-def _check_status(result: CaseResult, path: Path, expected: int, required: bool) -> CaseResult:
+def _check_status(result: CaseResult, path: str, expected: int, required: bool) -> CaseResult:
     try:
-        with open(path, "rb") as f:
-            data = f.read(256)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.read(fd, 256)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         if required:
             result.status, result.reason = MISSING, f"no status file at {path}"
@@ -133,8 +136,9 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
     """One line that regenerates (if needed) and re-verifies just this case; gen keeps the dump."""
     std = f" --standard {opts.standard}" if opts.standard else ""
     tol = "".join(f" --tolerance {k}={v:g}" for k, v in opts.tolerance.items())
-    return (f"aclnn-cli gen {m.raw.get('source')} --case {m.case_id} -o {m.dir.parent} && "
-            f"aclnn-cli verify {m.dir}{std}{tol}")
+    where = str(m.dir)
+    return (f"aclnn-cli gen {m.raw.get('source')} --case {m.case_id} -o {os.path.dirname(where) or '.'} && "
+            f"aclnn-cli verify {where}{std}{tol}")  # (dirname: str(Path.parent) of a path as Path writes it)
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
