@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -29,9 +30,11 @@ def harness(out: Path) -> None:
 
     with _one_line_errors():
         files = write_harness(out)
-    click.echo(f"wrote {len(files)} files to {out}. Build it where CANN is installed:\n"
-               f"  cmake -S {out} -B {out}/build && cmake --build {out}/build\n"
-               f"then: aclnn-cli run OUT --runner {out}/build/aclnn-runner && aclnn-cli verify OUT")
+    src, build = shlex.quote(str(out)), shlex.quote(str(out / "build"))
+    runner = shlex.quote(str(out / "build" / "aclnn-runner"))
+    click.echo(f"wrote {len(files)} files to {out}. Build it where CANN is installed (set_env.sh sourced):\n"
+               f"  cmake -S {src} -B {build} && cmake --build {build}\n"
+               f"then: aclnn-cli run OUT --runner {runner}; aclnn-cli verify OUT")
 
 
 def _shard(ctx, param, value):

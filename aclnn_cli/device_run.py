@@ -25,6 +25,7 @@ from .errors import UserError
 from .manifest import CaseManifest
 from .storage import atomic_write_text
 
+PROTOCOL = "aclnn-runner/1"  # what the runner's "ready" line must name (runner.cpp's kProtocol)
 RUN_VERDICT_FILE = "run-verdict.txt"  # first line CRASH | TIMEOUT | ERROR, then what the runner said
 TAIL_BYTES = 2000
 
@@ -47,15 +48,18 @@ def _line_safe(text: str, what: str, where: Path) -> str:
 
 def request(m: CaseManifest) -> str:
     """One case in the runner's line format: every tensor of the API in order, then status and end."""
-    lines = [f"case {m.case_id}", f"op {m.op.name}"]
+    lines = [f"case {_line_safe(m.case_id, 'case id', m.dir)}", f"op {m.op.name}"]
     for t in m.tensors:
         if t.null:
             lines.append("null")
             continue
         lay = t.layout
+        # storage dims: the view's shape for a packed tensor (as the docs' examples pass it), else 1-D
+        storage = lay.shape if lay.is_contiguous else (lay.storage_size,)
         fields = ["tensor", "out" if t.role == "output" else "in", str(t.dtype.acl_id), "2",
                   str(t.dtype.itemsize), str(len(lay.shape)), *map(str, lay.shape), *map(str, lay.strides),
-                  str(lay.offset), str(lay.storage_size), _line_safe(str(Path(t.file).resolve()), "path", m.dir)]
+                  str(lay.offset), str(len(storage)), *map(str, storage),
+                  _line_safe(str(Path(t.file).resolve()), "path", m.dir)]
         lines.append(" ".join(fields))
         if t.role == "output" and t.dump is not None:
             lines.append(f"dump {_line_safe(str(Path(t.dump).resolve()), 'path', m.dir)}")
@@ -103,10 +107,15 @@ class Runner:
             self.close()
             raise UserError(f"the runner did not start: {gone.detail}" + (f"; it printed: {tail[-300:]}" if tail else ""),
                             where=command[0]) from None
-        if not ready.startswith("ready "):
+        word, version, soc = (ready.split(" ", 2) + ["", ""])[:3]
+        if word != "ready":
             self.close()
             raise UserError(f"the runner did not start: {ready}", where=command[0])
-        self.soc = ready.removeprefix("ready ").strip()
+        if version != PROTOCOL:
+            self.close()
+            raise UserError(f"the runner speaks {version or 'an older protocol'!r}, this aclnn-cli {PROTOCOL!r}: "
+                            f"run 'aclnn-cli harness' again and rebuild", where=command[0])
+        self.soc = soc.strip() or "unknown"
 
     def tail(self) -> str:
         """What the runner printed since the current case began (its last TAIL_BYTES)."""
@@ -149,9 +158,12 @@ class Runner:
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # stuck in the driver (uninterruptible): leave it, do not hang the run
+            pass
 
     def close(self) -> str | None:
         """End the runner: EOF lets it release the device; one that does not leave is killed.
@@ -206,34 +218,39 @@ def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
     command = [str(opts.runner), "--device", str(opts.device)]
     init_timeout = max(opts.timeout, 300.0)
     summary = RunSummary()
-    runner = Runner(command, opts.env, init_timeout)
+    runner: Runner | None = Runner(command, opts.env, init_timeout)
     summary.runners_started = 1
     summary.soc = runner.soc
     summary.product = opts.product or soc_product(runner.soc) or ""
     if not summary.product:
         runner.close()
         raise UserError(f"cannot tell the product from the SoC name {runner.soc!r}; pass --product")
+    no_runner = ""  # why no fresh runner could be started: the remaining cases cannot run
     try:
         for m in manifests:
             if m.product != summary.product:
                 summary.other_products[m.product] += 1
                 continue
-            if runner is None:
-                runner = Runner(command, opts.env, init_timeout)
-                summary.runners_started += 1
-            clear_outputs(m)
-            text = request(m)
             try:
-                runner.send(text)
-                answer = runner.reply(opts.timeout)
-            except RunnerGone as gone:
-                detail = gone.detail + (f"; its last output:\n{runner.tail()}" if runner.tail() else "")
-                _record(summary, m, gone.verdict, detail)
-                runner.close()  # already dead or killed: its ending is the verdict above
+                text = request(m)
+                clear_outputs(m)
+            except UserError as exc:
+                _record(summary, m, "ERROR", str(exc))
+                on_case(m)
+                continue
+            if runner is None and not no_runner:
+                runner, no_runner = _fresh_runner(command, opts.env, init_timeout)
+                summary.runners_started += runner is not None
+            if runner is None:
+                _record(summary, m, "ERROR", f"not run: {no_runner}")
+            elif not _one_case(summary, m, runner, text, opts.timeout):
                 runner = None
-            else:
-                _settle(summary, m, answer)
             on_case(m)
+    except BaseException:
+        if runner is not None:  # Ctrl-C or a bug: do not wait for the runner, free the device now
+            runner.kill()
+            runner = None
+        raise
     finally:
         if runner is not None:
             problem = runner.close()
@@ -242,12 +259,43 @@ def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
     return summary
 
 
-def _settle(summary: RunSummary, m: CaseManifest, answer: str) -> None:
+def _fresh_runner(command: list[str], env, init_timeout: float) -> tuple[Runner | None, str]:
+    """A new runner after one ended; a device recovering from a killed process gets one more try."""
+    for attempt in range(2):
+        try:
+            return Runner(command, env, init_timeout), ""
+        except UserError as exc:
+            reason = str(exc)
+            if attempt == 0:
+                time.sleep(2.0)
+    return None, reason
+
+
+def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str, timeout: float) -> bool:
+    """Send one case and settle its answer; False when the runner has ended (closed here)."""
+    try:
+        runner.send(text)
+        answer = runner.reply(timeout)
+    except RunnerGone as gone:
+        tail = runner.tail()
+        _record(summary, m, gone.verdict, gone.detail + (f"; its last output:\n{tail}" if tail else ""))
+        runner.close()  # already dead or killed: its ending is the verdict above
+        return False
     word, _, rest = answer.partition(" ")
-    if word == "done" and rest.strip().lstrip("-").isdigit():
-        summary.statuses[int(rest)] += 1
-    else:
-        _record(summary, m, "ERROR", rest or answer)
+    case_id, _, detail = rest.partition(" ")
+    if word == "done" and case_id == m.case_id and detail.lstrip("-").isdigit():
+        summary.statuses[int(detail)] += 1
+        return True
+    if word == "error" and case_id == m.case_id:
+        _record(summary, m, "ERROR", detail)
+        return True
+    if word == "fault" and case_id == m.case_id:  # failed once launched: the runner ends itself
+        runner.close()
+        _record(summary, m, "CRASH", f"the device call failed: {detail}")
+        return False
+    runner.close()  # "fatal", or an answer out of step: this runner cannot be trusted with more cases
+    _record(summary, m, "ERROR", f"the runner answered {answer!r}")
+    return False
 
 
 def _record(summary: RunSummary, m: CaseManifest, verdict: str, detail: str) -> None:

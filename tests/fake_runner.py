@@ -21,14 +21,17 @@ def main() -> None:
     if os.environ.get("FAKE_FAIL_START"):
         print("cannot open device", file=sys.stderr)
         sys.exit(3)
-    replies.write(f"ready {os.environ.get('FAKE_SOC', 'Ascend910B1')}\n")
+    replies.write(f"ready {os.environ.get('FAKE_PROTOCOL', 'aclnn-runner/1')} {os.environ.get('FAKE_SOC', 'Ascend910B1')}\n")
     case, status, outputs = None, None, []
     for line in sys.stdin:
         key, _, rest = line.rstrip("\n").partition(" ")
         if key == "case":
             case, status, outputs = rest, None, []
         elif key == "tensor" and rest.startswith("out "):
-            outputs.append([rest.split(" ", 5 + 2 * int(rest.split()[4]) + 2)[-1], None])
+            words = rest.split()
+            ndim = int(words[4])
+            storage_ndim = int(words[5 + 2 * ndim + 1])
+            outputs.append([rest.split(" ", 5 + 2 * ndim + 2 + storage_ndim)[-1], None])
         elif key == "dump":
             outputs[-1][1] = rest
         elif key == "status":
@@ -40,14 +43,14 @@ def main() -> None:
             if case == os.environ.get("FAKE_HANG"):
                 time.sleep(3600)
             if case == os.environ.get("FAKE_ERROR"):
-                replies.write("error aclrtMalloc returned 207001\n")
+                replies.write(f"error {case} aclrtMalloc returned 207001\n")
                 continue
             with open(status, "w") as f:
                 f.write("0\n")
             for initial, dump in outputs:
                 if dump:
                     shutil.copyfile(initial, dump)
-            replies.write("done 0\n")
+            replies.write(f"done {case} 0\n")
     if os.environ.get("FAKE_EXIT"):  # like a sanitizer's leak report at exit
         print("LeakSanitizer: detected memory leaks", file=sys.stderr)
         sys.exit(int(os.environ["FAKE_EXIT"]))

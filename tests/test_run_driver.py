@@ -75,11 +75,14 @@ def test_request_names_every_tensor_in_api_order(out):
     assert [t.split()[1] for t in tensors] == ["in", "in", "out"]
     out_fields = tensors[2].split()
     layout = m.output.layout
-    # acl dtype 0 (ACL_FLOAT), format 2 (ND), 4 bytes, ndim 2, dims, strides, offset, storage elements
+    # acl dtype 0 (ACL_FLOAT), format 2 (ND), 4 bytes, ndim 2, dims, strides, offset, 1-D storage
     assert out_fields[2:5] == ["0", "2", "4"]
-    assert out_fields[5:12] == ["2", *map(str, layout.shape), *map(str, layout.strides), str(layout.offset),
-                                str(layout.storage_size)][:7]
-    assert layout.strides != (4, 1)  # a real view, not packed
+    assert out_fields[5:13] == ["2", *map(str, layout.shape), *map(str, layout.strides), str(layout.offset),
+                                "1", str(layout.storage_size)]
+    assert layout.strides != (4, 1) and layout.storage_size > 12  # a real view, not packed
+    # a packed tensor's storage dims are its view shape, as the docs' examples pass them
+    packed = tensors[0].split()
+    assert packed[5:14] == ["2", "3", "4", "4", "1", "0", "2", "3", "4"] and packed[14].endswith("/gradOutput.bin")
     assert lines[lines.index(tensors[2]) + 1].startswith("dump /")
 
 
@@ -110,6 +113,7 @@ def test_an_error_answer_keeps_the_runner(out, tmp_path):
     cases = manifests(out)
     summary = run_cases(cases, opts(tmp_path, FAKE_ERROR=cases[2].case_id))
     assert summary.failed == [(cases[2].case_id, "ERROR", "aclrtMalloc returned 207001")]
+    assert read_verdict(cases[2].dir) == ("ERROR", "aclrtMalloc returned 207001")
     assert summary.runners_started == 1
 
 
@@ -164,3 +168,27 @@ def test_a_runner_that_ends_badly_is_reported(out, tmp_path):
     assert summary.statuses == {0: 5} and not summary.failed
     assert summary.ending_problems == ["the runner exited with status 23 at the end; its last output:\n"
                                        "LeakSanitizer: detected memory leaks"]
+
+
+def test_a_runner_of_another_protocol_is_refused(out, tmp_path):
+    with pytest.raises(UserError, match="run 'aclnn-cli harness' again and rebuild"):
+        run_cases(manifests(out), opts(tmp_path, FAKE_PROTOCOL="aclnn-runner/0"))
+
+
+def test_no_fresh_runner_leaves_the_rest_not_run(out, tmp_path, monkeypatch):
+    """A crash, then every restart fails: the remaining cases are ERROR (not run), the run still ends cleanly."""
+    import aclnn_cli.device_run as DR
+
+    cases = manifests(out)
+    monkeypatch.setattr(DR.time, "sleep", lambda s: None)
+    flag = tmp_path / "started"
+    # the first runner starts; every later one fails to start
+    wrapper = tmp_path / "once"
+    wrapper.write_text(f"#!/bin/sh\nif [ -e {flag} ]; then echo busy >&2; exit 5; fi\ntouch {flag}\n"
+                       f"exec {sys.executable} {FAKE} \"$@\"\n")
+    wrapper.chmod(0o755)
+    summary = run_cases(cases, RunOptions(runner=wrapper, env={**os.environ, "FAKE_CRASH": cases[1].case_id}))
+    assert [v for _, v, _ in summary.failed] == ["CRASH", "ERROR", "ERROR", "ERROR"]
+    assert "the runner did not start: the runner exited with status 5; it printed: busy" in summary.failed[1][2]
+    assert summary.failed[1][2].startswith("not run: ")
+    assert summary.statuses == {0: 1} and summary.runners_started == 1

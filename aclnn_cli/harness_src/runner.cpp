@@ -2,14 +2,18 @@
 //
 // The Python side (`aclnn-cli run`) writes one case at a time to stdin in a line format
 // (documented in the README, "The harness contract") and reads one reply line per case on
-// the reply descriptor. The device is set up once per process; a case that crashes or hangs
-// costs only itself, because the driver starts a fresh runner for the rest.
+// the reply descriptor: "done <id> <status>", "error <id> <message>" (the case could not run;
+// the runner goes on) or "fault <id> <message>" (it failed once launched; the runner ends).
+// The device is set up once per process; a case that crashes or hangs costs only itself,
+// because the driver starts a fresh runner for the rest.
 //
 // Usage: aclnn-runner [--device N] [--reply-fd FD]
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +30,17 @@
 namespace runner {
 namespace {
 
+// The protocol version in the "ready" line; aclnn-cli refuses a runner that speaks another.
+constexpr const char* kProtocol = "aclnn-runner/1";
+
+// A case that cannot run (unreadable file, failed allocation, phase one's bookkeeping): the runner goes on.
 struct Failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Something went wrong once the kernel was launched: the stream and context may be unusable,
+// so after this case the process ends and aclnn-cli starts a fresh runner.
+struct DeviceFault : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
@@ -48,9 +62,9 @@ struct TensorSpec {
     aclDataType dtype = ACL_FLOAT;
     aclFormat format = ACL_FORMAT_ND;
     size_t itemsize = 0;
-    std::vector<int64_t> dims, strides;
+    std::vector<int64_t> dims, strides, storage_dims;
     int64_t offset = 0;
-    int64_t storage_elements = 0;
+    size_t storage_bytes = 0;
     std::string file;  // storage bytes to load (the initial output storage, for an output)
     std::string dump;  // where the whole output storage goes after the call
 };
@@ -127,7 +141,18 @@ void write_atomically(const std::string& path, const void* data, size_t size) {
     }
 }
 
-// "tensor <in|out> <acl_dtype> <acl_format> <itemsize> <ndim> <dims..> <strides..> <offset> <storage> <file>"
+size_t storage_size(const std::vector<int64_t>& dims, size_t itemsize) {
+    size_t bytes = itemsize;
+    for (int64_t d : dims) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) || bytes > (size_t{1} << 48)) {
+            throw Failure("malformed tensor line: storage size out of range");
+        }
+    }
+    return bytes;
+}
+
+// "tensor <in|out> <acl_dtype> <acl_format> <itemsize> <ndim> <dims..> <strides..> <offset>
+//         <storage_ndim> <storage_dims..> <file>"
 TensorSpec parse_tensor(std::istringstream& in) {
     TensorSpec t;
     std::string role;
@@ -143,8 +168,13 @@ TensorSpec parse_tensor(std::istringstream& in) {
     t.strides.resize(ndim);
     for (auto& d : t.dims) in >> d;
     for (auto& s : t.strides) in >> s;
-    in >> t.offset >> t.storage_elements;
-    if (!in || t.storage_elements < 0) throw Failure("malformed tensor line");
+    size_t storage_ndim = 0;
+    in >> t.offset >> storage_ndim;
+    if (!in || storage_ndim > 64) throw Failure("malformed tensor line");
+    t.storage_dims.resize(storage_ndim);
+    for (auto& d : t.storage_dims) in >> d;
+    if (!in || t.itemsize == 0 || t.itemsize > 16) throw Failure("malformed tensor line");
+    t.storage_bytes = storage_size(t.storage_dims, t.itemsize);
     in >> std::ws;
     std::getline(in, t.file);
     if (t.file.empty()) throw Failure("malformed tensor line: no storage file");
@@ -205,16 +235,16 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
             args.tensors.push_back(nullptr);
             continue;
         }
-        size_t bytes = static_cast<size_t>(t.storage_elements) * t.itemsize;
+        size_t bytes = t.storage_bytes;
         std::vector<char> host = read_file(t.file, bytes);
         storage.back() = std::make_unique<DeviceBuffer>(bytes);
         if (bytes > 0) {
             check_acl(aclrtMemcpy(storage.back()->get(), bytes, host.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE),
                       "aclrtMemcpy (host to device)");
         }
-        int64_t storage_dims[1] = {t.storage_elements};
         aclTensor* tensor = aclCreateTensor(t.dims.data(), t.dims.size(), t.dtype, t.strides.data(), t.offset,
-                                            t.format, storage_dims, 1, storage.back()->get());
+                                            t.format, t.storage_dims.data(), t.storage_dims.size(),
+                                            storage.back()->get());
         if (tensor == nullptr) throw Failure("aclCreateTensor returned nullptr" + recent_error());
         handles.back().reset(tensor);
         args.tensors.push_back(tensor);
@@ -228,19 +258,26 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
     if (status != 0) return status;
 
     DeviceBuffer workspace(static_cast<size_t>(workspace_size));
-    aclnnStatus ret = op.phase_two(workspace.get(), workspace_size, executor, stream);
-    if (ret != 0) throw Failure(req.op + " (phase two) returned " + std::to_string(ret) + recent_error());
-    check_acl(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
-
-    for (size_t i = 0; i < req.tensors.size(); ++i) {
-        const TensorSpec& t = req.tensors[i];
-        if (!t.output || t.null || t.dump.empty()) continue;
-        std::vector<char> host(storage[i]->size());
-        if (!host.empty()) {
-            check_acl(aclrtMemcpy(host.data(), host.size(), storage[i]->get(), host.size(),
+    std::vector<std::vector<char>> results(req.tensors.size());
+    try {
+        aclnnStatus ret = op.phase_two(workspace.get(), workspace_size, executor, stream);
+        if (ret != 0) throw Failure(req.op + " (phase two) returned " + std::to_string(ret) + recent_error());
+        check_acl(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+        for (size_t i = 0; i < req.tensors.size(); ++i) {
+            const TensorSpec& t = req.tensors[i];
+            if (!t.output || t.null || t.dump.empty() || storage[i]->size() == 0) continue;
+            results[i].resize(storage[i]->size());
+            check_acl(aclrtMemcpy(results[i].data(), results[i].size(), storage[i]->get(), results[i].size(),
                                   ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy (device to host)");
         }
-        write_atomically(t.dump, host.data(), host.size());
+    } catch (const std::exception& e) {
+        // Work may still be queued on the stream: let it finish before the buffers are freed.
+        aclrtSynchronizeStream(stream);
+        throw DeviceFault(e.what());
+    }
+    for (size_t i = 0; i < req.tensors.size(); ++i) {
+        const TensorSpec& t = req.tensors[i];
+        if (t.output && !t.null && !t.dump.empty()) write_atomically(t.dump, results[i].data(), results[i].size());
     }
     return status;
 }
@@ -282,6 +319,7 @@ int parse_int(const char* text, const char* what) {
 
 int main(int argc, char** argv) {
     using namespace runner;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a runner whose driver died must not keep the device
     int device = 0, reply_fd = 1;
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
@@ -298,26 +336,29 @@ int main(int argc, char** argv) {
         check_acl(aclInit(nullptr), "aclInit");
         check_acl(aclrtSetDevice(device), "aclrtSetDevice");
         check_acl(aclrtCreateStream(&stream), "aclrtCreateStream");
-    } catch (const Failure& e) {
+    } catch (const std::exception& e) {
         replies.say(std::string("fatal ") + e.what());
         return 3;
     }
     const char* soc = aclrtGetSocName();
-    replies.say(std::string("ready ") + (soc != nullptr && *soc != '\0' ? soc : "unknown"));
+    replies.say(std::string("ready ") + kProtocol + " " + (soc != nullptr && *soc != '\0' ? soc : "unknown"));
 
     CaseRequest req;
     while (true) {
         try {
             if (!read_request(std::cin, req)) break;
-        } catch (const Failure& e) {
+        } catch (const std::exception& e) {  // the request format drifted: say so and end
             replies.say(std::string("fatal ") + e.what());
             return 2;
         }
         try {
             aclnnStatus status = run_case(req, stream);
-            replies.say("done " + std::to_string(status));
-        } catch (const Failure& e) {
-            replies.say(std::string("error ") + e.what());
+            replies.say("done " + req.id + " " + std::to_string(status));
+        } catch (const DeviceFault& e) {
+            replies.say("fault " + req.id + " " + e.what());
+            return 4;  // the device may be unusable: aclnn-cli starts a fresh runner
+        } catch (const std::exception& e) {
+            replies.say("error " + req.id + " " + e.what());
         }
     }
     aclrtDestroyStream(stream);
