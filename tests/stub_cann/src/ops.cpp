@@ -497,6 +497,7 @@ aclnnStatus PhaseTwo(Op api, void* workspace, uint64_t workspaceSize, aclOpExecu
         for (uint64_t b = 0; b < stub::ElementSize(e->out.dtype); ++b) p[b] = static_cast<uint8_t>(~p[b]);
     }
     if (kind == stub::DefectKind::kHang) stub::HangStream(stream);
+    if (kind == stub::DefectKind::kSyncError) stub::FaultStream(stream);
     return ACLNN_SUCCESS;
 }
 

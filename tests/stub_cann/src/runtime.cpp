@@ -17,6 +17,7 @@ constexpr int32_t kDeviceCount = 8;
 
 struct Stream {
     bool hung = false;
+    bool faulted = false;  // a kernel raised an exception: the stream stays unusable, as on a device
 };
 
 struct State {
@@ -27,6 +28,7 @@ struct State {
     std::map<uintptr_t, uint64_t> allocations;  // base -> size
     std::set<Stream*> streams;
     bool default_stream_hung = false;
+    bool default_stream_faulted = false;
 };
 
 State& S() {
@@ -80,7 +82,8 @@ stub::Defect ParseDefect() {
     else if (k == "write-outside") d.kind = stub::DefectKind::kWriteOutside;
     else if (k == "crash") d.kind = stub::DefectKind::kCrash;
     else if (k == "hang") d.kind = stub::DefectKind::kHang;
-    else d.error = "ACLNN_STUB_DEFECT=" + k + ": expected wrong-values, write-outside, crash or hang";
+    else if (k == "sync-error") d.kind = stub::DefectKind::kSyncError;
+    else d.error = "ACLNN_STUB_DEFECT=" + k + ": expected wrong-values, write-outside, crash, hang or sync-error";
     if (const char* op = std::getenv("ACLNN_STUB_DEFECT_OP")) d.op = op;
     if (const char* n = std::getenv("ACLNN_STUB_DEFECT_NUMEL"); n != nullptr && *n != '\0') {
         char* end = nullptr;
@@ -127,6 +130,13 @@ void HangStream(aclrtStream stream) {
     std::lock_guard<std::mutex> lock(s.mu);
     if (stream == nullptr) s.default_stream_hung = true;
     else static_cast<Stream*>(stream)->hung = true;
+}
+
+void FaultStream(aclrtStream stream) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (stream == nullptr) s.default_stream_faulted = true;
+    else static_cast<Stream*>(stream)->faulted = true;
 }
 
 std::string Product() {
@@ -317,7 +327,7 @@ aclError aclrtDestroyStream(aclrtStream stream) {
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
-    bool hung;
+    bool hung, faulted;
     {
         State& s = S();
         std::lock_guard<std::mutex> lock(s.mu);
@@ -326,8 +336,10 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
             return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeStream: unknown stream");
         }
         hung = st != nullptr ? st->hung : s.default_stream_hung;
+        faulted = st != nullptr ? st->faulted : s.default_stream_faulted;
     }
     while (hung) pause();  // the "hang" defect: the device never finishes (until a signal kills us)
+    if (faulted) return Fail(ACL_ERROR_RT_AICORE_EXCEPTION, "aclrtSynchronizeStream: aicore exception");
     return ACL_SUCCESS;
 }
 

@@ -46,11 +46,13 @@ STUB_INTERNAL bool IsDeviceRange(const void* p, uint64_t bytes);
 STUB_INTERNAL bool IsStream(aclrtStream stream);
 // Makes the next aclrtSynchronizeStream on `stream` block forever (the "hang" defect).
 STUB_INTERNAL void HangStream(aclrtStream stream);
+// Makes every later aclrtSynchronizeStream on `stream` fail with an AI Core exception (the "sync-error" defect).
+STUB_INTERNAL void FaultStream(aclrtStream stream);
 
 // "950", "A3", "A2", "910" or "other", from aclrtGetSocName() (see README.md).
 STUB_INTERNAL std::string Product();
 
-enum class DefectKind { kNone, kWrongValues, kWriteOutside, kCrash, kHang };
+enum class DefectKind { kNone, kWrongValues, kWriteOutside, kCrash, kHang, kSyncError };
 struct Defect {
     DefectKind kind = DefectKind::kNone;
     std::string op;      // ACLNN_STUB_DEFECT_OP: only this aclnn API ("" = all)
