@@ -3,11 +3,136 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import sys
+from array import array
+from dataclasses import MISSING as NO_DEFAULT, asdict, dataclass, field
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "ERROR")
 ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR)
+
+
+class _Compact:
+    """A field of CaseResult kept in a compact form: `pack` on assignment, `unpack` on every read.
+
+    A run of thousands of cases holds every result until it is reported; a passing case's metrics
+    dict alone took a kilobyte. Reads give equal values (new containers: change a result by
+    assigning its fields, not by mutating what a read returned). `default` is the field's default
+    (NO_DEFAULT: none, the field is required).
+    """
+
+    def __init__(self, pack, unpack, default=NO_DEFAULT) -> None:
+        self.pack, self.unpack, self.default = pack, unpack, default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.attr = f"_{name}"
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.default  # dataclasses ask the class for the field's default
+        return self.unpack(obj, obj.__dict__[self.attr])
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.attr] = self.pack(self.default if value is self else value)
+
+
+METRIC_KEYS = ("elements", "compared", "special_mismatches", "violations", "max_abs_error", "max_rel_error", "mere",
+               "mare", "rmse", "error_balance", "max_ulp_error", "mean_ulp_error", "small_error_rate",
+               "zero_golden_share", "relieved")  # Metrics.to_json, in its order
+_INT_METRICS = frozenset(("elements", "compared", "special_mismatches", "violations", "relieved"))
+
+
+class _PackedMetrics(tuple):
+    """Metrics.to_json's values as one array of doubles (its ints are far below 2^53)."""
+
+
+def _pack_metrics(value):
+    if (isinstance(value, dict) and tuple(value) == METRIC_KEYS
+            and all(type(v) is (int if k in _INT_METRICS else float) for k, v in value.items())):
+        return _PackedMetrics((array("d", value.values()),))
+    return value
+
+
+def _unpack_metrics(obj, value):
+    if type(value) is not _PackedMetrics:
+        return value
+    return {k: int(v) if k in _INT_METRICS else v for k, v in zip(METRIC_KEYS, value[0])}
+
+
+_SHARED: dict = {}  # equal immutable parts of many results (a standard's parameters, shapes): one copy
+
+
+def _share(value):
+    if len(_SHARED) > 4096:
+        _SHARED.clear()
+    return _SHARED.setdefault((type(value), value), value)  # (equal tuples of other kinds are other keys)
+
+
+class _Items(tuple):
+    """A dict of scalars as a shared tuple of its items."""
+
+
+def _pack_dict(value):
+    if value is None:
+        value = {}
+    if isinstance(value, dict) and all(isinstance(v, (int, float, str)) for v in value.values()):
+        try:
+            return _share(_Items(value.items()))
+        except TypeError:  # an unhashable key
+            return value
+    return value
+
+
+def _unpack_dict(obj, value):
+    return dict(value) if type(value) is _Items else value
+
+
+class _Ints(tuple):
+    """A list of ints (a shape) as a shared tuple."""
+
+
+def _pack_shape(value):
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return _share(_Ints(value))
+    return value
+
+
+def _unpack_shape(obj, value):
+    return list(value) if type(value) is _Ints else value
+
+
+def _pack_list(value):
+    return None if value is None or (type(value) is list and not value) else value
+
+
+def _unpack_list(obj, value):
+    return [] if value is None else value
+
+
+@dataclass(frozen=True)
+class Repro:
+    """The repro line of a case, less what its result already holds (case id and path): one per run.
+
+    `CaseResult.repro` reads as the full line: `{head} --case {case_id} -o {out} && aclnn-cli verify
+    {path}{tail}`.
+    """
+
+    head: str
+    out: str
+    tail: str
+
+
+def _pack_repro(value):
+    return _share(value) if isinstance(value, Repro) else value
+
+
+def _unpack_repro(obj, value):
+    if type(value) is not Repro:
+        return value
+    return f"{value.head} --case {obj.case_id} -o {value.out} && aclnn-cli verify {obj.path}{value.tail}"
+
+
+_STRINGS = ("op", "dtype", "product", "status", "standard", "kind")
 
 
 @dataclass
@@ -15,19 +140,25 @@ class CaseResult:
     case_id: str
     op: str
     dtype: str
-    shape: list
+    shape: list = _Compact(_pack_shape, _unpack_shape)
     product: str
     status: str
     standard: str
     reason: str
-    params: dict = field(default_factory=dict)
-    metrics: dict | None = None
-    benchmark: dict | None = None
-    worst: list = field(default_factory=list)
-    repro: str = ""
+    params: dict = _Compact(_pack_dict, _unpack_dict, None)  # (None: {})
+    metrics: dict | None = _Compact(_pack_metrics, _unpack_metrics, None)
+    benchmark: dict | None = _Compact(_pack_metrics, _unpack_metrics, None)
+    worst: list = _Compact(_pack_list, _unpack_list, None)  # (None: [])
+    repro: str = _Compact(_pack_repro, _unpack_repro, "")
     path: str = ""
     kind: str = "precision"  # or "contract": a negative case, judged on phase one's status only
-    error_rows: list = field(default_factory=list, repr=False)
+    error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
+
+    def __post_init__(self) -> None:
+        for name in _STRINGS:  # thousands of results name a few ops, dtypes, products: one copy of each
+            value = getattr(self, name)
+            if type(value) is str:
+                setattr(self, name, sys.intern(value))
 
     def to_json(self) -> dict:
         """The result as strict JSON data (non-finite numbers as strings)."""

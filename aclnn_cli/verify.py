@@ -13,7 +13,7 @@ from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksum
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
 from .parallel import Runner, as_completed, batches, jobs_for
-from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, RunResult
+from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from .storage import check_file_sha256, check_size, chunks
 
@@ -46,7 +46,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     std, params = case_standard(m, opts)
     out = m.output
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
-                        params=params, path=str(m.dir), repro=repro_command(m, opts), kind=_kind(m))
+                        params=params, path=str(m.dir), repro=_repro(m, opts), kind=_kind(m))
     status_path = M.join(str(m.dir), M.STATUS_FILE)
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
@@ -134,11 +134,15 @@ def _check_status(result: CaseResult, path: str, expected: int, required: bool) 
 
 def repro_command(m: M.CaseManifest, opts: Options) -> str:
     """One line that regenerates (if needed) and re-verifies just this case; gen keeps the dump."""
+    return CaseResult(m.case_id, "", "", [], "", "", "", "", path=str(m.dir), repro=_repro(m, opts)).repro
+
+
+def _repro(m: M.CaseManifest, opts: Options) -> Repro:
+    """repro_command less the case id and path its result holds (results of a run share one)."""
     std = f" --standard {opts.standard}" if opts.standard else ""
     tol = "".join(f" --tolerance {k}={v:g}" for k, v in opts.tolerance.items())
-    where = str(m.dir)
-    return (f"aclnn-cli gen {m.raw.get('source')} --case {m.case_id} -o {os.path.dirname(where) or '.'} && "
-            f"aclnn-cli verify {where}{std}{tol}")  # (dirname: str(Path.parent) of a path as Path writes it)
+    out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
+    return Repro(f"aclnn-cli gen {m.raw.get('source')}", out, f"{std}{tol}")
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
