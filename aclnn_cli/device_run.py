@@ -303,14 +303,27 @@ def _record(summary: RunSummary, m: CaseManifest, verdict: str, detail: str) -> 
     atomic_write_text(m.dir / RUN_VERDICT_FILE, f"{verdict}\n{detail}\n")
 
 
-def read_verdict(case_dir: Path) -> tuple[str, str] | None:
-    """(CRASH|TIMEOUT|ERROR, detail) if the last run of this case did not complete, else None."""
+def forget_run_verdict(case_dir: Path | str) -> None:
+    """Drop a device run's verdict (emulate writes results of its own)."""
+    path = os.path.join(case_dir, RUN_VERDICT_FILE)
     try:
-        text = (case_dir / RUN_VERDICT_FILE).read_text(encoding="utf-8", errors="replace")
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot remove an earlier run verdict: {exc.strerror}", where=path) from None
+
+
+def read_verdict(case_dir: Path | str) -> tuple[str, str] | None:
+    """(CRASH|TIMEOUT|ERROR, detail) if the last run of this case did not complete, else None."""
+    path = os.path.join(case_dir, RUN_VERDICT_FILE)
+    try:
+        with open(path, "rb") as f:
+            text = f.read(TAIL_BYTES * 4).decode("utf-8", "replace")
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return "ERROR", f"cannot read {RUN_VERDICT_FILE}: {exc.strerror}"
+        return "ERROR", f"{path}: cannot read the run verdict: {exc.strerror}"
     verdict, _, detail = text.partition("\n")
     verdict = verdict.strip()
     return (verdict if verdict in ("CRASH", "TIMEOUT", "ERROR") else "ERROR"), detail.strip()[:TAIL_BYTES + 200]

@@ -17,6 +17,7 @@ import numpy as np
 from . import dtypes as D
 from . import manifest as M
 from .defects import Variant
+from .device_run import forget_run_verdict
 from .ops.contract import compute_dtype
 from .errors import UserError
 from .parallel import Runner, as_completed, batches, jobs_for
@@ -59,6 +60,7 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     """
     outcome = m.phase_one()
     out = m.output
+    forget_run_verdict(m.dir)  # the emulated device's results replace a device run's
     if outcome.status != 0 or out.dump is None:
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return None

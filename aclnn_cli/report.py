@@ -23,7 +23,7 @@ from .results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 
 VERIFY_SCHEMA = "aclnn-cli/verify/1"
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
-         "STATUS": "bold red", "ERROR": "bold magenta"}
+         "STATUS": "bold red", "CRASH": "bold red", "TIMEOUT": "bold red", "ERROR": "bold magenta"}
 
 
 def _num(x) -> float:

@@ -7,9 +7,10 @@ import sys
 from array import array
 from dataclasses import MISSING as NO_DEFAULT, asdict, dataclass, field
 
-PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR = (
-    "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "ERROR")
-ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, ERROR)
+PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
+    "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "CRASH", "TIMEOUT", "ERROR")
+# CRASH and TIMEOUT: the device run of the case killed its runner or outlived --timeout (aclnn-cli run)
+ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR)
 
 
 class _Compact:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from . import manifest as M
+from .device_run import read_verdict
 from .errors import UserError
 from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
@@ -47,6 +48,10 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     out = m.output
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
                         params=params, path=str(m.dir), repro=_repro(m, opts), kind=_kind(m))
+    run_verdict = read_verdict(m.dir)  # the device run of this case did not complete (aclnn-cli run)
+    if run_verdict is not None:
+        result.status, result.reason = run_verdict
+        return result
     status_path = M.join(str(m.dir), M.STATUS_FILE)
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)

@@ -79,7 +79,8 @@ def test_junit_json_and_csv_outputs(broken):
     assert failure.get("type") == "FAIL" and "MERE" in failure.get("message") and "repro:" in failure.text
     data = json.loads(js.read_text())
     assert data["schema"] == "aclnn-cli/verify/1" and data["summary"] == {
-        "total": 2, "PASS": 1, "FAIL": 1, "LAYOUT": 0, "MISTRUSTED": 0, "MISSING": 0, "STATUS": 0, "ERROR": 0}
+        "total": 2, "PASS": 1, "FAIL": 1, "LAYOUT": 0, "MISTRUSTED": 0, "MISSING": 0, "STATUS": 0, "CRASH": 0, "TIMEOUT": 0,
+        "ERROR": 0}
     bad = next(c for c in data["cases"] if c["status"] == "FAIL")
     assert {"metrics", "worst", "repro", "params", "reason"} <= set(bad)
     assert {"rmse", "error_balance", "max_ulp_error", "mean_ulp_error", "violations"} <= set(bad["metrics"])

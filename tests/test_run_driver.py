@@ -192,3 +192,17 @@ def test_no_fresh_runner_leaves_the_rest_not_run(out, tmp_path, monkeypatch):
     assert "the runner did not start: the runner exited with status 5; it printed: busy" in summary.failed[1][2]
     assert summary.failed[1][2].startswith("not run: ")
     assert summary.statuses == {0: 1} and summary.runners_started == 1
+
+
+def test_verify_reports_the_run_verdict_and_emulate_replaces_it(out, tmp_path):
+    cases = manifests(out)
+    run_cases(cases, opts(tmp_path, FAKE_CRASH=cases[0].case_id))
+    result = run_cli("verify", out, "--json", tmp_path / "v.json")
+    import json
+
+    data = {c["case_id"]: c for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
+    assert result.exit_code == 1 and data[cases[0].case_id]["status"] == "CRASH"
+    assert "SIGSEGV" in data[cases[0].case_id]["reason"]
+    assert run_cli("emulate", out).exit_code == 0
+    assert not (cases[0].dir / RUN_VERDICT_FILE).exists()
+    assert run_cli("verify", out).exit_code == 0

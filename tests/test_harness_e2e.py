@@ -1,0 +1,241 @@
+"""The device loop end to end with no NPU: gen -> harness -> cmake build against the stub CANN -> run -> verify.
+
+The stub (tests/stub_cann) is a test double for the device: it declares exactly the public CANN
+API and computes the four ops as the device does. What this proves: the generated runner
+compiles unchanged against those declarations, drives the API correctly from the manifest's
+numbers (views, null tensors, statuses, whole output storage), and the gate catches what a
+broken kernel does, a crash and a hang included, each costing only its case. The goldens the
+stub's results are judged against come from gen (float64 with certified rounding), not from
+the stub: the two were written independently.
+
+Everything is built once per session: the stub, a plain runner and an ASan/UBSan runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cann_build import build_stub, tools_missing
+from helpers import run_cli, write_yaml
+
+pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
+
+SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A"}
+SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+
+def cmake_build(source: Path, build: Path, root: Path, cxx_flags: str = "") -> Path:
+    configure = ["cmake", "-S", str(source), "-B", str(build), f"-DASCEND_PATH={root}", "-DCMAKE_BUILD_TYPE=Debug"]
+    if cxx_flags:
+        configure += [f"-DCMAKE_CXX_FLAGS={cxx_flags}", f"-DCMAKE_EXE_LINKER_FLAGS={cxx_flags}"]
+    for cmd in (configure, ["cmake", "--build", str(build), "-j2"]):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stdout}\n{done.stderr}"
+    return build / "aclnn-runner"
+
+
+@pytest.fixture(scope="session")
+def stub_root(tmp_path_factory) -> Path:
+    return build_stub(tmp_path_factory.mktemp("stub"))
+
+
+@pytest.fixture(scope="session")
+def harness_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("harness") / "h"
+    result = run_cli("harness", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def runner(harness_dir, stub_root, tmp_path_factory) -> Path:
+    return cmake_build(harness_dir, tmp_path_factory.mktemp("build"), stub_root)
+
+
+@pytest.fixture(scope="session")
+def asan_runner(harness_dir, stub_root, tmp_path_factory) -> Path:
+    return cmake_build(harness_dir, tmp_path_factory.mktemp("build-asan"), stub_root, SANITIZE)
+
+
+@pytest.fixture(scope="session")
+def bundled(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundled") / "out"
+    assert run_cli("gen", "-o", out).exit_code == 0
+    return out
+
+
+def fresh_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def run_every_product(out: Path, runner: Path, monkeypatch, extra_env: dict | None = None) -> list[str]:
+    outputs = []
+    for product, soc in SOCS.items():
+        monkeypatch.setenv("ACLNN_STUB_SOC", soc)
+        for key, value in (extra_env or {}).items():
+            monkeypatch.setenv(key, value)
+        result = run_cli("run", out, "--runner", runner)
+        assert result.exit_code == 0, result.output
+        assert f"on {soc} ({product})" in result.output
+        outputs.append(result.output)
+    return outputs
+
+
+def verify_json(out: Path, *args: str) -> tuple[int, dict]:
+    result = run_cli("verify", out, "--json", out / "verify.json", *args)
+    return result.exit_code, json.loads((out / "verify.json").read_text())
+
+
+def test_the_bundled_suite_through_the_runner_on_every_product(bundled, runner, tmp_path, monkeypatch):
+    out = fresh_copy(bundled, tmp_path / "out")
+    log = tmp_path / "stub.log"
+    outputs = run_every_product(out, runner, monkeypatch, {"ACLNN_STUB_LOG": str(log)})
+    ran = sum(int(o.split("ran ", 1)[1].split()[0]) for o in outputs)
+    code, data = verify_json(out)
+    cases = data["cases"]
+    assert ran == len(cases) == len(list(out.glob("*/case.json")))
+    assert code == 0 and Counter(c["status"] for c in cases) == {"PASS": len(cases)}
+    kinds = Counter(c["kind"] for c in cases)
+    assert kinds["contract"] > 90 and kinds["precision"] > 280  # every negative case returned its status
+    # the device is set up once per runner process (one runner per product here), not once per case
+    calls = Counter(line.split()[0] for line in log.read_text().splitlines())
+    assert calls["aclInit"] == calls["aclrtSetDevice"] == calls["aclFinalize"] == len(SOCS)
+
+
+def test_the_sanitized_runner_is_clean_on_the_bundled_suite(bundled, asan_runner, tmp_path, monkeypatch):
+    out = fresh_copy(bundled, tmp_path / "out")
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")
+    monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    run_every_product(out, asan_runner, monkeypatch)  # a report: non-zero exit or a crash: run exits 1
+    code, data = verify_json(out)
+    assert code == 0 and {c["status"] for c in data["cases"]} == {"PASS"}
+
+
+DEFECT_SUITE = """
+op: {op}
+defaults: {{dtype: [float32, float16], seed: 9}}
+cases:
+  - name: plain
+    shape: [[64], [3, 7]]
+  - name: strided_out          # output every 2nd element of a longer storage: room to write outside the view
+    shape: [5, 6]
+    tensors: {{{out}: {{layout: {{step: 2}}}}}}
+"""
+OPS = {"aclnnSiluBackward": "gradInput", "aclnnFastGeluBackward": "gradInput",
+       "aclnnLogSigmoidBackward": "gradInput", "aclnnHardsigmoidBackward": "out"}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("small")
+    files = [write_yaml(root, DEFECT_SUITE.format(op=op, out=out), f"{op}.yaml") for op, out in OPS.items()]
+    out = root / "out"
+    assert run_cli("gen", *files, "-o", out).exit_code == 0
+    return out
+
+
+def run_with(out: Path, runner: Path, monkeypatch, *args: str, **env: str):
+    monkeypatch.setenv("ACLNN_STUB_SOC", SOCS["A2"])
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return run_cli("run", out, "--runner", runner, *args)
+
+
+def statuses(data: dict) -> dict[str, str]:
+    return {c["case_id"]: c["status"] for c in data["cases"]}
+
+
+def test_the_correct_stub_passes_the_small_suite(small, runner, tmp_path, monkeypatch):
+    out = fresh_copy(small, tmp_path / "out")
+    assert run_with(out, runner, monkeypatch).exit_code == 0
+    code, data = verify_json(out)
+    assert code == 0 and set(statuses(data).values()) == {"PASS"} and len(data["cases"]) == 24
+
+
+def test_wrong_values_fail_every_case(small, runner, tmp_path, monkeypatch):
+    out = fresh_copy(small, tmp_path / "out")
+    assert run_with(out, runner, monkeypatch, ACLNN_STUB_DEFECT="wrong-values").exit_code == 0
+    code, data = verify_json(out)
+    assert code == 1 and set(statuses(data).values()) == {"FAIL"}
+
+
+def test_a_write_outside_the_view_is_caught(small, runner, tmp_path, monkeypatch):
+    out = fresh_copy(small, tmp_path / "out")
+    assert run_with(out, runner, monkeypatch, ACLNN_STUB_DEFECT="write-outside").exit_code == 0
+    code, data = verify_json(out)
+    got = statuses(data)
+    assert code == 1
+    assert {s for c, s in got.items() if "strided_out" in c} == {"LAYOUT"}
+    assert "PASS" not in got.values()
+
+
+def test_only_the_defective_op_is_caught(small, runner, tmp_path, monkeypatch):
+    out = fresh_copy(small, tmp_path / "out")
+    assert run_with(out, runner, monkeypatch, ACLNN_STUB_DEFECT="wrong-values",
+                    ACLNN_STUB_DEFECT_OP="aclnnLogSigmoidBackward").exit_code == 0
+    code, data = verify_json(out)
+    assert code == 1
+    assert all((s == "FAIL") == c.startswith("log_sigmoid") for c, s in statuses(data).items())
+
+
+@pytest.mark.parametrize("defect, verdict", [("crash", "CRASH"), ("hang", "TIMEOUT"), ("sync-error", "CRASH")])
+def test_a_crash_or_hang_costs_only_its_case(small, runner, tmp_path, monkeypatch, defect, verdict):
+    out = fresh_copy(small, tmp_path / "out")
+    # 21 elements: only the [3, 7] cases; restricted to one op and dtype by --case below and the op switch
+    result = run_with(out, runner, monkeypatch, "--timeout", "2", ACLNN_STUB_DEFECT=defect,
+                      ACLNN_STUB_DEFECT_OP="aclnnSiluBackward", ACLNN_STUB_DEFECT_NUMEL="21")
+    victims = sorted(p.name for p in out.glob("silu_backward-plain-*3x7*"))
+    assert result.exit_code == 1, result.output
+    for victim in victims:
+        assert f"{verdict:8} {victim}" in result.output
+    assert "runner processes" in result.output
+    code, data = verify_json(out)
+    got = statuses(data)
+    assert code == 1 and victims and all(got[v] == verdict for v in victims)
+    assert all(s == "PASS" for c, s in got.items() if c not in victims)
+    crash = next(c for c in data["cases"] if c["case_id"] == victims[0])
+    expected = {"crash": "SIGSEGV", "hang": "no answer within 2 s",
+                "sync-error": "the device call failed: aclrtSynchronizeStream returned 507015 (aclrtSynchronizeStream: "
+                              "aicore exception)"}
+    assert expected[defect] in crash["reason"]
+
+
+def test_cmake_links_the_split_opapi_and_follows_the_environment(harness_dir, stub_root, tmp_path, monkeypatch):
+    """A CANN 8.5 layout (opapi_nn + opapi_math, no opapi), found through ASCEND_HOME_PATH (set_env.sh)."""
+    root = tmp_path / "cann85"
+    shutil.copytree(stub_root, root, symlinks=True)
+    lib = root / "lib64"
+    for name in ("libopapi_nn.so", "libopapi_math.so"):
+        shutil.copyfile(lib / "libopapi.so", lib / name)
+    (lib / "libopapi.so").unlink()
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(root))
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/nonexistent")
+    build = tmp_path / "build"
+    done = subprocess.run(["cmake", "-S", str(harness_dir), "-B", str(build)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"CANN toolkit: {root}" in done.stdout
+    cache = (build / "CMakeCache.txt").read_text()
+    assert f"OPAPI_NN_LIB:FILEPATH={lib}/libopapi_nn.so" in cache
+    assert f"OPAPI_MATH_LIB:FILEPATH={lib}/libopapi_math.so" in cache
+    # re-configuring against another toolkit takes that toolkit's libraries, not the cached ones
+    done = subprocess.run(["cmake", "-S", str(harness_dir), "-B", str(build), f"-DASCEND_PATH={stub_root}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert f"ASCENDCL_LIB:FILEPATH={stub_root}/lib64/libascendcl.so" in cache
+    assert f"OPAPI_LIB:FILEPATH={stub_root}/lib64/libopapi.so" in cache and "OPAPI_NN_LIB-NOTFOUND" in cache
+
+
+def test_cmake_says_where_it_looked_without_a_toolkit(harness_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path / "nowhere"))
+    done = subprocess.run(["cmake", "-S", str(harness_dir), "-B", str(tmp_path / "b")], capture_output=True, text=True)
+    said = " ".join(done.stderr.split())  # cmake wraps its messages
+    assert done.returncode != 0 and f"no CANN toolkit at ASCEND_PATH={tmp_path / 'nowhere'}" in said
