@@ -18,11 +18,16 @@ from .dtypes import DType, round_fraction, round_from_f64
 from .ops.base import OpSpec
 
 
-def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType) -> tuple[np.ndarray, int]:
-    """The correctly rounded result in out_dtype, and how many elements needed the exact path."""
+def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
+           attributes: Mapping[str, object] | None = None) -> tuple[np.ndarray, int]:
+    """The correctly rounded result in out_dtype, and how many elements needed the exact path.
+
+    attributes: the op's attribute values (see AttrSpec), passed to its functions beside the inputs.
+    """
+    attributes = dict(attributes or {})
     with np.errstate(all="ignore"):
         wide = {k: np.asarray(v).astype(np.float64) for k, v in inputs.items()}
-        ref = op.golden_f64(wide)
+        ref = op.golden_f64({**wide, **attributes})
         rounded = round_from_f64(ref.value, out_dtype)
         as64 = rounded.astype(np.float64)
         lo = round_from_f64(ref.value - ref.bound, out_dtype).astype(np.float64)
@@ -34,7 +39,8 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType) -> tu
     if hard.size:
         rounded = rounded.copy()
         names = [t.name for t in op.inputs]
+        exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attributes.items()}
         for i in hard:
             point = {n: Fraction(float(wide[n][i])) for n in names}
-            rounded[i] = round_fraction(Fraction(op.exact(point)), out_dtype)
+            rounded[i] = round_fraction(Fraction(op.exact({**point, **exact_attrs})), out_dtype)
     return rounded, int(hard.size)

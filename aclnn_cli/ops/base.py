@@ -33,6 +33,28 @@ class TensorSpec:
 
 FLOATS = ("float32", "float16", "bfloat16")
 
+ATTRIBUTE_KINDS = ("scalar", "bool", "string", "int_list")
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """A non-tensor argument of the API, in the API's order after the inputs (before the outputs).
+
+    kind: "scalar" (an aclScalar* of `scalar_dtype`), "bool", "string" (a char* from `choices`)
+    or "int_list" (an aclIntArray*). The op's functions receive the value in the same mapping as
+    the tensors, under `name`: a scalar as the Python float the aclScalar holds (the case's value
+    rounded to `scalar_dtype`, which is what the device sees), a bool, a str, a tuple of ints.
+    optional: the API accepts nullptr (the case writes `null`), and the op then uses `default`.
+    default: the value when a case gives none (None: every case must give one).
+    """
+
+    name: str
+    kind: str
+    default: object = None
+    optional: bool = False
+    choices: tuple = ()
+    scalar_dtype: str = "float32"
+
 
 def products(*names: str, dtypes: tuple[str, ...] = FLOATS,
              overrides: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
@@ -106,12 +128,17 @@ class OpSpec:
     variants: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
     # The public header declaring the API, as the device harness includes it (default aclnnop/aclnn_<key>.h).
     header: str = ""
+    attributes: tuple[AttrSpec, ...] = ()  # scalars, bools, strings: see AttrSpec
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""
         from .registry import lookup
 
         return (lookup, (self.name,))
+
+    def attribute_values(self, values: Mapping) -> dict:
+        """The attributes among the values an op function receives (the rest are tensors)."""
+        return {a.name: values[a.name] for a in self.attributes if a.name in values}
 
     @property
     def api_header(self) -> str:
@@ -153,7 +180,8 @@ class OpSpec:
                 if t.read_by_kernel and t.name != GRADIENT:
                     inf_grad &= np.isfinite(inputs[t.name])
             if inf_grad.any():
-                unit = {k: v[inf_grad] for k, v in inputs.items()}
+                attrs = self.attribute_values(inputs)
+                unit = {**{k: v[inf_grad] for k, v in inputs.items() if k not in attrs}, **attrs}
                 unit[GRADIENT] = np.ones(int(inf_grad.sum()))
                 with np.errstate(all="ignore"):
                     factor = self.golden_f64(unit).value
@@ -171,10 +199,11 @@ class OpSpec:
                 finite &= np.isfinite(inputs[t.name])
         if finite.all():
             return self.reference(inputs)
-        ok = {k: np.where(finite, v, 0.0) for k, v in inputs.items()}
-        ref = self.reference(ok)
+        attrs = self.attribute_values(inputs)
+        ok = {k: np.where(finite, v, 0.0) for k, v in inputs.items() if k not in attrs}
+        ref = self.reference({**ok, **attrs})
         with np.errstate(all="ignore"):
-            special = (self.ieee or self.kernel)({k: v[~finite] for k, v in inputs.items()})
+            special = (self.ieee or self.kernel)({**{k: np.asarray(inputs[k])[~finite] for k in ok}, **attrs})
         value = ref.value.copy()
         value[~finite] = special
         bound, scale = ref.bound.copy(), ref.scale.copy()
