@@ -46,10 +46,33 @@ def _line_safe(text: str, what: str, where: Path) -> str:
     return text
 
 
+def attribute_line(entry: dict, where: Path) -> str:
+    """One attribute of the manifest ({"name", "kind", "value", "acl_dtype"}) as a request line."""
+    kind, value = entry.get("kind"), entry.get("value")
+    if value is None:
+        return "null"
+    if kind == "scalar":
+        number = float.hex(float(value)) if isinstance(value, float) else str(int(value))
+        return f"scalar {int(entry['acl_dtype'])} {number}"
+    if kind == "bool":
+        return f"bool {int(bool(value))}"
+    if kind == "string":
+        return f"string {_line_safe(str(value), 'string attribute', where)}" if value else "string "
+    raise UserError(f"attribute {entry.get('name')!r} of kind {kind!r} cannot be passed to the runner", where=str(where))
+
+
 def request(m: CaseManifest) -> str:
-    """One case in the runner's line format: every tensor of the API in order, then status and end."""
+    """One case in the runner's line format: the API's arguments in order, then status and end."""
     lines = [f"case {_line_safe(m.case_id, 'case id', m.dir)}", f"op {m.op.name}"]
-    for t in m.tensors:
+    tensors = {t.name: t for t in m.tensors}
+    attributes = {a.get("name"): a for a in m.raw.get("attributes") or [] if isinstance(a, dict)}
+    for name, kind in m.op.api_params:
+        if kind != "tensor":
+            if name not in attributes:
+                raise UserError(f"the manifest gives no value for attribute {name!r}", where=str(m.dir))
+            lines.append(attribute_line(attributes[name], m.dir))
+            continue
+        t = tensors[name]
         if t.null:
             lines.append("null")
             continue

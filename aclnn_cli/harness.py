@@ -22,9 +22,17 @@ _IDENT = re.compile(r"^aclnn[A-Za-z0-9_]+$")
 _HEADER = re.compile(r"^[A-Za-z0-9_./-]+\.h$")
 
 
+ACCESSORS = {"tensor": "tensor", "scalar": "scalar", "bool": "flag", "string": "text"}
+
+
 def call_arguments(op: OpSpec) -> list[str]:
     """The C++ expressions passed to phase one, in the API's order (before workspaceSize, executor)."""
-    return [f"a.tensor({i})" for i, _ in enumerate(op.tensors)]
+    args = []
+    for i, (name, kind) in enumerate(op.api_params):
+        if kind not in ACCESSORS:
+            raise UserError(f"{op.name}: the harness cannot pass {name} ({kind}) yet")
+        args.append(f"a.{ACCESSORS[kind]}({i})")
+    return args
 
 
 def ops_source(ops: list[OpSpec]) -> str:
@@ -41,17 +49,17 @@ def ops_source(ops: list[OpSpec]) -> str:
     lines += [f'#include "{h}"' for h in sorted({op.api_header for op in ops})]
     lines += ["", "namespace runner {", "namespace {", ""]
     for op in ops:
-        signature = ", ".join(t.name for t in op.tensors)
+        signature = ", ".join(name for name, _ in op.api_params)
         args = ", ".join(call_arguments(op) + ["workspaceSize", "executor"])
         lines += [
             f"// {op.name}({signature})",
-            f"aclnnStatus {op.name}_phase_one(const CallArgs& a, uint64_t* workspaceSize, aclOpExecutor** executor) {{",
+            f"aclnnStatus {op.name}_phase_one(CallArgs& a, uint64_t* workspaceSize, aclOpExecutor** executor) {{",
             f"    return {op.name}GetWorkspaceSize({args});",
             "}",
             "",
         ]
     lines += ["}  // namespace", "", "const OpEntry kOps[] = {"]
-    lines += [f'    {{"{op.name}", {len(op.tensors)}, {op.name}_phase_one, {op.name}}},' for op in ops]
+    lines += [f'    {{"{op.name}", {len(op.api_params)}, {op.name}_phase_one, {op.name}}},' for op in ops]
     lines += ["};", "const size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);", "", "}  // namespace runner", ""]
     return "\n".join(lines)
 

@@ -55,9 +55,11 @@ void check_acl(aclError ret, const char* what) {
     }
 }
 
-// One tensor of a case, as the request describes it.
-struct TensorSpec {
-    bool null = true;
+// One argument of a case, as the request describes it: a tensor, an attribute, or a null pointer.
+enum class Kind { Null, Tensor, Scalar, Bool, String };
+
+struct Param {
+    Kind kind = Kind::Null;
     bool output = false;
     aclDataType dtype = ACL_FLOAT;
     aclFormat format = ACL_FORMAT_ND;
@@ -67,11 +69,12 @@ struct TensorSpec {
     size_t storage_bytes = 0;
     std::string file;  // storage bytes to load (the initial output storage, for an output)
     std::string dump;  // where the whole output storage goes after the call
+    std::string value;  // a scalar's number as text (hex floats exact), a bool's 0/1, a string
 };
 
 struct CaseRequest {
     std::string id, op, status_path;
-    std::vector<TensorSpec> tensors;
+    std::vector<Param> params;
 };
 
 // Device memory that frees itself.
@@ -98,6 +101,41 @@ struct TensorDeleter {
     void operator()(aclTensor* t) const { aclDestroyTensor(t); }
 };
 using TensorHandle = std::unique_ptr<aclTensor, TensorDeleter>;
+
+struct ScalarDeleter {
+    void operator()(aclScalar* s) const { aclDestroyScalar(s); }
+};
+using ScalarHandle = std::unique_ptr<aclScalar, ScalarDeleter>;
+
+// An aclScalar of the given dtype holding the request's number (parsed exactly: hex floats).
+ScalarHandle make_scalar(aclDataType dtype, const std::string& text) {
+    const char* s = text.c_str();
+    char* end = nullptr;
+    errno = 0;
+    union {
+        float f;
+        double d;
+        int32_t i32;
+        int64_t i64;
+        bool b;
+    } v{};
+    if (dtype == ACL_FLOAT || dtype == ACL_DOUBLE) {
+        double d = std::strtod(s, &end);
+        if (dtype == ACL_FLOAT) v.f = static_cast<float>(d);
+        else v.d = d;
+    } else if (dtype == ACL_INT32 || dtype == ACL_INT64 || dtype == ACL_BOOL) {
+        long long i = std::strtoll(s, &end, 10);
+        if (dtype == ACL_INT32) v.i32 = static_cast<int32_t>(i);
+        else if (dtype == ACL_INT64) v.i64 = i;
+        else v.b = i != 0;
+    } else {
+        throw Failure("scalar dtype " + std::to_string(dtype) + " is not supported by this runner");
+    }
+    if (end == s || *end != '\0' || errno == ERANGE) throw Failure("malformed scalar value '" + text + "'");
+    aclScalar* scalar = aclCreateScalar(&v, dtype);
+    if (scalar == nullptr) throw Failure("aclCreateScalar returned nullptr" + recent_error());
+    return ScalarHandle(scalar);
+}
 
 std::vector<char> read_file(const std::string& path, size_t expected) {
     std::vector<char> data(expected);
@@ -153,14 +191,14 @@ size_t storage_size(const std::vector<int64_t>& dims, size_t itemsize) {
 
 // "tensor <in|out> <acl_dtype> <acl_format> <itemsize> <ndim> <dims..> <strides..> <offset>
 //         <storage_ndim> <storage_dims..> <file>"
-TensorSpec parse_tensor(std::istringstream& in) {
-    TensorSpec t;
+Param parse_tensor(std::istringstream& in) {
+    Param t;
     std::string role;
     int dtype = 0, format = 0;
     size_t ndim = 0;
     in >> role >> dtype >> format >> t.itemsize >> ndim;
     if (!in || (role != "in" && role != "out") || ndim > 64) throw Failure("malformed tensor line");
-    t.null = false;
+    t.kind = Kind::Tensor;
     t.output = role == "out";
     t.dtype = static_cast<aclDataType>(dtype);
     t.format = static_cast<aclFormat>(format);
@@ -196,15 +234,33 @@ bool read_request(std::istream& in, CaseRequest& req) {
         started = true;
         if (key == "end") return true;
         if (key == "tensor") {
-            req.tensors.push_back(parse_tensor(words));
+            req.params.push_back(parse_tensor(words));
+            continue;
+        }
+        if (key == "scalar") {  // "scalar <acl_dtype> <number>"
+            Param p;
+            int dtype = 0;
+            words >> dtype >> p.value;
+            if (!words) throw Failure("malformed scalar line: " + line);
+            p.kind = Kind::Scalar;
+            p.dtype = static_cast<aclDataType>(dtype);
+            req.params.push_back(p);
             continue;
         }
         std::getline(words, rest);
         if (key == "case") req.id = rest;
         else if (key == "op") req.op = rest;
-        else if (key == "null") req.tensors.emplace_back();
-        else if (key == "status") req.status_path = rest;
-        else if (key == "dump" && !req.tensors.empty() && req.tensors.back().output) req.tensors.back().dump = rest;
+        else if (key == "null") req.params.emplace_back();
+        else if (key == "bool" && (rest == "0" || rest == "1")) {
+            req.params.emplace_back();
+            req.params.back().kind = Kind::Bool;
+            req.params.back().value = rest;
+        } else if (key == "string") {
+            req.params.emplace_back();
+            req.params.back().kind = Kind::String;
+            req.params.back().value = rest;
+        } else if (key == "status") req.status_path = rest;
+        else if (key == "dump" && !req.params.empty() && req.params.back().output) req.params.back().dump = rest;
         else throw Failure("unexpected request line: " + line);
     }
     if (started) throw Failure("request for case " + req.id + " ended without 'end'");
@@ -221,20 +277,29 @@ const OpEntry& find_op(const std::string& name) {
 // One case: tensors onto the device, phase one, status, then phase two and the output storage back.
 aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
     const OpEntry& op = find_op(req.op);
-    if (req.tensors.size() != op.tensor_count) {
-        throw Failure(req.op + " takes " + std::to_string(op.tensor_count) + " tensors, the request has " +
-                      std::to_string(req.tensors.size()));
+    if (req.params.size() != op.param_count) {
+        throw Failure(req.op + " takes " + std::to_string(op.param_count) + " arguments, the request has " +
+                      std::to_string(req.params.size()));
     }
     std::vector<std::unique_ptr<DeviceBuffer>> storage;
     std::vector<TensorHandle> handles;
+    std::vector<ScalarHandle> scalars;
     CallArgs args;
-    for (const TensorSpec& t : req.tensors) {
+    for (const Param& t : req.params) {
         storage.emplace_back();
         handles.emplace_back();
-        if (t.null) {
-            args.tensors.push_back(nullptr);
-            continue;
+        args.args.emplace_back();
+        Arg& arg = args.args.back();
+        if (t.kind == Kind::Scalar) {
+            scalars.push_back(make_scalar(t.dtype, t.value));
+            arg.scalar = scalars.back().get();
+        } else if (t.kind == Kind::Bool) {
+            arg.flag = t.value == "1";
+        } else if (t.kind == Kind::String) {
+            arg.text.assign(t.value.begin(), t.value.end());
+            arg.text.push_back('\0');
         }
+        if (t.kind != Kind::Tensor) continue;
         size_t bytes = t.storage_bytes;
         std::vector<char> host = read_file(t.file, bytes);
         storage.back() = std::make_unique<DeviceBuffer>(bytes);
@@ -247,7 +312,7 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
                                             storage.back()->get());
         if (tensor == nullptr) throw Failure("aclCreateTensor returned nullptr" + recent_error());
         handles.back().reset(tensor);
-        args.tensors.push_back(tensor);
+        arg.tensor = tensor;
     }
 
     uint64_t workspace_size = 0;
@@ -258,14 +323,14 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
     if (status != 0) return status;
 
     DeviceBuffer workspace(static_cast<size_t>(workspace_size));
-    std::vector<std::vector<char>> results(req.tensors.size());
+    std::vector<std::vector<char>> results(req.params.size());
     try {
         aclnnStatus ret = op.phase_two(workspace.get(), workspace_size, executor, stream);
         if (ret != 0) throw Failure(req.op + " (phase two) returned " + std::to_string(ret) + recent_error());
         check_acl(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
-        for (size_t i = 0; i < req.tensors.size(); ++i) {
-            const TensorSpec& t = req.tensors[i];
-            if (!t.output || t.null || t.dump.empty() || storage[i]->size() == 0) continue;
+        for (size_t i = 0; i < req.params.size(); ++i) {
+            const Param& t = req.params[i];
+            if (!t.output || t.kind != Kind::Tensor || t.dump.empty() || storage[i]->size() == 0) continue;
             results[i].resize(storage[i]->size());
             check_acl(aclrtMemcpy(results[i].data(), results[i].size(), storage[i]->get(), results[i].size(),
                                   ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy (device to host)");
@@ -275,9 +340,11 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
         aclrtSynchronizeStream(stream);
         throw DeviceFault(e.what());
     }
-    for (size_t i = 0; i < req.tensors.size(); ++i) {
-        const TensorSpec& t = req.tensors[i];
-        if (t.output && !t.null && !t.dump.empty()) write_atomically(t.dump, results[i].data(), results[i].size());
+    for (size_t i = 0; i < req.params.size(); ++i) {
+        const Param& t = req.params[i];
+        if (t.output && t.kind == Kind::Tensor && !t.dump.empty()) {
+            write_atomically(t.dump, results[i].data(), results[i].size());
+        }
     }
     return status;
 }

@@ -11,20 +11,31 @@
 
 namespace runner {
 
-// The arguments of one call, in the API's order (nullptr for a null tensor).
+// One argument of a call: a tensor, an aclScalar, a bool or a string (null pointers stay nullptr).
+struct Arg {
+    aclTensor* tensor = nullptr;
+    aclScalar* scalar = nullptr;
+    bool flag = false;
+    std::vector<char> text;  // NUL-terminated; the API takes char*
+};
+
+// The arguments of one call, in the API's order. Generated code reads them by position.
 struct CallArgs {
-    std::vector<aclTensor*> tensors;
-    aclTensor* tensor(size_t i) const { return tensors.at(i); }
+    std::vector<Arg> args;
+    aclTensor* tensor(size_t i) const { return args.at(i).tensor; }
+    aclScalar* scalar(size_t i) const { return args.at(i).scalar; }
+    bool flag(size_t i) const { return args.at(i).flag; }
+    char* text(size_t i) { return args.at(i).text.empty() ? nullptr : args.at(i).text.data(); }
 };
 
 // Phase one of an aclnn API (aclnnXxxGetWorkspaceSize), adapted to CallArgs by generated code.
-using PhaseOne = aclnnStatus (*)(const CallArgs& args, uint64_t* workspaceSize, aclOpExecutor** executor);
+using PhaseOne = aclnnStatus (*)(CallArgs& args, uint64_t* workspaceSize, aclOpExecutor** executor);
 // Phase two is the API's own function: aclnnXxx(workspace, workspaceSize, executor, stream).
 using PhaseTwo = aclnnStatus (*)(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
 
 struct OpEntry {
     const char* name;     // the aclnn API name, as in case.json's "op"
-    size_t tensor_count;  // how many tensors the API takes
+    size_t param_count;   // how many arguments the API takes before workspaceSize (tensors and attributes)
     PhaseOne phase_one;
     PhaseTwo phase_two;
 };

@@ -136,6 +136,15 @@ class OpSpec:
 
         return (lookup, (self.name,))
 
+    @property
+    def api_params(self) -> tuple[tuple[str, str], ...]:
+        """(name, kind) of the API's arguments before workspaceSize: the inputs, the attributes, the outputs.
+
+        kind is "tensor" or the attribute's kind. The harness passes them in this order.
+        """
+        return (*((t.name, "tensor") for t in self.inputs), *((a.name, a.kind) for a in self.attributes),
+                *((t.name, "tensor") for t in self.tensors if t.role == "output"))
+
     def attribute_values(self, values: Mapping) -> dict:
         """The attributes among the values an op function receives (the rest are tensors)."""
         return {a.name: values[a.name] for a in self.attributes if a.name in values}
