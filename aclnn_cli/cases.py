@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +252,8 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
         override = spec.overrides.get(t.name, {})
         layout_spec = override.get("layout") if status == SUCCESS else None
         try:
-            layout = from_spec(d.shape, layout_spec, d.dtype.itemsize)
+            layout = _contiguous(tuple(d.shape), d.dtype.itemsize) if layout_spec in (None, "contiguous") else \
+                from_spec(d.shape, layout_spec, d.dtype.itemsize)
         except ValueError as exc:  # a layout the user gave, or else the shape is at fault (too large)
             key = f"tensors.{t.name}.layout" if layout_spec is not None else \
                 f"tensors.{t.name}.shape" if "shape" in override else "shape"
@@ -258,9 +261,31 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
         fill = spec.fills.get(t.name, Fill("constant", (0.0,)))
         if fill.kind == "all_values" and not d.dtype.is16bit:
             fill = Fill("uniform", (-1.0, 1.0))  # a rejection case that changed the dtype: any values do
-        tensors.append(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null))
+        tensors.append(_shared(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null)))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
                 tuple(tensors), rule, spec.tolerance)
+
+
+@lru_cache(maxsize=1024)
+def _contiguous(shape: tuple[int, ...], itemsize: int) -> Layout:
+    """from_spec(shape, None, itemsize): thousands of cases share a few shapes, so one Layout each."""
+    return from_spec(shape, None, itemsize)
+
+
+_TENSORS: dict[tuple, TensorCase] = {}
+
+
+def _shared(t: TensorCase) -> TensorCase:
+    """One TensorCase for the same tensor in thousands of cases (a case file's defaults): memory per case
+    stays small. Fills are told apart by their values' bits (0.0 == -0.0, but they fill differently)."""
+    bits = tuple(struct.pack("<d", v) if isinstance(v, float) else (type(v), v) for v in t.fill.params)
+    key = (t.name, t.role, t.dtype.name, t.layout, t.fill.kind, bits, t.slot, t.null)
+    try:
+        if len(_TENSORS) > 4096:
+            _TENSORS.clear()
+        return _TENSORS.setdefault(key, t)
+    except TypeError:  # (an unhashable value: not shared)
+        return t
 
 
 def load_cases(paths: list[str | Path]) -> list[Case]:

@@ -113,6 +113,10 @@ def special_mismatch(a: np.ndarray, g: np.ndarray, signed_zeros: bool = False) -
     return bad
 
 
+_NONE = np.empty(0, dtype=np.int64)
+_NONE.flags.writeable = False  # (shared by every chunk without non-finite elements)
+
+
 def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
                    flush_ok: bool = True, signed_zeros: bool = False) -> ElementErrors:
     """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
@@ -141,9 +145,10 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         else:
             ulp = ulp_of(g_native, dtype, work)
         ulp = np.divide(abs_err, ulp)
-    odd = np.flatnonzero(~(rel < np.inf))  # NaN or inf: a non-finite value, or an overflowing difference
-    nonfinite = special = np.empty(0, dtype=np.int64)
-    if odd.size:
+    finite = rel < np.inf  # (not: NaN or inf, a non-finite value or an overflowing difference)
+    nonfinite = special = _NONE
+    if not finite.all():
+        odd = np.flatnonzero(~finite)
         ao, go = a[odd], g[odd]
         fin = np.isfinite(ao) & np.isfinite(go)
         big = odd[fin]  # both finite, the difference overflowed the work type
@@ -221,22 +226,23 @@ class Metrics:
             self.small_elements += small
             self.small_errors += small_err
         self.zero_goldens += n - int(np.count_nonzero(e.golden_abs)) - e.nonfinite.size
-        self.sum_rel += float(e.rel.sum(dtype=np.float64))
-        self.sum_signed += float(e.signed.sum(dtype=np.float64))
+        total = np.add.reduce  # (what ndarray.sum calls, less its Python wrapper)
+        self.sum_rel += float(total(e.rel, dtype=np.float64))
+        self.sum_signed += float(total(e.signed, dtype=np.float64))
         self.sum_sq_abs += _sum_squares(e.abs)
         self.sum_sq_golden += _sum_squares(e.golden_abs) if track_small else 0.0
-        self.sum_ulp += float(e.ulp.sum(dtype=np.float64))
+        self.sum_ulp += float(total(e.ulp, dtype=np.float64))
         if not n:
             return
         where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))
         self.max_ulp = max(self.max_ulp, float(e.ulp[e.ulp.argmax()]))  # (argmax: max is 4x slower; both take NaN)
-        chunk_max_rel = 0.0
-        for attr, arr in (("abs", e.abs), ("rel", e.rel)):
-            i = int(arr.argmax())
-            chunk_max_rel = float(arr[i])
-            if arr[i] > getattr(self, f"max_{attr}"):
-                setattr(self, f"max_{attr}", float(arr[i]))
-                setattr(self, f"max_{attr}_at", where(i))
+        i = int(e.abs.argmax())
+        if e.abs[i] > self.max_abs:
+            self.max_abs, self.max_abs_at = float(e.abs[i]), where(i)
+        i = int(e.rel.argmax())
+        chunk_max_rel = float(e.rel[i])
+        if e.rel[i] > self.max_rel:
+            self.max_rel, self.max_rel_at = chunk_max_rel, where(i)
         if e.special.size:
             self.special_mismatches += int(e.special.size)
             first = where(e.special[0])

@@ -25,8 +25,8 @@ from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, batches, jobs_for
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage,
-                      in_view_mask, replace_dir, safe_child, sha256_file, write_new_file)
+from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask,
+                      regular_file_bytes, replace_dir, safe_child, sha256_file, sha256_of_file, write_new_file)
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
@@ -279,18 +279,20 @@ def chunks_between(start: int, stop: int, size: int):
 
 
 def _existing(case_dir: Path) -> dict | None:
+    data = regular_file_bytes(M.join(str(case_dir), M.MANIFEST), M.MAX_MANIFEST_BYTES)
     try:
-        return json.loads((case_dir / M.MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return None if data is None else json.loads(data.decode("utf-8"))
+    except ValueError:
         return None
 
 
 def _intact(case_dir: Path, manifest: dict) -> bool:
     """Every file the manifest lists is there with its recorded checksum."""
+    where = str(case_dir)
     for t in manifest.get("tensors", []):
         for name_key, sum_key in (("file", "sha256"), ("golden", "golden_sha256")):
             if name_key in t:
-                path = case_dir / t[name_key]
-                if not path.is_file() or sha256_file(path) != t.get(sum_key):
+                digest = sha256_of_file(os.path.join(where, t[name_key]))
+                if digest is None or digest != t.get(sum_key):
                     return False
     return True

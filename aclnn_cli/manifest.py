@@ -45,11 +45,18 @@ def fingerprint(case: Case) -> str:
     definition = {
         "tool_version": __version__, "scheme": "pcg64-block65536/f64-round-once/v1", "op": case.op.name,
         "product": case.product, "seed": case.seed, "expect_status": case.expect_status,
-        "standard": case.standard, "tolerance": list(case.tolerance),
-        "tensors": [[t.name, t.role, t.dtype.name, t.null, t.slot, t.layout.to_json(), t.fill.describe()]
-                    for t in case.tensors],
+        "standard": case.standard, "tolerance": list(case.tolerance), "tensors": [_described(t) for t in case.tensors],
     }
-    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(definition, allow_nan=True).encode()).hexdigest()
+
+
+def _described(t) -> list:
+    """A tensor's part of the fingerprint; kept on the (shared, immutable) tensor once made."""
+    d = t.__dict__.get("_fingerprint")
+    if d is None:
+        d = t.__dict__["_fingerprint"] = [t.name, t.role, t.dtype.name, t.null, t.slot, t.layout.to_json(),
+                                          t.fill.describe()]
+    return d
 
 
 # The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
@@ -59,7 +66,25 @@ DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "standard", 
 
 def digest(raw: dict) -> str:
     covered = {k: raw.get(k) for k in DIGEST_KEYS}
-    return hashlib.sha256(json.dumps(covered, sort_keys=True, allow_nan=False).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(covered).encode()).hexdigest()
+
+
+def canonical_json(data, allow_nan: bool = False) -> str:
+    """json.dumps(data, sort_keys=True, allow_nan=allow_nan), through an encoder made once (json.dumps
+    makes one per call). No cycle check: nothing hashed here has cycles."""
+    encoder = _C_ENCODERS.get(allow_nan)
+    if encoder is None:
+        return json.dumps(data, sort_keys=True, allow_nan=allow_nan)
+    return "".join(encoder(data, 0))
+
+
+def _not_json(o):
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+_C_ENCODERS = {} if json.encoder.c_make_encoder is None else {
+    nan: json.encoder.c_make_encoder(None, _not_json, json.encoder.encode_basestring_ascii, None, ": ", ", ", True,
+                                     False, nan) for nan in (False, True)}
 
 
 def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str | None = None) -> dict:

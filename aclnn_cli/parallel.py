@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterable
@@ -20,6 +21,11 @@ class Runner:
         tune_allocator()
         self.jobs = max(1, jobs)
         self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator) if self.jobs > 1 else None
+        # Workers fork from this process: with what it holds now frozen, their garbage collector never walks
+        # (and so never copies, page by page) the parent's objects. Thawed on close.
+        self._froze = self.pool is not None and gc.get_freeze_count() == 0
+        if self._froze:
+            gc.freeze()
 
     def submit(self, fn: Callable, *args: Any) -> Future:
         if self.pool is not None:
@@ -37,6 +43,9 @@ class Runner:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
+        if self._froze:
+            self._froze = False
+            gc.unfreeze()
 
     def __enter__(self) -> "Runner":
         return self

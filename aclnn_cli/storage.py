@@ -297,6 +297,39 @@ def canary(dtype: DType) -> np.ndarray:
     return np.array(_CANARY_BITS[dtype.itemsize], dtype=dtype.uint_dtype).view(dtype.np_dtype)
 
 
+def regular_file_bytes(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, if it is one and holds at most `limit`; else None (also if it cannot be
+    read). One open, one fstat, one read. (O_NONBLOCK: a FIFO in a file's place must not hang the run.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, st.st_size + 1)  # fewer than asked: the end of the file
+        return data if len(data) <= st.st_size else None  # (more: it grew meanwhile)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def sha256_of_file(path: str) -> str | None:
+    """The sha256 of a regular file, or None if it is not one (or cannot be read). Small files are read
+    with one read (regular_file_bytes); larger ones in blocks."""
+    data = regular_file_bytes(path, SMALL_FILE)
+    if data is not None:
+        return hashlib.sha256(data).hexdigest()
+    if not os.path.isfile(path):
+        return None
+    try:
+        return sha256_file(Path(path))
+    except OSError:
+        return None
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
