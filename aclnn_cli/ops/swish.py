@@ -1,6 +1,7 @@
-"""Shared math of SiluBackward and FastGeluBackward: both are dy * f(z) with f(z) = s(1 + z(1-s)).
+"""Shared math of the swish-family gradients: dy * f(z), f(z) = s(1 + z(1-s)), s = sigmoid(z), z = beta x.
 
-SiluBackward uses z = x; FastGeluBackward uses z = 1.702 x.
+f is d/dx [x sigmoid(beta x)] written in z. SiluBackward is beta = 1 (z = x), FastGeluBackward
+beta = 1.702, SwishBackward any float32 beta (betaOptional).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def swish_grad_reference(dy: np.ndarray, z: np.ndarray, z_rel_err: float = 0.0) 
     return grad_linear_reference(dy, factor, terms, rel_bound)
 
 
-# Kernel variants of dy * s(z) (1 + z (1 - s(z))), shared by SiluBackward (z = x) and
-# FastGeluBackward (z = 1.702 x); computed in the inputs' float type.
+# Kernel variants of dy * s(z) (1 + z (1 - s(z))), shared by the swish family
+# (z = beta x); computed in the inputs' float type.
 
 def exp_overflow_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Defect: sigmoid as e^z/(1+e^z): inf/inf = NaN once e^z overflows (z > 88.7 in float32)."""
@@ -46,8 +47,13 @@ def stable_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
     return dy * (s + z * s * c)
 
 
-def shared_variants(z_of) -> dict:
-    """The swish variants for an op whose z is z_of(self)."""
-    return {name: (lambda fn: lambda t: fn(t["gradOutput"], z_of(t["self"])))(fn)
+def swish_variants(z_of) -> dict:
+    """The swish variants for an op whose z is z_of(t), t the op's whole input mapping (tensors and attributes)."""
+    return {name: (lambda fn: lambda t: fn(t["gradOutput"], z_of(t)))(fn)
             for name, fn in (("exp-overflow", exp_overflow_kernel), ("expanded-formula", expanded_kernel),
                              ("stable-formula", stable_kernel))}
+
+
+def shared_variants(z_of) -> dict:
+    """The swish variants for an op whose z is z_of(self)."""
+    return swish_variants(lambda t: z_of(t["self"]))
