@@ -149,10 +149,11 @@ def _edge(t):
     with np.errstate(all="ignore"):
         z = beta * x
         t1 = (np.float32(beta) * np.asarray(x).astype(np.float32)).astype(np.float64)
-        device_linear = (t1 > thr) & np.isfinite(t1)  # inf - inf: the kernel compares with NaN
+        # T1 = +inf: the kernel compares with inf - inf = NaN and takes dy/(0+1) = dy: the same value.
+        device_linear = t1 > thr
         moved = device_linear != (z > thr)
-        s, _ = sigmoid_pair(np.where(np.isfinite(t1), t1, 0.0))  # the device's sigmoid(T1)
-        overflow = ~device_linear & (np.exp(-t1) >= EXP_OVERFLOW) & np.isfinite(t1)
+        s, _ = sigmoid_pair(t1)  # the device's sigmoid(T1)
+        overflow = ~device_linear & (np.exp(-t1) >= EXP_OVERFLOW)
         device = np.where(device_linear, dy, np.where(overflow, dy * 0.0, dy * s))
     where = (moved | overflow) & np.isfinite(x)
     return where, device
