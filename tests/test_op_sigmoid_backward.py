@@ -20,21 +20,13 @@ from aclnn_cli.ops.base import OpSpec
 from aclnn_cli.ops.contract import broadcast_shape
 from aclnn_cli.ops.sigmoid_backward import CONTRACT_NOTES, SPEC_FIELDS
 
-from oracle import PREC, Rounder
+from oracle import PREC
+from test_golden_exhaustive import all_values, rounder
 
 SPEC = OpSpec(**SPEC_FIELDS)
 F32 = np.float32
 DY_VALUES = [1.0, -0.0013, 3.0e4]  # the last one overflows float16 for |y| >~ 1.5
 DTYPES = [D.FLOAT16, D.BFLOAT16]
-
-
-def all_values(dtype: D.DType) -> np.ndarray:
-    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype.np_dtype)
-
-
-@functools.lru_cache(maxsize=None)
-def rounder(dtype_name: str) -> Rounder:
-    return Rounder(D.lookup(dtype_name).np_dtype)
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,16 +19,13 @@ from aclnn_cli.ops.base import OpSpec
 from aclnn_cli.ops.swish_backward import CONTRACT_NOTES, SPEC_FIELDS
 
 from oracle import PREC, Rounder
+from test_golden_exhaustive import all_values, rounder
 
 SPEC = OpSpec(**SPEC_FIELDS)
 F32 = np.float32
 OTHER_DY = -0.0013
 BETAS = [1.0, float(F32(1.7)), -0.75]  # float32 values, as the aclScalar reaches the kernel
 DTYPES = [D.FLOAT16, D.BFLOAT16]
-
-
-def all_values(dtype: D.DType) -> np.ndarray:
-    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype.np_dtype)
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,11 +42,6 @@ def oracle_factors(dtype_name: str, beta: float) -> tuple:
             sig = 1 / (1 + mpmath.exp(-z))
             out.append(sig * (1 + z * (1 - sig)))
     return tuple(out)
-
-
-@functools.lru_cache(maxsize=None)
-def rounder(dtype_name: str) -> Rounder:
-    return Rounder(D.lookup(dtype_name).np_dtype)
 
 
 def round_all(values: list, r: Rounder) -> np.ndarray:
