@@ -74,6 +74,20 @@ def test_ties_and_the_exact_path():
     assert SPEC.exact({"gradOutput": Fraction(3), "output": Fraction(1, 3)}) == Fraction(2, 3)
 
 
+def test_fp32_golden_is_correctly_rounded_on_a_wide_sample():
+    rng = np.random.default_rng(11)
+    y = np.concatenate([rng.uniform(-3, 3, 1500), 1 - np.exp(rng.uniform(-17, -1, 500)),
+                        rng.choice([-1, 1], 500) * np.exp(rng.uniform(-30, 30, 500))]).astype(F32)
+    dy = (rng.standard_normal(y.size) * np.exp(rng.uniform(-10, 10, y.size))).astype(F32)  # results in the normal range
+    got, _ = golden(SPEC, {"gradOutput": dy, "output": y}, D.FLOAT32)
+    with mpmath.workprec(PREC):
+        for yi, dyi, gi in zip(y, dy, got):
+            yv = mpmath.mpf(float(yi))
+            v = mpmath.mpf(float(dyi)) * yv * (1 - yv)
+            with mpmath.workprec(24):
+                assert float(gi) == float(+v), (float(yi), float(dyi))
+
+
 def kernel(y, dy):
     with np.errstate(all="ignore"):
         return SPEC.kernel({"output": np.asarray(y, dtype=F32), "gradOutput": np.asarray(dy, dtype=F32)})

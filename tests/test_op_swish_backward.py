@@ -107,6 +107,32 @@ def test_beta_zero_halves_the_gradient_and_signature():
     assert SPEC.api_header == "aclnnop/aclnn_swish_backward.h" and "161002" in CONTRACT_NOTES
 
 
+def around_root(beta: float, n: int) -> np.ndarray:
+    """The 2n float32 values around the derivative's zero, beta x = -1.2784645427610738."""
+    return (F32(-1.2784645427610738 / beta).view(np.int32) + np.arange(-n, n, dtype=np.int32)).view(F32)
+
+
+def round_f32(v) -> float:
+    """mpmath's own rounding to float32 (normal range)."""
+    with mpmath.workprec(24):
+        return float(+v)
+
+
+@pytest.mark.parametrize("beta", [float(F32(1.7)), -0.75])
+def test_fp32_golden_is_correctly_rounded_at_the_derivative_zero(beta):
+    """Around beta x = -1.278465 float64 cancels and the exact path decides: checked against mpmath."""
+    x = around_root(beta, 300)
+    dy = np.ones_like(x)
+    got, hard = golden(SPEC, {"gradOutput": dy, "self": x}, D.FLOAT32, {"betaOptional": beta})
+    assert hard > 0
+    with mpmath.workprec(PREC):
+        b = mpmath.mpf(beta)
+        for xi, gi in zip(x, got):
+            z = b * mpmath.mpf(float(xi))
+            sig = 1 / (1 + mpmath.exp(-z))
+            assert float(gi) == round_f32(sig * (1 + z * (1 - sig))), float(xi)
+
+
 def kernel(x, beta, dy):
     t = {"self": np.asarray(x, dtype=F32), "gradOutput": np.asarray(dy, dtype=F32), "betaOptional": F32(beta)}
     with np.errstate(all="ignore"):
@@ -169,8 +195,7 @@ def sample(lo, hi, n=4000, seed=1):
 @pytest.mark.parametrize("beta", [1.0, float(F32(1.7)), -0.75])
 def test_kernel_is_within_its_rounding_of_the_exact_result(beta):
     """Including around the derivative's zero (beta x ~ -1.278465) where the kernel cancels."""
-    root = -1.2784645427610738 / beta
-    x = np.concatenate([sample(-40, 40)[0], (F32(root).view(np.int32) + np.arange(-500, 500, dtype=np.int32)).view(F32)])
+    x = np.concatenate([sample(-40, 40)[0], around_root(beta, 500)])
     dy = np.ones_like(x)
     gold, scale = exact_f32(x, beta, dy)
     assert within_kernel_rounding(kernel(x, beta, dy), x, beta, gold, scale).all()

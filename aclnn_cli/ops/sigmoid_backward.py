@@ -141,6 +141,7 @@ aclnnSigmoidBackward phase one (sigmoid_grad/op_api/aclnn_sigmoid_backward.cpp),
   list, or not castable to gradInput's dtype (complex -> real) -> 161002; gradOutput and output not
   broadcastable, or gradInput's shape != the broadcast shape -> 161002; then an empty gradOutput or
   output -> ACLNN_SUCCESS, workspace 0.
+- Unlike most ops there is no OP_CHECK_COMM_INPUT: a null workspaceSize or executor is not checked.
 - bf16 on 910/310P is rejected for gradOutput only: a BF16 output or gradInput with a FLOAT/FLOAT16
   gradOutput passes phase one there (the products table above is stricter than the source).
 - DOUBLE, COMPLEX64, COMPLEX128 are accepted (computed on AI CPU: dy*(1-y)*y in T; complex
