@@ -1,0 +1,139 @@
+"""exact.py's erf, normal distribution and tanh (decimal, and the float64 versions with error bounds) vs mpmath."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import mpmath
+import numpy as np
+import pytest
+
+from aclnn_cli.ops import exact as X
+
+RNG = np.random.default_rng(2024)
+SPECIAL = [0.0, -0.0, 1e-300, 2.0**-149, 1e-30, 1e-5, 0.1, 0.5, 1.0, 2.0, 2.9, 3.0, 4.0, 4.2426, 4.25, 5.0, 5.99,
+           6.0, 6.01, 7.5, 8.0, 10.0, 20.0, 27.0, 37.0, 40.0, 100.0, 1e3, 3.0e4]
+POINTS = sorted({*SPECIAL, *(-v for v in SPECIAL), *RNG.uniform(-12, 12, 150).tolist(),
+                 *RNG.standard_normal(50).tolist(), *(10.0 ** RNG.uniform(-8, 2, 50)).tolist()})
+
+DECIMAL = {  # exact.py function -> mpmath reference
+    "erf": (X.erf, mpmath.erf),
+    "erfc": (X.erfc, mpmath.erfc),
+    "normal_cdf": (X.normal_cdf, mpmath.ncdf),
+    "normal_pdf": (X.normal_pdf, mpmath.npdf),
+    "tanh": (X.tanh, mpmath.tanh),
+    "expm1": (X.expm1, mpmath.expm1),
+}
+
+
+def series(t):
+    """sum t^n / (2n+1)!! in mpmath, by its terms until they are below 2^-260 of the sum."""
+    t, term, total, n = mpmath.mpf(t), mpmath.mpf(1), mpmath.mpf(1), 0
+    while term > total * mpmath.mpf(2) ** -260 or 2 * t >= 2 * n + 3:
+        n += 1
+        term = term * t / (2 * n + 1)
+        total += term
+    return total
+
+
+def rel_error(value: Decimal, want) -> float:
+    got = mpmath.mpf(str(value))
+    return float(abs(got - want) / abs(want)) if want != 0 else float(abs(got))
+
+
+def test_pi_to_the_context_precision():
+    with mpmath.workdps(130):
+        for digits in (60, 115):
+            assert abs(mpmath.mpf(str(X.evaluate_at(digits, X.pi))) - mpmath.pi) < mpmath.mpf(10) ** (1 - digits)
+
+
+@pytest.mark.parametrize("name", sorted(DECIMAL))
+@pytest.mark.parametrize("digits", [X.PRECISION_DIGITS, 100])
+def test_decimal_function_is_accurate_relative_to_its_value(name, digits):
+    """At 60 (and 100) digits, every point to within 10^-(digits-3) relative, even deep in the tails
+    (erfc(2e4), Phi(-3e4)): the digits follow the context's precision."""
+    fn, ref = DECIMAL[name]
+    if name == "expm1":  # e^(3e4) is fine in decimal; keep mpmath's work small
+        points = [p for p in POINTS if abs(p) < 1e3]
+    else:
+        points = POINTS
+    worst = []
+    with mpmath.workprec(int(digits * 3.33) + 80):
+        for p in points:
+            want = ref(mpmath.mpf(p))
+            err = rel_error(X.evaluate_at(digits, fn, Decimal(p)), want)
+            if err > 10.0 ** (3 - digits):
+                worst.append((p, err))
+    assert not worst, f"{name}: {len(worst)} points off, first {worst[:3]}"
+
+
+def test_mills_ratio_and_series():
+    with mpmath.workprec(300):
+        for y in [1.0, 2.5, 6.0, 9.0, 40.0, 1e6]:
+            want = mpmath.erfc(y / mpmath.sqrt(2)) / 2 / mpmath.npdf(y)
+            assert rel_error(X.evaluate(X.mills_ratio, Decimal(y)), want) < 1e-57
+        for t in [0.0, 1e-20, 0.5, 9.0, 36.0, 100.0]:
+            want = series(t)
+            assert rel_error(X.evaluate(X.normal_series, Decimal(t)), want) < 1e-57
+
+
+def test_decimal_erf_is_odd_and_erfc_complements():
+    for z in ["0.3", "2.5", "4.5", "7"]:
+        d = Decimal(z)
+        assert X.evaluate(X.erf, -d) == X.evaluate(X.erf, d).copy_negate()
+        total = X.evaluate(lambda: X.erf(d) + X.erfc(d))
+        assert abs(total - 1) < Decimal(10) ** -57
+    assert X.evaluate(X.erfc, Decimal(-3)) > Decimal("1.99997")
+
+
+# float64 versions: results within their bounds, and close to correctly rounded.
+
+def test_f64_normal_series_bound_is_safe():
+    t = np.concatenate([[0.0, 1e-300, 8.999999], RNG.uniform(0, 9, 400), (RNG.uniform(-3, 3, 200).astype(np.float32).astype(float)) ** 2])
+    s, rel, trunc = X.f64_normal_series(t)
+    with mpmath.workprec(200):
+        for ti, si, tr in zip(t, s, trunc):
+            want = series(ti)
+            assert abs(mpmath.mpf(si) - want) <= rel * X.F64_U * si + tr, ti
+    assert (trunc <= 1e-22 * s).all()
+
+
+def test_f64_mills_ratio_bound_is_safe_and_tight():
+    y = np.concatenate([[3.0, 3.9999999, 4.0, 5.999, 6.0, 9.99, 10.0, 37.0, 1e3, 1e30], RNG.uniform(3, 40, 600)])
+    r, err = X.f64_mills_ratio(y)
+    for yi, ri, ei in zip(y, r, err):
+        with mpmath.workprec(200 + 2 * int(np.log2(yi))):  # y^2/2 exactly enough for e^(y^2/2)
+            want = mpmath.erfc(yi / mpmath.sqrt(2)) / 2 / mpmath.npdf(yi)
+            assert abs(mpmath.mpf(ri) - want) <= ei, yi
+    assert (err <= 1e-13 * r).all()
+
+
+def test_f64_normal_pdf_bound_is_safe():
+    x = np.concatenate([RNG.uniform(-38, 38, 500), RNG.uniform(-38, 38, 500).astype(np.float32)])
+    phi, rel = X.f64_normal_pdf(x)
+    with mpmath.workprec(200):
+        for xi, pi, ri in zip(x, phi, rel):
+            if pi > 1e-300:
+                assert abs(mpmath.mpf(pi) - mpmath.npdf(xi)) <= ri * X.F64_U * pi, xi
+
+
+def test_f64_erf_is_correctly_rounded_to_float32_on_a_sample():
+    z = np.concatenate([RNG.uniform(-5, 5, 3000), RNG.uniform(-0.01, 0.01, 500), np.linspace(2.05, 2.2, 500),
+                        [0.0, 1e-40, 30.0, -30.0, 1e30]]).astype(np.float32)
+    got = X.f64_erf(z)
+    assert got.dtype == np.float32
+    with mpmath.workprec(200):
+        want = np.array([np.float32(float(mpmath.erf(float(v)))) for v in z])  # no double rounding near here
+    assert (got == want).sum() >= z.size - 1, z[got != want][:5]
+    specials = X.f64_erf(np.array([np.inf, -np.inf, np.nan, -0.0]))
+    assert specials[:2].tolist() == [1.0, -1.0] and np.isnan(specials[2]) and np.signbit(specials[3])
+    assert X.f64_erf(np.array([0.5], np.float16)).dtype == np.float16
+
+
+def test_f64_normal_cdf_tail_is_relatively_accurate():
+    x = np.concatenate([RNG.uniform(-37.5, 37.5, 800), [-3.0, 3.0, 0.0]])
+    got = X.f64_normal_cdf(x)
+    with mpmath.workprec(200):
+        worst = max(float(abs(mpmath.mpf(g) - mpmath.ncdf(v)) / mpmath.ncdf(v)) for v, g in zip(x, got))
+    assert worst < 5e-13
+    assert X.f64_normal_cdf(np.array([np.inf, -np.inf, np.nan])).tolist()[:2] == [1.0, 0.0]
