@@ -121,7 +121,7 @@ def _exact(t):
     digits = X.PRECISION_DIGITS + 3 * max(0, len(str(abs(x.numerator) // x.denominator)))
     while True:
         f, terms = X.evaluate_at(digits, _exact_factor, x, _mode(t))
-        if terms == 0 or (f != 0 and abs(f) * Decimal(10) ** (digits - 48) >= terms) or digits > 4000:
+        if terms == 0 or (f != 0 and terms.adjusted() - f.adjusted() <= digits - 49) or digits > 4000:
             return X.evaluate_at(digits, lambda: X.dec(t["gradOutput"]) * f)
         digits *= 2
 

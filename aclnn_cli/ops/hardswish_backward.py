@@ -35,7 +35,8 @@ def _reference(t):
 
 def _ieee(t):
     """The kernel's special values: NaN x -> g = 1 (both compares false) -> dy; +inf -> dy; -inf -> 0 * dy."""
-    return t["gradOutput"] * _factor(t["self"])
+    with np.errstate(invalid="ignore"):
+        return t["gradOutput"] * _factor(t["self"])
 
 
 def _exact(t):
@@ -54,7 +55,7 @@ def _kernel(t, slope=1.0 / 3.0, offset=0.5, low_closed=True, high_closed=True, c
         g = np.where(x >= -3.0 if low_closed else x > -3.0, g, zero)
         if clamp_high:
             g = np.where(x <= 3.0 if high_closed else x < 3.0, g, one)
-    return dy * g
+        return dy * g
 
 
 def _selects(x, g):
