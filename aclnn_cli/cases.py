@@ -40,7 +40,7 @@ class TensorCase:
     null: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: a run may hold tens of thousands)
 class Case:
     case_id: str
     name: str

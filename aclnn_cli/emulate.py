@@ -20,7 +20,7 @@ from .defects import Variant
 from .device_run import forget_run_verdict
 from .ops.contract import compute_dtype
 from .errors import UserError
-from .parallel import Runner, as_completed, batches, jobs_for
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
 from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
 
 SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
@@ -148,6 +148,7 @@ def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None,
     return errors
 
 
+@paused_gc()
 def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = None) -> list[Exception | None]:
     """Several small cases in one unit of work for the pool: each case's error (or None), in order.
 
@@ -197,6 +198,7 @@ def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: in
     return errors
 
 
+@paused_gc()
 def _load_and_emulate(case_dirs: list[Path], variant: Variant | None):
     """A worker's batch: (case id, elements, error or None) per case, and the large cases unrun."""
     manifests, broken = M.load_all(case_dirs)

@@ -23,7 +23,7 @@ from .cases import Case
 from .errors import UserError
 from .fill import generate
 from .golden import golden
-from .parallel import Runner, as_completed, batches, jobs_for
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask,
                       regular_file_bytes, replace_dir, safe_child, sha256_file, sha256_of_file, write_new_file)
@@ -31,13 +31,17 @@ from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GenResult:
     case_id: str
-    path: Path
+    root: Path  # the output root (one Path shared by a run's results)
     elements: int
     exact_fallbacks: int
     skipped: bool = False  # unchanged and intact: nothing written
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.case_id
 
 
 def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = False) -> GenResult:
@@ -98,6 +102,7 @@ def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -
         raise
 
 
+@paused_gc()
 def generate_batch(cases: list[Case], out_root: Path, chunk: int = CHUNK, force: bool = False) -> list[GenResult]:
     """Several small cases in one unit of work for the pool (see parallel.batches)."""
     return [generate_case(c, out_root, chunk, force) for c in cases]
@@ -161,10 +166,10 @@ def _previous(case: Case, out_root: Path, force: bool) -> tuple[str, dict | None
     fp = M.fingerprint(case)
     final = safe_child(out_root, case.case_id)
     old = _existing(final)
-    return fp, old, None if force else _reusable(case, final, old, fp)
+    return fp, old, None if force else _reusable(case, out_root, final, old, fp)
 
 
-def _reusable(case: Case, final: Path, old: dict | None, fp: str) -> GenResult | None:
+def _reusable(case: Case, out_root: Path, final: Path, old: dict | None, fp: str) -> GenResult | None:
     """The result for a case that need not be written again (same fingerprint, files intact), or None."""
     if old is None or old.get("fingerprint") != fp or not _intact(final, old):
         return None
@@ -172,7 +177,7 @@ def _reusable(case: Case, final: Path, old: dict | None, fp: str) -> GenResult |
         fallbacks = int(old["golden"]["exact_fallback_elements"])
     except (KeyError, TypeError, ValueError):
         return None
-    return GenResult(case.case_id, final, case.numel, fallbacks, skipped=True)
+    return GenResult(case.case_id, out_root, case.numel, fallbacks, skipped=True)
 
 
 def _fresh_tmp(case: Case, out_root: Path) -> Path:
@@ -270,7 +275,7 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
             if kept.is_file():
                 copy_storage(kept, tmp / kept.name)
     replace_dir(tmp, final)
-    return GenResult(case.case_id, final, case.numel, fallbacks)
+    return GenResult(case.case_id, out_root, case.numel, fallbacks)
 
 
 def chunks_between(start: int, stop: int, size: int):

@@ -62,14 +62,37 @@ _TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtyp
 
 
 def case_standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
+    """The standard a case is judged by, and its parameters. Cases that agree on the standard, dtype and
+    overrides share one parameters dict (read it, never change it)."""
     name = opts.standard or m.standard or DEFAULT_STANDARD
     overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
         else dict(opts.tolerance)
+    dtype = tolerance_dtype(m)[0]
+    key = (name, dtype.name, tuple(overrides.items()))
+    known = _STANDARDS.get(key)
+    if known is not None:
+        return known
     try:
         std = find_standard(name)
-        return std, std.params(tolerance_dtype(m)[0], overrides)
+        params = std.params(dtype, overrides)
     except (KeyError, ValueError) as exc:
         raise UserError(exc.args[0], where=str(m.dir)) from None
+    if len(_STANDARDS) > 1024:
+        _STANDARDS.clear()
+        _RULES.clear()
+    _STANDARDS[key] = std, params
+    _RULES[id(params)] = params, std.rule(params)
+    return std, params
+
+
+_STANDARDS: dict[tuple, tuple[Standard, dict]] = {}
+_RULES: dict[int, tuple[dict, object]] = {}  # id(params) -> (params, the standard's rule with them)
+
+
+def standard_rule(std: Standard, params: dict):
+    """std.rule(params), made once for the parameters case_standard shares."""
+    known = _RULES.get(id(params))
+    return known[1] if known is not None and known[0] is params else std.rule(params)
 
 
 def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
@@ -110,7 +133,7 @@ class Comparison:
                  whole: bool = False) -> None:
         """whole: this comparison reads every element (small files are then read whole, in one go)."""
         self.m, self.std, self.opts = m, std, opts
-        self.rule = std.rule(params)
+        self.rule = standard_rule(std, params)
         _, self.floor = tolerance_dtype(m)
         out = m.output
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)

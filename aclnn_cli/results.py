@@ -14,7 +14,8 @@ ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT,
 
 
 class _Compact:
-    """A field of CaseResult kept in a compact form: `pack` on assignment, `unpack` on every read.
+    """A field of CaseResult kept in a compact form: `pack` on assignment, `unpack` on every read (both are
+    given the result and the value).
 
     A run of thousands of cases holds every result until it is reported; a passing case's metrics
     dict alone took a kilobyte. Reads give equal values (new containers: change a result by
@@ -34,7 +35,7 @@ class _Compact:
         return self.unpack(obj, obj.__dict__[self.attr])
 
     def __set__(self, obj, value) -> None:
-        obj.__dict__[self.attr] = self.pack(self.default if value is self else value)
+        obj.__dict__[self.attr] = self.pack(obj, self.default if value is self else value)
 
 
 METRIC_KEYS = ("elements", "compared", "special_mismatches", "violations", "max_abs_error", "max_rel_error", "mere",
@@ -43,21 +44,34 @@ METRIC_KEYS = ("elements", "compared", "special_mismatches", "violations", "max_
 _INT_METRICS = frozenset(("elements", "compared", "special_mismatches", "violations", "relieved"))
 
 
-class _PackedMetrics(tuple):
+class _PackedMetrics(array):
     """Metrics.to_json's values as one array of doubles (its ints are far below 2^53)."""
 
 
-def _pack_metrics(value):
+def _pack_metrics(obj, value):
     if (isinstance(value, dict) and tuple(value) == METRIC_KEYS
             and all(type(v) is (int if k in _INT_METRICS else float) for k, v in value.items())):
-        return _PackedMetrics((array("d", value.values()),))
+        return _PackedMetrics("d", value.values())
     return value
 
 
 def _unpack_metrics(obj, value):
     if type(value) is not _PackedMetrics:
         return value
-    return {k: int(v) if k in _INT_METRICS else v for k, v in zip(METRIC_KEYS, value[0])}
+    return {k: int(v) if k in _INT_METRICS else v for k, v in zip(METRIC_KEYS, value)}
+
+
+class _Path(tuple):
+    """A result's path as (its directory, shared by the run's results; its case id, the same string)."""
+
+
+def _pack_path(obj, value):
+    head, _, tail = value.rpartition("/") if type(value) is str else ("", "", "")
+    return _Path((_share(head), obj.case_id)) if head and tail == obj.case_id else value
+
+
+def _unpack_path(obj, value):
+    return f"{value[0]}/{value[1]}" if type(value) is _Path else value
 
 
 _SHARED: dict = {}  # equal immutable parts of many results (a standard's parameters, shapes): one copy
@@ -73,7 +87,7 @@ class _Items(tuple):
     """A dict of scalars as a shared tuple of its items."""
 
 
-def _pack_dict(value):
+def _pack_dict(obj, value):
     if value is None:
         value = {}
     if isinstance(value, dict) and all(isinstance(v, (int, float, str)) for v in value.values()):
@@ -92,7 +106,7 @@ class _Ints(tuple):
     """A list of ints (a shape) as a shared tuple."""
 
 
-def _pack_shape(value):
+def _pack_shape(obj, value):
     if isinstance(value, list) and all(type(v) is int for v in value):
         return _share(_Ints(value))
     return value
@@ -102,7 +116,7 @@ def _unpack_shape(obj, value):
     return list(value) if type(value) is _Ints else value
 
 
-def _pack_list(value):
+def _pack_list(obj, value):
     return None if value is None or (type(value) is list and not value) else value
 
 
@@ -123,7 +137,7 @@ class Repro:
     tail: str
 
 
-def _pack_repro(value):
+def _pack_repro(obj, value):
     return _share(value) if isinstance(value, Repro) else value
 
 
@@ -151,7 +165,7 @@ class CaseResult:
     benchmark: dict | None = _Compact(_pack_metrics, _unpack_metrics, None)
     worst: list = _Compact(_pack_list, _unpack_list, None)  # (None: [])
     repro: str = _Compact(_pack_repro, _unpack_repro, "")
-    path: str = ""
+    path: str = _Compact(_pack_path, _unpack_path, "")
     kind: str = "precision"  # or "contract": a negative case, judged on phase one's status only
     error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
 

@@ -13,7 +13,7 @@ from .errors import UserError
 from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
-from .parallel import Runner, as_completed, batches, jobs_for
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from .storage import check_file_sha256, check_size, chunks
@@ -160,7 +160,7 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
     if jobs <= 1 or len(case_dirs) <= 1:
         manifests, broken = M.load_all(case_dirs)
         return verify_manifests(manifests, broken, opts, on_case, jobs)
-    results: dict[str, CaseResult] = {}
+    results: list[CaseResult] = []
     deferred: list[M.CaseManifest] = []
     with Runner(jobs) as run:
         futures = [run.submit(_load_and_verify, b, opts) for b in batches(case_dirs, lambda d: 1, jobs)]
@@ -168,14 +168,24 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
             done, large = f.result()
             deferred += large
             for r in done:
-                results[r.path] = r
+                results.append(r)
                 on_case and on_case(r)
         for m in deferred:
-            results[str(m.dir)] = _verify_safely(m, opts, run)
-            on_case and on_case(results[str(m.dir)])
-    return RunResult([results[k] for k in sorted(results)], strict=opts.strict)
+            results.append(_verify_safely(m, opts, run))
+            on_case and on_case(results[-1])
+    return _by_directory(results, opts)
 
 
+def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:
+    """The run's results sorted by case directory (one per directory: the last one judged).
+
+    (Collected in a list, not a dict keyed by path: a result keeps its path compactly, see results.py.)
+    """
+    last = {r.path: r for r in results}
+    return RunResult([last[k] for k in sorted(last)], strict=opts.strict)
+
+
+@paused_gc()
 def _load_and_verify(case_dirs: list[Path], opts: Options) -> tuple[list[CaseResult], list[M.CaseManifest]]:
     """A worker's batch: load and judge each case; return the large ones unjudged (to be split)."""
     manifests, broken = M.load_all(case_dirs)
@@ -195,10 +205,9 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
 
     Results come back sorted by case directory; `broken` (directory, error) pairs become ERROR.
     """
-    results: dict[str, CaseResult] = {}
-    for d, exc in broken:
-        results[str(d)] = _broken_result(d, exc, opts)
-        on_case and on_case(results[str(d)])
+    results = [_broken_result(d, exc, opts) for d, exc in broken]
+    for r in results:
+        on_case and on_case(r)
     units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
     jobs = jobs_for(jobs, units)
     with Runner(jobs) as run:
@@ -206,15 +215,16 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
         futures = [run.submit(_verify_batch, b, opts) for b in batches(small, lambda m: m.output.layout.numel, run.jobs)]
         for m in manifests:
             if m.output.layout.numel > SPLIT and jobs > 1:
-                results[str(m.dir)] = _verify_safely(m, opts, run)
-                on_case and on_case(results[str(m.dir)])
+                results.append(_verify_safely(m, opts, run))
+                on_case and on_case(results[-1])
         for f in as_completed(futures):
             for r in f.result():
-                results[r.path] = r
+                results.append(r)
                 on_case and on_case(r)
-    return RunResult([results[k] for k in sorted(results)], strict=opts.strict)
+    return _by_directory(results, opts)
 
 
+@paused_gc()
 def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
     """Several small cases in one unit of work for the pool (see parallel.batches)."""
     return [_verify_safely(m, opts) for m in manifests]

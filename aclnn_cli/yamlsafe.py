@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
-from yaml.nodes import ScalarNode
+from yaml.events import AliasEvent, MappingStartEvent
+from yaml.nodes import ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 MAX_FILE_BYTES = 64 << 20  # any case file; a YAML one is stopped far earlier by MAX_NODES
@@ -143,11 +143,21 @@ def collect_files(paths: list[str | Path]) -> list[Path]:
     return files
 
 
+class _Built(ScalarNode):
+    """A mapping that was constructed as soon as it was composed (see _Guards.compose_node): its value."""
+
+
 class _Guards:
-    """Composer and constructor overrides shared by both loaders."""
+    """Composer and constructor overrides shared by both loaders.
+
+    A mapping that is an item of a sequence (a case in `cases:`) and holds no anchor or alias is
+    constructed as soon as it is composed, and its nodes dropped: a file of 10,000 cases otherwise
+    held some 50,000 nodes (20 MB) until the end. What it constructs to does not depend on when.
+    """
 
     def _start(self) -> None:
         self._total, self._depth, self._sizes = 0, 0, {}
+        self._shared, self._items = 0, None  # anchors and aliases seen; ids of the current item's nodes
 
     def get_single_node(self):
         self._start()
@@ -158,6 +168,10 @@ class _Guards:
 
     def compose_node(self, parent, index):
         event = self.peek_event()
+        if isinstance(parent, SequenceNode) and isinstance(event, MappingStartEvent) and self._items is None:
+            return self._compose_item(parent, index, event)
+        if isinstance(event, AliasEvent) or event.anchor is not None:
+            self._shared += 1
         if isinstance(event, AliasEvent):
             node = super().compose_node(parent, index)
             size = self._sizes.get(id(node))
@@ -179,8 +193,34 @@ class _Guards:
         before = self._total
         node = super().compose_node(parent, index)
         self._sizes[id(node)] = self._total - before + 1  # itself, its children, their aliases expanded
+        if self._items is not None:
+            self._items.append(id(node))
         self._depth -= 1
         return node
+
+    def _compose_item(self, parent, index, event):
+        """A mapping in a sequence; constructed right away (a _Built node) if nothing can refer to it."""
+        shared, self._items = self._shared, []
+        saved = self.constructed_objects, self.recursive_objects, self.state_generators
+        self.constructed_objects = {}  # (what the duplicate-key check constructs: the item's keys)
+        try:
+            node = self.compose_node(parent, index)
+            if self._shared != shared:  # an anchor or alias inside: composed as usual, constructed at the end
+                saved[0].update(self.constructed_objects)
+                return node
+            self.recursive_objects, self.state_generators = {}, []
+            data = self.construct_object(node, deep=True)
+            while self.state_generators:  # (none with deep=True; as construct_document does)
+                pending, self.state_generators = self.state_generators, []
+                for generator in pending:
+                    for _ in generator:
+                        pass
+            for i in self._items:  # its nodes go: their ids may come back on other nodes
+                self._sizes.pop(i, None)
+            return _Built(node.tag, data, node.start_mark, node.end_mark)
+        finally:
+            self.constructed_objects, self.recursive_objects, self.state_generators = saved
+            self._items = None
 
     def compose_mapping_node(self, anchor):
         node = super().compose_mapping_node(anchor)
@@ -199,6 +239,8 @@ class _Guards:
         return node
 
     def construct_object(self, node, deep=False):
+        if type(node) is _Built:
+            return node.value
         try:
             return super().construct_object(node, deep)
         except (ValueError, KeyError, TypeError, OverflowError):  # `!!float abc`, `!!bool maybe`, 5000 digits

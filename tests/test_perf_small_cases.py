@@ -1,0 +1,177 @@
+"""Issue 9's fast paths for many small cases give exactly what the general paths give (no timings here:
+bench/small_cases.py measures; these pin the results, bit for bit where numbers are involved)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tracemalloc
+
+import numpy as np
+import pytest
+import yaml
+
+from aclnn_cli import dtypes as D
+from aclnn_cli import manifest as M
+from aclnn_cli import verify as V
+from aclnn_cli.compare import Metrics, _ulp_of_wide, element_errors, ulp_of, widen
+from aclnn_cli.errors import UserError
+from aclnn_cli.gen import generate_cases
+from aclnn_cli.cases import load_cases
+from aclnn_cli.emulate import emulate_dirs
+from aclnn_cli.results import CaseResult, Repro
+from aclnn_cli.storage import LoadedFile, StorageFile
+from aclnn_cli.yamlsafe import parse
+
+from helpers import write_yaml
+
+SMALL = """
+op: aclnnSiluBackward
+defaults: {dtype: float16, shape: [64]}
+cases:
+  - {name: a, seed: 1}
+  - {name: b, seed: 2, dtype: bfloat16}
+  - {name: c, seed: 3, dtype: float32, shape: [3, 5]}
+  - {name: d, seed: 4, tensors: {self: {layout: transposed}}, shape: [4, 6]}
+"""
+
+
+@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16])
+def test_widening_and_ulps_from_the_wide_bits_match_the_casts_on_every_16_bit_value(dtype):
+    every = np.arange(1 << 16, dtype=np.uint16).view(dtype.np_dtype)
+    wide = widen(every, np.dtype(np.float32))
+    assert np.array_equal(wide.view(np.uint32), every.astype(np.float32).view(np.uint32))
+    ulps = _ulp_of_wide(wide, dtype)
+    assert np.array_equal(ulps.view(np.uint32), ulp_of(every, dtype, np.dtype(np.float32)).view(np.uint32))
+
+
+def _eager_worst(chunks: list[np.ndarray], k: int = 5) -> list[int]:
+    """The k largest relative errors (index order among equals as the heap keeps them)."""
+    rel = np.concatenate(chunks)
+    order = sorted(((float(r), i) for i, r in enumerate(rel) if r > 0), reverse=True)
+    return [i for _, i in order[:k]]
+
+
+def test_worst_elements_picked_late_are_the_ones_picked_at_once():
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal(3000).astype(np.float32)
+    a = (g * (1 + rng.standard_normal(3000).astype(np.float32) * 1e-3)).astype(np.float32)
+    chunks, whole = [(0, 1000), (1000, 2500), (2500, 3000)], Metrics()
+    parts = []
+    for s, e in chunks:
+        errs = element_errors(a[s:e], g[s:e], D.FLOAT32.smallest_normal, D.FLOAT32)
+        whole.add(errs, s)
+        one = Metrics()
+        one.add(errs, s)
+        parts.append(pickle.loads(pickle.dumps(one)))  # a worker's metrics travel pickled
+    merged = parts[0]
+    for p in parts[1:]:
+        merged.merge(p)
+    full = element_errors(a, g, D.FLOAT32.smallest_normal, D.FLOAT32)
+    assert whole.worst_indices() == merged.worst_indices() == _eager_worst([full.rel])
+
+
+def test_a_compact_case_result_reads_back_what_was_put_in():
+    metrics = {"elements": 64, "compared": 63, "special_mismatches": 1, "violations": 2, "max_abs_error": 0.5,
+               "max_rel_error": 1e-3, "mere": 1e-5, "mare": 1e-3, "rmse": 0.25, "error_balance": -1e-7,
+               "max_ulp_error": 3.0, "mean_ulp_error": 0.5, "small_error_rate": 0.0, "zero_golden_share": 0.125,
+               "relieved": 4}
+    params = {"T": 0.0009765625, "mare": 10.0}
+    r = CaseResult("silu-a", "aclnnSiluBackward", "float16", [8, 8], "A2", "PASS", "mere-mare", "fine", params=params,
+                   metrics=metrics, path="/out/silu-a", repro=Repro("aclnn-cli gen x.yaml", "/out", " --strict"))
+    back = pickle.loads(pickle.dumps(r))
+    for c in (r, back):
+        assert c.metrics == metrics and type(c.metrics["elements"]) is int and c.params == params
+        assert c.path == "/out/silu-a" and c.shape == [8, 8] and c.worst == [] and c.error_rows == []
+        assert c.repro == "aclnn-cli gen x.yaml --case silu-a -o /out && aclnn-cli verify /out/silu-a --strict"
+    assert back == r
+    assert json.dumps(back.to_json()) == json.dumps(r.to_json())
+    odd = CaseResult("x", "?", "?", [], "?", "ERROR", "mere-mare", "bad", metrics={"mere": "nan"}, path="x")
+    assert odd.metrics == {"mere": "nan"} and odd.path == "x" and odd.params == {}
+
+
+@pytest.mark.parametrize("problem", ["short", "long", "directory", "missing"])
+def test_a_small_file_read_whole_fails_as_the_chunked_reader_does(tmp_path, problem):
+    path = tmp_path / "x.bin"
+    if problem == "directory":
+        path.mkdir()
+    elif problem != "missing":
+        np.zeros(10 if problem == "short" else 14, np.float16).tofile(path)
+    messages = []
+    for reader in (lambda: LoadedFile(str(path), np.float16, 12, what="dump"),
+                   lambda: StorageFile(str(path), np.float16, 12, what="dump", exact_size=True)):
+        with pytest.raises(UserError) as exc:
+            reader()
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1]
+
+
+def test_small_files_read_whole_give_the_chunked_readers_values_and_checksums(tmp_path):
+    data = np.random.default_rng(1).standard_normal(40).astype(np.float32)
+    data.tofile(tmp_path / "x.bin")
+    sha = __import__("hashlib").sha256(data.tobytes()).hexdigest()
+    whole = LoadedFile(str(tmp_path / "x.bin"), np.float32, 40, sha256=sha)
+    whole.check_sha256()
+    with StorageFile(tmp_path / "x.bin", np.float32, 40) as f:
+        assert np.array_equal(whole.map, f.read_range(0, 40))
+    with pytest.raises(UserError, match="changed since gen"):
+        LoadedFile(str(tmp_path / "x.bin"), np.float32, 40, sha256="0" * 64).check_sha256()
+
+
+def test_manifest_paths_are_text_and_paths_alike(tmp_path):
+    out = tmp_path / "out"
+    generate_cases(load_cases([write_yaml(tmp_path, SMALL)]), out)
+    for d in M.find_cases(out):
+        m = M.load(d)
+        for t in m.tensors:
+            assert t.file == d / t.file.name and str(t.file) == t.file_path
+        assert m.output.dump == d / m.output.dump.name and m.output.golden_path == str(d / m.output.golden.name)
+    assert [d.name for d in M.find_cases(out)] == sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+
+
+def test_verify_results_are_the_same_by_one_process_and_by_workers(tmp_path):
+    out = tmp_path / "out"
+    generate_cases(load_cases([write_yaml(tmp_path, SMALL)]), out)
+    emulate_dirs(M.find_cases(out))
+    (out / "silu_backward-b" / "gradInput.dump.bin").write_bytes(b"\0" * 128)  # a failing case
+    (out / "silu_backward-c" / "status.txt").unlink()
+    runs = [V.verify_dirs(M.find_cases(out), V.Options(), jobs=j) for j in (1, 2)]
+    assert [c.to_json() for c in runs[0].cases] == [c.to_json() for c in runs[1].cases]
+    assert [c.status for c in runs[0].cases] == ["PASS", "FAIL", "PASS", "PASS"]
+    assert runs[0].cases[1].worst and runs[0].cases[1].repro.startswith("aclnn-cli gen ")
+
+
+YAML_DOCS = [
+    """op: x
+defaults: &d {dtype: float16, shape: [4]}
+cases:
+  - {name: a, seed: 1}
+  - <<: *d
+    name: b
+  - &c {name: c, inputs: {self: {uniform: [-1, 1]}}}
+  - *c
+  - name: d
+    nested: [{a: 1}, {b: 2}, [{c: 3}]]
+  - [1, 2, {x: y}]
+  - {n: null, b: true, f: 1.5e3, h: 0x10, s: '007'}
+""",
+    "- {a: 1}\n- {b: [{c: 1}]}\n",
+    "a: [{x: 1}, {y: &z 2}, {w: *z}]\n",
+]
+
+
+@pytest.mark.parametrize("text", YAML_DOCS)
+def test_case_files_constructed_item_by_item_read_as_pyyaml_reads_them(text):
+    assert parse("t", text.encode()) == yaml.safe_load(text)
+
+
+def test_a_large_case_file_is_not_held_as_yaml_nodes():
+    text = "op: aclnnSiluBackward\ncases:\n" + "".join(f"  - {{name: c{i:05d}, seed: {i}}}\n" for i in range(10_000))
+    tracemalloc.start()
+    try:
+        doc = parse("t", text.encode())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(doc["cases"]) == 10_000 and doc["cases"][-1] == {"name": "c09999", "seed": 9999}
+    assert peak < 12 << 20  # the nodes of all 10,000 cases took over 20 MB
