@@ -18,6 +18,9 @@ import pytest
 from cann_build import STUB_DIR, build_stub, compile_program, tools_missing
 
 SELFTEST = STUB_DIR / "selftest"
+SELFTEST_SOURCES = [SELFTEST / "selftest.cpp", SELFTEST / "selftest_next.cpp"]
+NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "leaky_relu_backward",
+                "sigmoid_backward", "gelu_backward_v2")
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -30,7 +33,7 @@ def stub_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def selftest(stub_root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("selftest") / "selftest"
-    return compile_program(stub_root, [SELFTEST / "selftest.cpp"], out, extra=["-Wall", "-Wextra", "-Werror"])
+    return compile_program(stub_root, SELFTEST_SOURCES, out, extra=["-Wall", "-Wextra", "-Werror"])
 
 
 def stub_env(**env: str) -> dict[str, str]:
@@ -53,7 +56,7 @@ def test_installed_layout(stub_root):
                 "include/aclnnop/aclnn_util.h", "include/aclnnop/aclnn_silu_backward.h",
                 "include/aclnnop/aclnn_fast_gelu_backward.h", "include/aclnnop/aclnn_logsigmoid_backward.h",
                 "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
-                "lib64/libopapi.so"):
+                "lib64/libopapi.so", *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS)):
         assert (stub_root / rel).is_file(), rel
     assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
 
@@ -74,7 +77,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 13 and p.returncode == 0, p.stderr
+    assert len(units) == 19 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):
@@ -102,6 +105,68 @@ def test_phase_one_statuses(selftest, soc):
     """Statuses of valid and rejected calls; the selftest expects per the product of the SoC."""
     p = run(selftest, "status", ACLNN_STUB_SOC=soc)
     assert_passes(p)
+
+
+@pytest.mark.parametrize("scenario", ["next-values", "next-views"])
+def test_next_ops_known_answers(selftest, scenario):
+    """Swish, Softplus, Hardswish, LeakyRelu, Sigmoid, GeluV2: hand-derived values, specials, scalars of
+    several dtypes, DOUBLE, double rounding through a 16-bit compute dtype, broadcast, strided views."""
+    assert_passes(run(selftest, scenario))
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910_9391", "Ascend950DT_95A1", "Ascend910A", "Ascend310P3",
+                                 "Ascend310B1"])
+def test_next_ops_phase_one_statuses(selftest, soc):
+    assert_passes(run(selftest, "next-status", ACLNN_STUB_SOC=soc))
+
+
+NEXT_APIS = ["aclnnSwishBackward", "aclnnSoftplusBackward", "aclnnHardswishBackward", "aclnnLeakyReluBackward",
+             "aclnnSigmoidBackward", "aclnnGeluBackwardV2"]
+
+
+def next_storages(p: subprocess.CompletedProcess) -> dict[str, tuple[int, list[float]]]:
+    """The `next-defect` scenario's output: api -> (status, the 6-element output storage)."""
+    out = {}
+    for line in p.stdout.splitlines():
+        api, status, *values = line.split()
+        out[api] = (int(status.removeprefix("status=")), [float.fromhex(v) for v in values])
+    return out
+
+
+@pytest.fixture(scope="module")
+def next_clean(selftest):
+    p = run(selftest, "next-defect")
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = next_storages(p)
+    assert list(s) == NEXT_APIS
+    for status, values in s.values():
+        assert status == 0 and all(v != 0 for v in values[:4]) and values[4:] == [7.0, 7.0]
+    return s
+
+
+def test_next_ops_defect_wrong_values(selftest, next_clean):
+    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="wrong-values"))
+    for api in NEXT_APIS:
+        assert s[api][1] == [-v for v in next_clean[api][1][:4]] + [7.0, 7.0], api
+
+
+def test_next_ops_defect_restricted_to_one_op(selftest, next_clean):
+    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="write-outside",
+                          ACLNN_STUB_DEFECT_OP="aclnnLeakyReluBackward"))
+    for api in NEXT_APIS:
+        if api == "aclnnLeakyReluBackward":
+            assert s[api][1][:4] == next_clean[api][1][:4] and s[api][1][4] != 7.0 and s[api][1][5] == 7.0
+        else:
+            assert s[api] == next_clean[api], api
+
+
+def test_next_ops_defect_crash_and_sync_error(selftest, next_clean):
+    p = run(selftest, "next-defect", ACLNN_STUB_DEFECT="crash", ACLNN_STUB_DEFECT_OP="aclnnSigmoidBackward")
+    assert p.returncode == -signal.SIGSEGV
+    assert [line.split()[0] for line in p.stdout.splitlines()] == NEXT_APIS[:4]  # died in the fifth
+    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="sync-error",
+                          ACLNN_STUB_DEFECT_OP="aclnnSoftplusBackward"))
+    assert [s[api][0] for api in NEXT_APIS] == [0] + [507015] * 5  # the stream stays faulted
 
 
 SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A"}
@@ -210,12 +275,14 @@ def test_unknown_defect_fails_acl_init(selftest):
 def test_sanitized_build_is_clean(tmp_path_factory):
     """The stub and the selftest under -fsanitize=address,undefined: no reports, leaks included."""
     root = build_stub(tmp_path_factory.mktemp("cann-asan"), sanitize=True)
-    exe = compile_program(root, [SELFTEST / "selftest.cpp"], tmp_path_factory.mktemp("asan") / "selftest", sanitize=True,
+    exe = compile_program(root, SELFTEST_SOURCES, tmp_path_factory.mktemp("asan") / "selftest", sanitize=True,
                           extra=["-O0"])
     env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
     for scenario, extra in [("values", {}), ("strided", {}), ("runtime", {}), ("status", {}),
                             ("broadcast", {"ACLNN_STUB_SOC": "Ascend950PR_9599"}),
-                            ("defect", {"ACLNN_STUB_DEFECT": "write-outside"})]:
+                            ("defect", {"ACLNN_STUB_DEFECT": "write-outside"}), ("next-values", {}), ("next-views", {}),
+                            ("next-status", {"ACLNN_STUB_SOC": "Ascend910A"}), ("next-status", {}),
+                            ("next-defect", {"ACLNN_STUB_DEFECT": "write-outside"})]:
         p = run(exe, scenario, **env, **extra)
         assert p.returncode == 0 and "runtime error" not in p.stderr and "Sanitizer" not in p.stderr, \
             f"{scenario}:\n{p.stdout}{p.stderr}"

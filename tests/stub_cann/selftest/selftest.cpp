@@ -1,130 +1,21 @@
 // Known-answer tests of the stub CANN toolkit, through the public API only
 // (built like a harness: -I<root>/include -I<root>/include/aclnn, -lascendcl -lnnopbase -lopapi).
 //
-//   selftest values|strided|broadcast|status|runtime|defect|lifecycle
+//   selftest values|strided|broadcast|status|runtime|defect|lifecycle      (the first four operators)
+//   selftest next-values|next-views|next-status|next-defect                 (the next six: selftest_next.cpp)
 //
 // Prints one FAIL line per failed check and exits 1 if any; `defect` prints
 // the output storages for the Python side to judge. Expected values are
 // computed here independently (double precision formulas, hand-derived bits).
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "acl/acl.h"
 #include "aclnnop/aclnn_fast_gelu_backward.h"
 #include "aclnnop/aclnn_hardsigmoid_backward.h"
 #include "aclnnop/aclnn_logsigmoid_backward.h"
 #include "aclnnop/aclnn_silu_backward.h"
-#include "opdev/op_errno.h"
+#include "harness.h"
 
 namespace {
 
-int failures = 0;
-
-void Check(bool ok, const std::string& what) {
-    if (!ok) {
-        ++failures;
-        std::printf("FAIL %s\n", what.c_str());
-    }
-}
-
-template <class T>
-void CheckEq(T got, T want, const std::string& what) {
-    Check(got == want, what + ": got " + std::to_string(got) + ", want " + std::to_string(want));
-}
-
-uint32_t Bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float FromBits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-
-// `want` within `rel` relative error (or both NaN, or equal).
-void CheckNear(float got, double want, double rel, const std::string& what) {
-    bool ok = (std::isnan(got) && std::isnan(want)) || got == want || std::fabs(got - want) <= rel * std::fabs(want);
-    char buf[160];
-    std::snprintf(buf, sizeof buf, ": got %.9g (0x%08x), want %.9g", got, Bits(got), want);
-    Check(ok, what + buf);
-}
-
-std::vector<uint8_t> F32(const std::vector<float>& v) {
-    std::vector<uint8_t> b(v.size() * 4);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
-std::vector<uint8_t> U16(const std::vector<uint16_t>& v) {
-    std::vector<uint8_t> b(v.size() * 2);
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-}
-
-uint64_t Size(aclDataType t) { return t == ACL_FLOAT ? 4 : t == ACL_DOUBLE ? 8 : 2; }
-
-std::vector<int64_t> Packed(const std::vector<int64_t>& view) {
-    std::vector<int64_t> s(view.size(), 1);
-    for (size_t i = view.size(); i-- > 1;) s[i - 1] = s[i] * view[i];
-    return s;
-}
-
-// A device tensor: its storage uploaded from `host`, seen through a view.
-class Tensor {
- public:
-    Tensor(aclDataType dt, const std::vector<uint8_t>& host, std::vector<int64_t> view,
-           std::vector<int64_t> strides = {}, int64_t offset = 0, aclFormat format = ACL_FORMAT_ND)
-        : dt_(dt), bytes_(host.size()) {
-        if (strides.empty()) strides = Packed(view);
-        if (bytes_ > 0) {
-            Check(aclrtMalloc(&dev_, bytes_, ACL_MEM_MALLOC_HUGE_FIRST) == ACL_SUCCESS, "aclrtMalloc");
-            Check(aclrtMemcpy(dev_, bytes_, host.data(), bytes_, ACL_MEMCPY_HOST_TO_DEVICE) == ACL_SUCCESS, "upload");
-        }
-        int64_t storage = static_cast<int64_t>(bytes_ / Size(dt));
-        t_ = aclCreateTensor(view.data(), view.size(), dt, strides.data(), offset, format, &storage, 1, dev_);
-        Check(t_ != nullptr, "aclCreateTensor");
-    }
-    ~Tensor() {
-        aclDestroyTensor(t_);
-        if (dev_ != nullptr) aclrtFree(dev_);
-    }
-    Tensor(const Tensor&) = delete;
-    Tensor& operator=(const Tensor&) = delete;
-
-    aclTensor* get() const { return t_; }
-    std::vector<uint8_t> Download() const {
-        std::vector<uint8_t> host(bytes_);
-        if (bytes_ > 0) {
-            Check(aclrtMemcpy(host.data(), bytes_, dev_, bytes_, ACL_MEMCPY_DEVICE_TO_HOST) == ACL_SUCCESS, "download");
-        }
-        return host;
-    }
-    float F(size_t i) const { float v; std::memcpy(&v, Download().data() + 4 * i, 4); return v; }
-    uint16_t H(size_t i) const { uint16_t v; std::memcpy(&v, Download().data() + 2 * i, 2); return v; }
-
- private:
-    aclDataType dt_;
-    size_t bytes_;
-    void* dev_ = nullptr;
-    aclTensor* t_ = nullptr;
-};
-
-aclrtStream stream = nullptr;
-
-using PhaseOne = std::function<aclnnStatus(uint64_t*, aclOpExecutor**)>;
-using PhaseTwo = aclnnStatus (*)(void*, uint64_t, aclOpExecutor*, aclrtStream);
-
-// Both phases as a harness runs them; the first non-zero status.
-aclnnStatus Run(const PhaseOne& one, PhaseTwo two) {
-    uint64_t ws = 0;
-    aclOpExecutor* exec = nullptr;
-    aclnnStatus st = one(&ws, &exec);
-    if (st != ACLNN_SUCCESS) return st;
-    void* w = nullptr;
-    if (ws > 0 && aclrtMalloc(&w, ws, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) return -1;
-    st = two(w, ws, exec, stream);
-    if (st == ACLNN_SUCCESS) st = aclrtSynchronizeStream(stream);
-    if (w != nullptr) aclrtFree(w);
-    return st;
-}
+using namespace selftest;
 
 aclnnStatus Silu(const Tensor& dy, const Tensor& x, const Tensor& out) {
     return Run([&](uint64_t* ws, aclOpExecutor** e) {
@@ -298,15 +189,6 @@ void Broadcast() {  // run with ACLNN_STUB_SOC=Ascend950...: broadcast and mixed
     CheckEq(Silu(dh, xb, oh), ACLNN_ERR_PARAM_INVALID, "mixed silu needs a float32 gradInput");
 }
 
-std::string Product() {  // this test's own reading of the documented SoC -> product mapping
-    std::string soc = aclrtGetSocName();
-    if (soc.rfind("Ascend950", 0) == 0) return "950";
-    if (soc.rfind("Ascend910_93", 0) == 0) return "A3";
-    if (soc.rfind("Ascend910B", 0) == 0) return "A2";
-    if (soc.rfind("Ascend910", 0) == 0) return "910";
-    return "other";
-}
-
 void Status() {  // phase one only; the expectations depend on the product of ACLNN_STUB_SOC
     const std::string p = Product();
     const bool a2a3 = p == "A2" || p == "A3";
@@ -440,6 +322,13 @@ void Runtime() {
     float v = 1.5f;
     aclScalar* s = aclCreateScalar(&v, ACL_FLOAT);
     Check(s != nullptr && aclDestroyScalar(s) == ACLNN_SUCCESS, "aclCreateScalar / aclDestroyScalar");
+    Check(aclDestroyScalar(s) == ACLNN_ERR_PARAM_INVALID, "aclDestroyScalar twice fails");
+    int64_t values[] = {2, 3};
+    aclIntArray* arr = aclCreateIntArray(values, 2);
+    Check(arr != nullptr && aclDestroyIntArray(arr) == ACLNN_SUCCESS, "aclCreateIntArray / aclDestroyIntArray");
+    Check(aclDestroyIntArray(arr) == ACLNN_ERR_PARAM_INVALID, "aclDestroyIntArray twice fails");
+    Check(aclCreateIntArray(nullptr, 2) == nullptr, "aclCreateIntArray refuses null values");
+    aclGetRecentErrMsg();
 
     // Phase two: a tensor on host memory, an undersized workspace, an executor run twice.
     aclTensor* onhost = aclCreateTensor(dims, 2, ACL_FLOAT, strides, 0, ACL_FORMAT_ND, &storage6, 1, data);
@@ -491,6 +380,7 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<std::string, std::function<void()>>> scenarios = {
         {"values", Values}, {"strided", Strided}, {"broadcast", Broadcast}, {"status", Status},
         {"runtime", Runtime}, {"defect", Defect}, {"lifecycle", [] {}},
+        {"next-values", NextValues}, {"next-views", NextViews}, {"next-status", NextStatus}, {"next-defect", NextDefect},
     };
     if (aclInit(nullptr) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS || aclrtCreateStream(&stream) != ACL_SUCCESS) {
         const char* m = aclGetRecentErrMsg();
@@ -505,12 +395,13 @@ int main(int argc, char** argv) {
         }
     }
     if (!found) {
-        std::printf("usage: selftest values|strided|broadcast|status|runtime|defect|lifecycle\n");
+        std::printf("usage: selftest values|strided|broadcast|status|runtime|defect|lifecycle|next-values|next-views|"
+                    "next-status|next-defect\n");
         return 2;
     }
     aclrtDestroyStream(stream);
     aclrtResetDevice(0);
     aclFinalize();
-    if (what != "defect") std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "ok", failures);
+    if (what != "defect" && what != "next-defect") std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "ok", failures);
     return failures ? 1 : 0;
 }

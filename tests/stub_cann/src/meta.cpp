@@ -1,6 +1,6 @@
-// libnnopbase of the stub: aclTensor and aclScalar.
+// libnnopbase of the stub: aclTensor, aclScalar and aclIntArray.
+#include <map>
 #include <mutex>
-#include <set>
 
 #include "aclnn/aclnn_base.h"
 #include "opdev/op_errno.h"
@@ -9,9 +9,32 @@
 namespace {
 
 std::mutex mu;
-std::set<const void*>& Live() {
-    static auto* live = new std::set<const void*>;  // tensors and scalars not yet destroyed
+// Tensors, scalars and int arrays not yet destroyed -> which of them.
+std::map<const void*, std::string>& Live() {
+    static auto* live = new std::map<const void*, std::string>;
     return *live;
+}
+
+template <class T>
+T* Track(T* object, const char* what) {
+    std::lock_guard<std::mutex> lock(mu);
+    Live()[object] = what;
+    return object;
+}
+
+// Deletes a live object of that kind made by an aclCreate* call; anything else is refused.
+template <class T>
+aclnnStatus Untrack(const T* object, const char* api, const char* what) {
+    if (object == nullptr) return ACLNN_SUCCESS;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = Live().find(object);
+    if (it == Live().end() || it->second != what) {
+        stub::ReportError(std::string(api) + ": not a live " + what + " (destroyed twice?)");
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    Live().erase(it);
+    delete object;
+    return ACLNN_SUCCESS;
 }
 
 aclTensor* Refuse(const std::string& why) {
@@ -82,21 +105,10 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
     t->storage.assign(storageDims, storageDims + storageDimsNum);
     t->dtype = dataType;
     t->data = tensorData;
-    std::lock_guard<std::mutex> lock(mu);
-    Live().insert(t);
-    return t;
+    return Track(t, "tensor");
 }
 
-aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
-    if (tensor == nullptr) return ACLNN_SUCCESS;
-    std::lock_guard<std::mutex> lock(mu);
-    if (Live().erase(tensor) == 0) {
-        stub::ReportError("aclDestroyTensor: not a live tensor (destroyed twice?)");
-        return ACLNN_ERR_PARAM_INVALID;
-    }
-    delete tensor;
-    return ACLNN_SUCCESS;
-}
+aclnnStatus aclDestroyTensor(const aclTensor* tensor) { return Untrack(tensor, "aclDestroyTensor", "tensor"); }
 
 aclScalar* aclCreateScalar(void* value, aclDataType dataType) {
     uint64_t size = stub::ElementSize(dataType);
@@ -107,20 +119,21 @@ aclScalar* aclCreateScalar(void* value, aclDataType dataType) {
     auto* s = new aclScalar;
     s->dtype = dataType;
     s->bytes.assign(static_cast<const uint8_t*>(value), static_cast<const uint8_t*>(value) + size);
-    std::lock_guard<std::mutex> lock(mu);
-    Live().insert(s);
-    return s;
+    return Track(s, "scalar");
 }
 
-aclnnStatus aclDestroyScalar(const aclScalar* scalar) {
-    if (scalar == nullptr) return ACLNN_SUCCESS;
-    std::lock_guard<std::mutex> lock(mu);
-    if (Live().erase(scalar) == 0) {
-        stub::ReportError("aclDestroyScalar: not a live scalar (destroyed twice?)");
-        return ACLNN_ERR_PARAM_INVALID;
+aclnnStatus aclDestroyScalar(const aclScalar* scalar) { return Untrack(scalar, "aclDestroyScalar", "scalar"); }
+
+aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size) {
+    if (value == nullptr && size > 0) {
+        stub::ReportError("aclCreateIntArray: null value with size " + std::to_string(size));
+        return nullptr;
     }
-    delete scalar;
-    return ACLNN_SUCCESS;
+    auto* a = new aclIntArray;
+    if (size > 0) a->values.assign(value, value + size);
+    return Track(a, "int array");
 }
+
+aclnnStatus aclDestroyIntArray(const aclIntArray* array) { return Untrack(array, "aclDestroyIntArray", "int array"); }
 
 }  // extern "C"

@@ -146,6 +146,7 @@ std::string Product() {
     if (starts("Ascend910_93")) return "A3";
     if (starts("Ascend910B")) return "A2";
     if (starts("Ascend910")) return "910";
+    if (starts("Ascend310P")) return "310P";
     return "other";
 }
 

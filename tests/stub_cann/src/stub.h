@@ -1,8 +1,9 @@
 // Internals shared by the three stub libraries (not installed: no consumer sees this).
 //
 //   libascendcl  runtime.cpp  init/device/stream/memory on host memory, error messages, env config
-//   libnnopbase  meta.cpp     aclTensor / aclScalar
-//   libopapi     ops.cpp      the four operators: phase one checks, phase two host kernels, defects
+//   libnnopbase  meta.cpp     aclTensor / aclScalar / aclIntArray
+//   libopapi     opapi.cpp    phase one helpers, executors, phase two, defects (opapi.h)
+//                ops_*.cpp    the operators by family: checks, float32 kernels, the API
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,14 @@ struct aclTensor {
     void* data = nullptr;
 };
 
+// A copy of the value aclCreateScalar was given, in its dtype.
 struct aclScalar {
     aclDataType dtype = ACL_FLOAT;
     std::vector<uint8_t> bytes;
+};
+
+struct aclIntArray {
+    std::vector<int64_t> values;
 };
 
 namespace stub {
@@ -49,7 +55,7 @@ STUB_INTERNAL void HangStream(aclrtStream stream);
 // Makes every later aclrtSynchronizeStream on `stream` fail with an AI Core exception (the "sync-error" defect).
 STUB_INTERNAL void FaultStream(aclrtStream stream);
 
-// "950", "A3", "A2", "910" or "other", from aclrtGetSocName() (see README.md).
+// "950", "A3", "A2", "910", "310P" or "other", from aclrtGetSocName() (see README.md).
 STUB_INTERNAL std::string Product();
 
 enum class DefectKind { kNone, kWrongValues, kWriteOutside, kCrash, kHang, kSyncError };
@@ -88,6 +94,14 @@ inline std::string DTypeName(aclDataType t) {
         case ACL_FLOAT16: return "FLOAT16";
         case ACL_BF16: return "BFLOAT16";
         case ACL_DOUBLE: return "DOUBLE";
+        case ACL_INT8: return "INT8";
+        case ACL_INT16: return "INT16";
+        case ACL_INT32: return "INT32";
+        case ACL_INT64: return "INT64";
+        case ACL_UINT8: return "UINT8";
+        case ACL_BOOL: return "BOOL";
+        case ACL_COMPLEX64: return "COMPLEX64";
+        case ACL_COMPLEX128: return "COMPLEX128";
         default: return "dtype " + std::to_string(static_cast<int>(t));
     }
 }
@@ -137,6 +151,42 @@ inline uint16_t FloatToBf16(float f, bool ties_away = false) {
     if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
     uint32_t add = ties_away ? 0x8000u : 0x7fffu + ((x >> 16) & 1u);
     return static_cast<uint16_t>((x + add) >> 16);
+}
+
+}  // namespace stub
+
+namespace stub {
+
+// ---- scalars ----
+
+template <class R>
+R Raw(const void* p) {
+    R v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// aclScalar::ToFloat / ToDouble: the value converted to T in one step (round to nearest even);
+// false for a dtype the stub has no conversion for (complex, 8-bit floats, strings).
+template <class T>
+bool ScalarAs(const aclScalar& s, T* v) {
+    const void* p = s.bytes.data();
+    switch (s.dtype) {
+        case ACL_FLOAT: *v = static_cast<T>(Raw<float>(p)); return true;
+        case ACL_DOUBLE: *v = static_cast<T>(Raw<double>(p)); return true;
+        case ACL_FLOAT16: *v = static_cast<T>(HalfToFloat(Raw<uint16_t>(p))); return true;
+        case ACL_BF16: *v = static_cast<T>(Bf16ToFloat(Raw<uint16_t>(p))); return true;
+        case ACL_INT8: *v = static_cast<T>(Raw<int8_t>(p)); return true;
+        case ACL_INT16: *v = static_cast<T>(Raw<int16_t>(p)); return true;
+        case ACL_INT32: *v = static_cast<T>(Raw<int32_t>(p)); return true;
+        case ACL_INT64: *v = static_cast<T>(Raw<int64_t>(p)); return true;
+        case ACL_UINT8: *v = static_cast<T>(Raw<uint8_t>(p)); return true;
+        case ACL_UINT16: *v = static_cast<T>(Raw<uint16_t>(p)); return true;
+        case ACL_UINT32: *v = static_cast<T>(Raw<uint32_t>(p)); return true;
+        case ACL_UINT64: *v = static_cast<T>(Raw<uint64_t>(p)); return true;
+        case ACL_BOOL: *v = Raw<uint8_t>(p) != 0 ? T(1) : T(0); return true;
+        default: return false;
+    }
 }
 
 }  // namespace stub

@@ -38,6 +38,13 @@ PUBLIC = {
     "aclnnop/aclnn_fast_gelu_backward.h": ("ops_nn", "activation/fast_gelu_grad/op_api/aclnn_fast_gelu_backward.h"),
     "aclnnop/aclnn_logsigmoid_backward.h": ("ops_nn", "activation/logsigmoid_grad/op_api/aclnn_logsigmoid_backward.h"),
     "aclnnop/aclnn_hardsigmoid_backward.h": ("ops_nn", "activation/hard_sigmoid_grad/op_api/aclnn_hardsigmoid_backward.h"),
+    "aclnnop/aclnn_swish_backward.h": ("ops_nn", "activation/swish_grad/op_api/aclnn_swish_backward.h"),
+    "aclnnop/aclnn_softplus_backward.h": ("ops_nn", "activation/softplus_v2_grad/op_api/aclnn_softplus_backward.h"),
+    "aclnnop/aclnn_hardswish_backward.h": ("ops_nn",
+                                           "activation/hard_swish_grad/op_host/op_api/aclnn_hardswish_backward.h"),
+    "aclnnop/aclnn_leaky_relu_backward.h": ("ops_nn", "activation/leaky_relu_grad/op_api/aclnn_leaky_relu_backward.h"),
+    "aclnnop/aclnn_sigmoid_backward.h": ("ops_nn", "activation/sigmoid_grad/op_api/aclnn_sigmoid_backward.h"),
+    "aclnnop/aclnn_gelu_backward_v2.h": ("ops_nn", "activation/gelu_grad_v2/op_api/aclnn_gelu_backward_v2.h"),
 }
 
 

@@ -33,10 +33,14 @@ ACL_FUNC_VISIBILITY aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t
                                                const int64_t* stride, int64_t offset, aclFormat format,
                                                const int64_t* storageDims, uint64_t storageDimsNum, void* tensorData);
 
+// A scalar: a copy of the `dataType` value at `value` (host memory).
 ACL_FUNC_VISIBILITY aclScalar* aclCreateScalar(void* value, aclDataType dataType);
+// A copy of `size` int64 values.
+ACL_FUNC_VISIBILITY aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size);
 
 ACL_FUNC_VISIBILITY aclnnStatus aclDestroyTensor(const aclTensor* tensor);
 ACL_FUNC_VISIBILITY aclnnStatus aclDestroyScalar(const aclScalar* scalar);
+ACL_FUNC_VISIBILITY aclnnStatus aclDestroyIntArray(const aclIntArray* array);
 
 #ifdef __cplusplus
 }
