@@ -132,7 +132,7 @@ def _none_parts(x, cdf_of=None, pdf_scale=-0.5, erf_scale=K_SQRT_HALF):
     return cdf, np.exp((x * x) * pdf_scale) * K_INV_SQRT_2PI * x
 
 
-def _tanh_parts(x, fused=False, a3=K_A3, nan_select=True, sigmoid_of=None):
+def _tanh_parts(x, fused=False, a3=K_A3, nan_select=True):
     """(q, w): p = exp((x^2*AN + BETAN)*x) = e^-2u; r = (x^2*A3 + BETA)*x; q = 1/(p+1); w = ((p*q)*r)*q,
     NaN w -> 0. Axpy (x^2*AN + BETAN) as two float32 roundings; fused: one (an FMA)."""
     x2 = x * x
@@ -144,7 +144,7 @@ def _tanh_parts(x, fused=False, a3=K_A3, nan_select=True, sigmoid_of=None):
             return x2 * k + b
     p = np.exp(axpy(K_AN, -K_BETA) * x)
     r = axpy(a3, K_BETA) * x
-    q = sigmoid_of(p) if sigmoid_of else 1.0 / (p + 1.0)
+    q = 1.0 / (p + 1.0)
     w = ((p * q) * r) * q
     return q, np.where(np.isnan(w), x.dtype.type(0), w) if nan_select else w
 
@@ -177,31 +177,32 @@ def _exp_overflow(x):
     return e / (1.0 + e), w
 
 
+def _variant(doc: str, **parts):
+    def variant(t):
+        return _run(t, **parts)
+    variant.__doc__ = doc
+    return variant
+
+
 VARIANTS = {
-    # Defects.
-    "sign-slip": lambda t: _run(t, combine=lambda a, b: a - b),  # defect: cdf - x pdf, q - w
-    "approximate-ignored": lambda t: _run(t, tanh=_none_parts),  # defect: "tanh" computed with erf
-    "pdf-missing-half": lambda t: _run(t, none=lambda x: _none_parts(x, pdf_scale=-1.0)),  # defect: e^(-x^2)
-    "erf-missing-sqrt2": lambda t: _run(t, none=lambda x: _none_parts(x, erf_scale=1.0)),  # defect: erf(x)
-    "cubic-derivative": lambda t: _run(t, tanh=lambda x: _tanh_parts(x, a3=-K_AN)),  # defect: d(x^3) = x^2
-    "no-nan-select": lambda t: _run(t, tanh=lambda x: _tanh_parts(x, nan_select=False)),  # defect: NaN, x<-10
-    "exp-overflow": lambda t: _run(t, tanh=_exp_overflow),  # defect: q = e^2u/(1+e^2u), NaN for x > 10.06
-    # Legitimate.
-    "stable-formula": lambda t: _run(t, none=lambda x: _none_parts(x, cdf_of=X.f64_normal_cdf), tanh=_stable_tanh),
-    "fused-axpy": lambda t: _run(t, tanh=lambda x: _tanh_parts(x, fused=True)),
+    "sign-slip": _variant("Defect: one term's sign flipped (cdf - x pdf; q - w).", combine=lambda a, b: a - b),
+    "approximate-ignored": _variant('Defect: the attribute not passed on: "tanh" computes the erf form.',
+                                    tanh=_none_parts),
+    "pdf-missing-half": _variant('Defect ("none"): pdf = exp(-x^2) instead of exp(-x^2/2).',
+                                 none=lambda x: _none_parts(x, pdf_scale=-1.0)),
+    "erf-missing-sqrt2": _variant('Defect ("none"): erf(x) instead of erf(x/sqrt2).',
+                                  none=lambda x: _none_parts(x, erf_scale=1.0)),
+    "cubic-derivative": _variant('Defect ("tanh"): u\' with 0.044715 x^2 instead of 3 * 0.044715 x^2.',
+                                 tanh=lambda x: _tanh_parts(x, a3=-K_AN)),
+    "no-nan-select": _variant('Defect ("tanh"): the NaN -> 0 select dropped: NaN for x < -10.06 (p = inf, '
+                              "inf * 0) and x = +inf.", tanh=lambda x: _tanh_parts(x, nan_select=False)),
+    "exp-overflow": _variant('Defect ("tanh"): q = e^2u/(1+e^2u): inf/inf = NaN for x > 10.06.', tanh=_exp_overflow),
+    "stable-formula": _variant('Legitimate: "none" cdf = Phi(x) without cancellation (as erfc would give); "tanh" '
+                               "q and 1-q from e^-|2u| (no overflow, no NaN select needed).",
+                               none=lambda x: _none_parts(x, cdf_of=X.f64_normal_cdf), tanh=_stable_tanh),
+    "fused-axpy": _variant('Legitimate ("tanh"): Axpy fused, x^2*AN + BETAN rounded once (an FMA).',
+                           tanh=lambda x: _tanh_parts(x, fused=True)),
 }
-for _name, _doc in (("sign-slip", "Defect: one term's sign flipped (cdf - x pdf; q - w)."),
-                    ("approximate-ignored", "Defect: the attribute is not passed on: \"tanh\" computes the erf form."),
-                    ("pdf-missing-half", "Defect (\"none\"): pdf = exp(-x^2) instead of exp(-x^2/2)."),
-                    ("erf-missing-sqrt2", "Defect (\"none\"): erf(x) instead of erf(x/sqrt2)."),
-                    ("cubic-derivative", "Defect (\"tanh\"): u' with 0.044715 x^2 instead of 3 * 0.044715 x^2."),
-                    ("no-nan-select", "Defect (\"tanh\"): without the NaN -> 0 select: NaN for x < -10.06 "
-                                      "(p = inf, inf * 0) and x = +inf."),
-                    ("exp-overflow", "Defect (\"tanh\"): q = e^2u/(1+e^2u): inf/inf = NaN for x > 10.06."),
-                    ("stable-formula", "Legitimate: \"none\" cdf = Phi(x) without cancellation (erfc); \"tanh\" "
-                                       "q, 1-q from e^-|2u| (no overflow, no NaN select needed)."),
-                    ("fused-axpy", "Legitimate (\"tanh\"): Axpy fused (x^2*AN + BETAN rounded once).")):
-    VARIANTS[_name].__doc__ = _doc
 
 _ALL = ("950", "A3", "A2", "310P", "910")
 
@@ -237,11 +238,13 @@ in common/inc/op_api/level2_base.h) that Contract cannot express, in the source'
    dtype list: an INT32/INT8/UINT8/BOOL/... input with a float one promotes to that float and is ACCEPTED
    (then l0op::Cast); INT32 + INT32 (promotes to INT32) and any DOUBLE (promotes to DOUBLE) are rejected.
 3. 161002: promoted type BF16 where NpuArch is neither DAV_2201 (A2/A3) nor regbase (950): bf16 + bf16 on 910
-   and 310P. A bf16 input mixed with fp16/fp32 promotes to FLOAT and is accepted there.
+   and 310P. A bf16 input mixed with fp16/fp32 promotes to FLOAT and passes these checks there (whether
+   l0op::Cast of bf16 then builds on 910/310P is not in ops-nn: an inner 5611xx error is possible).
 4. 161002: the promoted type differs from gradInput's dtype (no cast of the result: fp16 + fp16 needs an fp16
    gradInput, fp16 + bf16 a FLOAT one). Contract(dtypes="promote") accepts any float output instead.
 5. 161002: gradOutput and self do not broadcast, or gradInput's shape is not the broadcast shape.
 6. 161002: approximate not exactly "none" or "tanh" (case-sensitive; checked last, after the shapes).
+- workspaceSize / executor null: not checked by this op_api (no OP_CHECK_COMM_INPUT).
 - Dims: the op_api checks none (the doc says 0-8; ops-nn's UT testcase_020 expects SUCCESS for 9 dims), so
   dims=(0, 8) follows the doc and a 9-dim call is accepted by the device, not rejected.
 - Empty: self or gradOutput empty -> SUCCESS, workspace 0, after all checks above (the shapes must still

@@ -6,6 +6,7 @@ near x = -1.5, where g crosses 0, they are thousands of float32 ulps off. The go
 `scale` = |dy| (|x|/3 + 1/2) (the terms of x/3 + 1/2) makes those errors ordinary (<= 2^-22 of the
 scale) while it stays <= 1.5 |dy|, so a defect at the closed ends (relative error 1/3 at x = +-3) or a
 wrong slope still fails. The ends are decided on the exact input (float32 holds +-3 exactly): no edge.
+Verify also needs cases holding x = +-3 exactly: an open end differs from the kernel nowhere else.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ SPEC_FIELDS = dict(
 CONTRACT_NOTES = """\
 Phase-one rules of aclnnHardswishBackward (hard_swish_grad/op_host/op_api/aclnn_hardswish_backward.cpp) that
 Contract cannot express, in the source's order:
+0. 161001: workspaceSize or executor null (OP_CHECK_COMM_INPUT), before everything else.
 1. 161001: gradOutput, self or out null (CheckNotNull3Tensor; the doc lists only gradOutput and self).
 2. 161002: self, then gradOutput, dtype not in {FLOAT, FLOAT16, BF16} (910: {FLOAT, FLOAT16}); gradOutput's
    dtype != self's; out's dtype != self's. out has no list of its own: it only has to equal self's.
