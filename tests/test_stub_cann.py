@@ -107,68 +107,6 @@ def test_phase_one_statuses(selftest, soc):
     assert_passes(p)
 
 
-@pytest.mark.parametrize("scenario", ["next-values", "next-views"])
-def test_next_ops_known_answers(selftest, scenario):
-    """Swish, Softplus, Hardswish, LeakyRelu, Sigmoid, GeluV2: hand-derived values, specials, scalars of
-    several dtypes, DOUBLE, double rounding through a 16-bit compute dtype, broadcast, strided views."""
-    assert_passes(run(selftest, scenario))
-
-
-@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910_9391", "Ascend950DT_95A1", "Ascend910A", "Ascend310P3",
-                                 "Ascend310B1"])
-def test_next_ops_phase_one_statuses(selftest, soc):
-    assert_passes(run(selftest, "next-status", ACLNN_STUB_SOC=soc))
-
-
-NEXT_APIS = ["aclnnSwishBackward", "aclnnSoftplusBackward", "aclnnHardswishBackward", "aclnnLeakyReluBackward",
-             "aclnnSigmoidBackward", "aclnnGeluBackwardV2"]
-
-
-def next_storages(p: subprocess.CompletedProcess) -> dict[str, tuple[int, list[float]]]:
-    """The `next-defect` scenario's output: api -> (status, the 6-element output storage)."""
-    out = {}
-    for line in p.stdout.splitlines():
-        api, status, *values = line.split()
-        out[api] = (int(status.removeprefix("status=")), [float.fromhex(v) for v in values])
-    return out
-
-
-@pytest.fixture(scope="module")
-def next_clean(selftest):
-    p = run(selftest, "next-defect")
-    assert p.returncode == 0, p.stdout + p.stderr
-    s = next_storages(p)
-    assert list(s) == NEXT_APIS
-    for status, values in s.values():
-        assert status == 0 and all(v != 0 for v in values[:4]) and values[4:] == [7.0, 7.0]
-    return s
-
-
-def test_next_ops_defect_wrong_values(selftest, next_clean):
-    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="wrong-values"))
-    for api in NEXT_APIS:
-        assert s[api][1] == [-v for v in next_clean[api][1][:4]] + [7.0, 7.0], api
-
-
-def test_next_ops_defect_restricted_to_one_op(selftest, next_clean):
-    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="write-outside",
-                          ACLNN_STUB_DEFECT_OP="aclnnLeakyReluBackward"))
-    for api in NEXT_APIS:
-        if api == "aclnnLeakyReluBackward":
-            assert s[api][1][:4] == next_clean[api][1][:4] and s[api][1][4] != 7.0 and s[api][1][5] == 7.0
-        else:
-            assert s[api] == next_clean[api], api
-
-
-def test_next_ops_defect_crash_and_sync_error(selftest, next_clean):
-    p = run(selftest, "next-defect", ACLNN_STUB_DEFECT="crash", ACLNN_STUB_DEFECT_OP="aclnnSigmoidBackward")
-    assert p.returncode == -signal.SIGSEGV
-    assert [line.split()[0] for line in p.stdout.splitlines()] == NEXT_APIS[:4]  # died in the fifth
-    s = next_storages(run(selftest, "next-defect", ACLNN_STUB_DEFECT="sync-error",
-                          ACLNN_STUB_DEFECT_OP="aclnnSoftplusBackward"))
-    assert [s[api][0] for api in NEXT_APIS] == [0] + [507015] * 5  # the stream stays faulted
-
-
 SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A"}
 
 
@@ -216,14 +154,20 @@ def test_lifecycle_is_logged_once_per_process(selftest, tmp_path):
                                             ("aclInit", "aclrtSetDevice", "aclrtResetDevice", "aclFinalize")]
 
 
-def storages(p: subprocess.CompletedProcess) -> dict[str, list[float]]:
-    """The `defect` scenario's output: call4/call3 -> the 6-element output storage."""
+def outputs(p: subprocess.CompletedProcess) -> dict[str, tuple[int, list[float]]]:
+    """A defect scenario's lines `<name> status=<status> <element>...` ("%a"): name -> (status, storage)."""
     out = {}
     for line in p.stdout.splitlines():
         name, status, *values = line.split()
-        assert status == "status=0", line
-        out[name] = [float.fromhex(v) for v in values]
+        out[name] = (int(status.removeprefix("status=")), [float.fromhex(v) for v in values])
     return out
+
+
+def storages(p: subprocess.CompletedProcess) -> dict[str, list[float]]:
+    """The `defect` scenario's output: call4/call3 -> the 6-element output storage (status 0)."""
+    out = outputs(p)
+    assert all(status == 0 for status, _ in out.values()), p.stdout
+    return {name: values for name, (_, values) in out.items()}
 
 
 @pytest.fixture(scope="module")
@@ -269,6 +213,59 @@ def test_defect_hang(selftest):
 def test_unknown_defect_fails_acl_init(selftest):
     p = run(selftest, "defect", ACLNN_STUB_DEFECT="wrong-value")
     assert p.returncode != 0 and "ACLNN_STUB_DEFECT=wrong-value" in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("scenario", ["next-values", "next-views"])
+def test_next_ops_known_answers(selftest, scenario):
+    """Swish, Softplus, Hardswish, LeakyRelu, Sigmoid, GeluV2: hand-derived values, specials, scalars of
+    several dtypes, DOUBLE, double rounding through a 16-bit compute dtype, broadcast, strided views."""
+    assert_passes(run(selftest, scenario))
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B1", "Ascend910_9391", "Ascend950DT_95A1", "Ascend910A", "Ascend310P3",
+                                 "Ascend310B1"])
+def test_next_ops_phase_one_statuses(selftest, soc):
+    assert_passes(run(selftest, "next-status", ACLNN_STUB_SOC=soc))
+
+
+NEXT_APIS = ["aclnnSwishBackward", "aclnnSoftplusBackward", "aclnnHardswishBackward", "aclnnLeakyReluBackward",
+             "aclnnSigmoidBackward", "aclnnGeluBackwardV2"]
+
+
+@pytest.fixture(scope="module")
+def next_clean(selftest):
+    p = run(selftest, "next-defect")
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = outputs(p)
+    assert list(s) == NEXT_APIS
+    for status, values in s.values():
+        assert status == 0 and all(v != 0 for v in values[:4]) and values[4:] == [7.0, 7.0]
+    return s
+
+
+def test_next_ops_defect_wrong_values(selftest, next_clean):
+    s = outputs(run(selftest, "next-defect", ACLNN_STUB_DEFECT="wrong-values"))
+    for api in NEXT_APIS:
+        assert s[api][1] == [-v for v in next_clean[api][1][:4]] + [7.0, 7.0], api
+
+
+def test_next_ops_defect_restricted_to_one_op(selftest, next_clean):
+    s = outputs(run(selftest, "next-defect", ACLNN_STUB_DEFECT="write-outside",
+                    ACLNN_STUB_DEFECT_OP="aclnnLeakyReluBackward"))
+    for api in NEXT_APIS:
+        if api == "aclnnLeakyReluBackward":
+            assert s[api][1][:4] == next_clean[api][1][:4] and s[api][1][4] != 7.0 and s[api][1][5] == 7.0
+        else:
+            assert s[api] == next_clean[api], api
+
+
+def test_next_ops_defect_crash_and_sync_error(selftest, next_clean):
+    p = run(selftest, "next-defect", ACLNN_STUB_DEFECT="crash", ACLNN_STUB_DEFECT_OP="aclnnSigmoidBackward")
+    assert p.returncode == -signal.SIGSEGV
+    assert [line.split()[0] for line in p.stdout.splitlines()] == NEXT_APIS[:4]  # died in the fifth
+    s = outputs(run(selftest, "next-defect", ACLNN_STUB_DEFECT="sync-error",
+                    ACLNN_STUB_DEFECT_OP="aclnnSoftplusBackward"))
+    assert [s[api][0] for api in NEXT_APIS] == [0] + [507015] * 5  # the stream stays faulted
 
 
 @pytest.mark.slow

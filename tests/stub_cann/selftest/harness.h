@@ -129,6 +129,14 @@ inline aclnnStatus Run(const PhaseOne& one, PhaseTwo two) {
     return st;
 }
 
+// Consumes executors from phase-one successes with `two` (executors are freed by phase two).
+inline void RunAll(const std::vector<aclOpExecutor*>& executors, PhaseTwo two) {
+    void* w = nullptr;
+    if (aclrtMalloc(&w, 4096, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) return;
+    for (aclOpExecutor* e : executors) CheckEq(two(w, 4096, e, stream), ACLNN_SUCCESS, "phase two of a phase-one success");
+    aclrtFree(w);
+}
+
 // An aclScalar holding a copy of `value` as `dt`.
 class Scalar {
  public:
