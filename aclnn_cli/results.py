@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from array import array
 from dataclasses import MISSING as NO_DEFAULT, asdict, dataclass, field
 
@@ -48,9 +47,11 @@ class _PackedMetrics(array):
     """Metrics.to_json's values as one array of doubles (its ints are far below 2^53)."""
 
 
+_METRIC_TYPES = tuple(int if k in _INT_METRICS else float for k in METRIC_KEYS)
+
+
 def _pack_metrics(obj, value):
-    if (isinstance(value, dict) and tuple(value) == METRIC_KEYS
-            and all(type(v) is (int if k in _INT_METRICS else float) for k, v in value.items())):
+    if type(value) is dict and tuple(value) == METRIC_KEYS and tuple(map(type, value.values())) == _METRIC_TYPES:
         return _PackedMetrics("d", value.values())
     return value
 
@@ -90,12 +91,20 @@ class _Items(tuple):
 def _pack_dict(obj, value):
     if value is None:
         value = {}
+    last = _LAST_DICT[0]
+    if last[0] is value and last[1] == value:  # (the run's cases share one parameters dict: see judge.case_standard)
+        return last[2]
     if isinstance(value, dict) and all(isinstance(v, (int, float, str)) for v in value.values()):
         try:
-            return _share(_Items(value.items()))
+            packed = _share(_Items(value.items()))
         except TypeError:  # an unhashable key
             return value
+        _LAST_DICT[0] = (value, dict(value), packed)
+        return packed
     return value
+
+
+_LAST_DICT = [(None, None, None)]  # (dict, a copy of it then, its packed form)
 
 
 def _unpack_dict(obj, value):
@@ -147,9 +156,6 @@ def _unpack_repro(obj, value):
     return f"{value.head} --case {obj.case_id} -o {value.out} && aclnn-cli verify {obj.path}{value.tail}"
 
 
-_STRINGS = ("op", "dtype", "product", "status", "standard", "kind")
-
-
 @dataclass
 class CaseResult:
     case_id: str
@@ -168,12 +174,6 @@ class CaseResult:
     path: str = _Compact(_pack_path, _unpack_path, "")
     kind: str = "precision"  # or "contract": a negative case, judged on phase one's status only
     error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
-
-    def __post_init__(self) -> None:
-        for name in _STRINGS:  # thousands of results name a few ops, dtypes, products: one copy of each
-            value = getattr(self, name)
-            if type(value) is str:
-                setattr(self, name, sys.intern(value))
 
     def to_json(self) -> dict:
         """The result as strict JSON data (non-finite numbers as strings)."""

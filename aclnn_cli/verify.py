@@ -5,6 +5,7 @@ many cases across workers. The comparison itself (chunks, relief, checksums) is 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from . import manifest as M
@@ -46,7 +47,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     """Judge one case. With a Runner, a large case's ranges are compared by its workers."""
     std, params = case_standard(m, opts)
     out = m.output
-    result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), m.product, PASS, std.name, "",
+    result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), sys.intern(m.product), PASS, std.name, "",
                         params=params, path=str(m.dir), repro=_repro(m, opts), kind=_kind(m))
     run_verdict = read_verdict(m.dir)  # the device run of this case did not complete (aclnn-cli run)
     if run_verdict is not None:
