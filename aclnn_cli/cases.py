@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import dtypes as D
+from .attributes import Combo, id_part, values as attribute_values
 from .errors import CaseError
 from .casespec import CASE_KEYS, M_STATUS_NAMES, MAX_CASES, MAX_ID_BYTES, STATUSES, TOP_KEYS, Spec as _Spec
 from .fill import Fill, all_values_count, check_fits
@@ -53,6 +54,12 @@ class Case:
     tensors: tuple[TensorCase, ...]
     expect_rule: str = ""  # for negative cases: the doc's rule that rejects the call
     tolerance: tuple[tuple[str, float], ...] = ()  # overrides of the standard's parameters
+    attributes: Combo = ()  # (name, value) per attribute of the op; None: a null pointer
+
+    @property
+    def attribute_values(self) -> dict:
+        """What the op's functions receive: the attributes, defaults where a null pointer was passed."""
+        return attribute_values(self.op, self.attributes)
 
     @property
     def inputs(self) -> tuple[TensorCase, ...]:
@@ -150,17 +157,20 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
         if len(per_tensor) == len(op.tensors):  # every tensor has its own dtype: the case-level one is moot
             dtypes = dtypes[:1]
         plan.append((product, dtypes))
-    total = sum(len(d) for _, d in plan) * len(spec.shapes) * math.prod(len(ds) for ds in per_tensor.values())
+    combos = spec.attribute_combos
+    varying_attrs = [a.name for i, a in enumerate(op.attributes) if len({repr(c[i][1]) for c in combos}) > 1]
+    total = sum(len(d) for _, d in plan) * len(spec.shapes) * math.prod(len(ds) for ds in per_tensor.values()) \
+        * len(combos)
     if total > budget:
         lists = {"product": len(spec.products), "dtype": max(len(d) for _, d in plan), "shape": len(spec.shapes),
-                 **{f"tensors.{n}.dtype": len(ds) for n, ds in per_tensor.items()}}
+                 **{f"tensors.{n}.dtype": len(ds) for n, ds in per_tensor.items()}, "attributes": len(combos)}
         key = max(lists, key=lambda k: lists[k])
         raise spec.err(f"expands to {total} cases, more than the {MAX_CASES} a case file may hold", key)
     cases = []
     for product, dtype_list in plan:
         multi = {"dtype": len(dtype_list) > 1 or ("dtype" not in spec.raw and len(per_tensor) < len(op.tensors)),
                  "shape": len(spec.shapes) > 1, "product": len(spec.products) > 1}
-        for dtype, shape in itertools.product(dtype_list, spec.shapes):
+        for dtype, shape, attrs in itertools.product(dtype_list, spec.shapes, combos):
             for combo in itertools.product(*(per_tensor[n] for n in per_tensor)):
                 dtypes = {t.name: dtype for t in op.tensors} | dict(zip(per_tensor, combo))
                 parts = [op.key, spec.name]
@@ -173,7 +183,9 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
                     parts.append("x".join(map(str, base_shape)) or "scalar")
                 if multi["product"]:
                     parts.append(product)
-                cases.extend(_build(spec, product, dtypes, base_shape, parts))
+                given = dict(attrs)
+                parts += [id_part(n, given[n]) for n in varying_attrs]
+                cases.extend(_build(spec, product, dtypes, base_shape, parts, attrs))
                 if len(cases) > budget:  # only 'contract: true' multiplies past the estimate
                     raise spec.err(f"expands to more than the {MAX_CASES} cases a case file may hold", "contract")
     return cases
@@ -188,7 +200,8 @@ def _exhaustive_shape(spec: _Spec, dtypes: dict[str, D.DType]) -> tuple[int, ...
     return (all_values_count(dtypes[n]),) if dtypes[n].is16bit else (0,)
 
 
-def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[int, ...], parts: list[str]) -> list[Case]:
+def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[int, ...], parts: list[str],
+           attrs: Combo = ()) -> list[Case]:
     op = spec.op
     shapes = {t.name: spec.overrides.get(t.name, {}).get("shape", shape) for t in op.inputs}
     out = op.output.name
@@ -203,12 +216,13 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         if spec.fills[t.name].kind == "all_values" and math.prod(shapes[t.name]) != all_values_count(dtypes[t.name]):
             raise spec.err(f"all_values gives {all_values_count(dtypes[t.name])} elements; shape {list(shapes[t.name])} "
                            f"holds {math.prod(shapes[t.name])} (leave shape out)", f"inputs.{t.name}")
-    outcome = check(op, product, descs)
+    outcome = check(op, product, descs, dict(attrs))
     status, rule = outcome.status, outcome.rule
     if spec.contract:
         if status != SUCCESS:
             raise spec.err(f"'contract: true' needs a valid base case, but {rule} ({status})", "contract")
-        return [_case(spec, product, r.tensors, parts + [r.label], r.status, r.rule) for r in rejections(op, product, descs)]
+        return [_case(spec, product, r.tensors, parts + [r.label], r.status, r.rule, attrs)
+                for r in rejections(op, product, descs, dict(attrs))]
     if status != spec.status:
         names = M_STATUS_NAMES
         if spec.status == SUCCESS:
@@ -224,7 +238,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         raise spec.err(f"{op.name} does not support empty tensors (shape {list(shapes[out])})", "shape")
     if status == SUCCESS:
         _check_tolerance(spec, dtypes)
-    return [_case(spec, product, descs, parts, status, rule)]
+    return [_case(spec, product, descs, parts, status, rule, attrs)]
 
 
 def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
@@ -241,7 +255,8 @@ def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
             raise spec.err(exc.args[0], f"tolerance.{k}") from None
 
 
-def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[str], status: int, rule: str) -> Case:
+def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[str], status: int, rule: str,
+          attrs: Combo = ()) -> Case:
     case_id = "-".join(parts)
     if len(case_id.encode()) > MAX_ID_BYTES:
         raise spec.err(f"case id '{clip(case_id)}' is {len(case_id.encode())} bytes, but it names a directory "
@@ -263,7 +278,7 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
             fill = Fill("uniform", (-1.0, 1.0))  # a rejection case that changed the dtype: any values do
         tensors.append(_shared(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null)))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
-                tuple(tensors), rule, spec.tolerance)
+                tuple(tensors), rule, spec.tolerance, attrs)
 
 
 @lru_cache(maxsize=1024)

@@ -8,14 +8,15 @@ import re
 from typing import Any
 
 from . import dtypes as D
+from .attributes import case_combos
 from .errors import CaseError
 from .fill import Fill, parse_fill, parse_number
 from .ops import OpSpec
 from .standards import DEFAULT_STANDARD, find_standard
 from .yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
 
-CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "expect_status", "standard", "tolerance",
-             "contract")
+CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
+             "standard", "tolerance", "contract")
 TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
@@ -53,6 +54,7 @@ class Spec:
         self.where, self.op, self.name = where, op, name
         self.raw = {**defaults, **raw}
         self.fills = self._fills()
+        self.attribute_combos = case_combos(op, self._mapping("attributes", "attribute names to values"), self.err)
         self.overrides = self._overrides()
         self.products = self._products()
         self.shapes = self._shapes()

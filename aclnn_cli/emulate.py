@@ -38,10 +38,13 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
         elif variant.compute == "float16-native" and inner is D.FLOAT16:
             wide_type = np.float16
         if variant.swap_inputs:
-            inputs = {**inputs, "gradOutput": inputs["self"], "self": inputs["gradOutput"]}
+            dy, x = (t.name for t in m.op.inputs[:2])
+            inputs = {**inputs, dy: inputs[x], x: inputs[dy]}
     with np.errstate(all="ignore"):
         wide = {k: v.astype(wide_type) for k, v in inputs.items()}
-        result = kernel(wide)
+        # attributes: scalars in the compute type (the kernel receives float32), the others as they are
+        attrs = {k: wide_type(v) if isinstance(v, float) else v for k, v in m.attribute_values.items()}
+        result = kernel({**wide, **attrs})
         if variant is not None and variant.post is not None:
             result = variant.post(result)
         result = np.asarray(result).astype(np.float32)

@@ -89,7 +89,7 @@ def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -
         blobs[M.input_file(out.name)] = np.full(out.layout.storage_size, canary(out.dtype)).tobytes()
     fallbacks = 0
     if case.expect_status == 0:
-        result, fallbacks = golden(case.op, values, out.dtype)
+        result, fallbacks = golden(case.op, values, out.dtype, case.attribute_values)
         blobs[M.golden_file(out.name)] = np.ascontiguousarray(result, dtype=out.dtype.np_dtype).tobytes()
     tmp = _fresh_tmp(case, out_root)
     try:
@@ -251,7 +251,7 @@ def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK
         with StorageFile(tmp / M.golden_file(out.name), out.dtype.np_dtype, out.layout.storage_size, writable=True) as gold:
             for s, e in chunks_between(start, stop, chunk):
                 values = {t.name: ins[t.name].gather(t.layout, out.layout.shape, s, e) for t in case.inputs}
-                result, hard = golden(case.op, values, out.dtype)
+                result, hard = golden(case.op, values, out.dtype, case.attribute_values)
                 gold.write(out.layout, s, e, result)
                 fallbacks += hard
     finally:

@@ -237,8 +237,9 @@ class Comparison:
     def _gather(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         shape = self.m.output.layout.shape
         with np.errstate(invalid="ignore"):
-            return {t.name: np.asarray(self.inputs[t.name].map[source_positions(t.layout, shape, flat)]).astype(np.float64)
-                    for t in self.m.inputs}
+            ins = {t.name: np.asarray(self.inputs[t.name].map[source_positions(t.layout, shape, flat)]).astype(np.float64)
+                   for t in self.m.inputs}
+        return {**ins, **self.m.attribute_values}  # the op's functions take its attributes beside the inputs
 
 
 def writes_outside_view(m: M.CaseManifest) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from . import dtypes as D
+from .attributes import Combo, from_manifest, to_manifest, values as attribute_values
 from .cases import STATUSES, Case
 from .errors import UserError
 from .layout import Layout
@@ -47,6 +48,8 @@ def fingerprint(case: Case) -> str:
         "product": case.product, "seed": case.seed, "expect_status": case.expect_status,
         "standard": case.standard, "tolerance": list(case.tolerance), "tensors": [_described(t) for t in case.tensors],
     }
+    if case.attributes:  # (only ops with attributes: the other ops' fingerprints stay as they were)
+        definition["attributes"] = [[n, list(v) if isinstance(v, tuple) else v] for n, v in case.attributes]
     return hashlib.sha256(canonical_json(definition, allow_nan=True).encode()).hexdigest()
 
 
@@ -66,6 +69,8 @@ DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "standard", 
 
 def digest(raw: dict) -> str:
     covered = {k: raw.get(k) for k in DIGEST_KEYS}
+    if "attributes" in raw:  # an op's attribute values decide its results too
+        covered["attributes"] = raw["attributes"]
     return hashlib.sha256(canonical_json(covered).encode()).hexdigest()
 
 
@@ -111,7 +116,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str | N
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
         "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],
         "expect_rule": case.expect_rule,
-        "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance), "tensors": tensors,
+        "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance),
+        **({"attributes": to_manifest(case.op, case.attributes)} if case.op.attributes else {}), "tensors": tensors,
         "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
                    "exact_fallback_elements": exact_fallbacks},
     }
@@ -158,6 +164,12 @@ class CaseManifest:
     standard: str | None
     tensors: tuple[TensorEntry, ...]
     raw: dict
+    attributes: Combo = ()  # (name, value) per attribute of the op; None: a null pointer
+
+    @property
+    def attribute_values(self) -> dict:
+        """What the op's functions receive: the attributes, defaults where a null pointer was passed."""
+        return attribute_values(self.op, self.attributes)
 
     @cached_property
     def inputs(self) -> tuple[TensorEntry, ...]:
@@ -181,7 +193,7 @@ class CaseManifest:
     def phase_one(self):
         """The status the API's phase one returns for these tensors (the contract's verdict)."""
         descs = {t.name: TensorDesc(t.dtype, t.layout.shape, t.null) for t in self.tensors}
-        return check(self.op, self.product, descs)
+        return check(self.op, self.product, descs, dict(self.attributes))
 
 
 def load(case_dir: Path) -> CaseManifest:
@@ -226,8 +238,9 @@ def load(case_dir: Path) -> CaseManifest:
         tensors = tuple(_tensor(text_dir, t) for t in raw["tensors"])
         if [t.name for t in tensors] != [t.name for t in op.tensors]:
             raise ValueError(f"tensors {[t.name for t in tensors]} do not match {op.name}")
+        attrs = from_manifest(op, raw.get("attributes")) if op.attributes or "attributes" in raw else ()
         return CaseManifest(case_dir, str(raw["case_id"]), op, str(raw["product"]), int(raw["seed"]),
-                            int(raw["expect_status"]), raw.get("standard"), tensors, raw)
+                            int(raw["expect_status"]), raw.get("standard"), tensors, raw, attrs)
     except KeyError as exc:
         raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=where()) from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:

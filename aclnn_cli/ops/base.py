@@ -100,6 +100,12 @@ class Contract:
     dtypes: str = "same"
     broadcast_on: tuple[str, ...] = ()
     mixed_fp32_on: tuple[str, ...] = ()
+    # dtypes phase one also accepts (e.g. float64 computed in float32) that cases are never generated in:
+    # no "unsupported dtype" rejection is made of them.
+    also_accepts: tuple[str, ...] = ()
+    out_is_promoted: bool = False  # "promote": the output's dtype must be the promoted input dtype
+    # Rejections that depend on attribute values: attrs -> the rule broken (161002), or None.
+    attribute_rule: Callable[[Mapping], str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,19 @@ class Outcome:
     field: str = ""  # what the rule is about: "null", "dtype" or "shape"
 
 
-def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> Outcome:
-    """Phase one's status for one call, with the rule that decides it."""
+def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attributes: Mapping | None = None) -> Outcome:
+    """Phase one's status for one call, with the rule that decides it.
+
+    attributes: name -> value as the case gives it (None: a null pointer), for ops that take any.
+    """
+    attributes = attributes or {}
     for t in op.tensors:
         if tensors[t.name].null:
             return Outcome(NULLPTR, f"{t.name} is a null pointer", "null")
-    supported = op.products[product]
+    for a in op.attributes:
+        if attributes.get(a.name) is None and not a.optional and a.name in attributes:
+            return Outcome(NULLPTR, f"{a.name} is a null pointer", "null")
+    supported = op.products[product] + op.contract.also_accepts
     for t in op.tensors:
         d = tensors[t.name].dtype
         if d.name not in supported:
@@ -66,17 +73,35 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> Outcom
         if not lo <= n <= hi:
             return Outcome(INVALID, f"{t.name} has {n} dims; {op.name} takes {lo}-{hi}", "shape")
     rule = _shape_rule(op, product, tensors)
-    return Outcome(INVALID, rule, "shape") if rule else Outcome(SUCCESS)
+    if rule:
+        return Outcome(INVALID, rule, "shape")
+    if op.contract.attribute_rule is not None:
+        effective = {a.name: a.default if attributes.get(a.name) is None else attributes[a.name] for a in op.attributes}
+        rule = op.contract.attribute_rule(effective)
+        if rule:
+            return Outcome(INVALID, rule, "attributes")
+    return Outcome(SUCCESS)
+
+
+def second_input(op: OpSpec) -> str:
+    """The input beside the gradient: the forward input (self) or the forward output (SigmoidBackward)."""
+    return op.inputs[1].name
 
 
 def _dtype_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> str | None:
     c = op.contract
     if c.dtypes == "promote":  # any supported float inputs; every float is castable to any float output
+        promoted = compute_dtype(op, {n: d.dtype for n, d in tensors.items()})
+        out = tensors[op.output.name].dtype
+        if c.out_is_promoted and out != promoted:
+            return f"{op.output.name} dtype {out.name} is not the promoted input dtype {promoted.name}"
         return None
-    dy, x, out = (tensors[n].dtype for n in ("gradOutput", "self", op.output.name))
+    x_name = second_input(op)
+    dy, x, out = (tensors[n].dtype for n in ("gradOutput", x_name, op.output.name))
     if product in c.mixed_fp32_on and dy != x:
         return None if out.name == "float32" else (
-            f"gradOutput {dy.name} and self {x.name} differ: on {product} that needs a float32 {op.output.name}, not {out.name}")
+            f"gradOutput {dy.name} and {x_name} {x.name} differ: on {product} that needs a float32 "
+            f"{op.output.name}, not {out.name}")
     names = [t.name for t in op.tensors]
     kinds = {tensors[n].dtype.name for n in names}
     if len(kinds) > 1:
@@ -108,7 +133,10 @@ def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
     if op.contract.dtypes != "promote":
         return dtypes[op.output.name]
     kinds = {dtypes[t.name] for t in op.inputs if t.read_by_kernel}
-    return kinds.pop() if len(kinds) == 1 else lookup("float32")
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        return kind if kind.name in FLOATS else lookup("float32")  # (float64 and others: computed in float32)
+    return lookup("float32")
 
 
 @dataclass(frozen=True)
@@ -119,7 +147,8 @@ class Rejection:
     tensors: Mapping[str, TensorDesc]
 
 
-def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc]) -> list[Rejection]:
+def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
+               attributes: Mapping | None = None) -> list[Rejection]:
     """Every documented rejection, as a mutation of a valid call. Each one is checked against `check`."""
     names = [t.name for t in op.tensors]
     out = op.output.name
@@ -131,7 +160,8 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc]) -> list
     for n in names:
         out_list.append((f"null_{n}", mutated(**{n: replace(base[n], null=True)})))
     f64 = lookup("float64")
-    out_list.append(("dtype_float64", {n: replace(base[n], dtype=f64) for n in names}))
+    if "float64" not in op.contract.also_accepts:
+        out_list.append(("dtype_float64", {n: replace(base[n], dtype=f64) for n in names}))
     for d in FLOATS:
         if d not in op.products[product]:
             out_list.append((f"dtype_{d}_on_{product}", {n: replace(base[n], dtype=lookup(d)) for n in names}))
@@ -140,7 +170,7 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc]) -> list
         other = next(d for d in supported if d != base["gradOutput"].dtype)
         if product in op.contract.mixed_fp32_on:
             not_fp32 = next(d for d in supported if d.name != "float32")
-            dy = other if other != base["self"].dtype else base["gradOutput"].dtype
+            dy = other if other != base[second_input(op)].dtype else base["gradOutput"].dtype
             out_list.append(("mixed_dtypes_without_float32_out", mutated(
                 gradOutput=replace(base["gradOutput"], dtype=dy), **{out: replace(base[out], dtype=not_fp32)})))
         else:
@@ -153,16 +183,18 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc]) -> list
         out_list.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
         if product in op.contract.broadcast_on:
             a, b = shape[:-1] + (max(shape[-1], 2),), shape[:-1] + (max(shape[-1], 2) + 1,)
+            x = second_input(op)
             out_list.append(("shapes_not_broadcastable", mutated(
-                gradOutput=replace(base["gradOutput"], shape=a), self=replace(base["self"], shape=b),
+                gradOutput=replace(base["gradOutput"], shape=a), **{x: replace(base[x], shape=b)},
                 **{out: replace(base[out], shape=a)})))
         else:
-            out_list.append(("shape_mismatch_self", mutated(self=replace(base["self"], shape=bigger))))
+            x = second_input(op)
+            out_list.append((f"shape_mismatch_{x}", mutated(**{x: replace(base[x], shape=bigger)})))
     nine = (1,) * 8 + (2,)
     out_list.append(("dims_9", {n: replace(base[n], shape=nine) for n in names}))
     result = []
     for label, tensors in out_list:
-        outcome = check(op, product, tensors)
+        outcome = check(op, product, tensors, attributes)
         if outcome.status == SUCCESS:
             raise AssertionError(f"{op.name} on {product}: mutation {label} is accepted by the contract")
         result.append(Rejection(label, outcome.status, outcome.rule, tensors))

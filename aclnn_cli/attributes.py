@@ -1,0 +1,144 @@
+"""Attribute values: from case files to `Case`, into the manifest and back, for the op's functions.
+
+An op declares its attributes with `AttrSpec` (ops/base.py). A case file gives values under
+`attributes:`; a list expands into one case per value (like dtype and shape). A scalar is rounded
+to its `scalar_dtype` when the case is read: the aclScalar the harness creates holds that value,
+and the golden is computed from what the device receives. `null` is a null pointer (allowed for
+optional scalars; for any other attribute it makes a negative case).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from . import dtypes as D
+from .fill import parse_number
+from .ops.base import AttrSpec, OpSpec
+from .yamlsafe import clip, key_path, show, unknown_key
+
+Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
+
+
+def scalar_value(attr: AttrSpec, value: Any) -> float | int:
+    """A case-file number as the aclScalar of attr.scalar_dtype holds it."""
+    dtype = D.lookup(attr.scalar_dtype)
+    if dtype.name in ("int32", "int64"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {show(value)}")
+        return value
+    x = parse_number(value)
+    with np.errstate(over="ignore"):
+        return float(np.asarray(x, dtype=np.float64).astype(dtype.np_dtype).astype(np.float64))
+
+
+def parse_value(attr: AttrSpec, value: Any) -> Any:
+    """One value a case gives for attr; ValueError says what is wrong."""
+    if value is None:
+        return None
+    if attr.kind == "scalar":
+        return scalar_value(attr, value)
+    if attr.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {show(value)}")
+        return value
+    if attr.kind == "string":
+        if not isinstance(value, str) or (attr.choices and value not in attr.choices):
+            raise ValueError(f"expected one of {', '.join(map(repr, attr.choices))}, got {show(value)}")
+        return value
+    if attr.kind == "int_list":
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise ValueError(f"expected a list of integers, got {show(value)}")
+        return tuple(value)
+    raise ValueError(f"unknown attribute kind {attr.kind!r}")
+
+
+def case_combos(op: OpSpec, given: Mapping, err: Callable[[str, str], Exception]) -> list[Combo]:
+    """Every combination of the attribute values a case gives (lists expand); defaults fill the rest."""
+    names = tuple(a.name for a in op.attributes)
+    for key in given:
+        if key not in names:
+            raise err(unknown_key(key, names) if names else f"{op.name} takes no attributes",
+                      f"attributes.{key_path(key)}")
+    choices = []
+    for attr in op.attributes:
+        key = f"attributes.{attr.name}"
+        if attr.name not in given:
+            if attr.default is None and not attr.optional:
+                raise err(f"{op.name} needs a value for {attr.name}", key)
+            choices.append([attr.default])
+            continue
+        raw = given[attr.name]
+        listed = raw if isinstance(raw, list) and attr.kind != "int_list" else [raw]
+        if attr.kind == "int_list" and isinstance(raw, list) and raw and all(isinstance(v, list) for v in raw):
+            listed = raw
+        if not listed:
+            raise err(f"'{attr.name}' is an empty list, which expands to no cases", key)
+        try:
+            choices.append([parse_value(attr, v) for v in listed])
+        except ValueError as exc:
+            raise err(str(exc), key) from None
+    return [tuple(zip(names, combo)) for combo in itertools.product(*choices)]
+
+
+def values(op: OpSpec, combo: Combo) -> dict[str, Any]:
+    """What the op's functions receive: each attribute's value, its default where the case passes nullptr."""
+    given = dict(combo)
+    return {a.name: a.default if given.get(a.name) is None else given[a.name] for a in op.attributes}
+
+
+def null_attribute(op: OpSpec, combo: Combo) -> str | None:
+    """The first attribute passed as nullptr where the API needs one (phase one: ACLNN_ERR_PARAM_NULLPTR)."""
+    given = dict(combo)
+    return next((a.name for a in op.attributes if given.get(a.name) is None and not a.optional), None)
+
+
+def id_part(name: str, value: Any) -> str:
+    """`beta1.7`, `approximate-tanh`, `selfIsResult-true`, `betaOptional-null`: a case id piece."""
+    if value is None:
+        return f"{name}-null"
+    if isinstance(value, bool):
+        return f"{name}-{str(value).lower()}"
+    if isinstance(value, float):
+        text = repr(value) if math.isfinite(value) else str(value)
+        return f"{name}{text}"
+    if isinstance(value, tuple):
+        return f"{name}{'x'.join(map(str, value))}"
+    return f"{name}-{clip(str(value), 40)}"
+
+
+def to_manifest(op: OpSpec, combo: Combo) -> list[dict]:
+    """The manifest's `attributes`: in the op's order, with each scalar's dtype for the harness."""
+    given = dict(combo)
+    out = []
+    for a in op.attributes:
+        value = given.get(a.name)
+        entry: dict[str, Any] = {"name": a.name, "kind": a.kind}
+        if a.kind == "scalar":
+            dtype = D.lookup(a.scalar_dtype)
+            entry.update(dtype=dtype.name, acl_dtype=dtype.acl_id)
+            if isinstance(value, float) and not math.isfinite(value):
+                value = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        entry["value"] = list(value) if isinstance(value, tuple) else value
+        out.append(entry)
+    return out
+
+
+def from_manifest(op: OpSpec, raw: Any) -> Combo:
+    """A manifest's `attributes`, checked against the op's declaration (ValueError on anything else)."""
+    raw = raw or []
+    if not isinstance(raw, list) or [e.get("name") if isinstance(e, dict) else None for e in raw] != \
+            [a.name for a in op.attributes]:
+        raise ValueError(f"attributes must list {[a.name for a in op.attributes]} in order")
+    combo = []
+    for a, entry in zip(op.attributes, raw):
+        if entry.get("kind") != a.kind:
+            raise ValueError(f"attribute {a.name} must be of kind {a.kind}")
+        value = entry.get("value")
+        if a.kind == "scalar" and isinstance(value, str):
+            value = parse_number(value)
+        combo.append((a.name, parse_value(a, value)))
+    return tuple(combo)
