@@ -91,6 +91,37 @@ CATALOGUE: dict[str, Variant] = {v.name: v for v in (
 )}
 
 
+STATIC_NAMES = frozenset(CATALOGUE)  # the catalogue's own entries; the rest come from the ops' declarations
+
+
+def variant_kind(name: str, fn) -> bool | None:
+    """Whether an op's variant is legitimate (True) or a defect (False), from its docstring's first word;
+    None when neither ("Defect..." / "Legitimate...") and the catalogue has no entry of that name."""
+    if name in STATIC_NAMES:
+        return CATALOGUE[name].legit
+    doc = (fn.__doc__ or "").lstrip()
+    return True if doc.startswith("Legitimate") else False if doc.startswith("Defect") else None
+
+
+def add_op_variants(ops) -> None:
+    """Add every op's own variants to the catalogue, so adding an op touches only its module.
+
+    A variant the catalogue does not define needs a docstring starting with "Defect" or
+    "Legitimate": without it, `emulate --defect` could not say which it is.
+    """
+    for op in ops:
+        for name, fn in op.variants.items():
+            if variant_kind(name, fn) is None:
+                raise ValueError(f"{op.name}: variant '{name}' needs a docstring starting with 'Defect' or "
+                                 f"'Legitimate'")
+            if name in CATALOGUE:
+                continue
+            summary = (fn.__doc__ or "").strip().split("\n")[0]
+            description = summary.split(":", 1)[1].strip() if ":" in summary else summary
+            CATALOGUE[name] = Variant(name, bool(variant_kind(name, fn)), f"{description} ({op.name})", op_kernel=True)
+
+
+
 def find_variant(name: str) -> Variant:
     if name not in CATALOGUE:
         raise KeyError(f"unknown defect '{name}' (known: {', '.join(CATALOGUE)})")

@@ -104,6 +104,7 @@ class Contract:
     # no "unsupported dtype" rejection is made of them.
     also_accepts: tuple[str, ...] = ()
     out_is_promoted: bool = False  # "promote": the output's dtype must be the promoted input dtype
+    checks_dims: bool = True  # False: phase one has no dims check (the source's, whatever the doc says)
     # Rejections that depend on attribute values: attrs -> the rule broken (161002), or None.
     attribute_rule: Callable[[Mapping], str | None] | None = None
 

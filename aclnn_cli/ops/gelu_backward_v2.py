@@ -19,8 +19,9 @@ from decimal import Decimal
 import numpy as np
 
 from . import exact as X
-from .base import (F64_UNIT as U, GRAD_RELATIVE_FLOOR, AttrSpec, Contract, Reference,
+from .base import (F64_UNIT as U, GRAD_RELATIVE_FLOOR, AttrSpec, Contract, OpSpec, Reference,
                    grad_signature, products, sigmoid_pair)
+from .registry import register
 
 TANH_BETA, TANH_A = 1.5957691216057308, 0.044715  # fl64(2 sqrt(2/pi)); the doc's cubic coefficient
 # The 950 kernel's float32 constants (gelu_grad_v2_dag.h), as the literals it writes.
@@ -223,7 +224,7 @@ SPEC_FIELDS = dict(
     kernel=_kernel,
     ieee=_ieee,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", broadcast_on=_ALL),
+    contract=Contract(dtypes="promote", broadcast_on=_ALL, out_is_promoted=True, checks_dims=False),
     special_values='"none": self = +-inf gives NaN (0 * inf in x pdf, as the 950 kernel and PyTorch); "tanh": '
                    "self = +inf gives gradOutput, -inf gives 0 * gradOutput (the kernel's NaN -> 0 select; "
                    "PyTorch gives NaN); NaN in either input gives NaN. The golden's constants are exact "
@@ -252,3 +253,5 @@ in common/inc/op_api/level2_base.h) that Contract cannot express, in the source'
 - Compute dtype: both inputs are broadcast and l0op::Cast to the promoted type (fp16/bf16 -> FLOAT widening is
   exact); the kernel's output is in that type, which rule 4 makes gradInput's: no double rounding.
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -15,7 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import GRAD_RELATIVE_FLOOR, Contract, Reference, grad_linear_reference, grad_signature, products
+from .base import OpSpec, GRAD_RELATIVE_FLOOR, Contract, Reference, grad_linear_reference, grad_signature, products
+from .registry import register
 
 
 def _factor(x):
@@ -138,3 +139,5 @@ Contract cannot express, in the source's order:
 - Compute: fp16/bf16 are cast to float32 exactly, computed in float32, cast back with CAST_RINT; the output
   dtype is the input dtype, so the result is rounded once.
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))

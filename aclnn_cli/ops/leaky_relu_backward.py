@@ -17,7 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import AttrSpec, Contract, grad_linear_reference, grad_signature, products
+from .base import OpSpec, AttrSpec, Contract, grad_linear_reference, grad_signature, products
+from .registry import register
 
 
 def f32(v) -> float:
@@ -55,6 +56,13 @@ def _kernel(t, positive=_positive, slope_scale=1.0):
     with np.errstate(invalid="ignore", over="ignore"):
         m = dy * ft(slope_scale * f32(t["negativeSlope"]))
         return np.where(positive(x), dy, m)
+
+
+def _self_is_result_rule(a):
+    """Phase one: selfIsResult with a negative slope is refused (the forward output cannot be inverted)."""
+    if a["selfIsResult"] and a["negativeSlope"] < 0:
+        return "selfIsResult is true with a negative negativeSlope"
+    return None
 
 
 def _swapped(t):
@@ -118,7 +126,7 @@ SPEC_FIELDS = dict(
     kernel=_kernel,
     ieee=_ieee,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", broadcast_on=_ALL),
+    contract=Contract(dtypes="promote", broadcast_on=_ALL, also_accepts=("float64",), attribute_rule=_self_is_result_rule),
     special_values="self = +inf gives gradOutput; self = -inf, +-0 or NaN gives gradOutput * negativeSlope "
                    "(NaN self takes the slope branch, as in the 950 kernel and PyTorch); gradOutput = +-inf "
                    "with a zero slope on that branch gives NaN; NaN gradOutput gives NaN. negativeSlope is "
@@ -148,3 +156,5 @@ Contract cannot express, in the source's order:
 - negativeSlope: no value check other than rule 5; the kernel sees ToFloat() of it (an int scalar
   converted, a double rounded to nearest float).
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))

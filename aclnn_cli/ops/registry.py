@@ -8,6 +8,7 @@ OPS: dict[str, OpSpec] = {}
 
 
 def register(spec: OpSpec) -> OpSpec:
+    """Add an op. Its variants join the defect catalogue (defects.add_op_variants checks them)."""
     if spec.name in OPS:
         raise ValueError(f"operator {spec.name} registered twice")
     OPS[spec.name] = spec

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import F64_UNIT, Contract, Reference, TensorSpec, products
+from .base import OpSpec, F64_UNIT, Contract, Reference, TensorSpec, products
+from .registry import register
 
 Y = "output"
 F32_MIN_NORMAL = 2.0**-126
@@ -152,3 +153,5 @@ aclnnSigmoidBackward phase one (sigmoid_grad/op_api/aclnn_sigmoid_backward.cpp),
   rounds its float32 result once to that dtype (RINT), and a final l0op::Cast to gradInput's dtype
   rounds again when it differs (double rounding; fp16 inputs with a FLOAT gradInput give fp16 precision).
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))

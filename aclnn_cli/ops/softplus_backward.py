@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import AttrSpec, Contract, grad_linear_reference, grad_signature, products, sigmoid_pair
+from .base import OpSpec, AttrSpec, Contract, grad_linear_reference, grad_signature, products, sigmoid_pair
+from .registry import register
 
 EXP_OVERFLOW = 2.0**128 - 2.0**103  # float32 rounds values from here up to inf (the tie goes to the even 2^128)
 # Error of dy * sigmoid(z) through sigmoid_pair, in F64_UNITs of the result: exp (measured < 0.7 ulp;
@@ -181,7 +182,7 @@ SPEC_FIELDS = dict(
     ieee=_ieee,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote"),
+    contract=Contract(dtypes="promote", also_accepts=("float64",)),
     special_values="self = +inf gives gradOutput; self = -inf gives +-0 (NaN if gradOutput is +-inf); NaN in "
                    "either input, or beta = 0 with self = +-inf, gives NaN; gradOutput = +-inf with finite self "
                    "gives +-inf. beta and threshold are used as float32. The golden decides the branch on the "
@@ -209,3 +210,5 @@ Phase-one rules of aclnnSoftplusBackward (op_api/aclnn_softplus_backward.cpp) th
 - beta, threshold: any aclScalar dtype, no value check (beta = 0, negative, NaN/inf threshold accepted);
   the kernel sees ToFloat() of each.
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -13,7 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import AttrSpec, Contract, Reference, grad_signature, products
+from .base import OpSpec, AttrSpec, Contract, Reference, grad_signature, products
+from .registry import register
 from .swish import swish_grad_reference, swish_variants
 
 BETA = "betaOptional"
@@ -146,3 +147,5 @@ aclnnSwishBackward phase one (swish_grad/op_api/aclnn_swish_backward.cpp), beyon
   op functions receive that float32 value.
 - 0-d tensors are accepted (dims 0-8).
 """
+
+SPEC = register(OpSpec(**SPEC_FIELDS))
