@@ -93,8 +93,9 @@ def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -
         blobs[M.golden_file(out.name)] = np.ascontiguousarray(result, dtype=out.dtype.np_dtype).tobytes()
     tmp = _fresh_tmp(case, out_root)
     try:
+        where = str(tmp)
         for name, data in blobs.items():
-            write_new_file(tmp / name, data)
+            write_new_file(M.join(where, name), data)
         digests = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(blobs.items())}
         return finish(case, out_root, tmp, fallbacks, fp, old, digests)
     except BaseException:
@@ -183,13 +184,16 @@ def _reusable(case: Case, out_root: Path, final: Path, old: dict | None, fp: str
 def _fresh_tmp(case: Case, out_root: Path) -> Path:
     """An empty `.<id>.partial-<pid>` beside the case's directory (refusing to replace a foreign one)."""
     final = safe_child(out_root, case.case_id)
-    if (final.exists() or final.is_symlink()) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
+    if os.path.lexists(final) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
         raise UserError(f"exists and is not a case directory gen wrote (no {M.MANIFEST}); move it away or choose "
                         f"another output directory", where=str(final))
     tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
     try:
-        out_root.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
+        try:
+            tmp.mkdir()
+        except FileNotFoundError:  # (generate_cases made out_root; a lone generate_case may not have)
+            out_root.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
     except FileExistsError:  # left by a killed process that had this pid
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -269,12 +273,13 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
     final = safe_child(out_root, case.case_id)
     if digests is None:
         digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
-    write_new_file(tmp / M.MANIFEST, M.dumps_json(M.build(case, digests, fallbacks, fp)).encode())  # tmp is private
+    manifest = M.dumps_json(M.build(case, digests, fallbacks, fp)).encode()
+    write_new_file(M.join(str(tmp), M.MANIFEST), manifest)  # tmp is private
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
             if kept.is_file():
                 copy_storage(kept, tmp / kept.name)
-    replace_dir(tmp, final)
+    replace_dir(tmp, final, fresh=old is None)
     return GenResult(case.case_id, out_root, case.numel, fallbacks)
 
 

@@ -344,8 +344,19 @@ def check_file_sha256(path: Path, expected: str, what: str) -> None:
         f.check_sha256()
 
 
-def replace_dir(tmp: Path, final: Path) -> None:
-    """Move a finished directory into place; the old one is removed only after the new one is in."""
+def replace_dir(tmp: Path, final: Path, fresh: bool = False) -> None:
+    """Move a finished directory into place; the old one is removed only after the new one is in.
+
+    fresh: there was probably nothing at `final` (then it is renamed into place at once; if something
+    turns out to be there after all, it is replaced as usual).
+    """
+    if fresh:
+        try:
+            os.rename(tmp, final)  # fails (ENOTEMPTY, EEXIST, ENOTDIR) where a directory or file is in the way
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise
     if final.exists():
         trash = final.with_name(f".{final.name}.old-{os.getpid()}")
         os.rename(final, trash)
