@@ -14,6 +14,7 @@ from pathlib import Path
 from . import manifest as M
 from .defects import CATALOGUE, find_variant
 from .emulate import emulate_case
+from .ops import find_op
 from .standards import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case
@@ -21,14 +22,22 @@ from .verify import Options, verify_case
 MATRIX_MAX_ELEMENTS = 200_000  # the large cases add time, not coverage
 
 
-def matrix_cases(suite: Path, max_elements: int = MATRIX_MAX_ELEMENTS) -> list[Path]:
-    """Positive cases of a generated suite small enough for the matrix."""
+def matrix_cases(suite: Path, max_elements: int = MATRIX_MAX_ELEMENTS) -> list[tuple[Path, str]]:
+    """(directory, op name) of the positive cases of a generated suite small enough for the matrix."""
     out = []
     for d in M.find_cases(suite):
         m = M.load(d)
         if m.expect_status == 0 and m.output.layout.numel <= max_elements:
-            out.append(d)
+            out.append((d, m.op.name))
     return out
+
+
+def _cases_for(name: str | None, cases: list[tuple[Path, str]]) -> list[str]:
+    """An op's own variant changes only that op's cases (the others play the correct kernel): only those."""
+    variant = find_variant(name) if name else None
+    if variant is None or not variant.op_kernel:
+        return [str(d) for d, _ in cases]
+    return [str(d) for d, op in cases if name in find_op(op).variants]
 
 
 def _one_variant(args: tuple[str | None, list[str], list[str]]) -> tuple[str, dict[str, int]]:
@@ -52,10 +61,10 @@ def _one_variant(args: tuple[str | None, list[str], list[str]]) -> tuple[str, di
 def defect_matrix(suite: Path, variants: list[str] | None = None, standards: list[str] | None = None,
                   jobs: int = 2) -> dict[str, dict[str, int]]:
     """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row."""
-    dirs = [str(d) for d in matrix_cases(suite)]
+    cases = matrix_cases(suite)
     names: list[str | None] = [None, *(variants or list(CATALOGUE))]
     stds = standards or list(STANDARDS)
-    tasks = [(n, dirs, stds) for n in names]
+    tasks = [(n, _cases_for(n, cases), stds) for n in names]
     if jobs <= 1:
         results = map(_one_variant, tasks)
     else:
