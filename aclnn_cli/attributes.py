@@ -103,7 +103,8 @@ def id_part(name: str, value: Any) -> str:
     if isinstance(value, bool):
         return f"{name}-{str(value).lower()}"
     if isinstance(value, float):
-        text = repr(value) if math.isfinite(value) else str(value)
+        short = np.float32(value)  # a float32 value's shortest spelling: beta1.2, not beta1.2000000476837158
+        text = (str(short) if float(short) == value else repr(value)) if math.isfinite(value) else str(value)
         return f"{name}{text}"
     if isinstance(value, tuple):
         return f"{name}{'x'.join(map(str, value))}"

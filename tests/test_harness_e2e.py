@@ -27,7 +27,8 @@ from helpers import run_cli, write_yaml
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
 
-SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A"}
+SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A",
+        "310P": "Ascend310P3"}
 SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 

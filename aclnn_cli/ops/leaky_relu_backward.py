@@ -60,7 +60,7 @@ def _kernel(t, positive=_positive, slope_scale=1.0):
 
 def _self_is_result_rule(a):
     """Phase one: selfIsResult with a negative slope is refused (the forward output cannot be inverted)."""
-    if a["selfIsResult"] and a["negativeSlope"] < 0:
+    if a["selfIsResult"] and a["negativeSlope"] is not None and a["negativeSlope"] < 0:
         return "selfIsResult is true with a negative negativeSlope"
     return None
 

@@ -124,7 +124,7 @@ SPEC_FIELDS = dict(
     kernel=_kernel,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", broadcast_on=ALL),
+    contract=Contract(dtypes="promote", broadcast_on=ALL, also_accepts=("float64",)),
     special_values="output = +-inf gives -inf * sign(gradOutput) (NaN if gradOutput = 0); NaN in either input "
                    "gives NaN; gradOutput = +-inf gives +-inf * y(1 - y) (NaN where y is 0 or 1). Exact zeros "
                    "(output 0 or 1, gradOutput 0) carry the IEEE product's sign: output = 1 gives "
