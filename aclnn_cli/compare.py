@@ -121,7 +121,8 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
                    flush_ok: bool = True, signed_zeros: bool = False) -> ElementErrors:
     """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
 
-    flush_ok: a zero where the golden is subnormal in `dtype` (flush-to-zero hardware) is exact.
+    flush_ok: a zero where the golden is subnormal in `dtype` (flush-to-zero hardware) is exact; so is one
+    below `floor` (a result rounded through a narrower compute dtype, flushed there).
 
     Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
     themselves carry float32 rounding, far below any threshold); float64 data in float64.
@@ -165,7 +166,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
     if flush_ok:
         zeros = np.flatnonzero(a == 0)
         if zeros.size:
-            flushed = zeros[(golden_abs[zeros] < dtype.smallest_normal) & (golden_abs[zeros] > 0)]
+            flushed = zeros[(golden_abs[zeros] < max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
             for arr in (abs_err, rel, signed, ulp):
                 arr[flushed] = 0
     if signed_zeros:

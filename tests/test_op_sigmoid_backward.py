@@ -170,12 +170,12 @@ DEFECT_RANGES = {  # a plausible range of output where each defect shows (dy ~ N
     "output-as-input": (0.0, 1.0),
     "graph-input-order": (0.0, 1.0),
     "cancelling-formula": (1 - 2.0**-10, 1.0),  # y - y*y cancels next to 1 (float32 outputs)
+    "product-first": (2e19, 1e20),  # y * (1 - y) overflows where dy * (1 - y) * y is still finite
 }
-LEGITIMATE = ("product-first",)
 
 
 def test_variants_are_classified():
-    assert set(SPEC.variants) == set(DEFECT_RANGES) | set(LEGITIMATE)
+    assert set(SPEC.variants) == set(DEFECT_RANGES)
 
 
 @pytest.mark.parametrize("name", sorted(DEFECT_RANGES))
@@ -187,10 +187,3 @@ def test_defect_differs_from_the_kernel(name):
         assert bad.dtype == F32
         off = np.abs(bad - good) > 2.0**-13 * np.abs(good) + 1e-30
     assert off.mean() > 0.02, f"{name}: differs on {off.sum()} of {y.size}"
-
-
-@pytest.mark.parametrize("name", LEGITIMATE)
-def test_legitimate_variant_stays_within_two_ulps(name):
-    y, dy = sample(-4.0, 4.0)
-    out = SPEC.variants[name]({"output": y, "gradOutput": dy})
-    assert out.dtype == F32 and ulps(out, cr_f32(y, dy)).max() <= 2

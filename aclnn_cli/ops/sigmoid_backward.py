@@ -90,7 +90,8 @@ def _cancelling(t):
 
 
 def _product_first(t):
-    """Legitimate: dy * (y * (1 - y)), the same three roundings in another order (within 2 ulps)."""
+    """Defect (overflow): dy * (y * (1 - y)): within 2 ulps on ordinary y, but y * (1 - y) overflows
+    float32 for |y| > ~1.8e19 where the result with a small dy is finite (the device multiplies dy first)."""
     y = t[Y]
     return t["gradOutput"] * (y * (1.0 - y))
 
