@@ -1,4 +1,4 @@
-"""An independent float32 implementation of the four ops (not aclnn_cli's code, not its formulas' order).
+"""An independent float32 implementation of the ten ops (not aclnn_cli's code, not its formulas' order).
 
 Computes in float32 and rounds once to the output dtype, to nearest even,
 the way a correct device kernel does. Used to show the default gate passes
@@ -6,6 +6,8 @@ a correct kernel that is not our emulator.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -31,23 +33,75 @@ def hardsigmoid(dy, x):
     return np.where((x > F(-3)) & (x < F(3)), dy / F(6), F(0))
 
 
+def swish(dy, x, betaOptional=None):
+    beta = F(1.0 if betaOptional is None else betaOptional)
+    sig = F(1) / (F(1) + np.exp(-(beta * x)))
+    return dy * (sig + beta * x * sig * (F(1) - sig))
+
+
+def sigmoid(dy, y):
+    return dy * y * (F(1) - y)
+
+
+def softplus(dy, x, beta, threshold):
+    z = F(beta) * x
+    return np.where(z > F(threshold), dy, dy / (F(1) + np.exp(-z)))
+
+
+def leaky_relu(dy, x, negativeSlope, selfIsResult=False):
+    return np.where(x > 0, dy, dy * F(negativeSlope))
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def gelu_v2(dy, x, approximate="none"):
+    if approximate == "tanh":  # d/dx of 0.5 x (1 + tanh(u)), 1 + tanh(u) = 2 sigmoid(2u)
+        u = F(SQRT_2_OVER_PI) * (x + F(0.044715) * x * x * x)
+        q = F(1) / (F(1) + np.exp(F(-2) * u))
+        du = F(SQRT_2_OVER_PI) * (F(1) + F(3 * 0.044715) * x * x)
+        g = q + F(2) * x * q * (F(1) - q) * du
+        return dy * np.where(np.isnan(g) & ~np.isnan(x), q, g)  # x = +-inf: the limits, q = 1 or 0
+    cdf = F(0.5) * (F(1) + _ERF(x.astype(np.float64) / math.sqrt(2)).astype(F))
+    pdf = np.exp(F(-0.5) * x * x) * F(1 / math.sqrt(2 * math.pi))
+    return dy * (cdf + x * pdf)
+
+
+def hardswish(dy, x):
+    g = np.where(x >= F(-3), x / F(3) + F(0.5), F(0))  # NaN x: both tests false, g = 1 (the doc's kernel)
+    return dy * np.where(x <= F(3), g, F(1))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
     "aclnnLogSigmoidBackward": log_sigmoid,
     "aclnnHardsigmoidBackward": hardsigmoid,
+    "aclnnSwishBackward": swish,
+    "aclnnSigmoidBackward": sigmoid,
+    "aclnnSoftplusBackward": softplus,
+    "aclnnLeakyReluBackward": leaky_relu,
+    "aclnnGeluBackwardV2": gelu_v2,
+    "aclnnHardswishBackward": hardswish,
 }
 
 
-def run(op_name: str, inputs: dict, tensors: dict) -> np.ndarray:
-    """Compute in float32; round once to the output dtype (Hardsigmoid: through the promoted dtype)."""
+def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = None) -> np.ndarray:
+    """Compute in float32; round once to the output dtype, or twice where the op computes in the
+    promoted input dtype and casts (equal 16-bit inputs of a promoting op)."""
     from aclnn_cli import dtypes as D
+    from aclnn_cli.ops import OPS
 
-    dy, x = inputs["gradOutput"], inputs["self"]
+    op = OPS[op_name]
+    first, second = (t.name for t in op.inputs[:2])  # gradOutput and self (or output)
+    dy, x = inputs[first], inputs[second]
     out = next(t for t in tensors.values() if t["role"] == "output")
     out_dtype = D.lookup(out["dtype"]).np_dtype
+    numbers = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}  # (non-finite scalars as the manifest spells them)
+    attrs = {k: numbers.get(v, v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
     with np.errstate(all="ignore"):
-        result = KERNELS[op_name](dy.astype(F), x.astype(F))
-        if op_name == "aclnnHardsigmoidBackward" and dy.dtype == x.dtype:
+        result = KERNELS[op_name](dy.astype(F), x.astype(F), **attrs)
+        if op.contract.dtypes == "promote" and dy.dtype == x.dtype:
             result = result.astype(dy.dtype).astype(F)
         return result.astype(out_dtype)

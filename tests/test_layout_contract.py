@@ -78,7 +78,7 @@ def test_every_generated_tensor_reads_back_through_its_manifest(suite):
             gbuf = harness.storage(d, out, "golden")
             shape = out["shape"]
             ins = {n: np.broadcast_to(v, shape).reshape(-1) for n, v in logical.items()}
-            want, _ = golden(case.op, ins, D.lookup(out["dtype"]))
+            want, _ = golden(case.op, ins, D.lookup(out["dtype"]), case.attribute_values)
             u = D.lookup(out["dtype"]).uint_dtype
             np.testing.assert_array_equal(harness.view(gbuf, out).reshape(-1).view(u), want.view(u))
             inside = np.zeros(gbuf.size, bool)
@@ -227,7 +227,7 @@ def test_contract_mutations_are_all_rejected_and_the_base_accepted():
         for product, dtypes in op.products.items():
             base = {t.name: TensorDesc(D.lookup(dtypes[0]), (3, 4)) for t in op.tensors}
             assert check(op, product, base).status == 0
-            assert len(rejections(op, product, base)) >= 7
+            assert len(rejections(op, product, base)) >= len(op.tensors) + 2  # nulls, a dtype, a shape at least
 
 
 def test_buffer_never_changes_the_result(tmp_path):
