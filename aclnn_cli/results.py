@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from array import array
+import struct
 from dataclasses import MISSING as NO_DEFAULT, asdict, dataclass, field
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
@@ -31,10 +31,14 @@ class _Compact:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self.default  # dataclasses ask the class for the field's default
-        return self.unpack(obj, obj.__dict__[self.attr])
+        return self.unpack(obj, getattr(obj, self.attr))
 
     def __set__(self, obj, value) -> None:
-        obj.__dict__[self.attr] = self.pack(obj, self.default if value is self else value)
+        setattr(obj, self.attr, self.pack(obj, self.default if value is self else value))
+
+
+def _same(obj, value):
+    return value
 
 
 METRIC_KEYS = ("elements", "compared", "special_mismatches", "violations", "max_abs_error", "max_rel_error", "mere",
@@ -43,23 +47,26 @@ METRIC_KEYS = ("elements", "compared", "special_mismatches", "violations", "max_
 _INT_METRICS = frozenset(("elements", "compared", "special_mismatches", "violations", "relieved"))
 
 
-class _PackedMetrics(array):
-    """Metrics.to_json's values as one array of doubles (its ints are far below 2^53)."""
+class _PackedMetrics(bytes):
+    """Metrics.to_json's values as doubles in one bytes object (its ints are far below 2^53)."""
+
+    __slots__ = ()
 
 
 _METRIC_TYPES = tuple(int if k in _INT_METRICS else float for k in METRIC_KEYS)
+_DOUBLES = struct.Struct(f"<{len(METRIC_KEYS)}d")
 
 
 def _pack_metrics(obj, value):
     if type(value) is dict and tuple(value) == METRIC_KEYS and tuple(map(type, value.values())) == _METRIC_TYPES:
-        return _PackedMetrics("d", value.values())
+        return _PackedMetrics(_DOUBLES.pack(*value.values()))
     return value
 
 
 def _unpack_metrics(obj, value):
     if type(value) is not _PackedMetrics:
         return value
-    return {k: int(v) if k in _INT_METRICS else v for k, v in zip(METRIC_KEYS, value)}
+    return {k: int(v) if k in _INT_METRICS else v for k, v in zip(METRIC_KEYS, _DOUBLES.unpack(value))}
 
 
 class _Path(tuple):
@@ -158,6 +165,10 @@ def _unpack_repro(obj, value):
 
 @dataclass
 class CaseResult:
+    # Slots, not a __dict__: a run holds one per case. Fields with a default are _Compact descriptors kept
+    # in the slot of their name with an underscore (a class attribute cannot share a slot's name).
+    __slots__ = ("case_id", "op", "dtype", "product", "status", "standard", "reason", "_shape", "_params", "_metrics",
+                 "_benchmark", "_worst", "_repro", "_path", "_kind", "_error_rows")
     case_id: str
     op: str
     dtype: str
@@ -172,7 +183,7 @@ class CaseResult:
     worst: list = _Compact(_pack_list, _unpack_list, None)  # (None: [])
     repro: str = _Compact(_pack_repro, _unpack_repro, "")
     path: str = _Compact(_pack_path, _unpack_path, "")
-    kind: str = "precision"  # or "contract": a negative case, judged on phase one's status only
+    kind: str = _Compact(_same, _same, "precision")  # or "contract": a negative case, judged on phase one's status only
     error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
 
     def to_json(self) -> dict:
@@ -180,6 +191,17 @@ class CaseResult:
         d = asdict(self)
         d.pop("error_rows")
         return json_safe(d)
+
+
+def by_path(results: list[CaseResult]) -> list[CaseResult]:
+    """Results sorted by path, one per path (the last given of equal paths). When they all lie in one
+    directory (a run of one output root), by the case directory's name, without making path strings."""
+    packed = [r._path for r in results]
+    if packed and all(type(p) is _Path for p in packed) and len({p[0] for p in packed}) == 1:
+        last = {p[1]: r for p, r in zip(packed, results)}
+    else:
+        last = {r.path: r for r in results}
+    return [last[k] for k in sorted(last)]
 
 
 @dataclass

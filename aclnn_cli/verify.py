@@ -15,7 +15,7 @@ from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksum
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
 from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
-from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult
+from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from .storage import check_file_sha256, check_size, chunks
 
@@ -182,8 +182,7 @@ def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:
 
     (Collected in a list, not a dict keyed by path: a result keeps its path compactly, see results.py.)
     """
-    last = {r.path: r for r in results}
-    return RunResult([last[k] for k in sorted(last)], strict=opts.strict)
+    return RunResult(by_path(results), strict=opts.strict)
 
 
 @paused_gc()
