@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,7 +98,10 @@ def _one_line_errors():
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="aclnn-cli")
-def main() -> None:
+@click.option("--ops", "op_paths", multiple=True, type=PATH, metavar="PATH",
+              help="Load your own op declarations: a .py file, a folder of them or a package (repeatable; "
+                   "also ACLNN_CLI_OPS and 'aclnn_cli.ops' entry points). See docs/adding-an-op.md.")
+def main(op_paths: tuple[Path, ...]) -> None:
     """Golden data and precision gate for Ascend aclnn operators.
 
     \b
@@ -108,6 +112,13 @@ def main() -> None:
     run       drive a built runner over the cases (crash and timeout isolated)
     """
     tune_allocator()
+    from .ops import user
+
+    with _one_line_errors():
+        if op_paths:  # workers (and anything this process starts) load the same files
+            known = [p for p in os.environ.get(user.ENV, "").split(os.pathsep) if p]
+            os.environ[user.ENV] = os.pathsep.join(known + [str(p.resolve()) for p in op_paths])
+        user.load_configured()
 
 
 def _size(ctx, param, value):
@@ -164,14 +175,17 @@ def select_cases(cases, patterns: tuple[str, ...]):
 
 @main.command()
 @click.argument("out", type=PATH)
-@click.option("--defect", type=click.Choice(list(CATALOGUE)), default=None,
+@click.option("--defect", metavar="NAME", default=None,
               help="Emulate a broken kernel (or a legitimate variant): see 'aclnn-cli defects'.")
 @JOBS
 @SHARD
 def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
-    variant = find_variant(defect) if defect else None
     with _one_line_errors():
+        try:  # (the catalogue includes user ops' variants, loaded after import: not a fixed Choice)
+            variant = find_variant(defect) if defect else None
+        except KeyError as exc:
+            raise UserError(exc.args[0], where="--defect") from None
         if shard == (0, 1):  # no selection to make: the workers read the manifests themselves
             dirs = M.find_cases(out)
             with Progress("emulate", len(dirs), None) as bar:

@@ -29,7 +29,7 @@ SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
 def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: Variant | None = None) -> np.ndarray:
     """The device result for one chunk of logical elements, in the output dtype (optionally a defect's)."""
     inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
-    kernel, wide_type = m.op.kernel, np.float32
+    kernel, wide_type = m.op.kernel or m.op._reference_value, np.float32  # (no kernel: the ideal device)
     if variant is not None:
         if variant.op_kernel and variant.name in m.op.variants:
             kernel = m.op.variants[variant.name]

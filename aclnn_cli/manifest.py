@@ -118,7 +118,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str | N
         "expect_rule": case.expect_rule,
         "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance),
         **({"attributes": to_manifest(case.op, case.attributes)} if case.op.attributes else {}), "tensors": tensors,
-        "golden": {"method": "float64, certified rounding to the output dtype, exact fallback",
+        "golden": {"method": "float64, certified rounding to the output dtype, exact fallback" if case.op.certified
+                   else "float64, rounded once, not certified",
                    "exact_fallback_elements": exact_fallbacks},
     }
     data["digest"] = digest(data)

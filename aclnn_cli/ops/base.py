@@ -120,9 +120,13 @@ class OpSpec:
     dims: tuple[int, int]
     empty_ok: bool
     reference: Callable[[Arrays], Reference]  # finite inputs, float64, numerically stable
-    exact: Callable[[Mapping[str, Fraction]], Fraction | Decimal]  # one element, to >= 150 bits
-    kernel: Callable[[Arrays], np.ndarray]  # how the device computes, in the inputs' float type (float32)
-    special_values: str  # documented semantics at inf/nan
+    # One element, to >= 150 bits. None (a user op that gives only `reference`): goldens are the
+    # float64 value rounded once, not certified (the manifest says so).
+    exact: Callable[[Mapping[str, Fraction]], Fraction | Decimal] | None = None
+    # How the device computes, in the inputs' float type (float32). None: emulate plays the
+    # float64 reference rounded to float32 (an ideal device).
+    kernel: Callable[[Arrays], np.ndarray] | None = None
+    special_values: str = ""  # documented semantics at inf/nan
     # The formula in IEEE float64 where an input is inf/NaN (default: the kernel in float64).
     ieee: Callable[[Arrays], np.ndarray] | None = None
     cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"
@@ -151,6 +155,14 @@ class OpSpec:
         """
         return (*((t.name, "tensor") for t in self.inputs), *((a.name, a.kind) for a in self.attributes),
                 *((t.name, "tensor") for t in self.tensors if t.role == "output"))
+
+    def _reference_value(self, t: Arrays) -> np.ndarray:
+        return self.reference(t).value
+
+    @property
+    def certified(self) -> bool:
+        """Goldens are certified correctly rounded (the op has an exact path), not only rounded once."""
+        return self.exact is not None
 
     def attribute_values(self, values: Mapping) -> dict:
         """The attributes among the values an op function receives (the rest are tensors)."""
@@ -219,7 +231,7 @@ class OpSpec:
         ok = {k: np.where(finite, v, 0.0) for k, v in inputs.items() if k not in attrs}
         ref = self.reference({**ok, **attrs})
         with np.errstate(all="ignore"):
-            special = (self.ieee or self.kernel)({**{k: np.asarray(inputs[k])[~finite] for k in ok}, **attrs})
+            special = (self.ieee or self.kernel or self._reference_value)({**{k: np.asarray(inputs[k])[~finite] for k in ok}, **attrs})
         value = ref.value.copy()
         value[~finite] = special
         bound, scale = ref.bound.copy(), ref.scale.copy()

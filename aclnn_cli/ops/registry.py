@@ -20,4 +20,8 @@ def lookup(name: str) -> OpSpec:
     import importlib
 
     importlib.import_module("aclnn_cli.ops")  # registers every op
+    if name not in OPS:
+        from .user import load_configured
+
+        load_configured()  # a user op (ACLNN_CLI_OPS, set by --ops for workers too)
     return OPS[name]

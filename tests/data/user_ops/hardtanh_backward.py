@@ -1,0 +1,47 @@
+"""A user op, declared outside aclnn-cli (the worked example of docs/adding-an-op.md).
+
+aclnnHardtanhBackward(gradOutput, self, min, max, out): out = gradOutput where min < self < max,
+else 0. Load it with `aclnn-cli --ops tests/data/user_ops/hardtanh_backward.py gen ...`.
+
+Only the required parts are given: the signature, attributes, products and a float64 reference.
+With no `exact`, goldens are the float64 value rounded once ("not certified" in the manifest; here
+the reference is exact, dy or 0, so nothing is lost). With no `kernel`, emulate plays the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, register
+
+
+def reference(t):
+    """dy inside the open window (min, max), else +0; exact in float64, so the bound is 0."""
+    x, dy = t["self"], t["gradOutput"]
+    with np.errstate(invalid="ignore"):
+        inside = (x > t["min"]) & (x < t["max"])
+    value = np.where(inside, dy, 0.0)
+    return Reference(value, np.zeros_like(value), np.abs(dy))
+
+
+def _inclusive(t):
+    """Defect: the window closed at both ends (x == min or x == max passes dy)."""
+    x = t["self"]
+    return np.where((x >= t["min"]) & (x <= t["max"]), t["gradOutput"], 0.0).astype(x.dtype)
+
+
+SPEC = register(OpSpec(
+    name="aclnnHardtanhBackward",
+    key="hardtanh_backward",
+    summary="Gradient of hardtanh (clamp to [min, max]).",
+    formula="out = gradOutput where min < self < max, else 0",
+    tensors=(TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+             TensorSpec("self", "input", {"uniform": [-2, 2]}),
+             TensorSpec("out", "output", {"constant": 0})),
+    attributes=(AttrSpec("min", "scalar", default=-1.0), AttrSpec("max", "scalar", default=1.0)),
+    products={"A2": ("float32", "float16", "bfloat16")},
+    dims=(0, 8),
+    empty_ok=True,
+    reference=reference,
+    variants={"inclusive-window": _inclusive},
+))

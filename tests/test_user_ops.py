@@ -1,0 +1,107 @@
+"""A user op declared outside the package (tests/data/user_ops) runs the whole loop.
+
+Every run is a fresh CLI process, as a user's would be (loading the op there keeps this test
+process's registry to the bundled ops). The goldens are checked against values computed here
+from the inputs (dy inside the open window, else 0), not against the tool's own reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aclnn_cli import dtypes as D
+
+from cann_build import tools_missing
+from helpers import logical
+
+DATA = Path(__file__).parent / "data" / "user_ops"
+OP_FILE = DATA / "hardtanh_backward.py"
+CASES = DATA / "hardtanh_backward.yaml"
+
+
+def cli(*args, env_extra: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("user") / "out"
+    done = cli("--ops", OP_FILE, "gen", CASES, "-o", out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_gen_emulate_verify_with_a_user_op(generated, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(generated, out)
+    for case in out.glob("hardtanh_backward-*"):
+        m = json.loads((case / "case.json").read_text())
+        if m["expect_status"] != 0:
+            continue
+        assert m["golden"]["method"] == "float64, rounded once, not certified"
+        assert [a["name"] for a in m["attributes"]] == ["min", "max"]
+        attrs = {a["name"]: a["value"] for a in m["attributes"]}
+        t = {x["name"]: x for x in m["tensors"]}
+        dy, x = logical(case, t["gradOutput"]).astype(np.float64), logical(case, t["self"]).astype(np.float64)
+        want = np.where((x > attrs["min"]) & (x < attrs["max"]), dy, 0.0)
+        dtype = D.lookup(t["out"]["dtype"])
+        got = logical(case, t["out"], "golden").astype(np.float64)
+        np.testing.assert_array_equal(got, want.astype(dtype.np_dtype).astype(np.float64))
+    assert cli("--ops", OP_FILE, "emulate", out, "--jobs", "2").returncode == 0  # workers load the op too
+    done = cli("--ops", OP_FILE, "verify", out, "--json", out / "v.json")
+    assert done.returncode == 0, done.stdout
+    statuses = {c["status"] for c in json.loads((out / "v.json").read_text())["cases"]}
+    assert statuses == {"PASS"}
+
+
+def test_the_environment_variable_and_the_ops_own_defect(generated, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(generated, out)
+    env = {"ACLNN_CLI_OPS": str(DATA)}  # a folder: every module in it
+    assert cli("emulate", out, "--defect", "inclusive-window", env_extra=env).returncode == 0
+    done = cli("verify", out, "--json", out / "v.json", env_extra=env)
+    failed = {c["case_id"] for c in json.loads((out / "v.json").read_text())["cases"] if c["status"] == "FAIL"}
+    assert done.returncode == 1 and failed and all("window_ends" in c for c in failed)
+    assert "inclusive-window" in cli("defects", env_extra=env).stdout
+
+
+def test_without_the_op_its_cases_are_one_clear_error(tmp_path):
+    done = cli("gen", CASES, "-o", tmp_path / "out")
+    assert done.returncode == 2 and "unknown op 'aclnnHardtanhBackward'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_broken_op_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad_op.py"
+    bad.write_text("from aclnn_cli.ops import register\nregister(None.name)\n")
+    done = cli("--ops", bad, "ops")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "loading the op module failed: AttributeError" in done.stderr
+
+
+@pytest.mark.skipif(tools_missing() is not None, reason=f"cannot compile C++ here: {tools_missing()}")
+def test_the_harness_glue_of_a_user_op_compiles(tmp_path):
+    h = tmp_path / "h"
+    assert cli("--ops", OP_FILE, "harness", "-o", h).returncode == 0
+    ops_cpp = (h / "src" / "ops.cpp").read_text()
+    assert ('aclnnHardtanhBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.scalar(2), a.scalar(3), a.tensor(4), '
+            'workspaceSize, executor)') in ops_cpp
+    assert '{"aclnnHardtanhBackward", 5, aclnnHardtanhBackward_phase_one, aclnnHardtanhBackward}' in ops_cpp
+    stub = Path(__file__).parent / "stub_cann" / "include"
+    for source in ("ops.cpp", "runner.cpp"):
+        done = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                               f"-I{h / 'src'}", f"-I{DATA / 'include'}", f"-I{stub}", f"-I{stub / 'aclnn'}",
+                               f"-I{stub / 'aclnnop'}",  # (aclnn_util.h, beside the toolkit's own op headers)
+                               str(h / "src" / source)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
