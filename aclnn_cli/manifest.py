@@ -316,6 +316,9 @@ def _int(v) -> int:
 
 
 def _ints(v) -> tuple[int, ...]:
+    if type(v) is list and len(v) <= 64 and all(type(x) is int for x in v) and (
+            not v or -2**62 <= min(v) and max(v) <= 2**62):  # (the common case at once; else each for its message)
+        return tuple(v)
     if not isinstance(v, list) or len(v) > 64:
         raise ValueError(f"expected a list of integers, got {_brief(v)}")
     return tuple(_int(x) for x in v)
