@@ -20,7 +20,7 @@ from .defects import Variant
 from .device_run import forget_run_verdict
 from .ops.contract import compute_dtype
 from .errors import UserError
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
 from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
 
 SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
@@ -186,15 +186,20 @@ def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: in
         return [e for _, e in broken] + emulate_all(manifests, variant, jobs, done)
     errors: list[UserError] = []
     deferred: list[M.CaseManifest] = []
+
+    def collect(outcomes, large: list[M.CaseManifest]) -> None:
+        deferred.extend(large)
+        for case_id, elements, problem in outcomes:
+            if problem is not None:
+                errors.append(problem)
+            on_done and on_done(case_id, elements)
+
+    head, rest = warm_up(case_dirs, jobs)
+    collect(*_load_and_emulate(head, variant))
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_emulate, b, variant) for b in batches(case_dirs, lambda d: 1, jobs)]
+        futures = [run.submit(_load_and_emulate, b, variant) for b in batches(rest, lambda d: 1, jobs)]
         for f in as_completed(futures):
-            outcomes, large = f.result()
-            deferred += large
-            for case_id, elements, problem in outcomes:
-                if problem is not None:
-                    errors.append(problem)
-                on_done and on_done(case_id, elements)
+            collect(*f.result())
     if deferred:
         done = (lambda m: on_done(m.case_id, m.output.layout.numel)) if on_done else None
         errors += emulate_all(deferred, variant, jobs, done)

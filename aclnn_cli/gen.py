@@ -23,7 +23,7 @@ from .cases import Case
 from .errors import UserError
 from .fill import generate
 from .golden import golden
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask,
                       regular_file_bytes, replace_dir, safe_child, sha256_file, sha256_of_file, write_new_file)
@@ -121,13 +121,17 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     remove_stale(out_root)
     # Predicted need: the cases not generated yet (an existing case that changed needs room too, but
     # telling would cost a manifest read per case; a disk that fills anyway is a clean error).
-    check_free_space(out_root, sum(c.storage_bytes for c in cases if force or not (out_root / c.case_id).is_dir()))
+    there = set() if force else set(M.subdirs(out_root))  # (one scandir, not a stat per case)
+    check_free_space(out_root, sum(c.storage_bytes for c in cases if c.case_id not in there))
     results: list[GenResult] = []
     units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
     jobs = jobs_for(jobs, units)
+    split = [c.numel > SPLIT and jobs > 1 and _splittable(c) for c in cases]
+    head, whole = warm_up([c for c, s in zip(cases, split) if not s], jobs)
+    for r in generate_batch(head, out_root, chunk, force):
+        results.append(r)
+        on_done and on_done(r)
     with Runner(jobs) as run:
-        split = [c.numel > SPLIT and jobs > 1 and _splittable(c) for c in cases]
-        whole = [c for c, s in zip(cases, split) if not s]
         futures = [run.submit(generate_batch, b, out_root, chunk, force)
                    for b in batches(whole, lambda c: c.numel, run.jobs)]
         for c, s in zip(cases, split):

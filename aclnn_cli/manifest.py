@@ -368,15 +368,20 @@ def find_cases(root: Path) -> list[Path]:
     # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
     # (os.scandir and one stat per directory: a glob makes and parses several Paths per case.)
     text = str(root)
-    try:
-        with os.scandir(root) as entries:
-            names = sorted(e.name for e in entries if not e.name.startswith(".") and _is_dir(e))
-    except OSError:
-        names = []
-    dirs = [root / n for n in names if os.path.exists(join(join(text, n), MANIFEST))]
+    dirs = [root / n for n in subdirs(root) if os.path.exists(join(join(text, n), MANIFEST))]
     if not dirs:
         raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
     return dirs
+
+
+def subdirs(root: Path) -> list[str]:
+    """The names of root's directories, sorted, hidden ones left out (gen's temporaries are hidden); none
+    if root cannot be read."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(e.name for e in entries if not e.name.startswith(".") and _is_dir(e))
+    except OSError:
+        return []
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

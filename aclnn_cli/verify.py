@@ -14,7 +14,7 @@ from .errors import UserError
 from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from .storage import check_file_sha256, check_size, chunks
@@ -163,14 +163,19 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
         return verify_manifests(manifests, broken, opts, on_case, jobs)
     results: list[CaseResult] = []
     deferred: list[M.CaseManifest] = []
+
+    def collect(done: list[CaseResult], large: list[M.CaseManifest]) -> None:
+        deferred.extend(large)
+        for r in done:
+            results.append(r)
+            on_case and on_case(r)
+
+    head, rest = warm_up(case_dirs, jobs)
+    collect(*_load_and_verify(head, opts))
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_verify, b, opts) for b in batches(case_dirs, lambda d: 1, jobs)]
+        futures = [run.submit(_load_and_verify, b, opts) for b in batches(rest, lambda d: 1, jobs)]
         for f in as_completed(futures):
-            done, large = f.result()
-            deferred += large
-            for r in done:
-                results.append(r)
-                on_case and on_case(r)
+            collect(*f.result())
         for m in deferred:
             results.append(_verify_safely(m, opts, run))
             on_case and on_case(results[-1])
