@@ -293,7 +293,9 @@ _TENSORS: dict[tuple, TensorCase] = {}
 def _shared(t: TensorCase) -> TensorCase:
     """One TensorCase for the same tensor in thousands of cases (a case file's defaults): memory per case
     stays small. Fills are told apart by their values' bits (0.0 == -0.0, but they fill differently)."""
-    bits = tuple(struct.pack("<d", v) if isinstance(v, float) else (type(v), v) for v in t.fill.params)
+    params = t.fill.params
+    bits = struct.pack(f"<{len(params)}d", *params) if all(type(v) is float for v in params) else \
+        tuple(struct.pack("<d", v) if isinstance(v, float) else (type(v), v) for v in params)
     key = (t.name, t.role, t.dtype.name, t.layout, t.fill.kind, bits, t.slot, t.null)
     try:
         if len(_TENSORS) > 4096:
