@@ -25,8 +25,9 @@ from .fill import generate
 from .golden import golden
 from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask,
-                      regular_file_bytes, replace_dir, safe_child, sha256_file, sha256_of_file, write_new_file)
+from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask, replace_dir,
+                      safe_child, sha256_file, write_new_file)
+from .wholefiles import regular_file_bytes, sha256_of_file
 
 SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 

@@ -24,7 +24,8 @@ from .errors import UserError
 from .layout import source_positions
 from .ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
-from .storage import CHUNK, SMALL_FILE, LoadedFile, StorageFile, check_file_sha256, check_size, in_view_mask
+from .storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
+from .wholefiles import SMALL_FILE, LoadedFile
 
 CSV_ROW_LIMIT = 100_000
 

@@ -19,6 +19,7 @@ from .attributes import Combo, from_manifest, to_manifest, values as attribute_v
 from .cases import STATUSES, Case
 from .errors import UserError
 from .layout import Layout
+from .wholefiles import read_small
 from .ops import OpSpec, find_op
 from .ops.contract import TensorDesc, check
 
@@ -205,7 +206,7 @@ def load(case_dir: Path) -> CaseManifest:
         return str(case_dir / MANIFEST)
 
     try:
-        data = _read_small(join(text_dir, MANIFEST), MAX_MANIFEST_BYTES + 1)
+        data = read_small(join(text_dir, MANIFEST), MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=text_dir) from None
     except OSError as exc:
@@ -260,22 +261,6 @@ def _size(path: str, at_least: int) -> int:
         return max(os.stat(path).st_size, at_least)
     except OSError:
         return at_least
-
-
-def _read_small(path: str, limit: int) -> bytes:
-    """A small file's bytes, at most `limit` of them: one open, and reads until the end (two for a manifest)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        parts, size = [], 0
-        while size < limit:
-            block = os.read(fd, min(limit - size, 1 << 16))
-            if not block:
-                break
-            parts.append(block)
-            size += len(block)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
 
 
 MAX_MANIFEST_BYTES = 1 << 20

@@ -75,7 +75,7 @@ class StorageFile:
             raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
         st = os.fstat(self.fd)
         problem = ("is a directory, not a file" if stat.S_ISDIR(st.st_mode) else
-                   _size_problem(st.st_size, size, self.dtype) if exact_size else None)
+                   size_problem(st.st_size, size, self.dtype) if exact_size else None)
         if problem:
             os.close(self.fd)
             raise UserError(f"{what} {problem}", where=str(path))
@@ -98,7 +98,7 @@ class StorageFile:
             self._hash.update(memoryview(block)[:n])
             self._hashed += n
         if self._hash.hexdigest() != self.expected_sha256:
-            raise _changed(self.what, self.path)
+            raise changed(self.what, self.path)
         self._hash = None
 
     def close(self) -> None:
@@ -172,63 +172,9 @@ class StorageFile:
             self.write_range(start, block[:stop - start])
 
 
-def _changed(what: str, path) -> IntegrityError:
+def changed(what: str, path) -> IntegrityError:
     return IntegrityError(f"{what} changed since gen (its sha256 is not the one case.json records); "
                           f"run 'aclnn-cli gen' again", where=str(path))
-
-
-SMALL_FILE = 1 << 20  # storage files up to this many bytes may be read whole (LoadedFile)
-
-
-class LoadedFile:
-    """A small storage file read whole: one open, one fstat, one read; StorageFile's reading interface.
-
-    For thousands of small cases, where the calls around each read cost more than the reads: the
-    size is checked on open (same messages as StorageFile), and the checksum is hashed from the
-    same bytes. The array is read-only (it is the bytes read): reads return views of it.
-    """
-
-    def __init__(self, path, dtype: np.dtype, size: int, sha256: str | None = None, what: str = "file") -> None:
-        self.path, self.dtype, self.size = path, np.dtype(dtype), size
-        self.expected_sha256, self.what = sha256, what
-        nbytes = size * self.dtype.itemsize
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
-        try:
-            st = os.fstat(fd)
-            if st.st_size != nbytes or stat.S_ISDIR(st.st_mode):
-                problem = "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else \
-                    _size_problem(st.st_size, size, self.dtype)
-                raise UserError(f"{what} {problem}", where=str(path))
-            data = os.read(fd, nbytes) if nbytes else b""
-            while len(data) < nbytes:  # (a regular file gives it all in one read)
-                more = os.read(fd, nbytes - len(data))
-                if not more:
-                    raise UserError(f"file ended at byte {len(data)}", where=str(path))
-                data += more
-        finally:
-            os.close(fd)
-        self.data = data
-        self.map = np.frombuffer(data, dtype=self.dtype)
-
-    def check_sha256(self) -> None:
-        if self.expected_sha256 is not None and hashlib.sha256(self.data).hexdigest() != self.expected_sha256:
-            raise _changed(self.what, self.path)
-
-    def close(self) -> None:
-        pass
-
-    def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
-        if layout.is_contiguous:
-            return self.map[start:stop]
-        return self.map[layout.storage_index(np.arange(start, stop))]
-
-    def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
-        if layout.is_contiguous and layout.shape == tuple(out_shape):
-            return self.map[start:stop]
-        return self.map[source_positions(layout, out_shape, slice(start, stop))]
 
 
 def allocate(path: Path, dtype: np.dtype, size: int) -> None:
@@ -259,12 +205,12 @@ def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{what} is not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""),
                         where=str(path))
-    problem = _size_problem(st.st_size, size, np.dtype(dtype))
+    problem = size_problem(st.st_size, size, np.dtype(dtype))
     if problem:
         raise UserError(f"{what} {problem}", where=str(path))
 
 
-def _size_problem(nbytes: int, size: int, dtype: np.dtype) -> str | None:
+def size_problem(nbytes: int, size: int, dtype: np.dtype) -> str | None:
     expected = size * dtype.itemsize
     if nbytes == expected:
         return None
@@ -295,39 +241,6 @@ _CANARY_BITS = {1: 0xAB, 2: 0xDEAD, 4: 0xDEADBEEF, 8: 0xDEADBEEFDEADBEEF}
 def canary(dtype: DType) -> np.ndarray:
     """A finite, unmistakable value (bits 0xDEAD / 0xDEADBEEF) filling output storage before the call."""
     return np.array(_CANARY_BITS[dtype.itemsize], dtype=dtype.uint_dtype).view(dtype.np_dtype)
-
-
-def regular_file_bytes(path: str, limit: int) -> bytes | None:
-    """A regular file's bytes, if it is one and holds at most `limit`; else None (also if it cannot be
-    read). One open, one fstat, one read. (O_NONBLOCK: a FIFO in a file's place must not hang the run.)"""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, st.st_size + 1)  # fewer than asked: the end of the file
-        return data if len(data) <= st.st_size else None  # (more: it grew meanwhile)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def sha256_of_file(path: str) -> str | None:
-    """The sha256 of a regular file, or None if it is not one (or cannot be read). Small files are read
-    with one read (regular_file_bytes); larger ones in blocks."""
-    data = regular_file_bytes(path, SMALL_FILE)
-    if data is not None:
-        return hashlib.sha256(data).hexdigest()
-    if not os.path.isfile(path):
-        return None
-    try:
-        return sha256_file(Path(path))
-    except OSError:
-        return None
 
 
 def sha256_file(path: Path) -> str:

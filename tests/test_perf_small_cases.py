@@ -20,7 +20,8 @@ from aclnn_cli.gen import generate_cases
 from aclnn_cli.cases import load_cases
 from aclnn_cli.emulate import emulate_dirs
 from aclnn_cli.results import CaseResult, Repro
-from aclnn_cli.storage import LoadedFile, StorageFile
+from aclnn_cli.storage import StorageFile
+from aclnn_cli.wholefiles import LoadedFile
 from aclnn_cli.yamlsafe import parse
 
 from helpers import write_yaml
