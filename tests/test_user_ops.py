@@ -1,4 +1,4 @@
-"""A user op declared outside the package (tests/data/user_ops) runs the whole loop.
+"""A user op declared outside the package (tests/user_ops) runs the whole loop.
 
 Every run is a fresh CLI process, as a user's would be (loading the op there keeps this test
 process's registry to the bundled ops). The goldens are checked against values computed here
@@ -22,7 +22,7 @@ from aclnn_cli import dtypes as D
 from cann_build import tools_missing
 from helpers import logical
 
-DATA = Path(__file__).parent / "data" / "user_ops"
+DATA = Path(__file__).parent / "user_ops"
 OP_FILE = DATA / "hardtanh_backward.py"
 CASES = DATA / "hardtanh_backward.yaml"
 

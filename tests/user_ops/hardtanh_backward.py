@@ -1,7 +1,7 @@
 """A user op, declared outside aclnn-cli (the worked example of docs/adding-an-op.md).
 
 aclnnHardtanhBackward(gradOutput, self, min, max, out): out = gradOutput where min < self < max,
-else 0. Load it with `aclnn-cli --ops tests/data/user_ops/hardtanh_backward.py gen ...`.
+else 0. Load it with `aclnn-cli --ops tests/user_ops/hardtanh_backward.py gen ...`.
 
 Only the required parts are given: the signature, attributes, products and a float64 reference.
 With no `exact`, goldens are the float64 value rounded once ("not certified" in the manifest; here
