@@ -307,8 +307,12 @@ class Metrics:
             self._push(item)
 
     def worst_indices(self) -> list[int]:
+        return [i for i, _ in self.worst_items()]
+
+    def worst_items(self) -> list[tuple[int, float]]:
+        """(index, judged relative error) of the worst elements, worst first: the errors the verdict used."""
         self._settle()
-        return [i for _, i in sorted(self.worst, reverse=True)]
+        return [(i, rel) for rel, i in sorted(self.worst, reverse=True)]
 
     @property
     def mere(self) -> float:

@@ -258,8 +258,12 @@ def writes_outside_view(m: M.CaseManifest) -> str | None:
     return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
 
 
-def describe_element(m: M.CaseManifest, std: Standard, flat: int) -> dict:
-    """Coordinates, inputs, expected and actual value, and errors of one logical element."""
+def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None) -> dict:
+    """Coordinates, inputs, expected and actual value, and errors of one logical element.
+
+    judged_rel: the relative error the verdict used for it (after the op's relief and with the
+    case's floor); the element then reports that, so what a person reads is what was judged.
+    """
     out = m.output
     shape = out.layout.shape
     with np.errstate(all="ignore"):
@@ -274,12 +278,13 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int) -> dict:
         else:
             with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
                 g = f.read(out.layout, flat, flat + 1)
-        e = element_errors(a, g, out.dtype.smallest_normal, out.dtype)
+        e = element_errors(a, g, tolerance_dtype(m)[1], out.dtype)
     expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
     element = {"index": flat, "coords": list(out.layout.coords(flat)),
                "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
                "expected": expected, "actual": actual,
-               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]), "ulp_error": float(e.ulp[0])}
+               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]) if judged_rel is None else judged_rel,
+               "ulp_error": float(e.ulp[0])}
     if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
         element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
     return element

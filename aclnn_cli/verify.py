@@ -94,7 +94,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         result.status, result.reason = (PASS if verdict.passed else FAIL), verdict.reason
         result.metrics, result.benchmark = metrics.to_json(), bench.to_json() if bench else None
         if not verdict.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
-            result.worst = [describe_element(m, std, i) for i in metrics.worst_indices()]
+            result.worst = [describe_element(m, std, i, rel) for i, rel in metrics.worst_items()]
         result.error_rows = rows
         if verdict.passed:
             doubt = mistrust(m, metrics, opts.strict)

@@ -200,3 +200,25 @@ cases:
     assert rep.exit_code == 1 and all(d.name in rep.output for d in out.iterdir())
     quiet = run_cli("report", tmp_path / "v.json")
     assert f"{n} cases (3 precision, {len(negative)} contract)" in quiet.output and ok[0] not in quiet.output
+
+
+def test_the_worst_elements_printed_are_the_ones_judged(tmp_path):
+    """A promoted Hardsigmoid case (fp16 inputs, bf16 out) is judged with fp16's floor (6.1e-5): the
+    worst elements carry the relative errors the verdict used, worst first, not errors recomputed
+    against bf16's floor (which made a 3e-7 miss on a 1.7e-7 result read as 200%)."""
+    import json
+
+    text = ("op: aclnnHardsigmoidBackward\ncases:\n  - {name: p, shape: [8], seed: 3,\n"
+            "     inputs: {self: {constant: 0.0}, gradOutput: {values: [1.0, -1.0, 1.0e-6, -1.0e-6, 2.0e-6, "
+            "3.0e-6, -2.0e-6, 4.0e-6]}},\n"
+            "     tensors: {gradOutput: {dtype: float16}, self: {dtype: float16}, out: {dtype: bfloat16}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out, "--defect", "sign-slip").exit_code == 0
+    assert run_cli("verify", out, "--json", tmp_path / "v.json").exit_code == 1
+    case = json.loads((tmp_path / "v.json").read_text())["cases"][0]
+    rels = [w["rel_error"] for w in case["worst"]]
+    assert case["status"] == "FAIL" and len(rels) >= 3
+    assert rels == sorted(rels, reverse=True) and rels[0] == case["metrics"]["max_rel_error"]
+    tiny = [w for w in case["worst"] if abs(w["expected"]) < 1e-5]
+    assert tiny and all(w["rel_error"] == pytest.approx(w["abs_error"] / 2.0**-14) for w in tiny)
