@@ -28,9 +28,9 @@ from .shard import shard_ids
 from .tuning import tune_allocator
 from .options import PATH
 from .progress import Progress
-from .report import (junit_xml, load_results, merged_run, print_cases, print_summary, verify_json, write_error_csvs,
-                     write_json)
-from .storage import atomic_write_text, check_output_paths
+from .report import (load_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
+                     write_verify_json)
+from .storage import check_output_paths
 from .outdir import SizeLimits, parse_size
 from .verify import Options, check_run_tolerances, verify_dirs, verify_manifests
 
@@ -321,12 +321,11 @@ def _finish(console: Console, run, standard: str | None, failures_only: bool, js
     """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit."""
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
-    data = verify_json(run, standard)
-    with _one_line_errors():
+    with _one_line_errors():  # (written case by case: thousands of cases are never all held as JSON or XML)
         if json_path:
-            write_json(json_path, data)
+            write_verify_json(json_path, run, standard)
         if junit_path:
-            atomic_write_text(junit_path, junit_xml(data["cases"]))
+            write_junit(junit_path, run)
         if csv_dir:
             write_error_csvs(csv_dir, run)
     sys.exit(run.exit_code)

@@ -180,12 +180,12 @@ def print_summary(console: Console, run: RunResult) -> None:
         ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " - ", verdict))
 
 
-def verify_json(run: RunResult, standard: str | None) -> dict:
+def verify_json(run: RunResult, standard: str | None, cases: bool = True) -> dict:
     """The run as strict JSON data: non-finite numbers are the strings "nan", "inf" and "-inf"."""
     return {
         "schema": VERIFY_SCHEMA, "tool_version": __version__, "standard_override": standard,
         "exit_code": run.exit_code, "summary": {"total": len(run.cases), **run.counts()},
-        "cases": [c.to_json() for c in run.cases],
+        **({"cases": [c.to_json() for c in run.cases]} if cases else {}),
     }
 
 
@@ -193,15 +193,26 @@ def write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
 
 
-def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
-    """JUnit XML (Jenkins, GitLab): one testcase per case; non-passing cases carry failure/error."""
-    suite = ET.Element("testsuite", name=name, tests=str(len(cases)),
-                       failures=str(sum(c["status"] not in (PASS, "ERROR") for c in cases)),
-                       errors=str(sum(c["status"] == "ERROR" for c in cases)), skipped="0")
-    for c in cases:
-        tc = ET.SubElement(suite, "testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
-        if c["status"] == PASS:
-            continue
+def write_verify_json(path: Path, run: RunResult, standard: str | None) -> None:
+    """write_json(path, verify_json(run, standard)), the same bytes, written case by case: a run of
+    thousands of cases is never held as JSON data (or text) all at once."""
+    head = json.dumps(json_safe(verify_json(run, standard, cases=False)), indent=2, allow_nan=False)
+    if not run.cases:
+        return write_json(path, verify_json(run, standard))
+
+    def chunks():
+        yield head[:-2] + ',\n  "cases": ['  # (head ends with "\n}")
+        for i, c in enumerate(run.cases):
+            text = json.dumps(c.to_json(), indent=2, allow_nan=False)
+            yield ("," if i else "") + "\n    " + text.replace("\n", "\n    ")  # (strings hold no raw newline)
+        yield "\n  ]\n}\n"
+
+    atomic_write_text(path, chunks())
+
+
+def _testcase(c: dict) -> ET.Element:
+    tc = ET.Element("testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
+    if c["status"] != PASS:
         tag = "error" if c["status"] == "ERROR" else "failure"
         el = ET.SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
         lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
@@ -209,8 +220,44 @@ def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
         if c.get("repro"):
             lines.append(f"repro: {c['repro']}")
         el.text = "\n".join(lines)
+    return tc
+
+
+def _suite(statuses: list[str], name: str) -> ET.Element:
+    return ET.Element("testsuite", name=name, tests=str(len(statuses)),
+                      failures=str(sum(s not in (PASS, "ERROR") for s in statuses)),
+                      errors=str(sum(s == "ERROR" for s in statuses)), skipped="0")
+
+
+def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
+    """JUnit XML (Jenkins, GitLab): one testcase per case; non-passing cases carry failure/error."""
+    suite = _suite([c["status"] for c in cases], name)
+    suite.extend(_testcase(c) for c in cases)
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(path: Path, run: RunResult, name: str = "aclnn-cli verify") -> None:
+    """junit_xml of the run's cases, the same bytes, written case by case (each testcase serialised
+    as it stands indented in the whole suite)."""
+    if not run.cases:
+        return atomic_write_text(path, junit_xml([], name))
+
+    def chunks():
+        suite = _suite([c.status for c in run.cases], name)
+        for i, c in enumerate(run.cases):
+            one = _suite([], name)
+            one.append(_testcase(c.to_json()))
+            ET.indent(one)
+            lines = ET.tostring(one, encoding="unicode", xml_declaration=i == 0).split("\n")
+            if i == 0:  # the declaration and the suite's opening tag, with the run's counts
+                first = ET.tostring(suite, encoding="unicode", xml_declaration=True).split("\n")
+                yield first[0] + "\n" + first[1].replace(" />", ">") + "\n"
+                lines = lines[1:]
+            yield "\n".join(lines[1:-1]) + "\n"
+        yield "</testsuite>\n"
+
+    atomic_write_text(path, chunks())
 
 
 def write_error_csvs(directory: Path, run: RunResult) -> int:

@@ -33,17 +33,23 @@ def safe_child(root: Path, name: str) -> Path:
     return Path(root) / name
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a text file via a temporary name and a rename; creates missing parent directories."""
+def atomic_write_text(path: Path, text) -> None:
+    """Write a text file via a temporary name and a rename; creates missing parent directories.
+
+    text: a str, or an iterable of str written one after another (a large report need not be one string).
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines([text] if isinstance(text, str) else text)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None
+        if isinstance(exc, OSError):
+            raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None
+        raise
 
 
 class IntegrityError(UserError):

@@ -176,3 +176,24 @@ def test_a_large_case_file_is_not_held_as_yaml_nodes():
         tracemalloc.stop()
     assert len(doc["cases"]) == 10_000 and doc["cases"][-1] == {"name": "c09999", "seed": 9999}
     assert peak < 12 << 20  # the nodes of all 10,000 cases took over 20 MB
+
+
+def test_reports_written_case_by_case_are_the_same_bytes(tmp_path):
+    from aclnn_cli.report import junit_xml, verify_json, write_json, write_junit, write_verify_json
+    from aclnn_cli.results import RunResult
+    worst = {"index": 3, "coords": [0, 3], "inputs": {"self": 1.5, "gradOutput": float("nan")}, "expected": 1.0,
+             "actual": float("inf"), "abs_error": 0.5, "rel_error": 0.5, "ulp_error": 2.0}
+    cases = [
+        CaseResult("a<&>\"'\n\tx", "op", "float16", [2, 3], "A2", "PASS", "mere-mare", "fine", params={"T": 0.1}, path="/o/a"),
+        CaseResult("b", "op", "float16", [2], "A2", "FAIL", "mere-mare", "MERE 1 >= T & <x>", path="/o/b",
+                   worst=[worst, dict(worst, mismatch="expected NaN, got 0")], repro="aclnn-cli gen x --case b",
+                   metrics={"mere": float("nan"), "x": [1, 2]}),
+        CaseResult("c", "?", "?", [], "?", "ERROR", "mere-mare", "bad \u00e9\u4e2d", path="c"),
+        CaseResult("d", "op", "bfloat16", [1], "910", "STATUS", "mere-mare", "phase one", kind="contract", path="/o/d"),
+    ]
+    for run in (RunResult(cases), RunResult([]), RunResult(cases[:1])):
+        write_json(tmp_path / "a.json", verify_json(run, "ulp"))
+        write_verify_json(tmp_path / "b.json", run, "ulp")
+        write_junit(tmp_path / "b.xml", run)
+        assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+        assert (tmp_path / "b.xml").read_text(encoding="utf-8") == junit_xml([c.to_json() for c in run.cases])
