@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from . import dtypes as D
 from . import manifest as M
 from .errors import UserError
 from .manifest import CaseManifest
+from .ops.base import AttrSpec
 from .storage import atomic_write_text
 
 PROTOCOL = "aclnn-runner/1"  # what the runner's "ready" line must name (runner.cpp's kProtocol)
@@ -46,31 +48,28 @@ def _line_safe(text: str, what: str, where: Path) -> str:
     return text
 
 
-def attribute_line(entry: dict, where: Path) -> str:
-    """One attribute of the manifest ({"name", "kind", "value", "acl_dtype"}) as a request line."""
-    kind, value = entry.get("kind"), entry.get("value")
+def attribute_line(attr: AttrSpec, value, where: Path) -> str:
+    """One attribute value (as the manifest was loaded: None is a null pointer) as a request line."""
     if value is None:
         return "null"
-    if kind == "scalar":
-        number = float.hex(float(value)) if isinstance(value, float) else str(int(value))
-        return f"scalar {int(entry['acl_dtype'])} {number}"
-    if kind == "bool":
-        return f"bool {int(bool(value))}"
-    if kind == "string":
-        return f"string {_line_safe(str(value), 'string attribute', where)}" if value else "string "
-    raise UserError(f"attribute {entry.get('name')!r} of kind {kind!r} cannot be passed to the runner", where=str(where))
+    if attr.kind == "scalar":  # hex floats are exact, inf and nan included
+        number = float.hex(value) if isinstance(value, float) else str(int(value))
+        return f"scalar {D.lookup(attr.scalar_dtype).acl_id} {number}"
+    if attr.kind == "bool":
+        return f"bool {int(value)}"
+    if attr.kind == "string":
+        return f"string {_line_safe(value, 'string attribute', where)}" if value else "string "
+    raise UserError(f"attribute {attr.name!r} of kind {attr.kind!r} cannot be passed to the runner", where=str(where))
 
 
 def request(m: CaseManifest) -> str:
     """One case in the runner's line format: the API's arguments in order, then status and end."""
     lines = [f"case {_line_safe(m.case_id, 'case id', m.dir)}", f"op {m.op.name}"]
     tensors = {t.name: t for t in m.tensors}
-    attributes = {a.get("name"): a for a in m.raw.get("attributes") or [] if isinstance(a, dict)}
+    given, declared = dict(m.attributes), {a.name: a for a in m.op.attributes}
     for name, kind in m.op.api_params:
         if kind != "tensor":
-            if name not in attributes:
-                raise UserError(f"the manifest gives no value for attribute {name!r}", where=str(m.dir))
-            lines.append(attribute_line(attributes[name], m.dir))
+            lines.append(attribute_line(declared[name], given.get(name), m.dir))
             continue
         t = tensors[name]
         if t.null:

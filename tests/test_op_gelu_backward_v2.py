@@ -20,11 +20,10 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.golden import golden
 from aclnn_cli.ops import gelu_backward_v2 as M
-from aclnn_cli.ops.base import OpSpec
 
 from oracle import PREC, Rounder
 
-SPEC = OpSpec(**M.SPEC_FIELDS)
+SPEC = M.SPEC
 F = np.float32
 MODES = ("none", "tanh")
 OTHER_DY = -0.0013

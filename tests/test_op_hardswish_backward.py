@@ -16,12 +16,11 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.golden import golden
 from aclnn_cli.ops import hardswish_backward as M
-from aclnn_cli.ops.base import OpSpec
 
 from oracle import PREC
 from test_op_gelu_backward_v2 import all_values, oracle_bits
 
-SPEC = OpSpec(**M.SPEC_FIELDS)
+SPEC = M.SPEC
 F = np.float32
 OTHER_DY = -0.0013
 EDGES = np.array([-3.0, 3.0, -2.9999998, 2.9999998, -3.0000002, 3.0000002, -1.5, -1.4999999, 0.0, -0.0], F)

@@ -15,11 +15,10 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.golden import golden
 from aclnn_cli.ops import leaky_relu_backward as M
-from aclnn_cli.ops.base import OpSpec
 
 from oracle import PREC, Rounder
 
-SPEC = OpSpec(**M.SPEC_FIELDS)
+SPEC = M.SPEC
 F = np.float32
 SLOPES = [0.01, 0.2]  # as written in a case file; the device sees fl32
 OTHER_DY = -0.0013

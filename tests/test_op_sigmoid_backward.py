@@ -1,4 +1,4 @@
-"""aclnnSigmoidBackward (unregistered): exhaustive goldens against mpmath, the kernel replica, the variants.
+"""aclnnSigmoidBackward: exhaustive goldens against mpmath, the kernel replica, the variants.
 
 Oracle: the doc's grad_output * y * (1 - y) in mpmath at 200 bits (exact for these inputs), written
 here (no code shared with aclnn_cli), rounded by tests/oracle.py's Rounder. Exact zeros (y = 0 or 1)
@@ -16,14 +16,12 @@ import pytest
 
 from aclnn_cli import dtypes as D
 from aclnn_cli.golden import golden
-from aclnn_cli.ops.base import OpSpec
 from aclnn_cli.ops.contract import broadcast_shape
-from aclnn_cli.ops.sigmoid_backward import CONTRACT_NOTES, SPEC_FIELDS
+from aclnn_cli.ops.sigmoid_backward import CONTRACT_NOTES, SPEC
 
 from oracle import PREC
 from test_golden_exhaustive import all_values, rounder
 
-SPEC = OpSpec(**SPEC_FIELDS)
 F32 = np.float32
 DY_VALUES = [1.0, -0.0013, 3.0e4]  # the last one overflows float16 for |y| >~ 1.5
 DTYPES = [D.FLOAT16, D.BFLOAT16]

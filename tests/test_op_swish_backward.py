@@ -1,4 +1,4 @@
-"""aclnnSwishBackward (unregistered): exhaustive goldens against mpmath, the kernel replica, the variants.
+"""aclnnSwishBackward: exhaustive goldens against mpmath, the kernel replica, the variants.
 
 Oracle: the doc's formula s'(x) = sigmoid(beta x) (1 + beta x (1 - sigmoid(beta x))) in mpmath at
 200 bits, written here (no code shared with aclnn_cli), rounded like tests/oracle.py's Rounder.
@@ -15,13 +15,11 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.golden import golden
 from aclnn_cli.ops import OPS
-from aclnn_cli.ops.base import OpSpec
-from aclnn_cli.ops.swish_backward import CONTRACT_NOTES, SPEC_FIELDS
+from aclnn_cli.ops.swish_backward import CONTRACT_NOTES, SPEC
 
 from oracle import PREC, Rounder
 from test_golden_exhaustive import all_values, rounder
 
-SPEC = OpSpec(**SPEC_FIELDS)
 F32 = np.float32
 OTHER_DY = -0.0013
 BETAS = [1.0, float(F32(1.7)), -0.75]  # float32 values, as the aclScalar reaches the kernel

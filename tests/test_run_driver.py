@@ -206,3 +206,17 @@ def test_verify_reports_the_run_verdict_and_emulate_replaces_it(out, tmp_path):
     assert run_cli("emulate", out).exit_code == 0
     assert not (cases[0].dir / RUN_VERDICT_FILE).exists()
     assert run_cli("verify", out).exit_code == 0
+
+
+def test_attributes_reach_the_runner_exactly_in_api_order(tmp_path):
+    """Scalars as hex floats of the float32 value the device receives (0.01 -> 0x1.47ae14p-7), inf included."""
+    text = ("op: aclnnLeakyReluBackward\ncases:\n  - {name: a, shape: [4], dtype: float32,\n"
+            "     attributes: {negativeSlope: 0.01, selfIsResult: true}}\n"
+            "  - {name: b, shape: [4], dtype: float32, attributes: {negativeSlope: inf}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    a, b = (request(m).splitlines() for m in manifests(out))
+    kinds = [line.split()[0] for line in a[2:-2]]
+    assert kinds == ["tensor", "tensor", "scalar", "bool", "tensor", "dump"]
+    assert a[4] == "scalar 0 0x1.47ae140000000p-7" and a[5] == "bool 1"
+    assert b[4] == "scalar 0 inf" and b[5] == "bool 0"

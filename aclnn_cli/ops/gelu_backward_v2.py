@@ -207,7 +207,7 @@ VARIANTS = {
 
 _ALL = ("950", "A3", "A2", "310P", "910")
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnGeluBackwardV2",
     key="gelu_backward_v2",
     header="aclnnop/aclnn_gelu_backward_v2.h",
@@ -229,7 +229,7 @@ SPEC_FIELDS = dict(
                    "self = +inf gives gradOutput, -inf gives 0 * gradOutput (the kernel's NaN -> 0 select; "
                    "PyTorch gives NaN); NaN in either input gives NaN. The golden's constants are exact "
                    "(sqrt(2/pi), 0.044715); the device's are float32.",
-)
+))
 
 CONTRACT_NOTES = """\
 Phase-one rules of aclnnGeluBackwardV2 (gelu_grad_v2/op_api/aclnn_gelu_backward_v2.cpp, CheckPromoteTypeGeluBackward
@@ -253,5 +253,3 @@ in common/inc/op_api/level2_base.h) that Contract cannot express, in the source'
 - Compute dtype: both inputs are broadcast and l0op::Cast to the promoted type (fp16/bf16 -> FLOAT widening is
   exact); the kernel's output is in that type, which rule 4 makes gradInput's: no double rounding.
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import OpSpec, GRAD_RELATIVE_FLOOR, Contract, Reference, grad_linear_reference, grad_signature, products
+from .base import Contract, GRAD_RELATIVE_FLOOR, OpSpec, Reference, grad_linear_reference, grad_signature, products
 from .registry import register
 
 
@@ -105,7 +105,7 @@ VARIANTS = {"exclusive-bounds": _exclusive_bounds, "sixth-slope": _sixth_slope, 
 
 _ALL = ("950", "A3", "A2", "910")
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnHardswishBackward",
     key="hardswish_backward",
     header="aclnnop/aclnn_hardswish_backward.h",
@@ -124,7 +124,7 @@ SPEC_FIELDS = dict(
     special_values="self = NaN gives gradOutput (both of the kernel's compares are false: the x > 3 branch, "
                    "as PyTorch); self = +inf gives gradOutput, -inf gives 0 * gradOutput (NaN if gradOutput "
                    "is +-inf); self = -1.5 gives 0 * gradOutput. NaN or inf gradOutput propagates.",
-)
+))
 
 CONTRACT_NOTES = """\
 Phase-one rules of aclnnHardswishBackward (hard_swish_grad/op_host/op_api/aclnn_hardswish_backward.cpp) that
@@ -139,5 +139,3 @@ Contract cannot express, in the source's order:
 - Compute: fp16/bf16 are cast to float32 exactly, computed in float32, cast back with CAST_RINT; the output
   dtype is the input dtype, so the result is rounded once.
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import OpSpec, AttrSpec, Contract, grad_linear_reference, grad_signature, products
+from .base import AttrSpec, Contract, OpSpec, grad_linear_reference, grad_signature, products
 from .registry import register
 
 
@@ -110,7 +110,7 @@ VARIANTS = {"swapped-branches": _swapped, "inclusive-zero": _inclusive_zero, "ze
 
 _ALL = ("950", "A3", "A2", "310P", "910")
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnLeakyReluBackward",
     key="leaky_relu_backward",
     header="aclnnop/aclnn_leaky_relu_backward.h",
@@ -131,7 +131,7 @@ SPEC_FIELDS = dict(
                    "(NaN self takes the slope branch, as in the 950 kernel and PyTorch); gradOutput = +-inf "
                    "with a zero slope on that branch gives NaN; NaN gradOutput gives NaN. negativeSlope is "
                    "used as float32; selfIsResult never changes the result.",
-)
+))
 
 CONTRACT_NOTES = """\
 Phase-one rules of aclnnLeakyReluBackward (leaky_relu_grad/op_api/aclnn_leaky_relu_backward.cpp) that
@@ -156,5 +156,3 @@ Contract cannot express, in the source's order:
 - negativeSlope: no value check other than rule 5; the kernel sees ToFloat() of it (an int scalar
   converted, a double rounded to nearest float).
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))

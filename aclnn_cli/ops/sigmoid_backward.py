@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import OpSpec, F64_UNIT, Contract, Reference, TensorSpec, products
+from .base import Contract, F64_UNIT, OpSpec, Reference, TensorSpec, products
 from .registry import register
 
 Y = "output"
@@ -106,7 +106,7 @@ VARIANTS = {
 
 ALL = ("950", "A3", "A2", "310P", "910")
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnSigmoidBackward",
     key="sigmoid_backward",
     header="aclnnop/aclnn_sigmoid_backward.h",
@@ -132,7 +132,7 @@ SPEC_FIELDS = dict(
                    "+0 * sign(gradOutput), as the kernel's (gradOutput * (1 - output)) * output does. Where "
                    "gradOutput * (1 - output) overflows float32 but the result does not (gradOutput = 3e38, "
                    "output = -0.5) the golden is exact; verify also accepts the kernel's inf.",
-)
+))
 
 CONTRACT_NOTES = """\
 aclnnSigmoidBackward phase one (sigmoid_grad/op_api/aclnn_sigmoid_backward.cpp), beyond the Contract:
@@ -154,5 +154,3 @@ aclnnSigmoidBackward phase one (sigmoid_grad/op_api/aclnn_sigmoid_backward.cpp),
   rounds its float32 result once to that dtype (RINT), and a final l0op::Cast to gradInput's dtype
   rounds again when it differs (double rounding; fp16 inputs with a FLOAT gradInput give fp16 precision).
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, AttrSpec, Contract, grad_linear_reference, grad_signature, products, sigmoid_pair
+from .base import AttrSpec, Contract, OpSpec, grad_linear_reference, grad_signature, products, sigmoid_pair
 from .registry import register
 
 EXP_OVERFLOW = 2.0**128 - 2.0**103  # float32 rounds values from here up to inf (the tie goes to the even 2^128)
@@ -164,7 +164,7 @@ VARIANTS = {"sign-slip": _sign_slip, "no-threshold": _no_threshold, "inclusive-t
             "threshold-on-x": _threshold_on_x, "exp-overflow": _exp_overflow,
             "stable-formula": _stable, "multiply-form": _multiply}
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnSoftplusBackward",
     key="softplus_backward",
     header="aclnnop/aclnn_softplus_backward.h",
@@ -188,7 +188,7 @@ SPEC_FIELDS = dict(
                    "gives +-inf. beta and threshold are used as float32. The golden decides the branch on the "
                    "exact beta*self; verify also accepts the device's float32 decision (fl32(beta*self) == "
                    "threshold takes the sigmoid branch) and its +-0 where exp(-beta*self) overflows float32.",
-)
+))
 
 CONTRACT_NOTES = """\
 Phase-one rules of aclnnSoftplusBackward (op_api/aclnn_softplus_backward.cpp) that Contract cannot express:
@@ -210,5 +210,3 @@ Phase-one rules of aclnnSoftplusBackward (op_api/aclnn_softplus_backward.cpp) th
 - beta, threshold: any aclScalar dtype, no value check (beta = 0, negative, NaN/inf threshold accepted);
   the kernel sees ToFloat() of each.
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, AttrSpec, Contract, Reference, grad_signature, products
+from .base import AttrSpec, Contract, OpSpec, Reference, grad_signature, products
 from .registry import register
 from .swish import swish_grad_reference, swish_variants
 
@@ -107,7 +107,7 @@ VARIANTS = {
     "fused-multiply-add": _fused,
 }
 
-SPEC_FIELDS = dict(
+SPEC = register(OpSpec(
     name="aclnnSwishBackward",
     key="swish_backward",
     header="aclnnop/aclnn_swish_backward.h",
@@ -130,7 +130,7 @@ SPEC_FIELDS = dict(
                    "gives 0.5 * gradOutput for finite self; a non-finite betaOptional gives NaN. betaOptional is "
                    "used as the float32 it converts to. For finite |beta * self| > float32 max the golden is "
                    "the exact limit (gradOutput, or 0); verify also accepts the kernel's NaN there.",
-)
+))
 
 CONTRACT_NOTES = """\
 aclnnSwishBackward phase one (swish_grad/op_api/aclnn_swish_backward.cpp), beyond Contract():
@@ -147,5 +147,3 @@ aclnnSwishBackward phase one (swish_grad/op_api/aclnn_swish_backward.cpp), beyon
   op functions receive that float32 value.
 - 0-d tensors are accepted (dims 0-8).
 """
-
-SPEC = register(OpSpec(**SPEC_FIELDS))
