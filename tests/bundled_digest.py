@@ -1,0 +1,70 @@
+"""Per-case digests of the bundled suite's bytes after gen, emulate and verify.
+
+The refactor guard: `tests/data/bundled-digests.txt` was recorded from the code before a
+restructuring, and test_bundled_bytes.py checks that gen --jobs 1 and --jobs 2, emulate and verify
+still write every byte the same. It compares the tool with an earlier version of itself (plumbing,
+not correctness: the goldens' correctness is tested against oracles elsewhere).
+
+    python tests/bundled_digest.py --write   # re-record, only when a change alters bytes on purpose
+
+Paths that depend on where the tool and the output live (case.json's source, verify's repro and
+path) are written as <CASES> and <OUT> before hashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+REFERENCE = Path(__file__).parent / "data" / "bundled-digests.txt"
+
+
+def _normalised(data: bytes, out_root: Path, cases_dir: Path) -> bytes:
+    return data.replace(str(cases_dir).encode(), b"<CASES>").replace(str(out_root).encode(), b"<OUT>")
+
+
+def case_digests(out_root: Path) -> dict[str, str]:
+    """case id -> sha256 over (file name, file bytes) of every file in the case's folder, plus its
+    verify JSON entry."""
+    import aclnn_cli
+    cases_dir = Path(aclnn_cli.__file__).parent / "cases"
+    verdicts = {}
+    report = out_root / "verify.json"
+    if report.exists():
+        for c in json.loads(report.read_text())["cases"]:
+            verdicts[c["case_id"]] = _normalised(json.dumps(c, sort_keys=True).encode(), out_root, cases_dir)
+    digests = {}
+    for case_dir in sorted(p for p in out_root.iterdir() if p.is_dir()):
+        h = hashlib.sha256()
+        for f in sorted(case_dir.iterdir()):
+            h.update(f.name.encode() + b"\0" + _normalised(f.read_bytes(), out_root, cases_dir) + b"\0")
+        h.update(verdicts.get(case_dir.name, b"-"))
+        digests[case_dir.name] = h.hexdigest()
+    return digests
+
+
+def produce(out_root: Path, jobs: int = 1) -> dict[str, str]:
+    """gen, emulate and verify the bundled suite into out_root; its digests."""
+    from click.testing import CliRunner
+    from aclnn_cli.cli import main
+    for args in (["gen", "-o", out_root, "--jobs", jobs], ["emulate", out_root, "--jobs", jobs],
+                 ["verify", out_root, "--jobs", jobs, "--json", out_root / "verify.json"]):
+        r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+    return case_digests(out_root)
+
+
+def read_reference() -> dict[str, str]:
+    return dict(line.split() for line in REFERENCE.read_text().splitlines() if line.strip())
+
+
+if __name__ == "__main__":
+    import tempfile
+    if sys.argv[1:] != ["--write"]:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as tmp:
+        found = produce(Path(tmp) / "out")
+    REFERENCE.write_text("".join(f"{k} {v}\n" for k, v in found.items()))
+    print(f"{len(found)} case digests written to {REFERENCE}")
