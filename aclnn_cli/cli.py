@@ -14,25 +14,25 @@ import click
 from rich.console import Console
 
 from . import __version__
-from . import importers
+from .cases import importers
 from . import manifest as M
-from .cases import load_cases
-from .standards import STANDARDS
-from .emulate import emulate_all, emulate_dirs
-from .defects import CATALOGUE, find_variant
+from .cases.loader import load_cases
+from .judge.standards import STANDARDS
+from .device.emulate import emulate_all, emulate_dirs
+from .judge.defects import CATALOGUE, find_variant
 from .errors import UserError
-from .gen import generate_case, generate_cases
-from .importers.cli import convert
+from .golden.gen import generate_case, generate_cases
+from .cases.importers.cli import convert
 from .parallel import default_jobs
 from .shard import shard_ids
 from .tuning import tune_allocator
 from .options import PATH
 from .progress import Progress
-from .report import (load_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
+from .report.formats import (load_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
                      write_verify_json)
 from .storage import check_output_paths
-from .outdir import SizeLimits, parse_size
-from .verify import Options, check_run_tolerances, verify_dirs, verify_manifests
+from .golden.outdir import SizeLimits, parse_size
+from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
 
 BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
 
@@ -229,7 +229,7 @@ def matrix(paths: tuple[Path, ...], jobs: int) -> None:
     """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
     import tempfile
 
-    from .matrix import defect_matrix, markdown, matrix_cases
+    from .judge.matrix import defect_matrix, markdown, matrix_cases
 
     try:
         cases = load_cases(list(paths) or [BUNDLED])

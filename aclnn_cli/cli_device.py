@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from . import manifest as M
-from .device_run import SOC_PRODUCTS, RunOptions, run_cases
+from .device.run import SOC_PRODUCTS, RunOptions, run_cases
 from .errors import UserError
-from .harness import write_harness
+from .device.harness import write_harness
 from .options import PATH
 from .progress import Progress
 

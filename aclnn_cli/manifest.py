@@ -15,8 +15,9 @@ from pathlib import Path
 
 from . import __version__
 from . import dtypes as D
-from .attributes import Combo, from_manifest, to_manifest, values as attribute_values
-from .cases import STATUSES, Case
+from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
+from .aclnn_status import NAMES as STATUS_NAMES
+from .cases.loader import Case
 from .errors import UserError
 from .layout import Layout
 from .wholefiles import read_small
@@ -27,7 +28,6 @@ SCHEMA = "aclnn-cli/case/1"
 MANIFEST = "case.json"
 STATUS_FILE = "status.txt"
 FORMAT_ND = 2
-STATUS_NAMES = {v: k for k, v in STATUSES.items()}
 
 
 def input_file(name: str) -> str:

@@ -286,8 +286,14 @@ def replace_dir(tmp: Path, final: Path, fresh: bool = False) -> None:
 
 
 def chunks(n: int, size: int = CHUNK):
-    for start in range(0, n, size):
-        yield start, min(n, start + size)
+    """[start, stop) pieces of size `size` covering 0..n."""
+    return chunks_between(0, n, size)
+
+
+def chunks_between(start: int, stop: int, size: int = CHUNK):
+    """[s, e) pieces of size `size` covering start..stop: the one walk every chunked loop uses."""
+    for s in range(start, stop, size):
+        yield s, min(stop, s + size)
 
 
 def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None:

@@ -42,8 +42,8 @@ def peak_mib():
 """
 
 OURS_GEN = PRELUDE + """
-from aclnn_cli.cases import load_cases
-from aclnn_cli.gen import generate_cases
+from aclnn_cli.cases.loader import load_cases
+from aclnn_cli.golden.gen import generate_cases
 cases = load_cases([sys.argv[1]])
 t = time.perf_counter()
 generate_cases(cases, Path(sys.argv[2]), jobs=int(sys.argv[3]), force=True)
@@ -52,7 +52,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
 
 OURS_EMULATE = PRELUDE + """
 from aclnn_cli import manifest as M
-from aclnn_cli.emulate import emulate_case
+from aclnn_cli.device.emulate import emulate_case
 from aclnn_cli.parallel import Runner
 with Runner(int(sys.argv[2])) as run:
     for d in M.find_cases(Path(sys.argv[1])):
@@ -62,7 +62,7 @@ print(json.dumps({"seconds": 0, "rss_mib": peak_mib()}))
 
 OURS_VERIFY = PRELUDE + """
 from aclnn_cli import manifest as M
-from aclnn_cli.verify import Options, verify_dirs
+from aclnn_cli.judge.verify import Options, verify_dirs
 dirs = M.find_cases(Path(sys.argv[1]))
 t = time.perf_counter()
 run = verify_dirs(dirs, Options(), jobs=int(sys.argv[2]))

@@ -56,8 +56,8 @@ TARGETS = {
 LABELS = {"gen": "gen", "regen": "re-gen (unchanged)", "emulate": "emulate", "verify": "verify"}
 
 OURS_GEN = PRELUDE + """
-from aclnn_cli.cases import load_cases
-from aclnn_cli.gen import generate_cases
+from aclnn_cli.cases.loader import load_cases
+from aclnn_cli.golden.gen import generate_cases
 yaml_path, out, jobs, expect = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 t = time.perf_counter()
 cases = load_cases([yaml_path])
@@ -71,7 +71,7 @@ print(json.dumps({"seconds": seconds, "load_seconds": loaded - t, **rss_parts()}
 
 OURS_EMULATE = PRELUDE + """
 from aclnn_cli import manifest as M
-from aclnn_cli.emulate import emulate_dirs
+from aclnn_cli.device.emulate import emulate_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
 dirs = M.find_cases(out)  # the workers read the manifests (as `aclnn-cli emulate OUT` does)
@@ -84,7 +84,7 @@ print(json.dumps({"seconds": seconds, "load_seconds": loaded - t, **rss_parts()}
 
 OURS_VERIFY = PRELUDE + """
 from aclnn_cli import manifest as M
-from aclnn_cli.verify import Options, verify_dirs
+from aclnn_cli.judge.verify import Options, verify_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
 result = verify_dirs(M.find_cases(out), Options(), jobs=jobs)
@@ -126,10 +126,10 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib(), "fa
 PROFILE = PRELUDE + """
 import cProfile, pstats
 from aclnn_cli import manifest as M
-from aclnn_cli.cases import load_cases
-from aclnn_cli.emulate import emulate_all
-from aclnn_cli.gen import generate_cases
-from aclnn_cli.verify import Options, verify_dirs
+from aclnn_cli.cases.loader import load_cases
+from aclnn_cli.device.emulate import emulate_all
+from aclnn_cli.golden.gen import generate_cases
+from aclnn_cli.judge.verify import Options, verify_dirs
 step, yaml_path, out, jobs, top = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 dump = sys.argv[6] if len(sys.argv) > 6 else None
 def gen():

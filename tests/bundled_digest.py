@@ -1,6 +1,6 @@
 """Per-case digests of the bundled suite's bytes after gen, emulate and verify.
 
-The refactor guard: `tests/data/bundled-digests.txt` was recorded from the code before a
+The refactor guard: `tests/bundled-digests.txt` was recorded from the code before a
 restructuring, and test_bundled_bytes.py checks that gen --jobs 1 and --jobs 2, emulate and verify
 still write every byte the same. It compares the tool with an earlier version of itself (plumbing,
 not correctness: the goldens' correctness is tested against oracles elsewhere).
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-REFERENCE = Path(__file__).parent / "data" / "bundled-digests.txt"
+REFERENCE = Path(__file__).parent / "bundled-digests.txt"
 
 
 def _normalised(data: bytes, out_root: Path, cases_dir: Path) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aclnn_cli.cases import load_file
+from aclnn_cli.cases.loader import load_file
 
 from helpers import run_cli, write_yaml
 
@@ -36,7 +36,7 @@ def test_lists_expand_to_every_combination(tmp_path):
 
 def test_all_values_gives_the_shape(tmp_path):
     p = write_yaml(tmp_path, "op: aclnnHardsigmoidBackward\ncases:\n  - {name: ev, dtype: bfloat16, inputs: {self: {all_values: true}}}\n")
-    from aclnn_cli.cases import load_cases
+    from aclnn_cli.cases.loader import load_cases
     (case,) = load_cases([p])
     assert case.output.layout.shape == (65536,)
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.compare import Metrics, apply_rule, element_errors
-from aclnn_cli.fill import BLOCK, generate, parse_fill
-from aclnn_cli.standards import STANDARDS, find_standard
+from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
+from aclnn_cli.cases.fill import BLOCK, generate, parse_fill
+from aclnn_cli.judge.standards import STANDARDS, find_standard
 
 from helpers import manifest, read_storage, run_cli, tensor, write_yaml
 import harness
@@ -363,7 +363,7 @@ def test_a_disk_that_fills_up_is_one_line_and_leaves_no_partial_case(tiny_disk, 
     assert r.exit_code == 2 and "only 2.0 MiB is free" in r.output, r.output
     assert not list((tiny_disk / "out").iterdir())
     # Unpredicted (another process filled the disk meanwhile): the write fails, named, and is cleaned up.
-    monkeypatch.setattr("aclnn_cli.gen.check_free_space", lambda root, needed: None)
+    monkeypatch.setattr("aclnn_cli.golden.gen.check_free_space", lambda root, needed: None)
     r = run_cli("gen", cases, "-o", tiny_disk / "out", "--jobs", "1")
     assert r.exit_code == 2 and "No space left on device" in r.output and "silu_backward-big" in r.output, r.output
     lines = [ln for ln in r.output.splitlines() if not ln.startswith("gen: ")]  # progress lines in a CI log

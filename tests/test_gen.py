@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from aclnn_cli import gen as G
-from aclnn_cli.cases import load_cases
-from aclnn_cli.gen import generate_case
+from aclnn_cli.golden import gen as G
+from aclnn_cli.cases.loader import load_cases
+from aclnn_cli.golden.gen import generate_case
 
 from helpers import logical, manifest, read_storage, run_cli, tensor, write_yaml
 

@@ -9,14 +9,14 @@ import pytest
 
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
-from aclnn_cli.cases import load_cases
+from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.cli import BUNDLED
-from aclnn_cli.fill import generate
-from aclnn_cli.golden import golden
+from aclnn_cli.cases.fill import generate
+from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import check, rejections, TensorDesc
 from aclnn_cli.storage import canary
-from aclnn_cli.verify import verify_case
+from aclnn_cli.judge.verify import verify_case
 
 import harness
 from helpers import run_cli, write_yaml

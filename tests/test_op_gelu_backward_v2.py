@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.golden import golden
+from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import gelu_backward_v2 as M
 
 from oracle import PREC, Rounder

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.golden import golden
+from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import leaky_relu_backward as M
 
 from oracle import PREC, Rounder

@@ -13,16 +13,16 @@ import yaml
 
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
-from aclnn_cli import verify as V
-from aclnn_cli.compare import Metrics, _ulp_of_wide, element_errors, ulp_of, widen
+from aclnn_cli.judge import verify as V
+from aclnn_cli.judge.compare import Metrics, _ulp_of_wide, element_errors, ulp_of, widen
 from aclnn_cli.errors import UserError
-from aclnn_cli.gen import generate_cases
-from aclnn_cli.cases import load_cases
-from aclnn_cli.emulate import emulate_dirs
-from aclnn_cli.results import CaseResult, Repro
+from aclnn_cli.golden.gen import generate_cases
+from aclnn_cli.cases.loader import load_cases
+from aclnn_cli.device.emulate import emulate_dirs
+from aclnn_cli.judge.results import CaseResult, Repro
 from aclnn_cli.storage import StorageFile
 from aclnn_cli.wholefiles import LoadedFile
-from aclnn_cli.yamlsafe import parse
+from aclnn_cli.cases.yamlsafe import parse
 
 from helpers import write_yaml
 
@@ -179,8 +179,8 @@ def test_a_large_case_file_is_not_held_as_yaml_nodes():
 
 
 def test_reports_written_case_by_case_are_the_same_bytes(tmp_path):
-    from aclnn_cli.report import junit_xml, verify_json, write_json, write_junit, write_verify_json
-    from aclnn_cli.results import RunResult
+    from aclnn_cli.report.formats import junit_xml, verify_json, write_json, write_junit, write_verify_json
+    from aclnn_cli.judge.results import RunResult
     worst = {"index": 3, "coords": [0, 3], "inputs": {"self": 1.5, "gradOutput": float("nan")}, "expected": 1.0,
              "actual": float("inf"), "abs_error": 0.5, "rel_error": 0.5, "ulp_error": 2.0}
     cases = [

@@ -9,8 +9,8 @@ import re
 import pytest
 from rich.console import Console
 
-from aclnn_cli.report import merged_run, is_contract, print_cases, print_summary
-from aclnn_cli.results import CaseResult, RunResult
+from aclnn_cli.report.formats import merged_run, is_contract, print_cases, print_summary
+from aclnn_cli.judge.results import CaseResult, RunResult
 
 from helpers import manifest, run_cli, write_yaml
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aclnn_cli import manifest as M
-from aclnn_cli.device_run import RUN_VERDICT_FILE, RunOptions, read_verdict, request, run_cases, soc_product
+from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, request, run_cases, soc_product
 from aclnn_cli.errors import UserError
 from helpers import run_cli, write_yaml
 
@@ -177,7 +177,7 @@ def test_a_runner_of_another_protocol_is_refused(out, tmp_path):
 
 def test_no_fresh_runner_leaves_the_rest_not_run(out, tmp_path, monkeypatch):
     """A crash, then every restart fails: the remaining cases are ERROR (not run), the run still ends cleanly."""
-    import aclnn_cli.device_run as DR
+    import aclnn_cli.device.run as DR
 
     cases = manifests(out)
     monkeypatch.setattr(DR.time, "sleep", lambda s: None)

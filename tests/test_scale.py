@@ -6,11 +6,12 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from aclnn_cli import emulate as E
-from aclnn_cli import gen as G
+from aclnn_cli.device import emulate as E
+from aclnn_cli.golden import gen as G
 from aclnn_cli import manifest as M
-from aclnn_cli import verify as V
-from aclnn_cli.cases import load_cases
+from aclnn_cli import pipeline
+from aclnn_cli.judge import verify as V
+from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.cli import BUNDLED
 from aclnn_cli.shard import shard_ids
 
@@ -51,9 +52,8 @@ def test_chunked_and_unchunked_runs_give_identical_files_and_verdicts(tmp_path):
 
 
 def test_jobs_1_and_4_give_identical_files_even_when_cases_are_split(tmp_path, monkeypatch):
-    monkeypatch.setattr(G, "SPLIT", 20_000)  # split the 70,001-element cases into ranges across workers
-    monkeypatch.setattr(E, "SPLIT", 20_000)
-    monkeypatch.setattr(V, "SPLIT", 20_000)
+    monkeypatch.setattr(pipeline, "SPLIT", 20_000)  # split the 70,001-element cases into ranges across workers
+    monkeypatch.setattr(pipeline, "RANGE", 5_000)
     p = write_yaml(tmp_path, SUITE)
     outs = {}
     for jobs in (1, 4):

@@ -14,7 +14,7 @@ for _mod in pkgutil.iter_modules(__path__):
     if _mod.name not in _SUPPORT:
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-from ..defects import add_op_variants  # noqa: E402  (after every op is registered)
+from ..judge.defects import add_op_variants  # noqa: E402  (after every op is registered)
 
 add_op_variants(OPS.values())
 

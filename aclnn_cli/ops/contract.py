@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..dtypes import DType, lookup
+from ..aclnn_status import INVALID, NULLPTR, SUCCESS
 from .base import FLOATS, OpSpec
 
-SUCCESS, NULLPTR, INVALID = 0, 161001, 161002
 
 
 @dataclass(frozen=True)

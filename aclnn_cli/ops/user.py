@@ -87,7 +87,7 @@ def load_configured() -> None:
 
 
 def _add_variants(before: set[str]) -> None:
-    from ..defects import add_op_variants
+    from ..judge.defects import add_op_variants
 
     try:
         add_op_variants([OPS[n] for n in OPS if n not in before])

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CaseError
-from ..ops import OpSpec
+from ...errors import CaseError
+from ...ops import OpSpec
 from .common import (Collector, TensorIn, as_number, case_entry, check_format, check_keys, dtype_name, errors,
                      json_cases, json_head, range_fill, resolve_op, safe_name, seed_for, shape_of, show, unit)
 

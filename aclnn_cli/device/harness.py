@@ -12,10 +12,10 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from . import __version__
-from .errors import UserError
-from .ops import OPS, OpSpec
-from .storage import atomic_write_text
+from .. import __version__
+from ..errors import UserError
+from ..ops import OPS, OpSpec
+from ..storage import atomic_write_text
 
 CORE_FILES = {"CMakeLists.txt": "CMakeLists.txt", "runner.cpp": "src/runner.cpp", "runner.h": "src/runner.h"}
 _IDENT = re.compile(r"^aclnn[A-Za-z0-9_]+$")
@@ -92,7 +92,7 @@ def write_harness(out: Path, ops: list[OpSpec] | None = None) -> list[Path]:
     if out.exists() and not out.is_dir():
         raise UserError("not a directory", where=str(out))
     files: dict[str, str] = {}
-    core = resources.files("aclnn_cli").joinpath("harness_src")
+    core = resources.files("aclnn_cli.device").joinpath("harness_src")
     for name, target in CORE_FILES.items():
         files[target] = core.joinpath(name).read_text(encoding="utf-8")
     files["src/ops.cpp"] = ops_source(ops)

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from .dtypes import DType
+from ..dtypes import DType
 
 # msprobe small-value thresholds: |g| <= small is judged by |a - g| <= atol.
 Rule = Callable[["ElementErrors"], np.ndarray]

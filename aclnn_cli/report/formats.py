@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__
-from .errors import UserError
-from .storage import atomic_write_text, safe_child
-from .results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
+from .. import __version__
+from ..errors import UserError
+from ..storage import atomic_write_text, safe_child
+from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 
 VERIFY_SCHEMA = "aclnn-cli/verify/1"
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
@@ -91,7 +91,7 @@ def _guess_contract(c: CaseResult) -> bool:
 
 @lru_cache(maxsize=1024)
 def _unsupported(op: str, product: str, dtype: str) -> bool:
-    from .ops import find_op
+    from ..ops import find_op
 
     try:
         dtypes = find_op(op).products.get(product)

@@ -14,16 +14,16 @@ from typing import Mapping
 
 import numpy as np
 
-from . import dtypes as D
-from . import manifest as M
-from .defects import Variant
-from .device_run import forget_run_verdict
-from .ops.contract import compute_dtype
-from .errors import UserError
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
-from .storage import CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks, copy_storage
-
-SPLIT = 1 << 22  # outputs larger than this are split into ranges across workers
+from .. import dtypes as D
+from .. import manifest as M
+from ..judge.defects import Variant
+from .run import forget_run_verdict
+from ..ops.contract import compute_dtype
+from ..errors import UserError
+from ..parallel import Runner, paused_gc
+from ..pipeline import Stage, as_user_error, gather_inputs, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
+from ..storage import (CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks_between,
+                       copy_storage)
 
 
 def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: Variant | None = None) -> np.ndarray:
@@ -76,9 +76,9 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
         if not out.layout.is_contiguous:  # only then do its bytes (outside the view) reach the dump
             check_file_sha256(tmp, m.recorded_sha256(out.name), "initial output storage")
         n = out.layout.numel
-        if run is not None and n > SPLIT and out.layout.is_contiguous:
+        if run is not None and is_large(n) and out.layout.is_contiguous:
             sums = [run.submit(check_file_sha256, t.file, m.recorded_sha256(t.name), f"input {t.name}") for t in m.inputs]
-            run.map(emulate_range, [(m, tmp, s, e, chunk, variant) for s, e in chunks(n, SPLIT // 4)])
+            run.map(emulate_range, [(m, tmp, s, e, chunk, variant) for s, e in ranges(n)])
             for f in sums:
                 f.result()
         else:
@@ -106,10 +106,8 @@ def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chu
     write = variant.write if variant is not None and variant.write is not None else None
     try:
         with StorageFile(dump_path, out.dtype.np_dtype, out.layout.storage_size, writable=True) as dump:
-            for s in range(start, stop, chunk):
-                e = min(stop, s + chunk)
-                values = {t.name: ins[t.name].gather(t.layout, out.layout.shape, s, e) for t in m.inputs}
-                result = kernel_output(m, values, variant)
+            for s, e in chunks_between(start, stop, chunk):
+                result = kernel_output(m, gather_inputs(m, ins, s, e), variant)
                 if write is None:
                     dump.write(out.layout, s, e, result)
                 else:
@@ -123,95 +121,62 @@ def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chu
 
 def emulate_all(manifests: list[M.CaseManifest], variant: Variant | None = None, jobs: int = 1,
                 on_done=None) -> list[UserError]:
-    """Emulate many cases; a case with bad files is reported (one UserError each) and the rest still run."""
-    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
+    """Emulate many cases; a case with bad files is reported (one UserError each) and the rest still run.
+
+    A WriteError (a full disk) stops the run: one line, not one per case.
+    """
     errors: list[UserError] = []
 
-    def settle(m: M.CaseManifest, problem: Exception | None) -> None:
+    def settle(m: M.CaseManifest, problem: UserError | None) -> None:
         if problem is not None:
-            errors.append(_as_user_error(problem, m))
+            errors.append(problem)
         on_done and on_done(m)
 
-    with Runner(jobs_for(jobs, units)) as run:
-        small = [m for m in manifests if not (m.output.layout.numel > SPLIT and run.jobs > 1)]
-        futures = {run.submit(emulate_batch, b, variant): b
-                   for b in batches(small, lambda m: m.output.layout.numel, run.jobs)}
-        for m in manifests:
-            if m.output.layout.numel > SPLIT and run.jobs > 1:
-                try:
-                    emulate_case(m, variant=variant, run=run)
-                    settle(m, None)
-                except WriteError:
-                    raise  # a full disk stops the run: one line, not one per case
-                except (UserError, OSError) as exc:
-                    settle(m, exc)
-        for f in as_completed(list(futures)):
-            for m, problem in zip(futures[f], f.result()):  # a WriteError in a batch is raised by result()
-                settle(m, problem)
+    run_stage(_stage(variant), manifests, jobs, settle)
     return errors
-
-
-@paused_gc()
-def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = None) -> list[Exception | None]:
-    """Several small cases in one unit of work for the pool: each case's error (or None), in order.
-
-    A WriteError (a full disk) stops the batch: the cases after it are not attempted.
-    """
-    out: list[Exception | None] = []
-    for m in manifests:
-        try:
-            emulate_case(m, CHUNK, variant)
-            out.append(None)
-        except WriteError:
-            raise
-        except (UserError, OSError) as exc:
-            out.append(exc)
-    return out
-
-
-def _as_user_error(problem: Exception, m: M.CaseManifest) -> UserError:
-    if isinstance(problem, UserError):
-        return problem
-    return UserError(getattr(problem, "strerror", None) or str(problem),
-                     where=str(getattr(problem, "filename", None) or m.dir))
 
 
 def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: int = 1,
                  on_done=None) -> list[UserError]:
     """emulate_all for case directories, each worker loading its own batch of manifests (no serial
-    read of thousands of manifests); on_done(case_id, elements). Large cases come back to be split."""
-    if jobs <= 1 or len(case_dirs) <= 1:
-        manifests, broken = M.load_all(case_dirs)
-        done = (lambda m: on_done(m.case_id, m.output.layout.numel)) if on_done else None
-        return [e for _, e in broken] + emulate_all(manifests, variant, jobs, done)
+    read of thousands of manifests); on_done(case_id, elements). Large cases are split across the pool."""
     errors: list[UserError] = []
-    deferred: list[M.CaseManifest] = []
 
-    def collect(outcomes, large: list[M.CaseManifest]) -> None:
-        deferred.extend(large)
-        for case_id, elements, problem in outcomes:
-            if problem is not None:
-                errors.append(problem)
-            on_done and on_done(case_id, elements)
+    def settle(case_id: str, elements: int, problem: UserError | None) -> None:
+        if problem is not None:
+            errors.append(problem)
+        on_done and on_done(case_id, elements)
 
-    head, rest = warm_up(case_dirs, jobs)
-    collect(*_load_and_emulate(head, variant))
-    with Runner(jobs) as run:
-        futures = [run.submit(_load_and_emulate, b, variant) for b in batches(rest, lambda d: 1, jobs)]
-        for f in as_completed(futures):
-            collect(*f.result())
-    if deferred:
-        done = (lambda m: on_done(m.case_id, m.output.layout.numel)) if on_done else None
-        errors += emulate_all(deferred, variant, jobs, done)
+    run_stage_on_dirs(_stage(variant), case_dirs, jobs, settle)
     return errors
 
 
+def _stage(variant: Variant | None) -> Stage:
+    return Stage(size=output_elements, batch=emulate_batch, split=_emulate_split, broken=_broken, args=(variant,))
+
+
 @paused_gc()
-def _load_and_emulate(case_dirs: list[Path], variant: Variant | None):
-    """A worker's batch: (case id, elements, error or None) per case, and the large cases unrun."""
-    manifests, broken = M.load_all(case_dirs)
-    outcomes = [(d.name, 0, exc) for d, exc in broken]
-    small = [m for m in manifests if m.output.layout.numel <= SPLIT]
-    for m, problem in zip(small, emulate_batch(small, variant)):
-        outcomes.append((m.case_id, m.output.layout.numel, problem and _as_user_error(problem, m)))
-    return outcomes, [m for m in manifests if m.output.layout.numel > SPLIT]
+def emulate_batch(manifests: list[M.CaseManifest], variant: Variant | None = None) -> list[UserError | None]:
+    """Several small cases in one unit of work for the pool: each case's error (or None), in order.
+
+    A WriteError (a full disk) stops the batch: the cases after it are not attempted.
+    """
+    return [_emulate_safely(m, variant) for m in manifests]
+
+
+def _emulate_split(run: Runner, m: M.CaseManifest, variant: Variant | None) -> UserError | None:
+    return _emulate_safely(m, variant, run)
+
+
+def _emulate_safely(m: M.CaseManifest, variant: Variant | None, run: Runner | None = None) -> UserError | None:
+    try:
+        emulate_case(m, CHUNK, variant, run)
+        return None
+    except WriteError:
+        raise
+    except (UserError, OSError) as exc:
+        return as_user_error(exc, m.dir)
+
+
+def _broken(case_dir: Path, error: UserError, variant: Variant | None) -> UserError:
+    return error

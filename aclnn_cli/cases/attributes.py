@@ -15,9 +15,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import dtypes as D
+from .. import dtypes as D
 from .fill import parse_number
-from .ops.base import AttrSpec, OpSpec
+from ..ops.base import AttrSpec, OpSpec
 from .yamlsafe import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr

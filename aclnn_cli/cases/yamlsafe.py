@@ -102,7 +102,7 @@ def printable_path(path: Path) -> str:
 def read_file(path: Path, where: str) -> bytes:
     """A case file's bytes; refuses directories, devices, FIFOs (reading one could block forever) and
     anything over MAX_FILE_BYTES, so a wrong path never hangs or fills memory."""
-    from .errors import UserError
+    from ..errors import UserError
 
     try:
         st = path.stat()
@@ -125,7 +125,7 @@ def collect_files(paths: list[str | Path]) -> list[Path]:
     """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
     importer recognises by content, sorted). Only regular files: a FIFO or device would block or never end."""
     from . import importers
-    from .errors import UserError
+    from ..errors import UserError
 
     files: list[Path] = []
     for p in map(Path, paths):
@@ -291,7 +291,7 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 def parse(where: str, data: bytes) -> Any:
     """One YAML document, safely and boundedly loaded; CaseError says what and where."""
-    from .errors import CaseError
+    from ..errors import CaseError
 
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise CaseError(where, "UTF-16 text; save the case file as UTF-8")

@@ -16,18 +16,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import dtypes as D
+from .. import dtypes as D
 from .attributes import Combo, id_part, values as attribute_values
-from .errors import CaseError
-from .casespec import CASE_KEYS, M_STATUS_NAMES, MAX_CASES, MAX_ID_BYTES, STATUSES, TOP_KEYS, Spec as _Spec
+from ..errors import CaseError
+from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
 from .fill import Fill, all_values_count, check_fits
-from .layout import Layout, from_spec
-from .ops import OpSpec, find_op
-from .ops.contract import SUCCESS, TensorDesc, broadcast_shape, check, compute_dtype, rejections
+from ..layout import Layout, from_spec
+from ..ops import OpSpec, find_op
+from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
+from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
 from .yamlsafe import clip, collect_files, key_path, printable_path, read_file, show, unknown_key
 from .yamlsafe import parse as parse_yaml
 
-__all__ = ["Case", "TensorCase", "STATUSES", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",
+__all__ = ["Case", "TensorCase", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",
            "load_cases", "load_file", "parse_yaml"]
 
 @dataclass(frozen=True)
@@ -224,7 +225,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         return [_case(spec, product, r.tensors, parts + [r.label], r.status, r.rule, attrs)
                 for r in rejections(op, product, descs, dict(attrs))]
     if status != spec.status:
-        names = M_STATUS_NAMES
+        names = STATUS_NAMES
         if spec.status == SUCCESS:
             msg = (f"{op.name} rejects this call with {names[status]} ({status}): {rule}; "
                    f"set expect_status: {names[status]} to make it a negative case")

@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import CaseError
-from ..ops import OpSpec
+from ...errors import CaseError
+from ...ops import OpSpec
 from .common import (Collector, GraphOp, TensorIn, as_number, case_entry, check_attrs, check_format, dtype_name, errors,
                      check_keys, json_cases, json_head, range_fill, resolve_op, safe_name, seed_for, shape_of,
                      show, clip, yaml_number)

@@ -14,8 +14,8 @@ from typing import Mapping
 
 import numpy as np
 
-from .dtypes import DType, round_fraction, round_from_f64
-from .ops.base import OpSpec
+from ..dtypes import DType, round_fraction, round_from_f64
+from ..ops.base import OpSpec
 
 
 def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,

@@ -12,9 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import dtypes as D
-from .layout import Layout
-from .storage import view_positions, write_view
+from .. import dtypes as D
+from ..layout import Layout
+from ..storage import view_positions, write_view
 
 TILE = 256  # elements per tile of the "last partial tile" defect
 

@@ -11,10 +11,10 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import manifest as M
+from .. import manifest as M
 from .defects import CATALOGUE, find_variant
-from .emulate import emulate_case
-from .ops import find_op
+from ..device.emulate import emulate_case
+from ..ops import find_op
 from .standards import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case

@@ -18,18 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import manifest as M
-from .cases import Case
-from .errors import UserError
-from .fill import generate
-from .golden import golden
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
+from .. import manifest as M
+from ..cases.loader import Case
+from ..errors import UserError
+from ..cases.fill import generate
+from .rounding import golden
+from ..parallel import Runner, paused_gc
+from ..pipeline import Stage, gather_inputs, ranges, run_stage
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from .storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks, copy_storage, in_view_mask, replace_dir,
-                      safe_child, sha256_file, write_new_file)
-from .wholefiles import regular_file_bytes, sha256_of_file
-
-SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
+from ..storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks_between, copy_storage, in_view_mask,
+                       replace_dir, safe_child, sha256_file, write_new_file)
+from ..wholefiles import regular_file_bytes, sha256_of_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,26 +124,19 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     there = set() if force else set(M.subdirs(out_root))  # (one scandir, not a stat per case)
     check_free_space(out_root, sum(c.storage_bytes for c in cases if c.case_id not in there))
     results: list[GenResult] = []
-    units = sum(max(1, c.numel // (SPLIT // 4)) if c.numel > SPLIT and _splittable(c) else 1 for c in cases)
-    jobs = jobs_for(jobs, units)
-    split = [c.numel > SPLIT and jobs > 1 and _splittable(c) for c in cases]
-    head, whole = warm_up([c for c, s in zip(cases, split) if not s], jobs)
-    for r in generate_batch(head, out_root, chunk, force):
+
+    def done(case: Case, r: GenResult) -> None:
         results.append(r)
         on_done and on_done(r)
-    with Runner(jobs) as run:
-        futures = [run.submit(generate_batch, b, out_root, chunk, force)
-                   for b in batches(whole, lambda c: c.numel, run.jobs)]
-        for c, s in zip(cases, split):
-            if s:
-                r = _generate_split(run, c, out_root, chunk, force)
-                results.append(r)
-                on_done and on_done(r)
-        for f in as_completed(futures):
-            for r in f.result():
-                results.append(r)
-                on_done and on_done(r)
+
+    stage = Stage(size=_elements, batch=generate_batch, split=_generate_split, args=(out_root, chunk, force),
+                  splittable=_splittable, warm=True)
+    run_stage(stage, cases, jobs, done)
     return results
+
+
+def _elements(case: Case) -> int:
+    return case.numel
 
 
 def _splittable(case: Case) -> bool:
@@ -157,10 +149,9 @@ def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: 
         return skip
     tmp = prepare(case, out_root)
     try:
-        ranges = list(chunks(case.numel, SPLIT // 4))
         run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
-                             for s, e in chunks(t.layout.numel, SPLIT // 4)])
-        fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges]))
+                             for s, e in ranges(t.layout.numel)])
+        fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges(case.numel)]))
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -259,7 +250,7 @@ def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK
     try:
         with StorageFile(tmp / M.golden_file(out.name), out.dtype.np_dtype, out.layout.storage_size, writable=True) as gold:
             for s, e in chunks_between(start, stop, chunk):
-                values = {t.name: ins[t.name].gather(t.layout, out.layout.shape, s, e) for t in case.inputs}
+                values = gather_inputs(case, ins, s, e)
                 result, hard = golden(case.op, values, out.dtype, case.attribute_values)
                 gold.write(out.layout, s, e, result)
                 fallbacks += hard
@@ -286,11 +277,6 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
                 copy_storage(kept, tmp / kept.name)
     replace_dir(tmp, final, fresh=old is None)
     return GenResult(case.case_id, out_root, case.numel, fallbacks)
-
-
-def chunks_between(start: int, stop: int, size: int):
-    for s in range(start, stop, size):
-        yield s, min(stop, s + size)
 
 
 def _existing(case_dir: Path) -> dict | None:

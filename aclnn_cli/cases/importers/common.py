@@ -17,10 +17,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import dtypes as D
-from ..errors import CaseError
-from ..ops import OpSpec, find_op
-from ..ops.contract import broadcast_shape
+from ... import dtypes as D
+from ...errors import CaseError
+from ...ops import OpSpec, find_op
+from ...ops.contract import broadcast_shape
 
 MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
 _REPR = reprlib.Repr()
@@ -77,7 +77,7 @@ def graph_op(name: Any) -> GraphOp | None:
 
 
 def known_ops() -> str:
-    from ..ops import OPS
+    from ...ops import OPS
 
     return ", ".join(sorted(OPS)) + "; graph ops " + ", ".join(sorted(GRAPH_OPS))
 
@@ -305,7 +305,7 @@ class Collector:
     skipped: list[Skipped] = field(default_factory=list)
 
     def add(self, label: str, build: Callable[[], tuple[OpSpec, dict]]) -> None:
-        from ..cases import cases_from_doc
+        from ..loader import cases_from_doc
 
         try:
             op, case = build()

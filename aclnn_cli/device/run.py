@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from . import dtypes as D
-from . import manifest as M
-from .errors import UserError
-from .manifest import CaseManifest
-from .ops.base import AttrSpec
-from .storage import atomic_write_text
+from .. import dtypes as D
+from .. import manifest as M
+from ..errors import UserError
+from ..manifest import CaseManifest
+from ..ops.base import AttrSpec
+from ..storage import atomic_write_text
 
 PROTOCOL = "aclnn-runner/1"  # what the runner's "ready" line must name (runner.cpp's kProtocol)
 RUN_VERDICT_FILE = "run-verdict.txt"  # first line CRASH | TIMEOUT | ERROR, then what the runner said

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import DType, round_from_f64
+from ..dtypes import DType, round_from_f64
 from .yamlsafe import show
 
 BLOCK = 1 << 16

@@ -16,16 +16,16 @@ from typing import Mapping
 
 import numpy as np
 
-from . import manifest as M
+from .. import manifest as M
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
-from .dtypes import DType, round_from_f64
-from .emulate import kernel_output
-from .errors import UserError
-from .layout import source_positions
-from .ops.contract import compute_dtype
+from ..dtypes import DType, round_from_f64
+from ..device.emulate import kernel_output
+from ..errors import UserError
+from ..layout import source_positions
+from ..ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
-from .storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
-from .wholefiles import SMALL_FILE, LoadedFile
+from ..storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
+from ..wholefiles import SMALL_FILE, LoadedFile
 
 CSV_ROW_LIMIT = 100_000
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 import yaml
 
-from ..cases import cases_from_doc
-from ..errors import UserError
-from ..options import PATH
-from ..ops import find_op
-from ..storage import atomic_write_text
+from ..loader import cases_from_doc
+from ...errors import UserError
+from ...options import PATH
+from ...ops import find_op
+from ...storage import atomic_write_text
 from . import describe_skipped, import_file
 
 HEADER = ("# Converted by `aclnn-cli convert` from {name} ({fmt}); docs/importing.md maps every field.\n"

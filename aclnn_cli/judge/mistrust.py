@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import manifest as M
+from .. import manifest as M
 from .compare import Metrics
 
 

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 GiB = 1 << 30
 # Temporaries gen and emulate leave only when killed: .<case>.partial-<pid>, .<case>.old-<pid>,

@@ -15,8 +15,8 @@ import io
 import math
 from typing import Any, Callable
 
-from ..errors import CaseError
-from ..ops import OpSpec
+from ...errors import CaseError
+from ...ops import OpSpec
 from .common import (Collector, GraphOp, TensorIn, as_number, case_entry, check_attrs, check_format, dtype_name, errors,
                      product_for, range_fill, resolve_op, safe_name, seed_for, shape_of, show, clip)
 

@@ -1,5 +1,5 @@
 """verify: the verdict of each case (status file, dump, comparison, mistrust, layout) and runs of
-many cases across workers. The comparison itself (chunks, relief, checksums) is judge.py's.
+many cases across workers. The comparison itself (chunks, relief, checksums) is comparison.py's.
 """
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ import os
 import sys
 from pathlib import Path
 
-from . import manifest as M
-from .device_run import read_verdict
-from .errors import UserError
-from .judge import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
+from .. import manifest as M
+from ..aclnn_status import NAMES as STATUS_NAMES
+from ..device.run import read_verdict
+from ..errors import UserError
+from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
+from ..parallel import Runner, paused_gc
+from ..pipeline import Stage, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
-from .storage import check_file_sha256, check_size, chunks
+from ..storage import check_file_sha256, check_size
 
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
            "verify_manifests"]
-
-SPLIT = 1 << 22  # cases larger than this are split into ranges across workers
 
 def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None:
     """The run's --standard/--rtol/--atol/--tolerance must be valid for every case it judges.
@@ -63,7 +63,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         result.status, result.reason = MISSING, f"no dump at {out.dump}"
         return result
     n = out.layout.numel
-    if n > SPLIT or not out.layout.is_contiguous:  # (small contiguous cases: the sizes are checked on open)
+    if is_large(n) or not out.layout.is_contiguous:  # (small contiguous cases: the sizes are checked on open)
         try:
             check_size(out.dump, out.dtype.np_dtype, out.layout.storage_size, "dump")
             check_size(out.golden, out.dtype.np_dtype, out.layout.storage_size, "golden")
@@ -76,10 +76,10 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         check_files(m)
     else:
-        ranges = list(chunks(n, SPLIT // 4)) if run is not None and n > SPLIT else [(0, n)]
-        if len(ranges) > 1:  # workers read ranges: whole-file checksums are separate units beside them
+        pieces = ranges(n) if run is not None and is_large(n) else [(0, n)]
+        if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
             sums = [run.submit(check_file_sha256, *item) for item in checksummed_files(m)]
-            parts = run.map(compare_range, [(m, opts, s, e, False) for s, e in ranges])
+            parts = run.map(compare_range, [(m, opts, s, e, False) for s, e in pieces])
             for f in sums:
                 f.result()
         else:
@@ -131,8 +131,8 @@ def _check_status(result: CaseResult, path: str, expected: int, required: bool) 
         return result
     if got != expected:
         result.status = STATUS
-        result.reason = (f"phase one returned {got} ({M.STATUS_NAMES.get(got, 'unknown')}), "
-                         f"expected {expected} ({M.STATUS_NAMES[expected]})")
+        result.reason = (f"phase one returned {got} ({STATUS_NAMES.get(got, 'unknown')}), "
+                         f"expected {expected} ({STATUS_NAMES[expected]})")
     elif required:
         result.reason = f"phase one returned {got} as expected"
     return result
@@ -155,31 +155,38 @@ def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, 
     """Verify the cases in these directories (a manifest that does not load makes its case ERROR).
 
     With workers, each loads and judges a batch of directories itself, so reading thousands of
-    manifests is not a serial step; a case too large for one worker comes back unjudged and is
-    split across the pool here.
+    manifests is not a serial step; a case too large for one worker is split across the pool.
     """
-    if jobs <= 1 or len(case_dirs) <= 1:
-        manifests, broken = M.load_all(case_dirs)
-        return verify_manifests(manifests, broken, opts, on_case, jobs)
     results: list[CaseResult] = []
-    deferred: list[M.CaseManifest] = []
 
-    def collect(done: list[CaseResult], large: list[M.CaseManifest]) -> None:
-        deferred.extend(large)
-        for r in done:
-            results.append(r)
-            on_case and on_case(r)
+    def collect(case_id: str, elements: int, r: CaseResult) -> None:
+        results.append(r)
+        on_case and on_case(r)
 
-    head, rest = warm_up(case_dirs, jobs)
-    collect(*_load_and_verify(head, opts))
-    with Runner(jobs) as run:
-        futures = [run.submit(_load_and_verify, b, opts) for b in batches(rest, lambda d: 1, jobs)]
-        for f in as_completed(futures):
-            collect(*f.result())
-        for m in deferred:
-            results.append(_verify_safely(m, opts, run))
-            on_case and on_case(results[-1])
+    run_stage_on_dirs(_stage(opts), case_dirs, jobs, collect)
     return _by_directory(results, opts)
+
+
+def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, UserError]] = (),
+                     opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
+    """Verify many cases: small ones in batches per worker, large ones split into ranges across workers.
+
+    Results come back sorted by case directory; `broken` (directory, error) pairs become ERROR.
+    """
+    results = [_broken_result(d, exc, opts) for d, exc in broken]
+    for r in results:
+        on_case and on_case(r)
+
+    def collect(m: M.CaseManifest, r: CaseResult) -> None:
+        results.append(r)
+        on_case and on_case(r)
+
+    run_stage(_stage(opts), manifests, jobs, collect)
+    return _by_directory(results, opts)
+
+
+def _stage(opts: Options) -> Stage:
+    return Stage(size=output_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,))
 
 
 def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:
@@ -190,49 +197,18 @@ def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:
     return RunResult(by_path(results), strict=opts.strict)
 
 
-@paused_gc()
-def _load_and_verify(case_dirs: list[Path], opts: Options) -> tuple[list[CaseResult], list[M.CaseManifest]]:
-    """A worker's batch: load and judge each case; return the large ones unjudged (to be split)."""
-    manifests, broken = M.load_all(case_dirs)
-    done = [_broken_result(d, exc, opts) for d, exc in broken]
-    large = [m for m in manifests if m.output.layout.numel > SPLIT]
-    done += [_verify_safely(m, opts) for m in manifests if m.output.layout.numel <= SPLIT]
-    return done, large
-
-
 def _broken_result(d: Path, exc: UserError, opts: Options) -> CaseResult:
     return CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
-
-
-def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, UserError]] = (),
-                     opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
-    """Verify many cases: small ones one per worker, large ones split into ranges across workers.
-
-    Results come back sorted by case directory; `broken` (directory, error) pairs become ERROR.
-    """
-    results = [_broken_result(d, exc, opts) for d, exc in broken]
-    for r in results:
-        on_case and on_case(r)
-    units = sum(max(1, m.output.layout.numel // (SPLIT // 4)) for m in manifests)
-    jobs = jobs_for(jobs, units)
-    with Runner(jobs) as run:
-        small = [m for m in manifests if m.output.layout.numel <= SPLIT or jobs == 1]
-        futures = [run.submit(_verify_batch, b, opts) for b in batches(small, lambda m: m.output.layout.numel, run.jobs)]
-        for m in manifests:
-            if m.output.layout.numel > SPLIT and jobs > 1:
-                results.append(_verify_safely(m, opts, run))
-                on_case and on_case(results[-1])
-        for f in as_completed(futures):
-            for r in f.result():
-                results.append(r)
-                on_case and on_case(r)
-    return _by_directory(results, opts)
 
 
 @paused_gc()
 def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
     """Several small cases in one unit of work for the pool (see parallel.batches)."""
     return [_verify_safely(m, opts) for m in manifests]
+
+
+def _verify_split(run: Runner, m: M.CaseManifest, opts: Options) -> CaseResult:
+    return _verify_safely(m, opts, run)
 
 
 def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) -> CaseResult:

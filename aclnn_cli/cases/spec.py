@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import dtypes as D
+from .. import dtypes as D
+from ..aclnn_status import BY_NAME
 from .attributes import case_combos
-from .errors import CaseError
+from ..errors import CaseError
 from .fill import Fill, parse_fill, parse_number
-from .ops import OpSpec
-from .standards import DEFAULT_STANDARD, find_standard
+from ..ops import OpSpec
+from ..judge.standards import DEFAULT_STANDARD, find_standard
 from .yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
@@ -21,7 +22,6 @@ TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-STATUSES = {"ACLNN_SUCCESS": 0, "ACLNN_ERR_PARAM_NULLPTR": 161001, "ACLNN_ERR_PARAM_INVALID": 161002}
 MAX_SEED = 2**63 - 1
 # A case id is a directory name, and gen also makes `.<id>.partial-<pid>` / `.<id>.old-<pid>` next to it:
 # 200 bytes leaves room for those within the usual 255-byte limit on a file name.
@@ -197,15 +197,12 @@ class Spec:
             raise self.err(exc.args[0], key) from None
 
 
-M_STATUS_NAMES = {v: k for k, v in STATUSES.items()}
-
-
 def _status(value: Any, err) -> int:
-    if is_int(value) and value in STATUSES.values():
+    if is_int(value) and value in BY_NAME.values():
         return value
     if isinstance(value, str):
         key = value.strip().upper()
-        for name, code in STATUSES.items():
+        for name, code in BY_NAME.items():
             if key in (name, name.removeprefix("ACLNN_"), str(code)):
                 return code
-    raise err(f"unknown status {show(value)} (valid: {', '.join(f'{k} ({v})' for k, v in STATUSES.items())})", "expect_status")
+    raise err(f"unknown status {show(value)} (valid: {', '.join(f'{k} ({v})' for k, v in BY_NAME.items())})", "expect_status")

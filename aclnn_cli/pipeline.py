@@ -1,0 +1,145 @@
+"""The case pipeline that gen, emulate and verify share: one split size, one dispatcher.
+
+Each command is a `Stage`: how to handle a batch of small cases (in one worker, one unit of work)
+and how to handle one large case (its output split into ranges over the pool's workers). The
+dispatcher owns the rest: how many workers, which cases are split, batching, warming up, and
+(for case directories) loading manifests in the workers instead of one serial read.
+Within a case, every stage walks the output in `storage.CHUNK` pieces and reads the inputs of
+each piece through `gather_inputs`, so all three see the inputs of an output range the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import manifest as M
+from .errors import UserError
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
+from .storage import chunks
+
+SPLIT = 1 << 22  # a case with more output elements than this is split into ranges across workers
+RANGE = SPLIT // 4  # elements per range of a split case
+
+
+def is_large(elements: int) -> bool:
+    return elements > SPLIT
+
+
+def ranges(elements: int) -> list[tuple[int, int]]:
+    """The ranges a large case's output is split into (one per unit of work)."""
+    return list(chunks(elements, RANGE))
+
+
+def units(sizes: Sequence[int]) -> int:
+    """Units of work for cases of these sizes: one per small case, one per range of a large one."""
+    return sum(max(1, n // RANGE) if is_large(n) else 1 for n in sizes)
+
+
+def gather_inputs(m: M.CaseManifest, files: dict, start: int, stop: int) -> dict[str, np.ndarray]:
+    """The inputs of output elements [start, stop), by tensor name (broadcast and strided views applied).
+
+    files: tensor name -> an open storage reader (storage.StorageFile or wholefiles.LoadedFile).
+    """
+    shape = m.output.layout.shape
+    return {t.name: files[t.name].gather(t.layout, shape, start, stop) for t in m.inputs}
+
+
+def output_elements(m: M.CaseManifest) -> int:
+    return m.output.layout.numel
+
+
+def _always(item) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What one command plugs into the pipeline. The functions are module-level (workers get them by name).
+
+    batch(items, *args) -> one result per item, in order: small cases, run in one worker.
+    split(run, item, *args) -> result: one large case, its ranges spread over `run`'s workers.
+    broken(case_dir, error, *args) -> result: a case whose manifest does not load.
+    """
+
+    size: Callable[[Any], int]
+    batch: Callable[..., list]
+    split: Callable[..., Any]
+    args: tuple = ()
+    splittable: Callable[[Any], bool] = _always
+    broken: Callable[..., Any] | None = None
+    warm: bool = False  # run the first cases in this process while the workers start (see parallel.warm_up)
+
+
+def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, Any], None]) -> None:
+    """Run a stage over items; on_result(item, result) for each, as results arrive."""
+    sizes = [stage.size(i) for i in items]
+    jobs = jobs_for(jobs, units(sizes))
+    split = [jobs > 1 and is_large(n) and stage.splittable(i) for i, n in zip(items, sizes)]
+    whole = [i for i, s in zip(items, split) if not s]
+    if stage.warm:
+        head, whole = warm_up(whole, jobs)
+        for item, result in zip(head, stage.batch(head, *stage.args)):
+            on_result(item, result)
+    with Runner(jobs) as run:
+        futures = {run.submit(stage.batch, b, *stage.args): b for b in batches(whole, stage.size, run.jobs)}
+        for item, s in zip(items, split):
+            if s:
+                on_result(item, stage.split(run, item, *stage.args))
+        for f in as_completed(list(futures)):
+            for item, result in zip(futures[f], f.result()):
+                on_result(item, result)
+
+
+def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
+                      on_result: Callable[[str, int, Any], None]) -> None:
+    """Run a stage over case directories; on_result(case id, output elements, result) for each.
+
+    With workers, each loads its own batch of manifests (no serial read of thousands of them); a
+    case too large for one worker comes back unrun and is split across the pool here.
+    """
+    def done(m: M.CaseManifest, result) -> None:
+        on_result(m.case_id, m.output.layout.numel, result)
+
+    if jobs <= 1 or len(case_dirs) <= 1:
+        manifests, broken = M.load_all(case_dirs)
+        for d, exc in broken:
+            on_result(d.name, 0, stage.broken(d, exc, *stage.args))
+        run_stage(stage, manifests, jobs, done)
+        return
+    deferred: list[M.CaseManifest] = []
+
+    def collect(outcomes: list, large: list[M.CaseManifest]) -> None:
+        deferred.extend(large)
+        for outcome in outcomes:
+            on_result(*outcome)
+
+    head, rest = warm_up(case_dirs, jobs)
+    collect(*_load_and_run(head, stage))
+    with Runner(jobs) as run:
+        futures = [run.submit(_load_and_run, b, stage) for b in batches(rest, lambda d: 1, jobs)]
+        for f in as_completed(futures):
+            collect(*f.result())
+        for m in deferred:
+            done(m, stage.split(run, m, *stage.args))
+
+
+@paused_gc()
+def _load_and_run(case_dirs: list[Path], stage: Stage) -> tuple[list[tuple[str, int, Any]], list[M.CaseManifest]]:
+    """A worker's batch of directories: (case id, elements, result) per case, and the large cases unrun."""
+    manifests, broken = M.load_all(case_dirs)
+    outcomes = [(d.name, 0, stage.broken(d, exc, *stage.args)) for d, exc in broken]
+    small = [m for m in manifests if not is_large(m.output.layout.numel)]
+    outcomes += [(m.case_id, m.output.layout.numel, r) for m, r in zip(small, stage.batch(small, *stage.args))]
+    return outcomes, [m for m in manifests if is_large(m.output.layout.numel)]
+
+
+def as_user_error(problem: Exception, where: Path | str) -> UserError:
+    """An error met while handling a case, as the one line a user reads."""
+    if isinstance(problem, UserError):
+        return problem
+    return UserError(getattr(problem, "strerror", None) or str(problem),
+                     where=str(getattr(problem, "filename", None) or where))
