@@ -42,27 +42,6 @@ def dump_file(name: str) -> str:
     return f"{name}.dump.bin"
 
 
-def fingerprint(case: Case) -> str:
-    """What decides a case's bytes: its definition, the seed, the tool version and generator scheme."""
-    definition = {
-        "tool_version": __version__, "scheme": "pcg64-block65536/f64-round-once/v1", "op": case.op.name,
-        "product": case.product, "seed": case.seed, "expect_status": case.expect_status,
-        "standard": case.standard, "tolerance": list(case.tolerance), "tensors": [_described(t) for t in case.tensors],
-    }
-    if case.attributes:  # (only ops with attributes: the other ops' fingerprints stay as they were)
-        definition["attributes"] = [[n, list(v) if isinstance(v, tuple) else v] for n, v in case.attributes]
-    return hashlib.sha256(canonical_json(definition, allow_nan=True).encode()).hexdigest()
-
-
-def _described(t) -> list:
-    """A tensor's part of the fingerprint; kept on the (shared, immutable) tensor once made."""
-    d = t.__dict__.get("_fingerprint")
-    if d is None:
-        d = t.__dict__["_fingerprint"] = [t.name, t.role, t.dtype.name, t.null, t.slot, t.layout.to_json(),
-                                          t.fill.describe()]
-    return d
-
-
 # The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
 # edited after gen (a shape, a stride, a checksum) is refused instead of misjudging its files.
 DIGEST_KEYS = ("case_id", "op", "product", "seed", "expect_status", "standard", "tolerance", "tensors")
@@ -93,7 +72,7 @@ _C_ENCODERS = {} if json.encoder.c_make_encoder is None else {
                                      False, nan) for nan in (False, True)}
 
 
-def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str | None = None) -> dict:
+def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str) -> dict:
     tensors = []
     for t in case.tensors:
         if t.null:  # the harness passes nullptr; dtype and shape say what the tensor would have been
@@ -112,7 +91,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str | N
                          dump=dump_file(t.name))
         tensors.append(entry)
     data = {
-        "schema": SCHEMA, "tool_version": __version__, "fingerprint": fp or fingerprint(case),
+        "schema": SCHEMA, "tool_version": __version__, "fingerprint": fp,
         "case_id": case.case_id, "name": case.name,
         "source": case.source, "op": case.op.name, "product": case.product, "seed": case.seed,
         "expect_status": case.expect_status, "expect_status_name": STATUS_NAMES[case.expect_status],

@@ -87,6 +87,11 @@ KERNELS = {
 }
 
 
+def covers(op_name: str) -> bool:
+    """Whether this file has an independent kernel for the op (user ops and new ops may have none)."""
+    return op_name in KERNELS
+
+
 def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = None) -> np.ndarray:
     """Compute in float32; round once to the output dtype, or twice where the op computes in the
     promoted input dtype and casts (equal 16-bit inputs of a promoting op)."""

@@ -1,7 +1,10 @@
-"""Every fp16 and bf16 value of x, dy = 1 and one other dy: golden == correctly rounded exact result.
+"""Every fp16 and bf16 value of the op's second input, dy = 1 and one other dy, every attribute set the
+op names: golden == the correctly rounded exact result.
 
-The oracle (tests/oracle.py) is mpmath at 200 bits on the textbook formulas,
-rounded by exact comparison with the representable neighbours.
+Discovered from the op declarations: every op that declares `textbook` (the doc's formula, written
+for mpmath) is checked, bundled or loaded as a user op. The oracle is that formula in mpmath at 200
+bits, rounded by tests/oracle.py's nearest-candidate search: it shares no code with the golden's
+float64 reference, its certified rounding or its Decimal exact path.
 """
 
 from __future__ import annotations
@@ -13,23 +16,33 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.golden import golden
-from aclnn_cli.ops import OPS
+from aclnn_cli.golden.rounding import golden
+from aclnn_cli.ops import OPS, OpSpec
 
-from oracle import FACTORS, PREC, Rounder, factors
+from oracle import PREC, Rounder, round_all
 
 DTYPES = [D.FLOAT16, D.BFLOAT16]
 # A gradient with a full significand and a small exponent, so many results land among subnormals.
 OTHER_DY = -0.0013
+DECLARED = sorted(name for name, op in OPS.items() if op.textbook is not None)
+CASES = [(name, i) for name in DECLARED for i in range(len(OPS[name].oracle_attributes))]
 
 
 def all_values(dtype: D.DType) -> np.ndarray:
     return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype.np_dtype)
 
 
+def _attributes(op_name: str, index: int) -> dict:
+    return dict(OPS[op_name].oracle_attributes[index])
+
+
 @functools.lru_cache(maxsize=None)
-def oracle_factors(op_name: str, dtype_name: str):
-    return factors(op_name, all_values(D.lookup(dtype_name)).astype(np.float64))
+def oracle_factors(op_name: str, dtype_name: str, index: int) -> tuple:
+    """textbook(x) at 200 bits for every 16-bit x (None where x is not finite)."""
+    op, attrs = OPS[op_name], _attributes(op_name, index)
+    xs = all_values(D.lookup(dtype_name)).astype(np.float64)
+    with mpmath.workprec(PREC):
+        return tuple(op.textbook(mpmath.mpf(float(x)), attrs, mpmath) if np.isfinite(x) else None for x in xs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,38 +50,69 @@ def rounder(dtype_name: str) -> Rounder:
     return Rounder(D.lookup(dtype_name).np_dtype)
 
 
+def _label(case) -> str:
+    name, index = case
+    attrs = _attributes(name, index)
+    return OPS[name].key + ("-" + "-".join(f"{k}{v}" for k, v in attrs.items()) if attrs else "")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("op_name", sorted(FACTORS))  # the six newer ops: tests/test_op_*.py
+@pytest.mark.parametrize("case", CASES, ids=_label)
 @pytest.mark.parametrize("dy_value", [1.0, OTHER_DY], ids=["dy=1", "dy=other"])
-def test_golden_is_correctly_rounded_for_every_16bit_x(op_name, dtype, dy_value):
-    op = OPS[op_name]
+def test_golden_is_correctly_rounded_for_every_16bit_input(case, dtype, dy_value):
+    op_name, index = case
+    op, attrs = OPS[op_name], _attributes(op_name, index)
     x = all_values(dtype)
     dy = np.full(x.shape, dy_value, dtype=np.float64).astype(np.float32).astype(dtype.np_dtype)
-    dy_exact = mpmath.mpf(float(dy[0]))
-    inputs = {"gradOutput": dy, "self": x, "buffer": np.zeros_like(x)}
-    got, _ = golden(op, {t.name: inputs[t.name] for t in op.inputs}, dtype)
-    got_bits = got.view(np.uint16)
-    r = rounder(dtype.name)
-    finite = np.isfinite(x.astype(np.float64))
-    mismatches = []
+    first, second = op.inputs[0].name, op.inputs[1].name
+    inputs = {t.name: np.zeros_like(x) for t in op.inputs} | {first: dy, second: x}
+    got, _ = golden(op, inputs, dtype, attrs)
+    factors = oracle_factors(op_name, dtype.name, index)
+    finite = [i for i, f in enumerate(factors) if f is not None]
+    assert len(finite) > 60000
     with mpmath.workprec(PREC):
-        for i, f in enumerate(oracle_factors(op_name, dtype.name)):
-            if f is None:
-                continue
-            want = r(dy_exact * f)
-            if int(got_bits[i]) != want:
-                mismatches.append((float(x[i]), hex(int(got_bits[i])), hex(want)))
-    assert finite.sum() > 60000
-    assert not mismatches, f"{len(mismatches)} elements not correctly rounded, first: {mismatches[:5]}"
+        dy_exact = mpmath.mpf(float(dy[0]))
+        want = round_all([dy_exact * factors[i] for i in finite], rounder(dtype.name))
+    have = got.view(np.uint16)[finite].astype(np.int64)
+    bad = np.flatnonzero(have != want)
+    assert bad.size == 0, f"{bad.size} elements not correctly rounded, first: " + str(
+        [(float(x[finite[k]]), hex(have[k]), hex(want[k])) for k in bad[:5]])
 
 
-def test_every_op_has_an_exhaustive_oracle_test():
-    """The first four ops are checked above; each newer op brings its own in tests/test_op_<key>.py."""
+def test_every_bundled_op_is_checked_against_an_oracle():
+    """A bundled op declares its textbook formula (then the test above covers it) or brings an exhaustive
+    test of its own (tests/test_op_<key>.py, for an op whose oracle needs a faster method than one
+    mpmath call per input). Ops with attributes name at least two attribute sets."""
+    import importlib
+    import pkgutil
     from pathlib import Path
 
+    import aclnn_cli.ops as package
+
     here = Path(__file__).parent
-    for op in OPS.values():
+    modules = [importlib.import_module(f"aclnn_cli.ops.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+    bundled = [m.SPEC for m in modules if isinstance(getattr(m, "SPEC", None), OpSpec)]
+    assert len(bundled) >= 10
+    for op in bundled:
         own = here / f"test_op_{op.key}.py"
-        assert op.name in FACTORS or (own.is_file() and "every" in own.read_text() and "mpmath" in own.read_text()), \
-            f"{op.name} has no exhaustive oracle test"
+        assert op.textbook is not None or (own.is_file() and "every" in own.read_text()), \
+            f"{op.name} has no exhaustive oracle test: declare textbook= in its OpSpec"
+        if op.textbook is not None and op.attributes:
+            assert len(op.oracle_attributes) >= 2, f"{op.name}: oracle_attributes needs two or more sets"
+
+
+def test_the_oracle_catches_a_golden_one_ulp_off():
+    """The comparison above can fail: a golden nudged by one ulp at one input is found."""
+    op = OPS["aclnnSiluBackward"]
+    x = all_values(D.FLOAT16)[:4096]
+    dy = np.ones_like(x)
+    got, _ = golden(op, {"gradOutput": dy, "self": x}, D.FLOAT16)
+    bits = got.view(np.uint16).copy()
+    finite = np.flatnonzero(np.isfinite(x.astype(np.float64)) & (bits & 0x7FFF != 0))
+    bits[finite[100]] += 1
+    r = rounder("float16")
+    with mpmath.workprec(PREC):
+        wrong = [i for i in finite[:200]
+                 if int(bits[i]) != r(op.textbook(mpmath.mpf(float(x[i])), {}, mpmath))]
+    assert wrong == [finite[100]]

@@ -1,7 +1,6 @@
-"""aclnnLeakyReluBackward: golden vs an independent mpmath oracle, the kernel replica, its variants.
-
-The oracle is the doc's formula in mpmath at 200 bits (dy if x > 0 else dy * slope, slope as the
-float32 the device sees), rounded by tests/oracle.py's Rounder.
+"""aclnnLeakyReluBackward beyond the exhaustive x sweep (test_golden_exhaustive.py, from the op's
+`textbook`): every 16-bit gradient against an mpmath oracle (dy if x > 0 else dy * slope, slope as the
+float32 the device sees, rounded by tests/oracle.py's Rounder), the kernel replica, its variants.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from oracle import PREC, Rounder
 SPEC = M.SPEC
 F = np.float32
 SLOPES = [0.01, 0.2]  # as written in a case file; the device sees fl32
-OTHER_DY = -0.0013
+
 
 
 def attrs(slope, self_is_result=False) -> dict:
@@ -70,14 +69,6 @@ def check_sweep(dtype, slope, sweep, fixed):
     bad = np.flatnonzero(compared & (got.view(np.uint16).astype(np.int64) != want))
     assert compared.sum() > 60000
     assert bad.size == 0, f"{bad.size} not correctly rounded, first: {[(float(values[i]), hex(int(want[i]))) for i in bad[:5]]}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16], ids=lambda d: d.name)
-@pytest.mark.parametrize("slope", SLOPES)
-@pytest.mark.parametrize("dy_value", [1.0, OTHER_DY], ids=["dy=1", "dy=other"])
-def test_golden_is_correctly_rounded_for_every_16bit_x(dtype, slope, dy_value):
-    check_sweep(dtype, slope, "self", dy_value)
 
 
 @pytest.mark.slow

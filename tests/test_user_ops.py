@@ -105,3 +105,22 @@ def test_the_harness_glue_of_a_user_op_compiles(tmp_path):
                                f"-I{stub / 'aclnnop'}",  # (aclnn_util.h, beside the toolkit's own op headers)
                                str(h / "src" / source)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+def test_an_edited_op_declaration_regenerates_its_cases(tmp_path):
+    """The fingerprint covers the file that declares the op: gen skips unchanged cases, but an edit to
+    the declaration (here a changed special-values note; a contract rule would be the same) makes gen
+    write them again, with a new fingerprint in each manifest."""
+    op_file = tmp_path / "hardtanh_backward.py"
+    shutil.copy(OP_FILE, op_file)
+    shutil.copytree(DATA / "include", tmp_path / "include")
+    out = tmp_path / "out"
+    assert cli("--ops", op_file, "gen", CASES, "-o", out).returncode == 0
+    before = json.loads(next(out.iterdir()).joinpath("case.json").read_text())["fingerprint"]
+    again = cli("--ops", op_file, "gen", CASES, "-o", out)
+    assert "generated 0 cases" in again.stdout + again.stderr
+    op_file.write_text(op_file.read_text() + "\n# edited: a declaration change\n")
+    edited = cli("--ops", op_file, "gen", CASES, "-o", out)
+    assert edited.returncode == 0 and "generated 24 cases" in edited.stdout + edited.stderr
+    after = json.loads(next(out.iterdir()).joinpath("case.json").read_text())["fingerprint"]
+    assert after != before

@@ -14,7 +14,7 @@ from aclnn_cli.ops import OPS
 
 from helpers import manifest, read_storage, run_cli, write_yaml
 import harness
-from independent_kernels import run as independent
+from independent_kernels import covers, run as independent
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def suite(tmp_path_factory):
 
 
 def test_bundled_suite_covers_every_op_dtype_and_a_large_and_tiny_shape():
-    from aclnn_cli.cases import load_cases
+    from aclnn_cli.cases.loader import load_cases
 
     cases = load_cases([BUNDLED])
     ops = {c.op.name for c in cases}
@@ -48,16 +48,24 @@ def test_emulated_device_passes_the_whole_bundled_suite(suite):
 
 
 def test_independent_fp32_implementation_passes_the_whole_bundled_suite(suite, tmp_path):
-    from aclnn_cli.verify import verify_dirs
+    from aclnn_cli.judge.verify import verify_dirs
 
     work = tmp_path / "copy"
     shutil.copytree(suite, work)
-    positive = [d for d in M.find_cases(work) if manifest(d)["expect_status"] == 0]
+    positive = [d for d in M.find_cases(work) if manifest(d)["expect_status"] == 0 and covers(manifest(d)["op"])]
     for d in positive:
         harness.run_case(d, independent)
     run = verify_dirs(positive)
     bad = [(c.case_id, c.status, c.reason) for c in run.cases if c.status != "PASS"]
     assert not bad and len(run.cases) > 150
+
+
+def test_ops_without_an_independent_kernel_are_reported():
+    """An op is added with its own file and case file only: the independent kernel is optional (its
+    legitimate variants stand in, test_defects). A bundled op without one shows up here as a skip."""
+    missing = sorted(name for name in OPS if not covers(name))
+    if missing:
+        pytest.skip(f"no independent float32 kernel in tests/independent_kernels.py for {', '.join(missing)}")
 
 
 @pytest.fixture()

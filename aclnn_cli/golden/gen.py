@@ -22,6 +22,7 @@ from .. import manifest as M
 from ..cases.loader import Case
 from ..errors import UserError
 from ..cases.fill import generate
+from .fingerprint import fingerprint
 from .rounding import golden
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, gather_inputs, ranges, run_stage
@@ -160,7 +161,7 @@ def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: 
 
 def _previous(case: Case, out_root: Path, force: bool) -> tuple[str, dict | None, GenResult | None]:
     """(fingerprint, the manifest the case has now or None, the result if it need not be written again)."""
-    fp = M.fingerprint(case)
+    fp = fingerprint(case)
     final = safe_child(out_root, case.case_id)
     old = _existing(final)
     return fp, old, None if force else _reusable(case, out_root, final, old, fp)

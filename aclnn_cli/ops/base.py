@@ -140,6 +140,11 @@ class OpSpec:
     # The public header declaring the API, as the device harness includes it (default aclnnop/aclnn_<key>.h).
     header: str = ""
     attributes: tuple[AttrSpec, ...] = ()  # scalars, bools, strings: see AttrSpec
+    # The doc's formula for the tests' exhaustive oracle (tests/test_golden_exhaustive.py); the tool never
+    # calls it. textbook(x, attrs, mp): the factor the gradient is multiplied by at x (an mpf value of
+    # the second input), with mp the mpmath module (a test dependency, passed in, never imported here).
+    textbook: Callable[[object, Mapping, object], object] | None = None
+    oracle_attributes: tuple[Mapping, ...] = ({},)  # attribute sets the oracle covers, as the device receives them
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""

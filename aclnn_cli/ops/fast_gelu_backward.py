@@ -41,6 +41,13 @@ def _sign_slip(t):
     return ((1.0 - d) * m + 1.0) * d * dy
 
 
+def _textbook(x, attrs, mp):
+    """The doc's factor s (1 + z (1 - s)), z = 1.702 x, s = 1/(1 + e^-z), for the tests' mpmath oracle."""
+    z = mp.mpf("1.702") * x
+    s = 1 / (1 + mp.exp(-z))
+    return s * (1 + z * (1 - s))
+
+
 SPEC = register(OpSpec(
     name="aclnnFastGeluBackward",
     key="fast_gelu_backward",
@@ -61,4 +68,5 @@ SPEC = register(OpSpec(
                    "NaN in either input gives NaN. The constant is exactly 1.702 (decimal). For finite "
                    "|self| > 2.0e38 the golden is the exact limit (gradOutput, or 0); verify also accepts the "
                    "NaN that the float32 formula yields there (1.702 x overflows).",
+    textbook=_textbook,
 ))

@@ -110,6 +110,12 @@ VARIANTS = {"swapped-branches": _swapped, "inclusive-zero": _inclusive_zero, "ze
 
 _ALL = ("950", "A3", "A2", "310P", "910")
 
+
+def _textbook(x, attrs, mp):
+    """The doc's factor: 1 where x > 0, else negativeSlope, for the tests' mpmath oracle."""
+    return mp.mpf(1) if x > 0 else mp.mpf(attrs["negativeSlope"])
+
+
 SPEC = register(OpSpec(
     name="aclnnLeakyReluBackward",
     key="leaky_relu_backward",
@@ -131,6 +137,9 @@ SPEC = register(OpSpec(
                    "(NaN self takes the slope branch, as in the 950 kernel and PyTorch); gradOutput = +-inf "
                    "with a zero slope on that branch gives NaN; NaN gradOutput gives NaN. negativeSlope is "
                    "used as float32; selfIsResult never changes the result.",
+    textbook=_textbook,
+    oracle_attributes=({"negativeSlope": float(np.float32(0.01)), "selfIsResult": False},
+                       {"negativeSlope": float(np.float32(0.2)), "selfIsResult": False}),
 ))
 
 CONTRACT_NOTES = """\

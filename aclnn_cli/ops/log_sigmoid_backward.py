@@ -49,6 +49,11 @@ def _stable(t):
     return t["gradOutput"] * np.exp(-np.logaddexp(0.0, t["self"]))
 
 
+def _textbook(x, attrs, mp):
+    """The doc's factor 1/(1 + e^x), for the tests' mpmath oracle."""
+    return 1 / (1 + mp.exp(x))
+
+
 SPEC = register(OpSpec(
     name="aclnnLogSigmoidBackward",
     key="log_sigmoid_backward",
@@ -67,4 +72,5 @@ SPEC = register(OpSpec(
               "stable-formula": _stable},
     special_values="self = -inf gives gradOutput; self = +inf gives 0 (NaN if gradOutput is +-inf); "
                    "NaN in gradOutput or self gives NaN. buffer never affects the result.",
+    textbook=_textbook,
 ))

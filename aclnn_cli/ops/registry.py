@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 from .base import OpSpec
 
 OPS: dict[str, OpSpec] = {}
+DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (its fingerprint covers it)
 
 
 def register(spec: OpSpec) -> OpSpec:
@@ -12,6 +15,7 @@ def register(spec: OpSpec) -> OpSpec:
     if spec.name in OPS:
         raise ValueError(f"operator {spec.name} registered twice")
     OPS[spec.name] = spec
+    DECLARED_IN[spec.name] = sys._getframe(1).f_globals.get("__file__") or ""
     return spec
 
 

@@ -27,6 +27,12 @@ def _sign_slip(t):
     return dy * s * (1.0 - x * (1.0 - s))
 
 
+def _textbook(x, attrs, mp):
+    """The doc's factor s (1 + x (1 - s)), s = 1/(1 + e^-x), for the tests' mpmath oracle."""
+    s = 1 / (1 + mp.exp(-x))
+    return s * (1 + x * (1 - s))
+
+
 SPEC = register(OpSpec(
     name="aclnnSiluBackward",
     key="silu_backward",
@@ -43,4 +49,5 @@ SPEC = register(OpSpec(
     contract=Contract(broadcast_on=("950",), mixed_fp32_on=("950",)),
     special_values="self = +inf or -inf gives NaN (0 * inf inside the formula, as in PyTorch and the kernel); "
                    "NaN in either input gives NaN; gradOutput = +-inf gives +-inf times the factor.",
+    textbook=_textbook,
 ))

@@ -164,6 +164,13 @@ VARIANTS = {"sign-slip": _sign_slip, "no-threshold": _no_threshold, "inclusive-t
             "threshold-on-x": _threshold_on_x, "exp-overflow": _exp_overflow,
             "stable-formula": _stable, "multiply-form": _multiply}
 
+
+def _textbook(x, attrs, mp):
+    """The doc's factor: 1 if beta x > threshold, else 1/(1 + e^(-beta x)), for the tests' mpmath oracle."""
+    z = mp.mpf(attrs["beta"]) * x
+    return mp.mpf(1) if z > mp.mpf(attrs["threshold"]) else 1 / (1 + mp.exp(-z))
+
+
 SPEC = register(OpSpec(
     name="aclnnSoftplusBackward",
     key="softplus_backward",
@@ -188,6 +195,9 @@ SPEC = register(OpSpec(
                    "gives +-inf. beta and threshold are used as float32. The golden decides the branch on the "
                    "exact beta*self; verify also accepts the device's float32 decision (fl32(beta*self) == "
                    "threshold takes the sigmoid branch) and its +-0 where exp(-beta*self) overflows float32.",
+    textbook=_textbook,
+    oracle_attributes=({"beta": 1.0, "threshold": 20.0},
+                       {"beta": float(np.float32(1.7)), "threshold": float(np.float32(1.2))}),
 ))
 
 CONTRACT_NOTES = """\

@@ -107,6 +107,15 @@ VARIANTS = {
     "fused-multiply-add": _fused,
 }
 
+
+def _textbook(x, attrs, mp):
+    """The doc's factor s (1 + z (1 - s)), z = beta x, s = 1/(1 + e^-z), for the tests' mpmath oracle."""
+    beta = attrs.get("betaOptional")
+    z = (mp.mpf(1) if beta is None else mp.mpf(beta)) * x
+    s = 1 / (1 + mp.exp(-z))
+    return s * (1 + z * (1 - s))
+
+
 SPEC = register(OpSpec(
     name="aclnnSwishBackward",
     key="swish_backward",
@@ -130,6 +139,8 @@ SPEC = register(OpSpec(
                    "gives 0.5 * gradOutput for finite self; a non-finite betaOptional gives NaN. betaOptional is "
                    "used as the float32 it converts to. For finite |beta * self| > float32 max the golden is "
                    "the exact limit (gradOutput, or 0); verify also accepts the kernel's NaN there.",
+    textbook=_textbook,
+    oracle_attributes=({"betaOptional": 1.0}, {"betaOptional": float(np.float32(1.7))}, {"betaOptional": -0.75}),
 ))
 
 CONTRACT_NOTES = """\
