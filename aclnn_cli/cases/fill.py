@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,20 +18,167 @@ from ..dtypes import DType, round_from_f64
 from .yamlsafe import show
 
 BLOCK = 1 << 16
-KINDS = ("uniform", "normal", "constant", "values", "all_values")
 
 
 @dataclass(frozen=True)
 class Fill:
-    kind: str
-    params: tuple  # uniform/normal: (a, b); constant: (v,); values: the literal values; all_values: ()
+    """A generator: parsed from its case-file argument, checked against a dtype, described in the
+    manifest (and fingerprint), and drawn for any range of logical elements. One subclass each."""
+
+    params: tuple
+    kind: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, arg) -> "Fill":
+        raise NotImplementedError
+
+    def check(self, dtype: DType) -> str | None:
+        """Why these values cannot be represented in dtype, or None."""
+        for v in self.params:
+            if math.isfinite(v) and abs(v) > dtype.max_finite:
+                return f"value {v:g} overflows {dtype.name} (max {dtype.max_finite:g})"
+        return None
 
     def describe(self) -> dict:
-        if self.kind == "all_values":
-            return {"all_values": True}
-        if self.kind == "constant":
-            return {"constant": _json_float(self.params[0])}
         return {self.kind: [_json_float(v) for v in self.params]}
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Random(Fill):
+    """Drawn in float64 in blocks of BLOCK elements seeded from (seed, slot, block), rounded once."""
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        if not isinstance(arg, (list, tuple)) or len(arg) != 2:
+            raise ValueError(f"'{cls.kind}' takes two numbers, got {show(arg)}")
+        a, b = (parse_number(v) for v in arg)
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise ValueError(f"'{cls.kind}' bounds must be finite, got {show(arg)}")
+        cls._check_args(a, b, arg)
+        return cls((a, b))
+
+    @classmethod
+    def _check_args(cls, a: float, b: float, arg) -> None:
+        pass
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        return round_from_f64(self._scale(_draws(self._draw, seed, slot, start, stop)), dtype)
+
+    @staticmethod
+    def _draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _scale(self, raw: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Uniform(_Random):
+    """{uniform: [lo, hi]}"""
+
+    kind: ClassVar[str] = "uniform"
+
+    @classmethod
+    def _check_args(cls, a: float, b: float, arg) -> None:
+        if a > b:
+            raise ValueError(f"'uniform' needs lo <= hi, got {show(arg)}")
+
+    @staticmethod
+    def _draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.random(n)
+
+    def _scale(self, raw: np.ndarray) -> np.ndarray:
+        a, b = self.params
+        return a + (b - a) * raw
+
+
+@dataclass(frozen=True)
+class Normal(_Random):
+    """{normal: [mean, std]}"""
+
+    kind: ClassVar[str] = "normal"
+
+    @classmethod
+    def _check_args(cls, a: float, b: float, arg) -> None:
+        if b < 0:
+            raise ValueError(f"'normal' needs std >= 0, got {show(arg)}")
+
+    def check(self, dtype: DType) -> str | None:
+        mean, std = self.params
+        span = abs(mean) + 6 * std
+        return None if span <= dtype.max_finite else \
+            f"normal {list(self.params)} overflows {dtype.name} (max {dtype.max_finite:g})"
+
+    @staticmethod
+    def _draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.standard_normal(n)
+
+    def _scale(self, raw: np.ndarray) -> np.ndarray:
+        a, b = self.params
+        return a + b * raw
+
+
+@dataclass(frozen=True)
+class Constant(Fill):
+    """{constant: v}"""
+
+    kind: ClassVar[str] = "constant"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        return cls((parse_number(arg),))
+
+    def describe(self) -> dict:
+        return {"constant": _json_float(self.params[0])}
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        return round_from_f64(np.full(stop - start, self.params[0]), dtype)
+
+
+@dataclass(frozen=True)
+class Values(Fill):
+    """{values: [v0, v1, ...]}: repeated in logical order."""
+
+    kind: ClassVar[str] = "values"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        if not isinstance(arg, (list, tuple)) or not arg:
+            raise ValueError(f"'values' takes a non-empty list, got {show(arg)}")
+        return cls(tuple(parse_number(v) for v in arg))
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        vals = np.array(self.params, dtype=np.float64)
+        return round_from_f64(vals[np.arange(start, stop) % len(vals)], dtype)
+
+
+@dataclass(frozen=True)
+class AllValues(Fill):
+    """{all_values: true}: every bit pattern of a 16-bit dtype, in order."""
+
+    kind: ClassVar[str] = "all_values"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        if arg is not True:
+            raise ValueError(f"'all_values' takes true, got {show(arg)}")
+        return cls(())
+
+    def check(self, dtype: DType) -> str | None:
+        return None if dtype.is16bit else f"'all_values' needs a 16-bit dtype, not {dtype.name}"
+
+    def describe(self) -> dict:
+        return {"all_values": True}
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        return np.arange(start, stop, dtype=np.int64).astype(dtype.uint_dtype).view(dtype.np_dtype)
+
+
+GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues)}
+KINDS = tuple(GENERATORS)
 
 
 def _json_float(v: float) -> float | str:
@@ -70,42 +218,14 @@ def parse_fill(spec) -> Fill:
     if not isinstance(spec, dict) or len(spec) != 1:
         raise ValueError(f"a generator is one of {{{', '.join(KINDS)}}} with its argument, got {show(spec)}")
     (kind, arg), = spec.items()
-    if kind not in KINDS:
+    if kind not in GENERATORS:
         raise ValueError(f"unknown generator {show(kind)} (valid: {', '.join(KINDS)})")
-    if kind in ("uniform", "normal"):
-        if not isinstance(arg, (list, tuple)) or len(arg) != 2:
-            raise ValueError(f"'{kind}' takes two numbers, got {show(arg)}")
-        a, b = (parse_number(v) for v in arg)
-        if not (math.isfinite(a) and math.isfinite(b)):
-            raise ValueError(f"'{kind}' bounds must be finite, got {show(arg)}")
-        if kind == "uniform" and a > b:
-            raise ValueError(f"'uniform' needs lo <= hi, got {show(arg)}")
-        if kind == "normal" and b < 0:
-            raise ValueError(f"'normal' needs std >= 0, got {show(arg)}")
-        return Fill(kind, (a, b))
-    if kind == "constant":
-        return Fill(kind, (parse_number(arg),))
-    if kind == "values":
-        if not isinstance(arg, (list, tuple)) or not arg:
-            raise ValueError(f"'values' takes a non-empty list, got {show(arg)}")
-        return Fill(kind, tuple(parse_number(v) for v in arg))
-    if arg is not True:
-        raise ValueError(f"'all_values' takes true, got {show(arg)}")
-    return Fill(kind, ())
+    return GENERATORS[kind].parse(arg)
 
 
 def check_fits(fill: Fill, dtype: DType) -> str | None:
     """Why this fill cannot be represented in dtype, or None."""
-    if fill.kind == "all_values":
-        return None if dtype.is16bit else f"'all_values' needs a 16-bit dtype, not {dtype.name}"
-    if fill.kind == "normal":
-        mean, std = fill.params
-        span = abs(mean) + 6 * std
-        return None if span <= dtype.max_finite else f"normal {list(fill.params)} overflows {dtype.name} (max {dtype.max_finite:g})"
-    for v in fill.params:
-        if math.isfinite(v) and abs(v) > dtype.max_finite:
-            return f"value {v:g} overflows {dtype.name} (max {dtype.max_finite:g})"
-    return None
+    return fill.check(dtype)
 
 
 def all_values_count(dtype: DType) -> int:
@@ -114,18 +234,11 @@ def all_values_count(dtype: DType) -> int:
 
 def generate(fill: Fill, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
     """Logical elements [start, stop) of a tensor filled by `fill`, in `dtype`."""
-    n = stop - start
-    if fill.kind == "all_values":
-        return np.arange(start, stop, dtype=np.int64).astype(dtype.uint_dtype).view(dtype.np_dtype)
-    if fill.kind == "constant":
-        return round_from_f64(np.full(n, fill.params[0]), dtype)
-    if fill.kind == "values":
-        vals = np.array(fill.params, dtype=np.float64)
-        return round_from_f64(vals[np.arange(start, stop) % len(vals)], dtype)
-    return round_from_f64(_random_f64(fill, seed, slot, start, stop), dtype)
+    return fill.generate(dtype, seed, slot, start, stop)
 
 
-def _random_f64(fill: Fill, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+def _draws(draw, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+    """Raw draws for logical elements [start, stop): block by block, each from its own seeded stream."""
     out = np.empty(stop - start, dtype=np.float64)
     first, last = start // BLOCK, (stop - 1) // BLOCK if stop > start else start // BLOCK - 1
     for block in range(first, last + 1):
@@ -133,10 +246,6 @@ def _random_f64(fill: Fill, seed: int, slot: int, start: int, stop: int) -> np.n
         lo, hi = max(start, block * BLOCK), min(stop, (block + 1) * BLOCK)
         # Draws are sequential: the first k of a block are the same however many are drawn, so a small
         # tensor draws only what it needs (pinned across the block boundary by tests).
-        need = hi - block * BLOCK
-        raw = rng.random(need) if fill.kind == "uniform" else rng.standard_normal(need)
+        raw = draw(rng, hi - block * BLOCK)
         out[lo - start:hi - start] = raw[lo - block * BLOCK:hi - block * BLOCK]
-    a, b = fill.params
-    if fill.kind == "uniform":
-        return a + (b - a) * out
-    return a + b * out
+    return out

@@ -20,7 +20,7 @@ from .. import dtypes as D
 from .attributes import Combo, id_part, values as attribute_values
 from ..errors import CaseError
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
-from .fill import Fill, all_values_count, check_fits
+from .fill import Constant, Fill, Uniform, all_values_count, check_fits
 from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
@@ -274,9 +274,9 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
             key = f"tensors.{t.name}.layout" if layout_spec is not None else \
                 f"tensors.{t.name}.shape" if "shape" in override else "shape"
             raise spec.err(str(exc), key) from None
-        fill = spec.fills.get(t.name, Fill("constant", (0.0,)))
+        fill = spec.fills.get(t.name, Constant((0.0,)))
         if fill.kind == "all_values" and not d.dtype.is16bit:
-            fill = Fill("uniform", (-1.0, 1.0))  # a rejection case that changed the dtype: any values do
+            fill = Uniform((-1.0, 1.0))  # a rejection case that changed the dtype: any values do
         tensors.append(_shared(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null)))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
                 tuple(tensors), rule, spec.tolerance, attrs)
