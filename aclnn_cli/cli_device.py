@@ -11,7 +11,7 @@ import click
 from . import manifest as M
 from .device.run import SOC_PRODUCTS, RunOptions, run_cases
 from .errors import UserError
-from .device.harness import write_harness
+from .device.harness import select_ops, write_harness
 from .options import PATH
 from .progress import Progress
 
@@ -24,12 +24,18 @@ def register(main: click.Group) -> None:
 
 @click.command()
 @click.option("-o", "--out", "out", type=PATH, required=True, help="Directory for the CMake project.")
-def harness(out: Path) -> None:
-    """Write the C++17 CMake project of the runner that calls the real aclnn API for every registered op."""
+@click.option("--op", "op_names", multiple=True, metavar="NAME",
+              help="Only this operator (API name or key; repeatable). Default: every registered op.")
+def harness(out: Path, op_names: tuple[str, ...]) -> None:
+    """Write the C++17 CMake project of the runner that calls the real aclnn API for the registered ops.
+
+    A runner built with --op answers cases of other ops with ERROR (generated without them); use it
+    where the toolkit lacks some ops' libraries or headers.
+    """
     from .cli import _one_line_errors
 
     with _one_line_errors():
-        files = write_harness(out)
+        files = write_harness(out, select_ops(op_names))
     src, build = shlex.quote(str(out)), shlex.quote(str(out / "build"))
     runner = shlex.quote(str(out / "build" / "aclnn-runner"))
     click.echo(f"wrote {len(files)} files to {out}. Build it where CANN is installed (set_env.sh sourced):\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from contextlib import contextmanager
@@ -23,6 +24,14 @@ STUB_DIR = Path(__file__).resolve().parent / "stub_cann"
 LIBS = ("ascendcl", "nnopbase", "opapi")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer")
 _STAMP = ".stub-stamp"
+
+
+def stub_ops() -> set[str]:
+    """The aclnn ops the stub toolkit implements: those its aclnnop headers declare."""
+    names = set()
+    for header in (STUB_DIR / "include" / "aclnnop").glob("*.h"):
+        names.update(re.findall(r"\b(aclnn[A-Za-z0-9]+)GetWorkspaceSize\b", header.read_text()))
+    return names
 
 
 class StubBuildError(RuntimeError):

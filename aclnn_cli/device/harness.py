@@ -86,6 +86,17 @@ The request/reply format is "The harness contract" in aclnn-cli's README.
 """
 
 
+def select_ops(names: tuple[str, ...] | list[str]) -> list[OpSpec]:
+    """The registered ops named (API name or key), in name order; all of them when none is named."""
+    if not names:
+        return sorted(OPS.values(), key=lambda o: o.name)
+    by_name = {**{op.key: op for op in OPS.values()}, **OPS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UserError(f"unknown operator {unknown[0]!r} (registered: {', '.join(sorted(OPS))})", where="--op")
+    return sorted({by_name[n].name: by_name[n] for n in names}.values(), key=lambda o: o.name)
+
+
 def write_harness(out: Path, ops: list[OpSpec] | None = None) -> list[Path]:
     """Write the runner project into `out` (created if needed); returns the files written."""
     ops = list(ops if ops is not None else sorted(OPS.values(), key=lambda o: o.name))
