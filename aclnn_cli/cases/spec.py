@@ -1,5 +1,5 @@
 """One raw case of a case file (defaults merged), type-checked and parsed into the pieces that
-cases.py expands into `Case` objects. Every problem is a CaseError naming file, case and key.
+loader.py expands into `Case` objects. Every problem is a CaseError naming file, case and key.
 """
 
 from __future__ import annotations
