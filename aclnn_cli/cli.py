@@ -31,6 +31,7 @@ from .progress import Progress
 from .report.formats import (load_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
                      write_verify_json)
 from .storage import check_output_paths
+from .report.html import require_matplotlib, write_html
 from .golden.outdir import SizeLimits, parse_size
 from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
 
@@ -205,21 +206,29 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     sys.exit(2 if errors else 0)
 
 
+HTML_HELP = ("Write an HTML report here: one offline file with plots of every case (needs matplotlib: "
+             "pip install 'aclnn-cli[report]').")
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=PATH)
 @click.option("--json", "json_path", type=PATH, help="Write the merged results as JSON here.")
 @click.option("--junit", "junit_path", type=PATH, help="Write merged JUnit XML here.")
+@click.option("--html", "html_path", type=PATH, help=HTML_HELP)
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
-def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, failures_only: bool,
-           strict: bool, verbose: bool) -> None:
+def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, html_path: Path | None,
+           failures_only: bool, strict: bool, verbose: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
     console = _console()
     with _one_line_errors():
-        check_output_paths(json_path, junit_path)
+        if html_path:
+            require_matplotlib()
+        check_output_paths(json_path, junit_path, html_path)
         run = merged_run(load_results(list(paths)), strict=strict)
-    _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose)
+    _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose,
+            html=(html_path, default_jobs(), "report"))
 
 
 @main.command()
@@ -287,6 +296,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 @click.option("--json", "json_path", type=PATH, help="Write the results as JSON here.")
 @click.option("--junit", "junit_path", type=PATH, help="Write JUnit XML here.")
+@click.option("--html", "html_path", type=PATH, help=HTML_HELP)
 @click.option("--csv-errors", "csv_dir", type=PATH,
               help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
@@ -294,14 +304,16 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @JOBS
 @SHARD
 def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, strict: bool,
-           json_path: Path | None, junit_path: Path | None, csv_dir: Path | None, failures_only: bool, jobs: int,
-           shard, verbose: bool) -> None:
+           json_path: Path | None, junit_path: Path | None, html_path: Path | None, csv_dir: Path | None,
+           failures_only: bool, jobs: int, shard, verbose: bool) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
                    error_rows=csv_dir is not None, strict=strict)
     with _one_line_errors():
-        check_output_paths(json_path, junit_path, csv_dir=csv_dir)
+        if html_path:
+            require_matplotlib()
+        check_output_paths(json_path, junit_path, html_path, csv_dir=csv_dir)
         if shard == (0, 1) and not opts.tolerance:  # nothing to select or check first: workers read the manifests
             dirs = M.find_cases(out)
             with Progress("verify", len(dirs), None) as bar:
@@ -313,12 +325,15 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                 sizes = {str(m.dir): m.output.layout.numel for m in manifests}
                 run = verify_manifests(manifests, broken, opts, jobs=jobs,
                                        on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
-    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose)
+    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,
+            html=(html_path, jobs, "verify"))
 
 
 def _finish(console: Console, run, standard: str | None, failures_only: bool, json_path: Path | None,
-            junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False) -> None:
-    """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit."""
+            junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False,
+            html: tuple[Path | None, int, str] = (None, 1, "")) -> None:
+    """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
+    html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
     with _one_line_errors():  # (written case by case: thousands of cases are never all held as JSON or XML)
@@ -328,6 +343,8 @@ def _finish(console: Console, run, standard: str | None, failures_only: bool, js
             write_junit(junit_path, run)
         if csv_dir:
             write_error_csvs(csv_dir, run)
+        if html[0]:
+            write_html(html[0], run, standard, jobs=html[1], title=html[2])
     sys.exit(run.exit_code)
 
 

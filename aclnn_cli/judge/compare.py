@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..dtypes import DType
+from .errorstats import ErrorStats
 
 # msprobe small-value thresholds: |g| <= small is judged by |a - g| <= atol.
 Rule = Callable[["ElementErrors"], np.ndarray]
@@ -212,6 +213,7 @@ class Metrics:
     max_rel_at: int = -1
     max_ulp: float = 0.0
     worst: list = field(default_factory=list)  # heap of (rel, index): the WORST_K largest
+    errors: ErrorStats | None = None  # the report's histogram, sample and map (filled by the comparison)
 
     _COUNTS = ("elements", "compared", "special_mismatches", "violations", "relieved", "small_elements",
                "small_errors", "zero_goldens")
@@ -305,6 +307,8 @@ class Metrics:
                 setattr(self, n, theirs)
         for item in other.worst:
             self._push(item)
+        if self.errors is not None and other.errors is not None:
+            self.errors.merge(other.errors)
 
     def worst_indices(self) -> list[int]:
         return [i for i, _ in self.worst_items()]

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import manifest as M
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
+from .errorstats import ErrorStats
 from ..dtypes import DType, round_from_f64
 from ..device.emulate import kernel_output
 from ..errors import UserError
@@ -146,6 +147,9 @@ class Comparison:
         self.inputs = {t.name: self._open(t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
                                           f"input {t.name}") for t in m.inputs}
         self.rows: list = []
+        judged, _ = tolerance_dtype(m)
+        # what the report needs beside the errors: the thresholds' dtype, the floor, the op's attributes
+        self.context = {"judged_dtype": judged.name, "floor": self.floor, "attributes": dict(m.attribute_values)}
 
     def _open(self, path: str, dtype, size: int, sha: str | None, what: str) -> StorageFile | LoadedFile:
         if self.whole and size * dtype.itemsize <= SMALL_FILE:
@@ -177,6 +181,7 @@ class Comparison:
     def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
         out = self.m.output
         metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
+        metrics.errors = ErrorStats.for_view(out.layout.shape, tuple(t.name for t in self.m.inputs), self.context)
         for s in range(start, stop, self.opts.chunk):
             e = min(stop, s + self.opts.chunk)
             a = self.dump.read(out.layout, s, e)
@@ -188,6 +193,7 @@ class Comparison:
             if self.std.relief and (errs.special.size or errs.violation.any()):
                 metrics.relieved += self._recheck(errs, s)
             metrics.add(errs, s, track_small=bench is not None)
+            metrics.errors.add(errs, s, self._input_values)
             if bench is not None:
                 bench.add(self._errors(emulated, g), s, track_small=True)
             if self.opts.error_rows and len(self.rows) < CSV_ROW_LIMIT:
@@ -236,11 +242,22 @@ class Comparison:
             errs.special = np.setdiff1d(errs.special, idx[cleared])
 
     def _gather(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        return {**self._input_values(flat, mapped=True), **self.m.attribute_values}  # (the op takes its attributes too)
+
+    def _input_values(self, flat: np.ndarray, mapped: bool = False) -> dict[str, np.ndarray]:
+        """The inputs feeding logical output elements `flat`, as float64. mapped: through a memory map of each
+        storage (many elements); else a large contiguous storage is read element by element (the report's
+        few sample elements: a map's pages would count toward RSS)."""
         shape = self.m.output.layout.shape
+        values = {}
         with np.errstate(invalid="ignore"):
-            ins = {t.name: np.asarray(self.inputs[t.name].map[source_positions(t.layout, shape, flat)]).astype(np.float64)
-                   for t in self.m.inputs}
-        return {**ins, **self.m.attribute_values}  # the op's functions take its attributes beside the inputs
+            for t in self.m.inputs:
+                f, at = self.inputs[t.name], source_positions(t.layout, shape, flat)
+                if mapped or isinstance(f, LoadedFile) or not t.layout.is_contiguous:
+                    values[t.name] = np.asarray(f.map[at]).astype(np.float64)
+                else:
+                    values[t.name] = np.array([f.read_range(i, i + 1)[0] for i in at.tolist()], np.float64)
+        return values
 
 
 def writes_outside_view(m: M.CaseManifest) -> str | None:

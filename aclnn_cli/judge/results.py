@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import marshal
 import math
 import struct
 from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
+
+from .spill import Spilled, spill
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "CRASH", "TIMEOUT", "ERROR")
@@ -140,6 +143,20 @@ def _unpack_list(obj, value):
     return [] if value is None else value
 
 
+def _pack_errors(obj, value):
+    """A case's error data (kilobytes of samples) kept in the spill file: a run holds only a handle."""
+    if type(value) is not dict:
+        return value
+    try:
+        return spill(marshal.dumps(value))
+    except ValueError:  # (a type marshal does not take: kept as it is)
+        return value
+
+
+def _unpack_errors(obj, value):
+    return marshal.loads(value.load()) if type(value) is Spilled else value
+
+
 @dataclass(frozen=True)
 class Repro:
     """The repro line of a case, less what its result already holds (case id and path): one per run.
@@ -168,7 +185,7 @@ class CaseResult:
     # Slots, not a __dict__: a run holds one per case. Fields with a default are _Compact descriptors kept
     # in the slot of their name with an underscore (a class attribute cannot share a slot's name).
     __slots__ = ("case_id", "op", "dtype", "product", "status", "standard", "reason", "_shape", "_params", "_metrics",
-                 "_benchmark", "_worst", "_repro", "_path", "_kind", "_error_rows")
+                 "_benchmark", "_worst", "_repro", "_path", "_kind", "_error_rows", "_errors")
     case_id: str
     op: str
     dtype: str
@@ -185,14 +202,17 @@ class CaseResult:
     path: str = _Compact(_pack_path, _unpack_path, "")
     kind: str = _Compact(_same, _same, "precision")  # or "contract": a negative case, judged on phase one's status only
     error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
+    # the report's data (errorstats.ErrorStats.summary): ulp histogram, sample, map; None without a comparison
+    errors: dict | None = field(default=_Compact(_pack_errors, _unpack_errors, None), repr=False)
 
-    def to_json(self) -> dict:
+    def to_json(self, errors: bool = True) -> dict:
         """The result as strict JSON data (non-finite numbers as strings). (json_safe copies every dict
-        and list, as asdict would: what it returns shares nothing with the result.)"""
-        return json_safe({name: getattr(self, name) for name in _JSON_FIELDS})
+        and list, as asdict would: what it returns shares nothing with the result.) errors=False leaves
+        out the error data (for outputs that never show it)."""
+        return json_safe({name: getattr(self, name) for name in (_JSON_FIELDS if errors else _JSON_FIELDS[:-1])})
 
 
-_JSON_FIELDS = tuple(f.name for f in fields(CaseResult) if f.name != "error_rows")
+_JSON_FIELDS = tuple(f.name for f in fields(CaseResult) if f.name != "error_rows")  # ("errors" last)
 
 
 def by_path(results: list[CaseResult]) -> list[CaseResult]:

@@ -93,6 +93,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         verdict = std.judge(metrics, params, tolerance_dtype(m)[0], bench)
         result.status, result.reason = (PASS if verdict.passed else FAIL), verdict.reason
         result.metrics, result.benchmark = metrics.to_json(), bench.to_json() if bench else None
+        result.errors = metrics.errors.summary(verdict.passed) if metrics.errors else None  # (the HTML report's)
         if not verdict.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
             result.worst = [describe_element(m, std, i, rel) for i, rel in metrics.worst_items()]
         result.error_rows = rows

@@ -20,8 +20,10 @@ from .. import __version__
 from ..errors import UserError
 from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
+from .errordata import errors_problem
 
-VERIFY_SCHEMA = "aclnn-cli/verify/1"
+VERIFY_SCHEMA = "aclnn-cli/verify/2"  # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report
+READABLE_SCHEMAS = ("aclnn-cli/verify/1", VERIFY_SCHEMA)  # report merges both (version 1 results draw no plots)
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
          "STATUS": "bold red", "CRASH": "bold red", "TIMEOUT": "bold red", "ERROR": "bold magenta"}
 
@@ -190,24 +192,36 @@ def verify_json(run: RunResult, standard: str | None, cases: bool = True) -> dic
 
 
 def write_json(path: Path, data: dict) -> None:
+    if isinstance(data, dict) and data.get("schema") == VERIFY_SCHEMA and data.get("cases"):
+        head = {k: v for k, v in data.items() if k != "cases"}
+        return atomic_write_text(path, _verify_chunks(head, map(json_safe, data["cases"])))
     atomic_write_text(path, json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n")
 
 
 def write_verify_json(path: Path, run: RunResult, standard: str | None) -> None:
     """write_json(path, verify_json(run, standard)), the same bytes, written case by case: a run of
     thousands of cases is never held as JSON data (or text) all at once."""
-    head = json.dumps(json_safe(verify_json(run, standard, cases=False)), indent=2, allow_nan=False)
     if not run.cases:
         return write_json(path, verify_json(run, standard))
+    atomic_write_text(path, _verify_chunks(verify_json(run, standard, cases=False), (c.to_json() for c in run.cases)))
 
-    def chunks():
-        yield head[:-2] + ',\n  "cases": ['  # (head ends with "\n}")
-        for i, c in enumerate(run.cases):
-            text = json.dumps(c.to_json(), indent=2, allow_nan=False)
-            yield ("," if i else "") + "\n    " + text.replace("\n", "\n    ")  # (strings hold no raw newline)
-        yield "\n  ]\n}\n"
 
-    atomic_write_text(path, chunks())
+def _verify_chunks(head: dict, cases):
+    """The text of a verify JSON document with these cases (strict JSON data), one case at a time."""
+    text = json.dumps(json_safe(head), indent=2, allow_nan=False)
+    yield text[:-2] + ',\n  "cases": ['  # (head ends with "\n}")
+    for i, c in enumerate(cases):
+        yield ("," if i else "") + "\n    " + _case_text(c).replace("\n", "\n    ")  # (strings hold no raw newline)
+    yield "\n  ]\n}\n"
+
+
+def _case_text(case: dict) -> str:
+    """One case as indented JSON, its error data on one line: thousands of numbers one per line would be
+    most of the file."""
+    if "errors" not in case:
+        return json.dumps(case, indent=2, allow_nan=False)
+    text = json.dumps({k: v for k, v in case.items() if k != "errors"}, indent=2, allow_nan=False)
+    return f'{text[:-2]},\n  "errors": {json.dumps(case["errors"], allow_nan=False, separators=(",", ":"))}\n}}'
 
 
 def _testcase(c: dict) -> ET.Element:
@@ -296,7 +310,7 @@ def load_results(paths: list[Path]) -> list[dict]:
             data = json.loads(f.read_bytes().decode("utf-8"))
         except (OSError, ValueError, RecursionError) as exc:
             raise UserError(f"not a readable JSON file: {str(exc)[:120]}", where=str(f)) from None
-        if not isinstance(data, dict) or data.get("schema") != VERIFY_SCHEMA:
+        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             continue  # other JSON lying around (e.g. case.json) is not a result file
         if not isinstance(data.get("cases"), list):
             raise UserError("'cases' must be a list of case results", where=str(f))
@@ -325,10 +339,10 @@ def _bad_result(c) -> str | None:
             return f"'{key}' must be a {kind.__name__}"
     if c["status"] not in ALL_STATUSES:
         return f"unknown status {c['status'][:40]!r} (valid: {', '.join(ALL_STATUSES)})"
-    for key, kind in (("shape", list), ("worst", list), ("params", dict), ("metrics", dict)):
+    for key, kind in (("shape", list), ("worst", list), ("params", dict), ("metrics", dict), ("errors", dict)):
         if key in c and c[key] is not None and not isinstance(c[key], kind):
             return f"'{key}' must be a {kind.__name__}"
-    return None
+    return errors_problem(c.get("errors"))
 
 
 def merged_run(cases: list[dict], strict: bool = False) -> RunResult:

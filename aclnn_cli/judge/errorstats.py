@@ -1,0 +1,320 @@
+"""Error data for the HTML report, gathered in verify's streaming pass with memory bounded at any size.
+
+Three pieces per case, each mergeable across chunks and worker ranges in any order with the same result
+(so a case split across workers reports what one process would):
+
+- a signed histogram of ulp errors in log2 bins (bin k: |ulp error| in [2^k, 2^(k+1))). The sign is the
+  error balance's: toward zero when |actual| < |expected|, so a biased kernel (truncation) is one-sided;
+- a sample of elements (inputs, expected, actual, signed ulp error, flagged): SPREAD elements spread over
+  the view, fixed by its size alone, plus up to FLAGGED elements that broke the standard's rule (after
+  relief) or mismatched a NaN/Inf, chosen by a hash of their index when there are more: a kernel's
+  failures are always in the sample;
+- for views of 2 or more dims, a map: the view as rows (its leading dims) x its last dim, cut into at most
+  GRID x GRID blocks; per block the largest ulp error and the count of flagged elements (a maximum and a
+  count, not a sum: merged in any order, they are the same numbers).
+
+`ErrorStats.summary` turns the collector into JSON data (verify JSON's `errors`, documented in README).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Mapping
+
+import numpy as np
+
+SPREAD = 256  # elements spread over the view
+PASSING_SPREAD = 32  # of them kept for a passing case (every 8th): plots one click away, a small JSON
+FLAGGED = 64  # flagged elements kept at most
+GRID = 32  # blocks per axis of the map at most
+PASSING_GRID = 16  # per axis for a passing case (blocks merged 2 x 2)
+
+# (sign-and-exponent byte layout) per work dtype: bits of the exponent field, its bias
+_FLOAT_BITS = {np.dtype(np.float32): (np.uint32, 23, 8, 127), np.dtype(np.float64): (np.uint64, 52, 11, 1023)}
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads consecutive indices over 64 bits
+
+Gather = Callable[[np.ndarray], Mapping[str, np.ndarray]]  # logical output indices -> input values
+
+
+def index_hash(index: np.ndarray) -> np.ndarray:
+    """A fixed pseudo-random 64-bit key per logical index (the same in every process and chunking)."""
+    return index.astype(np.uint64) * _GOLDEN  # (wraps modulo 2^64, as meant)
+
+
+@lru_cache(maxsize=256)
+def spread_points(numel: int, k: int = SPREAD) -> np.ndarray:
+    """k sorted logical indices spread over [0, numel): one in each of k equal stretches, at a jittered place
+    (a plain stride would fall on the same column of every row when it divides the row length)."""
+    if numel <= k:
+        points = np.arange(numel, dtype=np.int64)
+    else:
+        j = np.arange(k + 1, dtype=object)  # exact for any numel (k products of up to 2^62 x 256)
+        bounds = np.array(j * numel // k, dtype=np.int64)
+        jitter = (index_hash(np.arange(1, k + 1)) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        width = bounds[1:] - bounds[:-1]
+        points = bounds[:-1] + np.minimum((jitter * width).astype(np.int64), width - 1)
+    points.flags.writeable = False
+    return points
+
+
+@dataclass
+class Sample:
+    """Elements kept for plots: logical index, and per element (expected, actual, signed ulp error, flagged,
+    then one value per input)."""
+
+    index: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    rows: np.ndarray | None = None  # float64 [n, 4 + inputs]
+
+    def add(self, index: np.ndarray, rows: np.ndarray) -> None:
+        if self.rows is None:
+            self.index, self.rows = index, rows
+        else:
+            self.index, self.rows = np.concatenate((self.index, index)), np.concatenate((self.rows, rows))
+
+    def keep(self, which: np.ndarray) -> None:
+        self.index = self.index[which]
+        self.rows = self.rows[which] if self.rows is not None else None
+
+    def sorted(self) -> "Sample":
+        order = np.argsort(self.index, kind="stable")
+        return Sample(self.index[order], self.rows[order] if self.rows is not None else None)
+
+
+@dataclass(frozen=True)
+class MapGeometry:
+    """The view as rows x cols (leading dims x last dim) cut into blocks of block_rows x block_cols."""
+
+    rows: int
+    cols: int
+    block_rows: int
+    block_cols: int
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], grid: int = GRID) -> "MapGeometry | None":
+        if len(shape) < 2 or not math.prod(shape):
+            return None
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        return cls(rows, cols, -(-rows // grid), -(-cols // grid))
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        return -(-self.rows // self.block_rows), -(-self.cols // self.block_cols)
+
+    def cells(self, index: np.ndarray) -> np.ndarray:
+        """Block (row-major cell number) of each logical index."""
+        r, c = np.divmod(index, self.cols)
+        return (r // self.block_rows) * self.grid[1] + c // self.block_cols
+
+    def fold_max(self, grid: np.ndarray, values: np.ndarray, start: int) -> None:
+        """grid (the blocks, row-major) = max(grid, the largest of `values`, logical elements start + i, per block).
+
+        One pass over the chunk either way: rows no longer than the chunk are padded to whole rows and
+        reduced along both axes; longer rows are cut into the runs of one block each (a few per row).
+        """
+        n, cols = values.size, self.cols
+        first, last = start // cols, (start + n - 1) // cols
+        gr, gc = self.grid
+        grid = grid.reshape(gr, gc)
+        col_starts = np.arange(0, cols, self.block_cols)
+        if cols <= n:
+            lead = start - first * cols
+            whole = values if lead == 0 and n % cols == 0 else np.zeros((last - first + 1) * cols, values.dtype)
+            if whole is not values:  # (0 is neutral: ulp errors are >= 0)
+                whole[lead:lead + n] = values
+            rows = whole.reshape(-1, cols)
+            bounds = np.arange(first // self.block_rows, last // self.block_rows + 1) * self.block_rows - first
+            bounds[0] = 0
+            blocks = np.maximum.reduceat(np.maximum.reduceat(rows, bounds, axis=0), col_starts, axis=1)
+            span = slice(first // self.block_rows, last // self.block_rows + 1)
+            np.maximum(grid[span], blocks, out=grid[span])
+            return
+        row = np.arange(first, last + 1)
+        starts = (row[:, None] * cols + col_starts[None, :]).ravel()
+        cells = ((row // self.block_rows)[:, None] * gc + np.arange(gc)[None, :]).ravel()
+        i0 = int(np.searchsorted(starts, start, "right")) - 1
+        i1 = int(np.searchsorted(starts, start + n, "left"))
+        offsets = starts[i0:i1] - start
+        offsets[0] = 0
+        np.maximum.at(grid.reshape(-1), cells[i0:i1], np.maximum.reduceat(values, offsets))
+
+
+@dataclass
+class ErrorStats:
+    """The collector: one per compared range of a case (see the module docstring)."""
+
+    numel: int
+    input_names: tuple[str, ...]
+    geometry: MapGeometry | None
+    context: dict = field(default_factory=dict)  # what the report needs beside the errors (summary's first keys)
+    histogram: dict = field(default_factory=dict)  # work dtype name -> counts per (sign, exponent) key
+    nonfinite: int = 0  # elements where actual or expected is NaN/Inf (not in the histogram)
+    spread: Sample = field(default_factory=Sample)
+    flagged: Sample = field(default_factory=Sample)
+    flagged_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint64))
+    flagged_total: int = 0
+    map_ulp: np.ndarray | None = None  # float64 per block: the largest |ulp error|
+    map_flagged: np.ndarray | None = None  # int64 per block
+
+    @classmethod
+    def for_view(cls, shape: tuple[int, ...], input_names: tuple[str, ...], context: Mapping | None = None
+                 ) -> "ErrorStats":
+        geometry = MapGeometry.of(tuple(shape))
+        stats = cls(math.prod(shape), tuple(input_names), geometry, dict(context or {}))
+        if geometry is not None:
+            cells = math.prod(geometry.grid)
+            stats.map_ulp, stats.map_flagged = np.zeros(cells), np.zeros(cells, np.int64)
+        return stats
+
+    def add(self, e, start: int, gather: Gather) -> None:
+        """Fold in one chunk's judged errors (ElementErrors after relief) of logical elements start + i."""
+        n = e.ulp.size
+        if not n:
+            return
+        self._histogram(e)
+        points = spread_points(self.numel)
+        lo, hi = np.searchsorted(points, (start, start + n))
+        if hi > lo:
+            local = points[lo:hi] - start
+            self.spread.add(local + start, self._rows(e, local, start, gather))
+        if self.geometry is not None:
+            self.geometry.fold_max(self.map_ulp, e.ulp, start)
+        bad = e.special
+        if e.violation is not None and e.violation.any():
+            bad = np.union1d(np.flatnonzero(e.violation), bad)
+        if bad.size:
+            self._flag(e, bad, start, gather)
+
+    def _histogram(self, e) -> None:
+        """Counts per (toward zero, exponent of |ulp error|): the exponent fields of the errors' own bits."""
+        uint, shift, _, _ = _FLOAT_BITS[e.ulp.dtype]
+        key = e.ulp.view(uint) >> uint(shift)  # (|ulp error| >= 0: sign bit clear)
+        signed = e.signed if e.signed.dtype == e.ulp.dtype else e.signed.astype(e.ulp.dtype)  # (hand-made data)
+        sign = signed.view(uint) >> uint(shift)
+        sign &= uint(1 << (8 * e.ulp.itemsize - 1 - shift))  # the sign bit, just above the exponent field
+        key |= sign
+        counts = np.bincount(key, minlength=2 << (8 * e.ulp.itemsize - 1 - shift))
+        mine = self.histogram.get(e.ulp.dtype.name)
+        self.histogram[e.ulp.dtype.name] = counts if mine is None else mine + counts
+        if e.nonfinite.size:  # (their errors are zeroed: key 0)
+            self.histogram[e.ulp.dtype.name][0] -= e.nonfinite.size
+            self.nonfinite += int(e.nonfinite.size)
+
+    def _rows(self, e, local: np.ndarray, start: int, gather: Gather) -> np.ndarray:
+        rows = np.empty((local.size, 4 + len(self.input_names)))
+        rows[:, 0] = e.g[local]
+        rows[:, 1] = e.a[local]
+        rows[:, 2] = np.where(np.signbit(e.signed[local]), -e.ulp[local], e.ulp[local])
+        flagged = np.isin(local, e.special) if e.special.size else np.zeros(local.size, bool)
+        if e.violation is not None:
+            flagged |= e.violation[local]
+        rows[:, 3] = flagged
+        values = gather(local + start)
+        for k, name in enumerate(self.input_names):
+            rows[:, 4 + k] = values[name]
+        return rows
+
+    def _flag(self, e, bad: np.ndarray, start: int, gather: Gather) -> None:
+        """Count the chunk's flagged elements into the map, and keep the FLAGGED of lowest hash overall."""
+        index = bad + start
+        self.flagged_total += int(bad.size)
+        if self.geometry is not None:
+            self.map_flagged += np.bincount(self.geometry.cells(index), minlength=self.map_flagged.size)
+        keys = index_hash(index)
+        if self.flagged_keys.size >= FLAGGED:  # only those that would displace a kept one are read
+            better = keys < self.flagged_keys.max()
+            bad, index, keys = bad[better], index[better], keys[better]
+            if not keys.size:
+                return
+        if keys.size > FLAGGED:
+            pick = np.argpartition(keys, FLAGGED - 1)[:FLAGGED]
+            bad, index, keys = bad[pick], index[pick], keys[pick]
+        self.flagged.add(index, self._rows(e, bad, start, gather))
+        self.flagged_keys = np.concatenate((self.flagged_keys, keys))
+        self._trim_flagged()
+
+    def _trim_flagged(self) -> None:
+        if self.flagged_keys.size > FLAGGED:
+            pick = np.argpartition(self.flagged_keys, FLAGGED - 1)[:FLAGGED]
+            self.flagged.keep(pick)
+            self.flagged_keys = self.flagged_keys[pick]
+
+    def merge(self, other: "ErrorStats") -> None:
+        """Fold in the stats of another (disjoint) range of the same case."""
+        for name, counts in other.histogram.items():
+            mine = self.histogram.get(name)
+            self.histogram[name] = counts if mine is None else mine + counts
+        self.nonfinite += other.nonfinite
+        if other.spread.rows is not None:
+            self.spread.add(other.spread.index, other.spread.rows)
+        if other.flagged.rows is not None:
+            self.flagged.add(other.flagged.index, other.flagged.rows)
+            self.flagged_keys = np.concatenate((self.flagged_keys, other.flagged_keys))
+            self._trim_flagged()
+        self.flagged_total += other.flagged_total
+        if self.map_ulp is not None and other.map_ulp is not None:
+            np.maximum(self.map_ulp, other.map_ulp, out=self.map_ulp)
+            self.map_flagged += other.map_flagged
+
+    def summary(self, passed: bool) -> dict:
+        """The JSON data of verify's `errors` (README, "CI outputs"), context first. A passing case keeps
+        every 8th spread element and a map of 2 x 2 merged blocks: its plots one click away, its JSON small."""
+        data = {**self.context, "ulp_histogram": self._histogram_json(), "sample": self._sample_json(passed)}
+        data["map"] = self._map_json(passed) if self.geometry is not None else None
+        return data
+
+    def _histogram_json(self) -> dict:
+        exact = 0
+        sides = {"toward_zero": {}, "away_from_zero": {}}
+        for name, counts in self.histogram.items():
+            _, _, bits, bias = _FLOAT_BITS[np.dtype(name)]
+            top = 1 << bits
+            for key in np.flatnonzero(counts):
+                n, exponent = int(counts[key]), int(key) % top
+                if exponent == 0:  # zero (a subnormal ulp error is no error worth a bin)
+                    exact += n
+                    continue
+                side = sides["toward_zero" if key >= top else "away_from_zero"]
+                k = exponent - bias
+                side[k] = side.get(k, 0) + n
+        return {"exact": exact, "nonfinite": self.nonfinite,
+                **{name: sorted([k, n] for k, n in side.items()) for name, side in sides.items()}}
+
+    def _sample_json(self, passed: bool) -> dict:
+        spread = self.spread.sorted()
+        if passed and spread.index.size > PASSING_SPREAD:
+            spread.keep(np.arange(0, spread.index.size, spread.index.size // PASSING_SPREAD)[:PASSING_SPREAD])
+        flagged = self.flagged.sorted()
+        index = np.concatenate((spread.index, flagged.index))
+        parts = [r for r in (spread.rows, flagged.rows) if r is not None]
+        rows = np.concatenate(parts) if parts else np.empty((0, 4 + len(self.input_names)))
+        index, first = np.unique(index, return_index=True)  # a flagged element may also be a spread one
+        rows = rows[first]
+        return {"index": index.tolist(), "expected": rows[:, 0].tolist(), "actual": rows[:, 1].tolist(),
+                "ulp_error": rows[:, 2].tolist(), "flagged": rows[:, 3].astype(np.int8).tolist(),
+                "inputs": {name: rows[:, 4 + k].tolist() for k, name in enumerate(self.input_names)},
+                "flagged_total": self.flagged_total}
+
+    def _map_json(self, passed: bool) -> dict:
+        g = self.geometry
+        ulp, flagged = self.map_ulp.reshape(g.grid), self.map_flagged.reshape(g.grid)
+        block = [g.block_rows, g.block_cols]
+        if passed and max(g.grid) > PASSING_GRID:  # merge 2 x 2 blocks
+            ulp, flagged = _halve(ulp, np.max), _halve(flagged, np.sum)
+            block = [2 * g.block_rows, 2 * g.block_cols]
+        return {"rows": g.rows, "cols": g.cols, "block": block, "ulp_max": _rounded(ulp),
+                "flagged": flagged.tolist() if flagged.any() else None}
+
+
+def _halve(grid: np.ndarray, combine) -> np.ndarray:
+    """combine (np.max, np.sum) over 2 x 2 blocks (the last row or column alone where the count is odd)."""
+    r, c = grid.shape
+    padded = np.zeros((r + r % 2, c + c % 2), grid.dtype)  # (0 is neutral: errors and counts are >= 0)
+    padded[:r, :c] = grid
+    return combine(padded.reshape(padded.shape[0] // 2, 2, padded.shape[1] // 2, 2), axis=(1, 3))
+
+
+def _rounded(grid: np.ndarray) -> list:
+    """Block values to 4 significant digits (a plot's colour needs no more; the JSON stays short)."""
+    return [[float(f"{x:.4g}") for x in row] for row in grid.tolist()]
