@@ -204,6 +204,11 @@ def _limits_table(c: CaseResult) -> str:
     return "".join(out)
 
 
+def _short(x, digits: int = 8):
+    """A number of the results file to `digits` significant digits (enough for any float32 value); else as is."""
+    return format(x, f".{digits}g") if isinstance(x, float) else x
+
+
 def _worst_table(worst: list) -> str:
     out = ['<table class="worst"><tr><th>coords</th><th>inputs</th><th>expected</th><th>actual</th>'
            "<th>abs error</th><th>rel error (judged)</th><th>ulp error</th></tr>\n"]
@@ -211,8 +216,10 @@ def _worst_table(worst: list) -> str:
         if not isinstance(w, dict):
             continue
         ins = w.get("inputs") if isinstance(w.get("inputs"), dict) else {}
-        cells = [w.get("coords"), ", ".join(f"{k}={v}" for k, v in ins.items()), w.get("expected"), w.get("actual")]
-        tail = [w.get("mismatch")] if w.get("mismatch") else [w.get("abs_error"), w.get("rel_error"), w.get("ulp_error")]
+        cells = [w.get("coords"), ", ".join(f"{k}={_short(v)}" for k, v in ins.items()), _short(w.get("expected")),
+                 _short(w.get("actual"))]
+        tail = [w.get("mismatch")] if w.get("mismatch") else [_short(w.get(k), 4) for k in ("abs_error", "rel_error",
+                                                                                               "ulp_error")]
         span = ' colspan="3"' if w.get("mismatch") else ""
         out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in cells)
                    + "".join(f'<td class="num"{span}>{_e(x)}</td>' for x in tail) + "</tr>\n")
@@ -297,6 +304,6 @@ def _quantized(png: bytes) -> bytes:
     from PIL import Image  # (matplotlib's own dependency)
 
     buf = io.BytesIO()
-    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(QUANTIZED_COLOURS, method=Image.Quantize.FASTOCTREE)
+    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(QUANTIZED_COLOURS, method=2)  # (2: fast octree)
     image.save(buf, format="png", optimize=False, compress_level=6)
     return buf.getvalue()
