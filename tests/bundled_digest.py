@@ -7,6 +7,9 @@ not correctness: the goldens' correctness is tested against oracles elsewhere).
 
     python tests/bundled_digest.py --write   # re-record, only when a change alters bytes on purpose
 
+Record from a clean checkout of the commit (a git worktree), never from a tree with someone's
+uncommitted edits. Cases added later (a new op, a new case) are not in the record and are ignored.
+
 Paths that depend on where the tool and the output live (case.json's source, verify's repro and
 path) are written as <CASES> and <OUT> before hashing.
 """
