@@ -23,8 +23,8 @@ from cann_build import tools_missing
 from helpers import logical
 
 DATA = Path(__file__).parent / "user_ops"
-OP_FILE = DATA / "hardtanh_backward.py"
-CASES = DATA / "hardtanh_backward.yaml"
+OP_FILE = DATA / "my_hardtanh_backward.py"
+CASES = DATA / "my_hardtanh_backward.yaml"
 
 
 def cli(*args, env_extra: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -45,7 +45,7 @@ def generated(tmp_path_factory) -> Path:
 def test_gen_emulate_verify_with_a_user_op(generated, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(generated, out)
-    for case in out.glob("hardtanh_backward-*"):
+    for case in out.glob("my_hardtanh_backward-*"):
         m = json.loads((case / "case.json").read_text())
         if m["expect_status"] != 0:
             continue
@@ -78,7 +78,7 @@ def test_the_environment_variable_and_the_ops_own_defect(generated, tmp_path):
 
 def test_without_the_op_its_cases_are_one_clear_error(tmp_path):
     done = cli("gen", CASES, "-o", tmp_path / "out")
-    assert done.returncode == 2 and "unknown op 'aclnnHardtanhBackward'" in done.stderr
+    assert done.returncode == 2 and "unknown op 'aclnnMyHardtanhBackward'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -95,9 +95,9 @@ def test_the_harness_glue_of_a_user_op_compiles(tmp_path):
     h = tmp_path / "h"
     assert cli("--ops", OP_FILE, "harness", "-o", h).returncode == 0
     ops_cpp = (h / "src" / "ops.cpp").read_text()
-    assert ('aclnnHardtanhBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.scalar(2), a.scalar(3), a.tensor(4), '
+    assert ('aclnnMyHardtanhBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.scalar(2), a.scalar(3), a.tensor(4), '
             'workspaceSize, executor)') in ops_cpp
-    assert '{"aclnnHardtanhBackward", 5, aclnnHardtanhBackward_phase_one, aclnnHardtanhBackward}' in ops_cpp
+    assert '{"aclnnMyHardtanhBackward", 5, aclnnMyHardtanhBackward_phase_one, aclnnMyHardtanhBackward}' in ops_cpp
     stub = Path(__file__).parent / "stub_cann" / "include"
     for source in ("ops.cpp", "runner.cpp"):
         done = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
@@ -111,7 +111,7 @@ def test_an_edited_op_declaration_regenerates_its_cases(tmp_path):
     """The fingerprint covers the file that declares the op: gen skips unchanged cases, but an edit to
     the declaration (here a changed special-values note; a contract rule would be the same) makes gen
     write them again, with a new fingerprint in each manifest."""
-    op_file = tmp_path / "hardtanh_backward.py"
+    op_file = tmp_path / "my_hardtanh_backward.py"
     shutil.copy(OP_FILE, op_file)
     shutil.copytree(DATA / "include", tmp_path / "include")
     out = tmp_path / "out"
@@ -124,3 +124,17 @@ def test_an_edited_op_declaration_regenerates_its_cases(tmp_path):
     assert edited.returncode == 0 and "generated 24 cases" in edited.stdout + edited.stderr
     after = json.loads(next(out.iterdir()).joinpath("case.json").read_text())["fingerprint"]
     assert after != before
+
+
+def test_a_variant_named_like_a_defect_but_declared_legitimate_is_refused(tmp_path):
+    """A variant's kind comes from its docstring; one that contradicts the catalogue's entry of the same
+    name (here a 'Legitimate' sign-slip) is one error line, not a silently ignored docstring."""
+    text = OP_FILE.read_text()
+    text = text.replace('"""Defect: the window closed at both ends', '"""Legitimate: the window closed at both ends')
+    text = text.replace('"inclusive-window": _inclusive', '"sign-slip": _inclusive')
+    op_file = tmp_path / "conflict.py"
+    op_file.write_text(text)
+    done = cli("--ops", op_file, "defects")
+    assert done.returncode == 2
+    assert "variant 'sign-slip' is Legitimate here but a Defect in the catalogue" in done.stderr
+    assert "Traceback" not in done.stderr

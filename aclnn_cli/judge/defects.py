@@ -99,8 +99,7 @@ def variant_kind(name: str, fn) -> bool | None:
     None when neither ("Defect..." / "Legitimate...") and the catalogue has no entry of that name."""
     if name in STATIC_NAMES:
         return CATALOGUE[name].legit
-    doc = (fn.__doc__ or "").lstrip()
-    return True if doc.startswith("Legitimate") else False if doc.startswith("Defect") else None
+    return _declared_kind(fn)
 
 
 def add_op_variants(ops) -> None:
@@ -111,14 +110,32 @@ def add_op_variants(ops) -> None:
     """
     for op in ops:
         for name, fn in op.variants.items():
-            if variant_kind(name, fn) is None:
+            kind = variant_kind(name, fn)
+            if kind is None:
                 raise ValueError(f"{op.name}: variant '{name}' needs a docstring starting with 'Defect' or "
                                  f"'Legitimate'")
+            said = _declared_kind(fn)
+            if name in CATALOGUE and said is not None and said != CATALOGUE[name].legit:
+                raise ValueError(f"{op.name}: variant '{name}' is {_KIND[said]} here but {_KIND[not said]} in the "
+                                 f"catalogue ({CATALOGUE[name].description}): give it another name")
             if name in CATALOGUE:
                 continue
             summary = (fn.__doc__ or "").strip().split("\n")[0]
             description = summary.split(":", 1)[1].strip() if ":" in summary else summary
-            CATALOGUE[name] = Variant(name, bool(variant_kind(name, fn)), f"{description} ({op.name})", op_kernel=True)
+            CATALOGUE[name] = Variant(name, kind, f"{description} ({op.name})", op_kernel=True)
+
+
+_KIND = {True: "Legitimate", False: "a Defect"}
+
+
+def _declared_kind(fn) -> bool | None:
+    doc = (fn.__doc__ or "").lstrip()
+    return True if doc.startswith("Legitimate") else False if doc.startswith("Defect") else None
+
+
+def ops_with_kernel(variant: Variant, ops) -> list[str]:
+    """The ops (API names) that define this op-kernel variant; cases of other ops run the correct kernel."""
+    return sorted(op.name for op in ops if variant.name in op.variants)
 
 
 

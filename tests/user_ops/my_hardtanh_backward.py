@@ -1,7 +1,8 @@
 """A user op, declared outside aclnn-cli (the worked example of docs/adding-an-op.md).
 
-aclnnHardtanhBackward(gradOutput, self, min, max, out): out = gradOutput where min < self < max,
-else 0. Load it with `aclnn-cli --ops tests/user_ops/hardtanh_backward.py gen ...`.
+aclnnMyHardtanhBackward(gradOutput, self, min, max, out): out = gradOutput where min < self < max,
+else 0. Load it with `aclnn-cli --ops tests/user_ops/my_hardtanh_backward.py gen ...`. The "My" keeps it
+clear of a bundled op of the same name (a name registered twice is an error).
 
 Only the required parts are given: the signature, attributes, products and a float64 reference.
 With no `exact`, goldens are the float64 value rounded once ("not certified" in the manifest; here
@@ -31,8 +32,8 @@ def _inclusive(t):
 
 
 SPEC = register(OpSpec(
-    name="aclnnHardtanhBackward",
-    key="hardtanh_backward",
+    name="aclnnMyHardtanhBackward",
+    key="my_hardtanh_backward",
     summary="Gradient of hardtanh (clamp to [min, max]).",
     formula="out = gradOutput where min < self < max, else 0",
     tensors=(TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
