@@ -309,7 +309,7 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
-                   error_rows=csv_dir is not None, strict=strict)
+                   error_rows=csv_dir is not None, strict=strict, error_data=bool(json_path or html_path))
     with _one_line_errors():
         if html_path:
             require_matplotlib()

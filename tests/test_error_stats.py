@@ -40,7 +40,7 @@ def test_the_histogram_counts_signed_ulp_errors_in_log2_bins():
     ulp = np.float32(2.0**-23)
     g = [1.0] * 8 + [-2.0, float("nan")]
     a = [1.0, 1.0, below, 1 + ulp, 1 + ulp, 1 + 3 * ulp, 1 + 600 * ulp, -1.0, -2.0 + 2 * 2 ** -22, 0.0]
-    h = collect(a, g, (10,)).summary(passed=False)["ulp_histogram"]
+    h = collect(a, g, (10,)).summary(passed=False).json()["ulp_histogram"]
     # 0.5 ulp toward zero (bin -1); 1 ulp away (bin 0) x2; 3 ulp (bin 1); 600 ulp (bin 9); a sign flip of 1.0
     # (2^24 ulp, |a| = |g|: the away side); -2 + 2^-21 is 2 ulp(-2) nearer zero (bin 1); NaN golden: non-finite
     assert h == {"exact": 2, "nonfinite": 1, "toward_zero": [[-1, 1], [1, 1]],
@@ -56,7 +56,7 @@ def test_a_truncating_kernel_is_one_sided():
     stats = S.ErrorStats.for_view((5000,), (), {})
     e = element_errors(a, g, D.BFLOAT16.smallest_normal, D.BFLOAT16)
     stats.add(e, 0, lambda flat: {})
-    h = stats.summary(passed=False)["ulp_histogram"]
+    h = stats.summary(passed=False).json()["ulp_histogram"]
     # truncated: never above the exact value; under a power of two the golden rounds up to it (half an ulp of it)
     assert h["away_from_zero"] == [] and [k for k, _ in h["toward_zero"]] == [-1, 0]
     assert sum(n for _, n in h["toward_zero"]) == int((a != g).sum())
@@ -84,7 +84,7 @@ def test_flagged_elements_are_always_in_the_sample():
     violation = np.zeros(n, bool)
     violation[bad] = True
     for passed in (False, True):
-        sample = collect(a, g, (n,), violation=violation).summary(passed)["sample"]
+        sample = collect(a, g, (n,), violation=violation).summary(passed).json()["sample"]
         flagged = [i for i, f in zip(sample["index"], sample["flagged"]) if f]
         assert flagged == bad and sample["flagged_total"] == 3
         row = sample["index"].index(1234)
@@ -98,8 +98,8 @@ def test_many_flagged_elements_keep_a_bounded_set_fixed_by_their_indices():
     g = np.ones(n, np.float32)
     a = np.full(n, 2.0, np.float32)
     violation = np.ones(n, bool)
-    whole = collect(a, g, (n,), violation=violation).summary(False)["sample"]
-    chunked = collect(a, g, (n,), chunks=[(0, 999), (999, 2500), (2500, n)], violation=violation).summary(False)
+    whole = collect(a, g, (n,), violation=violation).summary(False).json()["sample"]
+    chunked = collect(a, g, (n,), chunks=[(0, 999), (999, 2500), (2500, n)], violation=violation).summary(False).json()
     assert chunked["sample"] == whole and whole["flagged_total"] == n
     keys = S.index_hash(np.arange(n))
     lowest = set(np.argsort(keys)[:S.FLAGGED].tolist())
@@ -115,15 +115,18 @@ def test_chunks_and_worker_ranges_give_the_same_data_as_one_pass():
     a = (g * (1 + rng.standard_normal(n) * 1e-6)).astype(np.float32)
     a[[5, 700, 3000]] = [np.nan, 9.0, -g[3000]]
     violation = np.abs(a - g) > 1e-3
-    one = collect(a, g, shape, violation=violation).summary(False)
-    chunked = collect(a, g, shape, chunks=[(0, 77), (77, 1000), (1000, n)], violation=violation).summary(False)
+    one = collect(a, g, shape, violation=violation).summary(False).json()
+    chunked = collect(a, g, shape, chunks=[(0, 77), (77, 1000), (1000, n)], violation=violation).summary(False).json()
     parts = [collect(a, g, shape, chunks=[(s, e)], violation=violation) for s, e in [(0, 1500), (1500, 1501), (1501, n)]]
     parts = [pickle.loads(pickle.dumps(p)) for p in parts]  # (a worker's range travels pickled)
     merged = parts[2]
     merged.merge(parts[0])
     merged.merge(parts[1])
     same = lambda x: json.dumps(json_safe(x))  # (NaN != NaN: compared as JSON text)
-    assert same(chunked) == same(one) and same(merged.summary(False)) == same(one)
+    assert same(chunked) == same(one) and same(merged.summary(False).json()) == same(one)
+    # a passing case read in one chunk samples only what it keeps: the same as thinning the whole spread
+    passing = [collect(a, g, shape, chunks=c, violation=violation).summary(True).json() for c in ([(0, n)], [(0, 77), (77, n)])]
+    assert same(passing[0]) == same(passing[1]) and len(passing[0]["sample"]["index"]) == S.PASSING_SPREAD + 3
 
 
 def test_the_map_puts_errors_in_the_blocks_where_they_are():
@@ -132,7 +135,7 @@ def test_the_map_puts_errors_in_the_blocks_where_they_are():
     a = g.copy()
     a[2048:] = 5.0  # the last 64 elements, as the unwritten last partial tile of 256
     violation = a != g
-    m = collect(a, g, shape, chunks=[(0, 1000), (1000, 2112)], violation=violation).summary(False)["map"]
+    m = collect(a, g, shape, chunks=[(0, 1000), (1000, 2112)], violation=violation).summary(False).json()["map"]
     assert (m["rows"], m["cols"], m["block"]) == (64, 33, [2, 2])
     flagged, ulp = np.array(m["flagged"]), np.array(m["ulp_max"])
     assert flagged.shape == ulp.shape == (32, 17)
@@ -140,7 +143,7 @@ def test_the_map_puts_errors_in_the_blocks_where_they_are():
     # row 62 from column 2 on, all of row 63: 2 + 4 * 15 + 2 per block row
     assert flagged[31].tolist() == [2] + [4] * 15 + [2] and flagged.sum() == 64
     assert ulp[31] == pytest.approx(np.full(17, 4 * 2.0**23), rel=1e-3)  # (4 significant digits in the JSON)
-    passed = collect(a, g, shape, violation=violation).summary(True)["map"]
+    passed = collect(a, g, shape, violation=violation).summary(True).json()["map"]
     assert passed["block"] == [4, 4] and np.array(passed["flagged"]).sum() == 64
 
 
@@ -149,11 +152,11 @@ def test_a_wide_row_map_and_a_1d_view_without_one():
     g = rng.standard_normal(2 * 200_000).astype(np.float32)
     a = g.copy()
     a[123_456] = 7.0  # row 0, column 123,456: block column 123,456 // 6,250 = 19
-    m = collect(a, g, (2, 200_000), chunks=[(0, 65_536), (65_536, 131_072), (131_072, 400_000)]).summary(False)["map"]
+    m = collect(a, g, (2, 200_000), chunks=[(0, 65_536), (65_536, 131_072), (131_072, 400_000)]).summary(False).json()["map"]
     ulp = np.array(m["ulp_max"])
     assert m["block"] == [1, 6250] and ulp.shape == (2, 32)
     assert np.flatnonzero(ulp[0]).tolist() == [19] and ulp[1].max() == 0
-    assert collect(a[:1000], g[:1000], (1000,)).summary(False)["map"] is None
+    assert collect(a[:1000], g[:1000], (1000,)).summary(False).json()["map"] is None
 
 
 def test_the_error_data_of_a_result_is_kept_out_of_memory_and_reads_back(tmp_path):

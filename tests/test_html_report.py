@@ -161,10 +161,19 @@ def test_bad_html_paths_and_broken_error_data_are_one_line_and_exit_2(run, tmp_p
 CHECK = """<script>
 window.__errors = [];
 window.addEventListener('error', e => window.__errors.push(String(e.message || (e.target && e.target.outerHTML.slice(0, 120)))), true);
-window.addEventListener('load', async () => {
-  for (const d of document.querySelectorAll('details')) d.open = true;
-  const images = await Promise.all([...document.images].map(i => i.decode().then(
-    () => [i.alt, i.naturalWidth, i.naturalHeight], e => [i.alt, 0, String(e)])));
+window.addEventListener('load', () => {
+  // synchronous (the DOM is dumped once load handlers return): drawing an image on a canvas decodes it
+  const images = [...document.images].map(i => {
+    if (!i.complete || !i.naturalWidth) return [i.alt, 0, 0, 0];
+    const c = document.createElement('canvas');
+    c.width = i.naturalWidth; c.height = i.naturalHeight;
+    const g = c.getContext('2d');
+    g.drawImage(i, 0, 0);
+    const px = g.getImageData(0, 0, c.width, c.height).data;
+    let ink = 0;
+    for (let k = 0; k < px.length; k += 4) if (px[k] < 200 || px[k + 1] < 200 || px[k + 2] < 200) ink++;
+    return [i.alt, i.naturalWidth, i.naturalHeight, ink];
+  });
   const order = [...document.querySelectorAll('[data-status]')].map(e => e.dataset.status);
   const out = document.createElement('pre');
   out.id = 'aclnn-check';
@@ -180,8 +189,9 @@ def _chromium() -> str | None:
 
 def test_in_headless_chromium_the_report_has_no_errors_every_plot_decodes_and_failures_come_first(run, tmp_path):
     """Chromium's own headless flags, no driver library: --dump-dom of a copy of the page with a checking script
-    (errors of any element, each image decoded, the cases' order); --enable-logging for console messages; a
-    --screenshot of the page as it is, kept in build/test-artifacts (ACLNN_TEST_ARTIFACTS) for CI to keep."""
+    (errors of any element; each image decoded by drawing it on a canvas, its size and how many pixels carry
+    ink; the cases' order), all synchronous in the load event so the dump holds them; --enable-logging for
+    console messages; a --screenshot of the page as it is, kept in build/test-artifacts (ACLNN_TEST_ARTIFACTS)."""
     browser = _chromium()
     if browser is None:
         pytest.skip("Chromium not found: install Debian's chromium (apt-get install chromium; make test does it "
@@ -190,7 +200,7 @@ def test_in_headless_chromium_the_report_has_no_errors_every_plot_decodes_and_fa
     checked.write_text(run[0].read_text(encoding="utf-8").replace("<head>", "<head>\n" + CHECK, 1), encoding="utf-8")
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
              f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom",
+    dom = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", "--dump-dom",
                           checked.as_uri()], capture_output=True, text=True, timeout=120)
     found = re.search(r'<pre id="aclnn-check">(.*?)</pre>', dom.stdout, re.S)
     assert found, dom.stderr[-2000:]
@@ -198,7 +208,8 @@ def test_in_headless_chromium_the_report_has_no_errors_every_plot_decodes_and_fa
                         .replace("&amp;", "&"))
     console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [] and result["errors"] == []
-    assert len(result["images"]) == 8 and all(w > 300 and h > 100 for _, w, h in result["images"]), result["images"]
+    assert len(result["images"]) == 8 and all(w > 300 and h > 100 and ink > 1000 for _, w, h, ink in result["images"]), \
+        result["images"]  # (ink: pixels drawn in something darker than light grey)
     order = result["order"]
     assert order[0] == "FAIL" and order == sorted(order, key=lambda s: s == "PASS") and order.count("PASS") == 3
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

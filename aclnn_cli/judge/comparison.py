@@ -37,6 +37,7 @@ class Options:
     tolerance: Mapping[str, float] = field(default_factory=dict)  # overrides the standard's parameters
     signed_zeros: bool = False
     error_rows: bool = False  # collect failing elements (for --csv-errors)
+    error_data: bool = False  # gather the HTML report's error data (for --json and --html; errorstats.py)
     chunk: int = CHUNK
     strict: bool = False  # MISTRUSTED fails the run (by default it is a warning)
 
@@ -147,9 +148,11 @@ class Comparison:
         self.inputs = {t.name: self._open(t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
                                           f"input {t.name}") for t in m.inputs}
         self.rows: list = []
-        judged, _ = tolerance_dtype(m)
-        # what the report needs beside the errors: the thresholds' dtype, the floor, the op's attributes
-        self.context = {"judged_dtype": judged.name, "floor": self.floor, "attributes": dict(m.attribute_values)}
+
+    def _context(self) -> dict:
+        """What the report needs beside the errors: the thresholds' dtype, the floor, the op's attributes."""
+        return {"judged_dtype": tolerance_dtype(self.m)[0].name, "floor": self.floor,
+                "attributes": {k: _plain(v) for k, v in self.m.attribute_values.items()}}
 
     def _open(self, path: str, dtype, size: int, sha: str | None, what: str) -> StorageFile | LoadedFile:
         if self.whole and size * dtype.itemsize <= SMALL_FILE:
@@ -181,7 +184,8 @@ class Comparison:
     def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
         out = self.m.output
         metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
-        metrics.errors = ErrorStats.for_view(out.layout.shape, tuple(t.name for t in self.m.inputs), self.context)
+        if self.opts.error_data:
+            metrics.errors = ErrorStats.for_view(out.layout.shape, tuple(t.name for t in self.m.inputs), self._context())
         for s in range(start, stop, self.opts.chunk):
             e = min(stop, s + self.opts.chunk)
             a = self.dump.read(out.layout, s, e)
@@ -193,7 +197,8 @@ class Comparison:
             if self.std.relief and (errs.special.size or errs.violation.any()):
                 metrics.relieved += self._recheck(errs, s)
             metrics.add(errs, s, track_small=bench is not None)
-            metrics.errors.add(errs, s, self._input_values)
+            if metrics.errors is not None:
+                metrics.errors.add(errs, s, self._input_values)
             if bench is not None:
                 bench.add(self._errors(emulated, g), s, track_small=True)
             if self.opts.error_rows and len(self.rows) < CSV_ROW_LIMIT:
@@ -252,12 +257,25 @@ class Comparison:
         values = {}
         with np.errstate(invalid="ignore"):
             for t in self.m.inputs:
-                f, at = self.inputs[t.name], source_positions(t.layout, shape, flat)
+                f = self.inputs[t.name]
+                if isinstance(f, LoadedFile) and t.layout.shape == shape and t.layout.is_contiguous:
+                    values[t.name] = f.map[flat].astype(np.float64)  # (the common case: storage is the view)
+                    continue
+                at = source_positions(t.layout, shape, flat)
                 if mapped or isinstance(f, LoadedFile) or not t.layout.is_contiguous:
                     values[t.name] = np.asarray(f.map[at]).astype(np.float64)
                 else:
                     values[t.name] = np.array([f.read_range(i, i + 1)[0] for i in at.tolist()], np.float64)
         return values
+
+
+def _plain(value):
+    """An attribute's value as plain data for the report (JSON and marshal take these types)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (bool, int, float)) for v in value):
+        return list(value)
+    return str(value)
 
 
 def writes_outside_view(m: M.CaseManifest) -> str | None:

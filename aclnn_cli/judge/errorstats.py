@@ -13,11 +13,14 @@ Three pieces per case, each mergeable across chunks and worker ranges in any ord
   GRID x GRID blocks; per block the largest ulp error and the count of flagged elements (a maximum and a
   count, not a sum: merged in any order, they are the same numbers).
 
-`ErrorStats.summary` turns the collector into JSON data (verify JSON's `errors`, documented in README).
+`ErrorStats.summary` turns the collector into a few bytes (PackedErrors) and `PackedErrors.json` those into
+JSON data (verify JSON's `errors`, documented in README) when someone reads them: a run that writes no JSON
+or HTML never builds them.
 """
 
 from __future__ import annotations
 
+import marshal
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,8 +34,8 @@ FLAGGED = 64  # flagged elements kept at most
 GRID = 32  # blocks per axis of the map at most
 PASSING_GRID = 16  # per axis for a passing case (blocks merged 2 x 2)
 
-# (sign-and-exponent byte layout) per work dtype: bits of the exponent field, its bias
-_FLOAT_BITS = {np.dtype(np.float32): (np.uint32, 23, 8, 127), np.dtype(np.float64): (np.uint64, 52, 11, 1023)}
+# per work dtype (its type char): the integer view, the shift to the exponent field, its width, its bias
+_FLOAT_BITS = {"f": (np.int32, 23, 8, 127), "d": (np.int64, 52, 11, 1023)}
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads consecutive indices over 64 bits
 
 Gather = Callable[[np.ndarray], Mapping[str, np.ndarray]]  # logical output indices -> input values
@@ -59,12 +62,28 @@ def spread_points(numel: int, k: int = SPREAD) -> np.ndarray:
     return points
 
 
+@lru_cache(maxsize=256)
+def passing_points(numel: int) -> np.ndarray:
+    """The spread points a passing case keeps: every 8th (PASSING_SPREAD of them)."""
+    points = spread_points(numel)
+    if points.size > PASSING_SPREAD:
+        points = points[::points.size // PASSING_SPREAD][:PASSING_SPREAD]
+        points.flags.writeable = False
+    return points
+
+
+_NO_KEYS = np.empty(0, np.uint64)
+_NO_KEYS.flags.writeable = False
+_NO_INDEX = np.empty(0, np.int64)
+_NO_INDEX.flags.writeable = False
+
+
 @dataclass
 class Sample:
     """Elements kept for plots: logical index, and per element (expected, actual, signed ulp error, flagged,
     then one value per input)."""
 
-    index: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    index: np.ndarray = field(default_factory=lambda: _NO_INDEX)
     rows: np.ndarray | None = None  # float64 [n, 4 + inputs]
 
     def add(self, index: np.ndarray, rows: np.ndarray) -> None:
@@ -76,10 +95,6 @@ class Sample:
     def keep(self, which: np.ndarray) -> None:
         self.index = self.index[which]
         self.rows = self.rows[which] if self.rows is not None else None
-
-    def sorted(self) -> "Sample":
-        order = np.argsort(self.index, kind="stable")
-        return Sample(self.index[order], self.rows[order] if self.rows is not None else None)
 
 
 @dataclass(frozen=True)
@@ -147,12 +162,12 @@ class ErrorStats:
     numel: int
     input_names: tuple[str, ...]
     geometry: MapGeometry | None
-    context: dict = field(default_factory=dict)  # what the report needs beside the errors (summary's first keys)
-    histogram: dict = field(default_factory=dict)  # work dtype name -> counts per (sign, exponent) key
+    context: Mapping  # what the report needs beside the errors (summary's first keys; read, never changed)
+    histogram: dict = field(default_factory=dict)  # work dtype char -> counts per (sign, exponent) key
     nonfinite: int = 0  # elements where actual or expected is NaN/Inf (not in the histogram)
     spread: Sample = field(default_factory=Sample)
     flagged: Sample = field(default_factory=Sample)
-    flagged_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint64))
+    flagged_keys: np.ndarray = field(default_factory=lambda: _NO_KEYS)
     flagged_total: int = 0
     map_ulp: np.ndarray | None = None  # float64 per block: the largest |ulp error|
     map_flagged: np.ndarray | None = None  # int64 per block
@@ -160,24 +175,39 @@ class ErrorStats:
     @classmethod
     def for_view(cls, shape: tuple[int, ...], input_names: tuple[str, ...], context: Mapping | None = None
                  ) -> "ErrorStats":
-        geometry = MapGeometry.of(tuple(shape))
-        stats = cls(math.prod(shape), tuple(input_names), geometry, dict(context or {}))
+        geometry = MapGeometry.of(shape) if len(shape) > 1 else None
+        stats = cls(math.prod(shape), input_names, geometry, context or {})
         if geometry is not None:
             cells = math.prod(geometry.grid)
             stats.map_ulp, stats.map_flagged = np.zeros(cells), np.zeros(cells, np.int64)
         return stats
 
     def add(self, e, start: int, gather: Gather) -> None:
-        """Fold in one chunk's judged errors (ElementErrors after relief) of logical elements start + i."""
-        n = e.ulp.size
-        if not n:
+        """Fold in one chunk's judged errors (ElementErrors after relief) of logical elements start + i.
+
+        The chunk is folded in when someone asks (the next chunk, a merge, pickling, the summary): a case read
+        in one chunk (thousands of small cases) is then summarised knowing its verdict, and a passing case
+        samples only the elements it keeps. The result is the same either way.
+        """
+        self._settle()
+        if e.ulp.size:
+            self._pending = (e, start, gather)
+
+    def _settle(self, passed: bool = False) -> None:
+        pending = self.__dict__.pop("_pending", None)
+        if pending is None:
             return
+        e, start, gather = pending
+        n = e.ulp.size
         self._histogram(e)
-        points = spread_points(self.numel)
-        lo, hi = np.searchsorted(points, (start, start + n))
-        if hi > lo:
-            local = points[lo:hi] - start
-            self.spread.add(local + start, self._rows(e, local, start, gather))
+        points = passing_points(self.numel) if passed else spread_points(self.numel)
+        if start == 0 and n == self.numel:  # (the whole case in one chunk)
+            self.spread.add(points, self._rows(e, points, 0, gather))
+        else:
+            lo, hi = points.searchsorted((start, start + n))
+            if hi > lo:
+                local = points[lo:hi] - start
+                self.spread.add(local + start, self._rows(e, local, start, gather))
         if self.geometry is not None:
             self.geometry.fold_max(self.map_ulp, e.ulp, start)
         bad = e.special
@@ -186,30 +216,34 @@ class ErrorStats:
         if bad.size:
             self._flag(e, bad, start, gather)
 
+    def __getstate__(self) -> dict:
+        self._settle()  # (a worker's range travels without its reader)
+        return self.__dict__
+
     def _histogram(self, e) -> None:
         """Counts per (toward zero, exponent of |ulp error|): the exponent fields of the errors' own bits."""
-        uint, shift, _, _ = _FLOAT_BITS[e.ulp.dtype]
-        key = e.ulp.view(uint) >> uint(shift)  # (|ulp error| >= 0: sign bit clear)
-        signed = e.signed if e.signed.dtype == e.ulp.dtype else e.signed.astype(e.ulp.dtype)  # (hand-made data)
-        sign = signed.view(uint) >> uint(shift)
-        sign &= uint(1 << (8 * e.ulp.itemsize - 1 - shift))  # the sign bit, just above the exponent field
+        kind = e.ulp.dtype.char
+        view, shift, bits, _ = _FLOAT_BITS[kind]
+        key = e.ulp.view(view) >> shift  # (|ulp error| >= 0: sign bit clear)
+        signed = e.signed if e.signed.dtype.char == kind else e.signed.astype(e.ulp.dtype)  # (hand-made data)
+        sign = signed.view(view) >> shift  # (arithmetic shift: a negative one has every bit above set)
+        sign &= 1 << bits  # the sign, just above the exponent field
         key |= sign
-        counts = np.bincount(key, minlength=2 << (8 * e.ulp.itemsize - 1 - shift))
-        mine = self.histogram.get(e.ulp.dtype.name)
-        self.histogram[e.ulp.dtype.name] = counts if mine is None else mine + counts
+        counts = np.bincount(key, minlength=2 << bits)
         if e.nonfinite.size:  # (their errors are zeroed: key 0)
-            self.histogram[e.ulp.dtype.name][0] -= e.nonfinite.size
+            counts[0] -= e.nonfinite.size
             self.nonfinite += int(e.nonfinite.size)
+        mine = self.histogram.get(kind)
+        self.histogram[kind] = counts if mine is None else mine + counts
 
     def _rows(self, e, local: np.ndarray, start: int, gather: Gather) -> np.ndarray:
         rows = np.empty((local.size, 4 + len(self.input_names)))
         rows[:, 0] = e.g[local]
         rows[:, 1] = e.a[local]
-        rows[:, 2] = np.where(np.signbit(e.signed[local]), -e.ulp[local], e.ulp[local])
-        flagged = np.isin(local, e.special) if e.special.size else np.zeros(local.size, bool)
-        if e.violation is not None:
-            flagged |= e.violation[local]
-        rows[:, 3] = flagged
+        rows[:, 2] = np.copysign(e.ulp[local], e.signed[local])  # (the histogram's sign: the sign bit of `signed`)
+        rows[:, 3] = e.violation[local] if e.violation is not None else 0
+        if e.special.size:
+            rows[np.isin(local, e.special), 3] = 1
         values = gather(local + start)
         for k, name in enumerate(self.input_names):
             rows[:, 4 + k] = values[name]
@@ -242,6 +276,8 @@ class ErrorStats:
 
     def merge(self, other: "ErrorStats") -> None:
         """Fold in the stats of another (disjoint) range of the same case."""
+        self._settle()
+        other._settle()
         for name, counts in other.histogram.items():
             mine = self.histogram.get(name)
             self.histogram[name] = counts if mine is None else mine + counts
@@ -257,54 +293,83 @@ class ErrorStats:
             np.maximum(self.map_ulp, other.map_ulp, out=self.map_ulp)
             self.map_flagged += other.map_flagged
 
-    def summary(self, passed: bool) -> dict:
-        """The JSON data of verify's `errors` (README, "CI outputs"), context first. A passing case keeps
-        every 8th spread element and a map of 2 x 2 merged blocks: its plots one click away, its JSON small."""
-        data = {**self.context, "ulp_histogram": self._histogram_json(), "sample": self._sample_json(passed)}
-        data["map"] = self._map_json(passed) if self.geometry is not None else None
+    def summary(self, passed: bool) -> "PackedErrors":
+        """This case's error data, packed (PackedErrors.json gives verify JSON's `errors`, context first). A
+        passing case keeps every 8th spread element and a map of 2 x 2 merged blocks: its plots one click
+        away, its JSON small."""
+        self._settle(passed)
+        histogram = tuple((kind, *_nonzero(counts)) for kind, counts in self.histogram.items())
+        index, rows = self._sample(passed)
+        emap = None
+        if self.geometry is not None:
+            g = self.geometry
+            ulp, flagged = self.map_ulp.reshape(g.grid), self.map_flagged.reshape(g.grid)
+            block = (g.block_rows, g.block_cols)
+            if passed and max(g.grid) > PASSING_GRID:  # merge 2 x 2 blocks
+                ulp, flagged = _halve(ulp, np.max), _halve(flagged, np.sum)
+                block = (2 * g.block_rows, 2 * g.block_cols)
+            emap = (g.rows, g.cols, block, ulp.shape, ulp.tobytes(), flagged.tobytes() if flagged.any() else None)
+        return PackedErrors(marshal.dumps((self.context, histogram, self.nonfinite, self.input_names, index.tobytes(),
+                                           rows.tobytes(), self.flagged_total, emap)))
+
+    def _sample(self, passed: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, rows) of the elements kept, by index."""
+        index, rows = self.spread.index, self.spread.rows
+        if rows is None:
+            rows = np.empty((0, 4 + len(self.input_names)))
+        if passed and index.size > PASSING_SPREAD:  # (chunks folded in before the verdict kept every spread point)
+            keep = np.isin(index, passing_points(self.numel))
+            index, rows = index[keep], rows[keep]
+        if self.flagged.rows is not None:
+            index, rows = np.concatenate((index, self.flagged.index)), np.concatenate((rows, self.flagged.rows))
+        if index.size > 1 and not (index[1:] > index[:-1]).all():  # (ranges merged out of order; flagged ones)
+            index, first = np.unique(index, return_index=True)  # (a flagged element may also be a spread one)
+            rows = rows[first]
+        return index, rows
+
+
+def _nonzero(counts: np.ndarray) -> tuple[bytes, bytes]:
+    keys = np.flatnonzero(counts)
+    return keys.tobytes(), counts[keys].tobytes()
+
+
+class PackedErrors(bytes):
+    """ErrorStats.summary's data in a few bytes (marshal of plain values and arrays' bytes): what a run holds
+    per case (in its spill file) until the JSON or HTML is written. `json()` builds verify JSON's `errors`."""
+
+    __slots__ = ()
+
+    def json(self) -> dict:
+        context, histogram, nonfinite, names, index, rows, flagged_total, emap = marshal.loads(self)
+        index = np.frombuffer(index, np.int64)
+        rows = np.frombuffer(rows, np.float64).reshape(index.size, 4 + len(names))
+        columns = rows.T.tolist()
+        sample = {"index": index.tolist(), "expected": columns[0], "actual": columns[1], "ulp_error": columns[2],
+                  "flagged": rows[:, 3].astype(np.int8).tolist(), "inputs": dict(zip(names, columns[4:])),
+                  "flagged_total": flagged_total}
+        data = {**context, "ulp_histogram": _histogram_json(histogram, nonfinite), "sample": sample, "map": None}
+        if emap is not None:
+            n_rows, cols, block, shape, ulp, flagged = emap
+            data["map"] = {"rows": n_rows, "cols": cols, "block": list(block),
+                           "ulp_max": _rounded(np.frombuffer(ulp, np.float64).reshape(shape)),
+                           "flagged": None if flagged is None else np.frombuffer(flagged, np.int64).reshape(shape).tolist()}
         return data
 
-    def _histogram_json(self) -> dict:
-        exact = 0
-        sides = {"toward_zero": {}, "away_from_zero": {}}
-        for name, counts in self.histogram.items():
-            _, _, bits, bias = _FLOAT_BITS[np.dtype(name)]
-            top = 1 << bits
-            for key in np.flatnonzero(counts):
-                n, exponent = int(counts[key]), int(key) % top
-                if exponent == 0:  # zero (a subnormal ulp error is no error worth a bin)
-                    exact += n
-                    continue
-                side = sides["toward_zero" if key >= top else "away_from_zero"]
-                k = exponent - bias
-                side[k] = side.get(k, 0) + n
-        return {"exact": exact, "nonfinite": self.nonfinite,
-                **{name: sorted([k, n] for k, n in side.items()) for name, side in sides.items()}}
 
-    def _sample_json(self, passed: bool) -> dict:
-        spread = self.spread.sorted()
-        if passed and spread.index.size > PASSING_SPREAD:
-            spread.keep(np.arange(0, spread.index.size, spread.index.size // PASSING_SPREAD)[:PASSING_SPREAD])
-        flagged = self.flagged.sorted()
-        index = np.concatenate((spread.index, flagged.index))
-        parts = [r for r in (spread.rows, flagged.rows) if r is not None]
-        rows = np.concatenate(parts) if parts else np.empty((0, 4 + len(self.input_names)))
-        index, first = np.unique(index, return_index=True)  # a flagged element may also be a spread one
-        rows = rows[first]
-        return {"index": index.tolist(), "expected": rows[:, 0].tolist(), "actual": rows[:, 1].tolist(),
-                "ulp_error": rows[:, 2].tolist(), "flagged": rows[:, 3].astype(np.int8).tolist(),
-                "inputs": {name: rows[:, 4 + k].tolist() for k, name in enumerate(self.input_names)},
-                "flagged_total": self.flagged_total}
-
-    def _map_json(self, passed: bool) -> dict:
-        g = self.geometry
-        ulp, flagged = self.map_ulp.reshape(g.grid), self.map_flagged.reshape(g.grid)
-        block = [g.block_rows, g.block_cols]
-        if passed and max(g.grid) > PASSING_GRID:  # merge 2 x 2 blocks
-            ulp, flagged = _halve(ulp, np.max), _halve(flagged, np.sum)
-            block = [2 * g.block_rows, 2 * g.block_cols]
-        return {"rows": g.rows, "cols": g.cols, "block": block, "ulp_max": _rounded(ulp),
-                "flagged": flagged.tolist() if flagged.any() else None}
+def _histogram_json(histogram: tuple, nonfinite: int) -> dict:
+    exact = 0
+    sides: dict[str, dict[int, int]] = {"toward_zero": {}, "away_from_zero": {}}
+    for kind, keys, counts in histogram:
+        _, _, bits, bias = _FLOAT_BITS[kind]
+        for key, n in zip(np.frombuffer(keys, np.int64).tolist(), np.frombuffer(counts, np.int64).tolist()):
+            exponent = key & ((1 << bits) - 1)
+            if exponent == 0:  # zero (a subnormal ulp error is no error worth a bin)
+                exact += n
+                continue
+            side = sides["toward_zero" if key >> bits else "away_from_zero"]
+            side[exponent - bias] = side.get(exponent - bias, 0) + n
+    return {"exact": exact, "nonfinite": nonfinite, **{name: sorted([k, n] for k, n in side.items())
+                                                       for name, side in sides.items()}}
 
 
 def _halve(grid: np.ndarray, combine) -> np.ndarray:

@@ -7,6 +7,7 @@ import math
 import struct
 from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 
+from .errorstats import PackedErrors
 from .spill import Spilled, spill
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
@@ -144,17 +145,25 @@ def _unpack_list(obj, value):
 
 
 def _pack_errors(obj, value):
-    """A case's error data (kilobytes of samples) kept in the spill file: a run holds only a handle."""
+    """A case's error data (kilobytes of samples) kept in the spill file: a run holds only a handle. Packed
+    (errorstats.PackedErrors, as verify makes it) or as JSON data (as report reads it)."""
+    if type(value) is PackedErrors:
+        return spill(b"P" + value)
     if type(value) is not dict:
         return value
     try:
-        return spill(marshal.dumps(value))
+        return spill(b"J" + marshal.dumps(value))
     except ValueError:  # (a type marshal does not take: kept as it is)
         return value
 
 
 def _unpack_errors(obj, value):
-    return marshal.loads(value.load()) if type(value) is Spilled else value
+    if type(value) is PackedErrors:
+        return value.json()
+    if type(value) is not Spilled:
+        return value
+    data = value.load()
+    return PackedErrors(data[1:]).json() if data[:1] == b"P" else marshal.loads(data[1:])
 
 
 @dataclass(frozen=True)

@@ -14,26 +14,39 @@ import threading
 
 
 class _SpillFile:
-    """An append-only temporary file (already unlinked: the system frees it when the process ends)."""
+    """An append-only temporary file (already unlinked: the system frees it when the process ends). Writes
+    are gathered in a buffer of BUFFER bytes: a write per case would cost more than the case's sample."""
+
+    BUFFER = 1 << 18
 
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(prefix="aclnn-cli-spill-")
         self.fd = self.file.fileno()
         self.pid = os.getpid()
-        self.size = 0
+        self.written = 0  # bytes in the file; what follows is in the buffer
+        self.buffer = bytearray()
         self.lock = threading.Lock()
 
     def put(self, data: bytes) -> int:
         with self.lock:
-            offset = self.size
-            self.size += len(data)
-        view, at = memoryview(data), offset
-        while view:
-            done = os.pwrite(self.fd, view, at)
-            view, at = view[done:], at + done
+            offset = self.written + len(self.buffer)
+            self.buffer += data
+            if len(self.buffer) >= self.BUFFER:
+                self._flush()
         return offset
 
+    def _flush(self) -> None:
+        view = memoryview(self.buffer)
+        while view:
+            done = os.pwrite(self.fd, view, self.written)
+            view, self.written = view[done:], self.written + done
+        del view
+        self.buffer = bytearray()
+
     def get(self, offset: int, size: int) -> bytes:
+        with self.lock:
+            if offset >= self.written:  # (still in the buffer: entries are flushed whole)
+                return bytes(self.buffer[offset - self.written:offset - self.written + size])
         parts, at, left = [], offset, size
         while left:
             part = os.pread(self.fd, left, at)
