@@ -184,3 +184,26 @@ def test_verify_json_carries_the_error_data_of_the_skipped_tile(tmp_path):
     assert sample["flagged_total"] == 64 and sum(sample["flagged"]) == 64
     assert all(i >= 2048 for i, f in zip(sample["index"], sample["flagged"]) if f)
     assert set(sample["inputs"]) == {"gradOutput", "self"}
+
+
+def test_large_files_and_worker_ranges_give_the_data_of_one_pass(tmp_path):
+    """Inputs over 1 MiB are read chunk by chunk (not whole) and closed when a range is done: the sample's
+    inputs are read before that; ranges compared apart (as workers do, pickled) merge to the one-pass data."""
+    from aclnn_cli import manifest as M
+    from aclnn_cli.judge.comparison import Options, compare_range
+    from aclnn_cli.judge.verify import verify_case
+
+    text = "op: aclnnSiluBackward\ncases:\n  - {name: big, dtype: float32, shape: [600, 500], seed: 6}\n"
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "--defect", "partial-tile-unwritten", "-j", 1).exit_code == 0  # (300,000 % 256 = 224)
+    m = M.load(out / "silu_backward-big")
+    opts = Options(error_data=True, chunk=40_000)
+    result = verify_case(m, opts)
+    assert result.status == "FAIL" and result.errors["sample"]["flagged_total"] == 224
+    parts = [pickle.loads(pickle.dumps(compare_range(m, opts, s, e)[0])) for s, e in ((0, 123_457), (123_457, 300_000))]
+    parts[0].merge(parts[1])
+    same = lambda x: json.dumps(json_safe(x))
+    assert same(parts[0].errors.summary(False).json()) == same(result.errors)
+    flagged = np.array(result.errors["map"]["flagged"])
+    assert flagged.sum() == 224 and flagged[:-1].sum() == 0  # the last 224 elements: the last block row

@@ -205,6 +205,8 @@ class Comparison:
                 bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
                 self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
+        if metrics.errors is not None and not all(isinstance(f, LoadedFile) for f in self.inputs.values()):
+            metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows
 
     def _recheck(self, errs: ElementErrors, start: int) -> int:

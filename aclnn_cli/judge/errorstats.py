@@ -125,34 +125,33 @@ class MapGeometry:
     def fold_max(self, grid: np.ndarray, values: np.ndarray, start: int) -> None:
         """grid (the blocks, row-major) = max(grid, the largest of `values`, logical elements start + i, per block).
 
-        One pass over the chunk either way: rows no longer than the chunk are padded to whole rows and
-        reduced along both axes; longer rows are cut into the runs of one block each (a few per row).
+        About one pass over the chunk whatever the shape. Rows longer than the chunk holds many of: each row's
+        column blocks are runs of the flat index, reduced at once. Narrower rows: the chunk padded to whole
+        rows, reduced over the rows of each block row, then over column blocks (reduceat along the rows:
+        numpy's max over axis 0 of a narrow array is ten times slower).
         """
         n, cols = values.size, self.cols
-        first, last = start // cols, (start + n - 1) // cols
         gr, gc = self.grid
-        grid = grid.reshape(gr, gc)
-        col_starts = np.arange(0, cols, self.block_cols)
-        if cols <= n:
+        first, last = start // cols, (start + n - 1) // cols
+        col_starts = np.arange(0, cols, self.block_cols, dtype=np.int64)
+        bounds = np.arange(first // self.block_rows, last // self.block_rows + 1) * self.block_rows - first
+        bounds[0] = 0
+        if (last - first + 1) * gc <= n // 32:
+            row_starts = np.arange(first, last + 1, dtype=np.int64)[:, None] * cols
+            lo = np.clip(row_starts + col_starts - start, 0, n)
+            hi = np.clip(row_starts + np.minimum(col_starts + self.block_cols, cols) - start, 0, n)
+            runs = np.maximum.reduceat(values, np.minimum(lo, n - 1).ravel()).reshape(lo.shape)
+            runs[hi <= lo] = 0  # (runs outside the chunk; 0 is neutral: ulp errors are >= 0)
+            blocks = np.maximum.reduceat(runs, bounds, axis=0)
+        else:
             lead = start - first * cols
-            whole = values if lead == 0 and n % cols == 0 else np.zeros((last - first + 1) * cols, values.dtype)
-            if whole is not values:  # (0 is neutral: ulp errors are >= 0)
-                whole[lead:lead + n] = values
-            rows = whole.reshape(-1, cols)
-            bounds = np.arange(first // self.block_rows, last // self.block_rows + 1) * self.block_rows - first
-            bounds[0] = 0
-            blocks = np.maximum.reduceat(np.maximum.reduceat(rows, bounds, axis=0), col_starts, axis=1)
-            span = slice(first // self.block_rows, last // self.block_rows + 1)
-            np.maximum(grid[span], blocks, out=grid[span])
-            return
-        row = np.arange(first, last + 1)
-        starts = (row[:, None] * cols + col_starts[None, :]).ravel()
-        cells = ((row // self.block_rows)[:, None] * gc + np.arange(gc)[None, :]).ravel()
-        i0 = int(np.searchsorted(starts, start, "right")) - 1
-        i1 = int(np.searchsorted(starts, start + n, "left"))
-        offsets = starts[i0:i1] - start
-        offsets[0] = 0
-        np.maximum.at(grid.reshape(-1), cells[i0:i1], np.maximum.reduceat(values, offsets))
+            rows = values if lead == 0 and n % cols == 0 else np.zeros((last - first + 1) * cols, values.dtype)
+            if rows is not values:
+                rows[lead:lead + n] = values
+            by_block_row = np.maximum.reduceat(rows.reshape(-1, cols), bounds, axis=0)
+            blocks = np.maximum.reduceat(by_block_row, col_starts, axis=1)
+        span = grid.reshape(gr, gc)[first // self.block_rows:last // self.block_rows + 1]
+        np.maximum(span, blocks, out=span)
 
 
 @dataclass
@@ -185,15 +184,17 @@ class ErrorStats:
     def add(self, e, start: int, gather: Gather) -> None:
         """Fold in one chunk's judged errors (ElementErrors after relief) of logical elements start + i.
 
-        The chunk is folded in when someone asks (the next chunk, a merge, pickling, the summary): a case read
-        in one chunk (thousands of small cases) is then summarised knowing its verdict, and a passing case
-        samples only the elements it keeps. The result is the same either way.
+        The chunk is folded in when someone asks (the next chunk, a merge, pickling, the summary, or the
+        comparison before it closes files that `gather` reads): a case read in one chunk from files read whole
+        (thousands of small cases) is then summarised knowing its verdict, and a passing case samples only the
+        elements it keeps. The result is the same either way.
         """
-        self._settle()
+        self.settle()
         if e.ulp.size:
             self._pending = (e, start, gather)
 
-    def _settle(self, passed: bool = False) -> None:
+    def settle(self, passed: bool = False) -> None:
+        """Fold in the chunk kept for later (while its reader is still open). passed: the verdict, if known."""
         pending = self.__dict__.pop("_pending", None)
         if pending is None:
             return
@@ -217,8 +218,21 @@ class ErrorStats:
             self._flag(e, bad, start, gather)
 
     def __getstate__(self) -> dict:
-        self._settle()  # (a worker's range travels without its reader)
-        return self.__dict__
+        """A worker's range travels settled (without its reader) and small, and stays small where it lands
+        until merged: the histogram's non-zero counts, the map's block rows it touched (a 1G-element case is
+        a thousand ranges, all held by the parent at once)."""
+        self.settle()
+        state = dict(self.__dict__)
+        state["histogram"] = {kind: c if isinstance(c, _Sparse) else _Sparse.of(c) for kind, c in self.histogram.items()}
+        if self.map_ulp is not None and not isinstance(self.map_ulp, _Span):
+            state["map_ulp"], state["map_flagged"] = _Span.of(self.map_ulp, self.map_flagged), None
+        return state
+
+    def _unpack(self) -> None:
+        """Full arrays again, after a trip through pickle (before this one takes in others)."""
+        self.histogram = {kind: c.full() if isinstance(c, _Sparse) else c for kind, c in self.histogram.items()}
+        if isinstance(self.map_ulp, _Span):
+            self.map_ulp, self.map_flagged = self.map_ulp.full()
 
     def _histogram(self, e) -> None:
         """Counts per (toward zero, exponent of |ulp error|): the exponent fields of the errors' own bits."""
@@ -237,17 +251,14 @@ class ErrorStats:
         self.histogram[kind] = counts if mine is None else mine + counts
 
     def _rows(self, e, local: np.ndarray, start: int, gather: Gather) -> np.ndarray:
-        rows = np.empty((local.size, 4 + len(self.input_names)))
-        rows[:, 0] = e.g[local]
-        rows[:, 1] = e.a[local]
-        rows[:, 2] = np.copysign(e.ulp[local], e.signed[local])  # (the histogram's sign: the sign bit of `signed`)
-        rows[:, 3] = e.violation[local] if e.violation is not None else 0
+        """(expected, actual, signed ulp error, flagged, inputs...) of chunk elements `local`, one row each."""
+        flagged = e.violation[local] if e.violation is not None else np.zeros(local.size, bool)
         if e.special.size:
-            rows[np.isin(local, e.special), 3] = 1
+            flagged = flagged | np.isin(local, e.special)
         values = gather(local + start)
-        for k, name in enumerate(self.input_names):
-            rows[:, 4 + k] = values[name]
-        return rows
+        # (the histogram's sign: the sign bit of `signed`)
+        return np.stack((e.g[local], e.a[local], np.copysign(e.ulp[local], e.signed[local]), flagged,
+                         *(values[name] for name in self.input_names)), axis=1, dtype=np.float64)
 
     def _flag(self, e, bad: np.ndarray, start: int, gather: Gather) -> None:
         """Count the chunk's flagged elements into the map, and keep the FLAGGED of lowest hash overall."""
@@ -276,11 +287,13 @@ class ErrorStats:
 
     def merge(self, other: "ErrorStats") -> None:
         """Fold in the stats of another (disjoint) range of the same case."""
-        self._settle()
-        other._settle()
-        for name, counts in other.histogram.items():
-            mine = self.histogram.get(name)
-            self.histogram[name] = counts if mine is None else mine + counts
+        self.settle()
+        other.settle()
+        self._unpack()
+        for kind, counts in other.histogram.items():
+            sparse = counts if isinstance(counts, _Sparse) else _Sparse.of(counts)
+            mine = self.histogram.setdefault(kind, np.zeros(sparse.size, np.int64))
+            mine[sparse.index] += sparse.counts
         self.nonfinite += other.nonfinite
         if other.spread.rows is not None:
             self.spread.add(other.spread.index, other.spread.rows)
@@ -290,14 +303,17 @@ class ErrorStats:
             self._trim_flagged()
         self.flagged_total += other.flagged_total
         if self.map_ulp is not None and other.map_ulp is not None:
-            np.maximum(self.map_ulp, other.map_ulp, out=self.map_ulp)
-            self.map_flagged += other.map_flagged
+            span = other.map_ulp if isinstance(other.map_ulp, _Span) else _Span.of(other.map_ulp, other.map_flagged)
+            cut = slice(span.start, span.start + span.ulp.size)
+            np.maximum(self.map_ulp[cut], span.ulp, out=self.map_ulp[cut])
+            self.map_flagged[cut] += span.flagged
 
     def summary(self, passed: bool) -> "PackedErrors":
         """This case's error data, packed (PackedErrors.json gives verify JSON's `errors`, context first). A
         passing case keeps every 8th spread element and a map of 2 x 2 merged blocks: its plots one click
         away, its JSON small."""
-        self._settle(passed)
+        self.settle(passed)
+        self._unpack()
         histogram = tuple((kind, *_nonzero(counts)) for kind, counts in self.histogram.items())
         index, rows = self._sample(passed)
         emap = None
@@ -326,6 +342,46 @@ class ErrorStats:
             index, first = np.unique(index, return_index=True)  # (a flagged element may also be a spread one)
             rows = rows[first]
         return index, rows
+
+
+@dataclass(frozen=True)
+class _Sparse:
+    """A histogram's non-zero counts (how a range's travels)."""
+
+    size: int
+    index: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, counts: np.ndarray) -> "_Sparse":
+        index = np.flatnonzero(counts)
+        return cls(counts.size, index, counts[index])
+
+    def full(self) -> np.ndarray:
+        out = np.zeros(self.size, np.int64)
+        out[self.index] = self.counts
+        return out
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The map's blocks from the first to the last one a range touched (how a range's map travels)."""
+
+    size: int
+    start: int
+    ulp: np.ndarray
+    flagged: np.ndarray
+
+    @classmethod
+    def of(cls, ulp: np.ndarray, flagged: np.ndarray) -> "_Span":
+        touched = np.flatnonzero((ulp != 0) | (flagged != 0))
+        lo, hi = (int(touched[0]), int(touched[-1]) + 1) if touched.size else (0, 0)
+        return cls(ulp.size, lo, ulp[lo:hi].copy(), flagged[lo:hi].copy())
+
+    def full(self) -> tuple[np.ndarray, np.ndarray]:
+        ulp, flagged = np.zeros(self.size), np.zeros(self.size, np.int64)
+        ulp[self.start:self.start + self.ulp.size], flagged[self.start:self.start + self.ulp.size] = self.ulp, self.flagged
+        return ulp, flagged
 
 
 def _nonzero(counts: np.ndarray) -> tuple[bytes, bytes]:
