@@ -32,7 +32,8 @@ pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib: pip 
 from PIL import Image  # noqa: E402  (matplotlib's dependency)
 
 GROUPS = {"correct": None, "truncation": "bf16-truncate", "tile": "partial-tile-unwritten", "slip": "sign-slip"}
-ARTIFACTS = Path(os.environ.get("ACLNN_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "build" / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("ACLNN_TEST_ARTIFACTS")
+                 or Path(__file__).resolve().parent.parent / "build" / "test-artifacts")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,8 @@ def run(tmp_path_factory):
     r = run_cli("verify", out, "--html", tmp / "r.html", "--json", tmp / "v.json", "-j", 1)
     assert r.exit_code == 1, r.output
     for i in (1, 2):
-        assert run_cli("verify", out, "--shard", f"{i}/2", "--json", tmp / "shards" / f"{i}.json", "-j", 1).exit_code == 1
+        shard = run_cli("verify", out, "--shard", f"{i}/2", "--json", tmp / "shards" / f"{i}.json", "-j", 1)
+        assert shard.exit_code == 1
     merged = run_cli("report", tmp / "shards", "--html", tmp / "merged.html")
     assert merged.exit_code == 1, merged.output
     return tmp / "r.html", json.loads((tmp / "v.json").read_text()), tmp / "merged.html", tmp
@@ -160,7 +162,8 @@ def test_bad_html_paths_and_broken_error_data_are_one_line_and_exit_2(run, tmp_p
 
 CHECK = """<script>
 window.__errors = [];
-window.addEventListener('error', e => window.__errors.push(String(e.message || (e.target && e.target.outerHTML.slice(0, 120)))), true);
+window.addEventListener('error',
+  e => window.__errors.push(String(e.message || (e.target && e.target.outerHTML.slice(0, 120)))), true);
 window.addEventListener('load', () => {
   // synchronous (the DOM is dumped once load handlers return): drawing an image on a canvas decodes it
   const images = [...document.images].map(i => {
@@ -208,8 +211,8 @@ def test_in_headless_chromium_the_report_has_no_errors_every_plot_decodes_and_fa
                         .replace("&amp;", "&"))
     console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [] and result["errors"] == []
-    assert len(result["images"]) == 8 and all(w > 300 and h > 100 and ink > 1000 for _, w, h, ink in result["images"]), \
-        result["images"]  # (ink: pixels drawn in something darker than light grey)
+    images = result["images"]  # (alt, width, height, ink: pixels drawn in something darker than light grey)
+    assert len(images) == 8 and all(w > 300 and h > 100 and ink > 1000 for _, w, h, ink in images), images
     order = result["order"]
     assert order[0] == "FAIL" and order == sorted(order, key=lambda s: s == "PASS") and order.count("PASS") == 3
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

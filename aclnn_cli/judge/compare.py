@@ -44,6 +44,7 @@ class ElementErrors:
     nonfinite: np.ndarray  # indices where a or g is not finite
     special: np.ndarray  # indices of NaN/Inf (and, if asked, zero-sign) disagreements
     violation: np.ndarray | None = None  # breaks the standard's per-element rule (bool)
+    relieved: np.ndarray | None = None  # indices that broke it until the op's relief re-judged them (comparison.py)
 
     @property
     def compared(self) -> int:

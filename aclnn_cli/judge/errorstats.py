@@ -6,16 +6,17 @@ Three pieces per case, each mergeable across chunks and worker ranges in any ord
 - a signed histogram of ulp errors in log2 bins (bin k: |ulp error| in [2^k, 2^(k+1))). The sign is the
   error balance's: toward zero when |actual| < |expected|, so a biased kernel (truncation) is one-sided;
 - a sample of elements (inputs, expected, actual, signed ulp error, flagged): SPREAD elements spread over
-  the view, fixed by its size alone, plus up to FLAGGED elements that broke the standard's rule (after
-  relief) or mismatched a NaN/Inf, chosen by a hash of their index when there are more: a kernel's
-  failures are always in the sample;
+  the view, fixed by its size alone; up to FLAGGED elements that broke the standard's rule (after relief)
+  or mismatched a NaN/Inf, and up to RELIEVED that only the op's relief accepted (a cancellation zone the
+  gate forgives), each chosen by a hash of their index when there are more: a kernel's failures, and what
+  was forgiven, are always in the sample;
 - for views of 2 or more dims, a map: the view as rows (its leading dims) x its last dim, cut into at most
   GRID x GRID blocks; per block the largest ulp error and the count of flagged elements (a maximum and a
   count, not a sum: merged in any order, they are the same numbers).
 
-`ErrorStats.summary` turns the collector into a few bytes (PackedErrors) and `PackedErrors.json` those into
-JSON data (verify JSON's `errors`, documented in README) when someone reads them: a run that writes no JSON
-or HTML never builds them.
+`ErrorStats.summary` turns the collector into a few bytes (errorpack.PackedErrors), which become JSON data
+(verify JSON's `errors`, documented in README) when someone reads them: a run that writes no JSON or HTML
+never builds them (and, Options.error_data off, never collects them).
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .errorpack import FLOAT_BITS, PackedErrors, Sparse, Span, halve, nonzero
+
 SPREAD = 256  # elements spread over the view
 PASSING_SPREAD = 32  # of them kept for a passing case (every 8th): plots one click away, a small JSON
 FLAGGED = 64  # flagged elements kept at most
+RELIEVED = 32  # relieved elements kept at most
 GRID = 32  # blocks per axis of the map at most
 PASSING_GRID = 16  # per axis for a passing case (blocks merged 2 x 2)
 
-# per work dtype (its type char): the integer view, the shift to the exponent field, its width, its bias
-_FLOAT_BITS = {"f": (np.int32, 23, 8, 127), "d": (np.int64, 52, 11, 1023)}
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads consecutive indices over 64 bits
 
 Gather = Callable[[np.ndarray], Mapping[str, np.ndarray]]  # logical output indices -> input values
@@ -155,6 +157,46 @@ class MapGeometry:
 
 
 @dataclass
+class Reservoir:
+    """Up to `size` elements of one kind (flagged, relieved): those of lowest index hash, so the same ones
+    whatever the chunking or the order ranges merge in; `total` counts every one offered."""
+
+    size: int
+    sample: Sample = field(default_factory=Sample)
+    keys: np.ndarray = field(default_factory=lambda: _NO_KEYS)
+    total: int = 0
+
+    def offer(self, index: np.ndarray, rows_of: Callable[[np.ndarray], np.ndarray]) -> None:
+        """index: logical indices; rows_of(positions in index) gives the rows of those kept (only they are read)."""
+        self.total += int(index.size)
+        keys = index_hash(index)
+        at = np.arange(index.size)
+        if self.keys.size >= self.size:  # (only those that would displace a kept one)
+            better = keys < self.keys.max()
+            at, keys = at[better], keys[better]
+        if at.size > self.size:
+            pick = np.argpartition(keys, self.size - 1)[:self.size]
+            at, keys = at[pick], keys[pick]
+        if at.size:
+            self.sample.add(index[at], rows_of(at))
+            self.keys = np.concatenate((self.keys, keys))
+            self._trim()
+
+    def merge(self, other: "Reservoir") -> None:
+        self.total += other.total
+        if other.sample.rows is not None:
+            self.sample.add(other.sample.index, other.sample.rows)
+            self.keys = np.concatenate((self.keys, other.keys))
+            self._trim()
+
+    def _trim(self) -> None:
+        if self.keys.size > self.size:
+            pick = np.argpartition(self.keys, self.size - 1)[:self.size]
+            self.sample.keep(pick)
+            self.keys = self.keys[pick]
+
+
+@dataclass
 class ErrorStats:
     """The collector: one per compared range of a case (see the module docstring)."""
 
@@ -165,9 +207,8 @@ class ErrorStats:
     histogram: dict = field(default_factory=dict)  # work dtype char -> counts per (sign, exponent) key
     nonfinite: int = 0  # elements where actual or expected is NaN/Inf (not in the histogram)
     spread: Sample = field(default_factory=Sample)
-    flagged: Sample = field(default_factory=Sample)
-    flagged_keys: np.ndarray = field(default_factory=lambda: _NO_KEYS)
-    flagged_total: int = 0
+    flagged: Reservoir = field(default_factory=lambda: Reservoir(FLAGGED))
+    relieved: Reservoir = field(default_factory=lambda: Reservoir(RELIEVED))
     map_ulp: np.ndarray | None = None  # float64 per block: the largest |ulp error|
     map_flagged: np.ndarray | None = None  # int64 per block
 
@@ -215,7 +256,12 @@ class ErrorStats:
         if e.violation is not None and e.violation.any():
             bad = np.union1d(np.flatnonzero(e.violation), bad)
         if bad.size:
-            self._flag(e, bad, start, gather)
+            if self.geometry is not None:
+                self.map_flagged += np.bincount(self.geometry.cells(bad + start), minlength=self.map_flagged.size)
+            self.flagged.offer(bad + start, lambda at: self._rows(e, bad[at], start, gather))
+        relieved = getattr(e, "relieved", None)
+        if relieved is not None and relieved.size:
+            self.relieved.offer(relieved + start, lambda at: self._rows(e, relieved[at], start, gather))
 
     def __getstate__(self) -> dict:
         """A worker's range travels settled (without its reader) and small, and stays small where it lands
@@ -223,21 +269,21 @@ class ErrorStats:
         a thousand ranges, all held by the parent at once)."""
         self.settle()
         state = dict(self.__dict__)
-        state["histogram"] = {kind: c if isinstance(c, _Sparse) else _Sparse.of(c) for kind, c in self.histogram.items()}
-        if self.map_ulp is not None and not isinstance(self.map_ulp, _Span):
-            state["map_ulp"], state["map_flagged"] = _Span.of(self.map_ulp, self.map_flagged), None
+        state["histogram"] = {k: c if isinstance(c, Sparse) else Sparse.of(c) for k, c in self.histogram.items()}
+        if self.map_ulp is not None and not isinstance(self.map_ulp, Span):
+            state["map_ulp"], state["map_flagged"] = Span.of(self.map_ulp, self.map_flagged), None
         return state
 
     def _unpack(self) -> None:
         """Full arrays again, after a trip through pickle (before this one takes in others)."""
-        self.histogram = {kind: c.full() if isinstance(c, _Sparse) else c for kind, c in self.histogram.items()}
-        if isinstance(self.map_ulp, _Span):
+        self.histogram = {kind: c.full() if isinstance(c, Sparse) else c for kind, c in self.histogram.items()}
+        if isinstance(self.map_ulp, Span):
             self.map_ulp, self.map_flagged = self.map_ulp.full()
 
     def _histogram(self, e) -> None:
         """Counts per (toward zero, exponent of |ulp error|): the exponent fields of the errors' own bits."""
         kind = e.ulp.dtype.char
-        view, shift, bits, _ = _FLOAT_BITS[kind]
+        view, shift, bits, _ = FLOAT_BITS[kind]
         key = e.ulp.view(view) >> shift  # (|ulp error| >= 0: sign bit clear)
         signed = e.signed if e.signed.dtype.char == kind else e.signed.astype(e.ulp.dtype)  # (hand-made data)
         sign = signed.view(view) >> shift  # (arithmetic shift: a negative one has every bit above set)
@@ -260,61 +306,33 @@ class ErrorStats:
         return np.stack((e.g[local], e.a[local], np.copysign(e.ulp[local], e.signed[local]), flagged,
                          *(values[name] for name in self.input_names)), axis=1, dtype=np.float64)
 
-    def _flag(self, e, bad: np.ndarray, start: int, gather: Gather) -> None:
-        """Count the chunk's flagged elements into the map, and keep the FLAGGED of lowest hash overall."""
-        index = bad + start
-        self.flagged_total += int(bad.size)
-        if self.geometry is not None:
-            self.map_flagged += np.bincount(self.geometry.cells(index), minlength=self.map_flagged.size)
-        keys = index_hash(index)
-        if self.flagged_keys.size >= FLAGGED:  # only those that would displace a kept one are read
-            better = keys < self.flagged_keys.max()
-            bad, index, keys = bad[better], index[better], keys[better]
-            if not keys.size:
-                return
-        if keys.size > FLAGGED:
-            pick = np.argpartition(keys, FLAGGED - 1)[:FLAGGED]
-            bad, index, keys = bad[pick], index[pick], keys[pick]
-        self.flagged.add(index, self._rows(e, bad, start, gather))
-        self.flagged_keys = np.concatenate((self.flagged_keys, keys))
-        self._trim_flagged()
-
-    def _trim_flagged(self) -> None:
-        if self.flagged_keys.size > FLAGGED:
-            pick = np.argpartition(self.flagged_keys, FLAGGED - 1)[:FLAGGED]
-            self.flagged.keep(pick)
-            self.flagged_keys = self.flagged_keys[pick]
-
     def merge(self, other: "ErrorStats") -> None:
         """Fold in the stats of another (disjoint) range of the same case."""
         self.settle()
         other.settle()
         self._unpack()
         for kind, counts in other.histogram.items():
-            sparse = counts if isinstance(counts, _Sparse) else _Sparse.of(counts)
+            sparse = counts if isinstance(counts, Sparse) else Sparse.of(counts)
             mine = self.histogram.setdefault(kind, np.zeros(sparse.size, np.int64))
             mine[sparse.index] += sparse.counts
         self.nonfinite += other.nonfinite
         if other.spread.rows is not None:
             self.spread.add(other.spread.index, other.spread.rows)
-        if other.flagged.rows is not None:
-            self.flagged.add(other.flagged.index, other.flagged.rows)
-            self.flagged_keys = np.concatenate((self.flagged_keys, other.flagged_keys))
-            self._trim_flagged()
-        self.flagged_total += other.flagged_total
+        self.flagged.merge(other.flagged)
+        self.relieved.merge(other.relieved)
         if self.map_ulp is not None and other.map_ulp is not None:
-            span = other.map_ulp if isinstance(other.map_ulp, _Span) else _Span.of(other.map_ulp, other.map_flagged)
+            span = other.map_ulp if isinstance(other.map_ulp, Span) else Span.of(other.map_ulp, other.map_flagged)
             cut = slice(span.start, span.start + span.ulp.size)
             np.maximum(self.map_ulp[cut], span.ulp, out=self.map_ulp[cut])
             self.map_flagged[cut] += span.flagged
 
-    def summary(self, passed: bool) -> "PackedErrors":
+    def summary(self, passed: bool) -> PackedErrors:
         """This case's error data, packed (PackedErrors.json gives verify JSON's `errors`, context first). A
         passing case keeps every 8th spread element and a map of 2 x 2 merged blocks: its plots one click
         away, its JSON small."""
         self.settle(passed)
         self._unpack()
-        histogram = tuple((kind, *_nonzero(counts)) for kind, counts in self.histogram.items())
+        histogram = tuple((kind, *nonzero(counts)) for kind, counts in self.histogram.items())
         index, rows = self._sample(passed)
         emap = None
         if self.geometry is not None:
@@ -322,11 +340,12 @@ class ErrorStats:
             ulp, flagged = self.map_ulp.reshape(g.grid), self.map_flagged.reshape(g.grid)
             block = (g.block_rows, g.block_cols)
             if passed and max(g.grid) > PASSING_GRID:  # merge 2 x 2 blocks
-                ulp, flagged = _halve(ulp, np.max), _halve(flagged, np.sum)
+                ulp, flagged = halve(ulp, np.max), halve(flagged, np.sum)
                 block = (2 * g.block_rows, 2 * g.block_cols)
             emap = (g.rows, g.cols, block, ulp.shape, ulp.tobytes(), flagged.tobytes() if flagged.any() else None)
-        return PackedErrors(marshal.dumps((self.context, histogram, self.nonfinite, self.input_names, index.tobytes(),
-                                           rows.tobytes(), self.flagged_total, emap)))
+        return PackedErrors(marshal.dumps((self.context, histogram, self.nonfinite, self.input_names,
+                                           index.tobytes(), rows.tobytes(), self.flagged.total, self.relieved.total,
+                                           emap)))
 
     def _sample(self, passed: bool) -> tuple[np.ndarray, np.ndarray]:
         """(indices, rows) of the elements kept, by index."""
@@ -336,106 +355,10 @@ class ErrorStats:
         if passed and index.size > PASSING_SPREAD:  # (chunks folded in before the verdict kept every spread point)
             keep = np.isin(index, passing_points(self.numel))
             index, rows = index[keep], rows[keep]
-        if self.flagged.rows is not None:
-            index, rows = np.concatenate((index, self.flagged.index)), np.concatenate((rows, self.flagged.rows))
-        if index.size > 1 and not (index[1:] > index[:-1]).all():  # (ranges merged out of order; flagged ones)
-            index, first = np.unique(index, return_index=True)  # (a flagged element may also be a spread one)
+        for kept in (self.flagged.sample, self.relieved.sample):
+            if kept.rows is not None:
+                index, rows = np.concatenate((index, kept.index)), np.concatenate((rows, kept.rows))
+        if index.size > 1 and not (index[1:] > index[:-1]).all():  # (ranges merged out of order; kept ones)
+            index, first = np.unique(index, return_index=True)  # (a kept element may also be a spread one)
             rows = rows[first]
         return index, rows
-
-
-@dataclass(frozen=True)
-class _Sparse:
-    """A histogram's non-zero counts (how a range's travels)."""
-
-    size: int
-    index: np.ndarray
-    counts: np.ndarray
-
-    @classmethod
-    def of(cls, counts: np.ndarray) -> "_Sparse":
-        index = np.flatnonzero(counts)
-        return cls(counts.size, index, counts[index])
-
-    def full(self) -> np.ndarray:
-        out = np.zeros(self.size, np.int64)
-        out[self.index] = self.counts
-        return out
-
-
-@dataclass(frozen=True)
-class _Span:
-    """The map's blocks from the first to the last one a range touched (how a range's map travels)."""
-
-    size: int
-    start: int
-    ulp: np.ndarray
-    flagged: np.ndarray
-
-    @classmethod
-    def of(cls, ulp: np.ndarray, flagged: np.ndarray) -> "_Span":
-        touched = np.flatnonzero((ulp != 0) | (flagged != 0))
-        lo, hi = (int(touched[0]), int(touched[-1]) + 1) if touched.size else (0, 0)
-        return cls(ulp.size, lo, ulp[lo:hi].copy(), flagged[lo:hi].copy())
-
-    def full(self) -> tuple[np.ndarray, np.ndarray]:
-        ulp, flagged = np.zeros(self.size), np.zeros(self.size, np.int64)
-        ulp[self.start:self.start + self.ulp.size], flagged[self.start:self.start + self.ulp.size] = self.ulp, self.flagged
-        return ulp, flagged
-
-
-def _nonzero(counts: np.ndarray) -> tuple[bytes, bytes]:
-    keys = np.flatnonzero(counts)
-    return keys.tobytes(), counts[keys].tobytes()
-
-
-class PackedErrors(bytes):
-    """ErrorStats.summary's data in a few bytes (marshal of plain values and arrays' bytes): what a run holds
-    per case (in its spill file) until the JSON or HTML is written. `json()` builds verify JSON's `errors`."""
-
-    __slots__ = ()
-
-    def json(self) -> dict:
-        context, histogram, nonfinite, names, index, rows, flagged_total, emap = marshal.loads(self)
-        index = np.frombuffer(index, np.int64)
-        rows = np.frombuffer(rows, np.float64).reshape(index.size, 4 + len(names))
-        columns = rows.T.tolist()
-        sample = {"index": index.tolist(), "expected": columns[0], "actual": columns[1], "ulp_error": columns[2],
-                  "flagged": rows[:, 3].astype(np.int8).tolist(), "inputs": dict(zip(names, columns[4:])),
-                  "flagged_total": flagged_total}
-        data = {**context, "ulp_histogram": _histogram_json(histogram, nonfinite), "sample": sample, "map": None}
-        if emap is not None:
-            n_rows, cols, block, shape, ulp, flagged = emap
-            data["map"] = {"rows": n_rows, "cols": cols, "block": list(block),
-                           "ulp_max": _rounded(np.frombuffer(ulp, np.float64).reshape(shape)),
-                           "flagged": None if flagged is None else np.frombuffer(flagged, np.int64).reshape(shape).tolist()}
-        return data
-
-
-def _histogram_json(histogram: tuple, nonfinite: int) -> dict:
-    exact = 0
-    sides: dict[str, dict[int, int]] = {"toward_zero": {}, "away_from_zero": {}}
-    for kind, keys, counts in histogram:
-        _, _, bits, bias = _FLOAT_BITS[kind]
-        for key, n in zip(np.frombuffer(keys, np.int64).tolist(), np.frombuffer(counts, np.int64).tolist()):
-            exponent = key & ((1 << bits) - 1)
-            if exponent == 0:  # zero (a subnormal ulp error is no error worth a bin)
-                exact += n
-                continue
-            side = sides["toward_zero" if key >> bits else "away_from_zero"]
-            side[exponent - bias] = side.get(exponent - bias, 0) + n
-    return {"exact": exact, "nonfinite": nonfinite, **{name: sorted([k, n] for k, n in side.items())
-                                                       for name, side in sides.items()}}
-
-
-def _halve(grid: np.ndarray, combine) -> np.ndarray:
-    """combine (np.max, np.sum) over 2 x 2 blocks (the last row or column alone where the count is odd)."""
-    r, c = grid.shape
-    padded = np.zeros((r + r % 2, c + c % 2), grid.dtype)  # (0 is neutral: errors and counts are >= 0)
-    padded[:r, :c] = grid
-    return combine(padded.reshape(padded.shape[0] // 2, 2, padded.shape[1] // 2, 2), axis=(1, 3))
-
-
-def _rounded(grid: np.ndarray) -> list:
-    """Block values to 4 significant digits (a plot's colour needs no more; the JSON stays short)."""
-    return [[float(f"{x:.4g}") for x in row] for row in grid.tolist()]

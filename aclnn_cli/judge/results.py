@@ -7,7 +7,7 @@ import math
 import struct
 from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 
-from .errorstats import PackedErrors
+from .errorpack import PackedErrors
 from .spill import Spilled, spill
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (

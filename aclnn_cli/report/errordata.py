@@ -40,6 +40,7 @@ class ErrorData:
     flagged: np.ndarray  # bool
     inputs: dict[str, np.ndarray]
     flagged_total: int
+    relieved_total: int
     map: ErrorMap | None
 
     @property
@@ -90,7 +91,7 @@ def read_errors(data: dict) -> ErrorData:
         index, columns["expected"], columns["actual"], columns["ulp_error"], flagged,
         {k: _numbers(v, f"sample.inputs.{k[:40]}", n) for k, v in inputs.items()},
         _count(sample.get("flagged_total", int(flagged.sum())), "sample.flagged_total"),
-        None if emap is None else _map(emap))
+        _count(sample.get("relieved_total", 0), "sample.relieved_total"), None if emap is None else _map(emap))
 
 
 def _need(ok: bool, key: str, what: str) -> None:

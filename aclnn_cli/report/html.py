@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib
 import importlib.util
 import io
 import math
@@ -49,7 +50,7 @@ def require_matplotlib() -> None:
 def write_html(path: Path, run: RunResult, standard: str | None = None, jobs: int = 1, title: str = "verify") -> None:
     """Write the report of `run` to path (a temporary name, then a rename)."""
     require_matplotlib()
-    from . import plots  # noqa: F401  (imported before the workers fork: each starts with matplotlib loaded)
+    importlib.import_module(".plots", __package__)  # (before the workers fork: each starts with matplotlib loaded)
 
     cases = sorted(run.cases, key=lambda c: (ORDER.get(c.status, 0), c.case_id))
     atomic_write_text(path, _page(run, cases, standard, jobs, title))
@@ -121,8 +122,9 @@ def _overview(cases: list[CaseResult], position: dict[int, int]) -> str:
     """Counts by op x dtype (precision cases) and op x product (contract cases), a cell per pair in the defect
     matrix's style: "passes (n)", or how many of its cases did not pass, linked to the first of them."""
     parts = ['<section id="overview"><h2>Overview</h2>\n']
-    for kind, key, label in (("precision", "dtype", "Precision cases by op and dtype"),
-                             ("contract", "product", "Contract cases (phase one must reject the call) by op and product")):
+    for kind, key, label in (
+            ("precision", "dtype", "Precision cases by op and dtype"),
+            ("contract", "product", "Contract cases (phase one must reject the call) by op and product")):
         mine = [c for c in cases if c.kind == kind]
         if not mine:
             continue
@@ -161,7 +163,8 @@ def _cell(group: list[CaseResult], position: dict[int, int]) -> str:
 def _facts(c: CaseResult) -> str:
     shape = "x".join(map(str, c.shape)) if c.shape else "scalar"
     judged = "contract" if c.kind == "contract" else c.standard
-    return f'<p class="fact">{_e(c.op)} &middot; {_e(c.dtype)} &middot; [{_e(shape)}] &middot; {_e(c.product)} &middot; {_e(judged)}</p>\n'
+    facts = " &middot; ".join(map(_e, (c.op, c.dtype, f"[{shape}]", c.product, judged)))
+    return f'<p class="fact">{facts}</p>\n'
 
 
 def _case(i: int, c: CaseResult, figure: str) -> str:

@@ -163,7 +163,8 @@ def _histogram(ax, data: ErrorData) -> None:
                       color=colour)
     ones = {centre - 1 - ks.index(0), centre + 1 + ks.index(0)} if 0 in ks and ks.index(0) >= 2 else set()  # +-1 ulp
     picks = sorted({0, centre, len(counts) - 1} | ones)
-    label = lambda i: "0" if i == centre else (f"-2{_sup(ks[centre - 1 - i])}" if i < centre else f"2{_sup(ks[i - centre - 1])}")
+    label = lambda i: ("0" if i == centre else f"-2{_sup(ks[centre - 1 - i])}" if i < centre
+                       else f"2{_sup(ks[i - centre - 1])}")
     ax.set_xticks(picks, [label(i) for i in picks])
     ax.set_yscale("log")
     ax.set_ylim(0.5, max(counts) * 2)
