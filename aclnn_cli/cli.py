@@ -228,7 +228,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
         check_output_paths(json_path, junit_path, html_path)
         run = merged_run(load_results(list(paths)), strict=strict)
     _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose,
-            html=(html_path, default_jobs(), "report"))
+            html=(html_path, default_jobs(), "report: merged verify results"))
 
 
 @main.command()
@@ -326,7 +326,7 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                 run = verify_manifests(manifests, broken, opts, jobs=jobs,
                                        on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
     _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,
-            html=(html_path, jobs, "verify"))
+            html=(html_path, jobs, "verify report"))
 
 
 def _finish(console: Console, run, standard: str | None, failures_only: bool, json_path: Path | None,

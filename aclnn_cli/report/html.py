@@ -17,7 +17,6 @@ import html
 import importlib
 import importlib.util
 import io
-import math
 from collections import Counter, deque
 from pathlib import Path
 
@@ -47,8 +46,9 @@ def require_matplotlib() -> None:
         raise UserError(INSTALL_HINT)
 
 
-def write_html(path: Path, run: RunResult, standard: str | None = None, jobs: int = 1, title: str = "verify") -> None:
-    """Write the report of `run` to path (a temporary name, then a rename)."""
+def write_html(path: Path, run: RunResult, standard: str | None = None, jobs: int = 1,
+               title: str = "verify report") -> None:
+    """Write the report of `run` to path (a temporary name, then a rename). title: the heading, after "aclnn-cli"."""
     require_matplotlib()
     importlib.import_module(".plots", __package__)  # (before the workers fork: each starts with matplotlib loaded)
 
@@ -107,7 +107,7 @@ def _head(run: RunResult, standard: str | None, title: str, n_bad: int, n_good: 
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>aclnn-cli {_e(title)}: {_e(verdict)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-            f"<h1>aclnn-cli {_e(title)} report</h1>\n"
+            f"<h1>aclnn-cli {_e(title)}</h1>\n"
             f'<p class="reason">{len(run.cases)} cases: {_e(counts)} &ndash; {_e(verdict)} (exit {run.exit_code})</p>\n'
             f'<p class="fact">aclnn-cli {_e(__version__)}{override}. '
             f'<a href="#overview">Overview</a> &middot; <a href="#not-passing">{n_bad} did not pass</a> &middot; '
@@ -188,9 +188,11 @@ def _passing(i: int, c: CaseResult, figure: str) -> str:
             f'<span class="fact">&ndash; {_e(c.reason)}</span></summary>\n{_facts(c)}{body}</details>\n')
 
 
-def _fmt(x: float) -> str:
-    return "-" if x is None else (f"{x:.4g}" if isinstance(x, float) and not x.is_integer() or abs(x) >= 1e15
-                                  else f"{int(x)}" if isinstance(x, float) and math.isfinite(x) else str(x))
+def _fmt(x) -> str:
+    """A metric: whole numbers as integers (counts), others to 4 significant digits."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
 def _limits_table(c: CaseResult) -> str:
