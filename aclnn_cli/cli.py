@@ -19,7 +19,7 @@ from . import manifest as M
 from .cases.loader import load_cases
 from .judge.standards import STANDARDS
 from .device.emulate import emulate_all, emulate_dirs
-from .judge.defects import CATALOGUE, find_variant
+from .judge.defects import CATALOGUE, find_variant, ops_with_kernel
 from .errors import UserError
 from .golden.gen import generate_case, generate_cases
 from .cases.importers.cli import convert
@@ -203,6 +203,13 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     done = total - len(errors)
     click.echo(f"emulated {done} cases in {out}" + (f" with defect '{defect}'" if defect else "")
                + (f"; {len(errors)} cases have bad files (above)" if errors else ""))
+    if variant is not None and variant.op_kernel:
+        from .ops import OPS
+
+        having = ops_with_kernel(variant, OPS.values())
+        if len(having) < len(OPS):
+            click.echo(f"note: '{defect}' is the kernel of {', '.join(having)} only; "
+                       "cases of other ops ran their correct kernel")
     sys.exit(2 if errors else 0)
 
 

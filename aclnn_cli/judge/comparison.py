@@ -21,6 +21,7 @@ from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .errorstats import ErrorStats
 from ..dtypes import DType, round_from_f64
 from ..device.emulate import kernel_output
+from ..pipeline import gather_inputs
 from ..errors import UserError
 from ..layout import source_positions
 from ..ops.contract import compute_dtype
@@ -171,9 +172,7 @@ class Comparison:
             f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
-        shape = self.m.output.layout.shape
-        values = {t.name: self.inputs[t.name].gather(t.layout, shape, start, stop) for t in self.m.inputs}
-        return kernel_output(self.m, values)
+        return kernel_output(self.m, gather_inputs(self.m, self.inputs, start, stop))
 
     def _errors(self, a: np.ndarray, g: np.ndarray) -> ElementErrors:
         e = element_errors(a, g, self.floor, self.m.output.dtype, flush_ok=self.std.flush_ok,
