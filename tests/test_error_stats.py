@@ -244,3 +244,22 @@ def test_one_process_and_workers_give_the_same_error_data(tmp_path):
     texts = [[json.dumps(c.to_json()) for c in run.cases] for run in runs]
     assert texts[0] == texts[1] and len(texts[0]) == 4 and all('"errors": {' in t for t in texts[0])
     assert {c.status for c in runs[1].cases} == {"PASS", "FAIL"}  # (bf16 truncated: biased toward zero)
+
+
+def test_the_map_fold_equals_a_brute_force_maximum_per_block_on_any_chunk():
+    """fold_max against np.maximum.at over each element's block, on random shapes and chunk bounds, with the
+    largest value put on the chunk's last element (the one a reduceat over clipped runs used to drop)."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        rows, cols = int(rng.integers(1, 12)), int(rng.integers(1, 4000))
+        g = S.MapGeometry.of((rows, cols))
+        total = rows * cols
+        start = int(rng.integers(0, total))
+        n = int(rng.integers(1, total - start + 1))
+        values = rng.random(n).astype(np.float32)
+        values[-1] = 9.0
+        got = np.zeros(g.grid[0] * g.grid[1], np.float32)
+        g.fold_max(got, values, start)
+        want = np.zeros_like(got)
+        np.maximum.at(want, g.cells(np.arange(start, start + n)), values)
+        assert np.array_equal(got, want), (rows, cols, start, n)

@@ -142,8 +142,12 @@ class MapGeometry:
             row_starts = np.arange(first, last + 1, dtype=np.int64)[:, None] * cols
             lo = np.clip(row_starts + col_starts - start, 0, n)
             hi = np.clip(row_starts + np.minimum(col_starts + self.block_cols, cols) - start, 0, n)
-            runs = np.maximum.reduceat(values, np.minimum(lo, n - 1).ravel()).reshape(lo.shape)
-            runs[hi <= lo] = 0  # (runs outside the chunk; 0 is neutral: ulp errors are >= 0)
+            # The runs inside the chunk tile it in order (each ends where the next begins): reduce over
+            # them alone. Runs outside it stay 0, which is neutral (ulp errors are >= 0).
+            inside = (hi > lo).ravel()
+            runs = np.zeros(lo.size, values.dtype)
+            runs[inside] = np.maximum.reduceat(values, lo.ravel()[inside])
+            runs = runs.reshape(lo.shape)
             blocks = np.maximum.reduceat(runs, bounds, axis=0)
         else:
             lead = start - first * cols
