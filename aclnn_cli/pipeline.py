@@ -102,7 +102,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
     case too large for one worker comes back unrun and is split across the pool here.
     """
     def done(m: M.CaseManifest, result) -> None:
-        on_result(m.case_id, m.output.layout.numel, result)
+        on_result(m.case_id, stage.size(m), result)
 
     if jobs <= 1 or len(case_dirs) <= 1:
         manifests, broken = M.load_all(case_dirs)
@@ -132,9 +132,9 @@ def _load_and_run(case_dirs: list[Path], stage: Stage) -> tuple[list[tuple[str, 
     """A worker's batch of directories: (case id, elements, result) per case, and the large cases unrun."""
     manifests, broken = M.load_all(case_dirs)
     outcomes = [(d.name, 0, stage.broken(d, exc, *stage.args)) for d, exc in broken]
-    small = [m for m in manifests if not is_large(m.output.layout.numel)]
-    outcomes += [(m.case_id, m.output.layout.numel, r) for m, r in zip(small, stage.batch(small, *stage.args))]
-    return outcomes, [m for m in manifests if is_large(m.output.layout.numel)]
+    small = [m for m in manifests if not is_large(stage.size(m))]
+    outcomes += [(m.case_id, stage.size(m), r) for m, r in zip(small, stage.batch(small, *stage.args))]
+    return outcomes, [m for m in manifests if is_large(stage.size(m))]
 
 
 def as_user_error(problem: Exception, where: Path | str) -> UserError:

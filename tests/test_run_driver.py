@@ -220,3 +220,14 @@ def test_attributes_reach_the_runner_exactly_in_api_order(tmp_path):
     assert kinds == ["tensor", "tensor", "scalar", "bool", "tensor", "dump"]
     assert a[4] == "scalar 0 0x1.47ae140000000p-7" and a[5] == "bool 1"
     assert b[4] == "scalar 0 inf" and b[5] == "bool 0"
+
+
+def test_harness_op_selection(tmp_path):
+    """--op picks ops by API name or key (one adapter each, once); an unknown name is one line, exit 2."""
+    h = tmp_path / "h"
+    assert run_cli("harness", "-o", h, "--op", "silu_backward", "--op", "aclnnSiluBackward",
+                   "--op", "aclnnSwishBackward").exit_code == 0
+    ops_cpp = (h / "src" / "ops.cpp").read_text()
+    assert ops_cpp.count("_phase_one(CallArgs") == 2 and "aclnnFastGeluBackward" not in ops_cpp
+    bad = run_cli("harness", "-o", tmp_path / "b", "--op", "nope")
+    assert bad.exit_code == 2 and "--op: unknown operator 'nope'" in bad.output and "Traceback" not in bad.output

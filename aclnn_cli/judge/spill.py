@@ -37,11 +37,14 @@ class _SpillFile:
 
     def _flush(self) -> None:
         view = memoryview(self.buffer)
-        while view:
-            done = os.pwrite(self.fd, view, self.written)
-            view, self.written = view[done:], self.written + done
-        del view
-        self.buffer = bytearray()
+        try:
+            while view:
+                done = os.pwrite(self.fd, view, self.written)
+                view, self.written = view[done:], self.written + done
+        finally:  # (a write that fails part way: the buffer still starts at `written`, as get() reads it)
+            rest = bytearray(view)
+            del view
+            self.buffer = rest
 
     def get(self, offset: int, size: int) -> bytes:
         with self.lock:

@@ -45,7 +45,7 @@ def case_limits(standard: str, params: dict, metrics: dict, benchmark: dict | No
     if standard == "mere-mare" and "T" in p:
         rows += [_below("MERE", m.get("mere"), p["T"]), _below("MARE", m.get("mare"), p.get("mare", 10) * p["T"])]
         dtype = DTYPES.get(judged_dtype or "")
-        if dtype is not None and "balance" in p:
+        if dtype is not None and "balance" in p and "balance_noise" in p:
             rows.append(_below("|error balance|", abs(_num(m.get("error_balance"))),
                                balance_limit(p, dtype, compared), strict=False))
     elif standard == "ulp" and "share" in p:

@@ -21,12 +21,12 @@ from matplotlib import colors, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..dtypes import DTYPES
 from .errordata import ErrorData
 from .palette import AWAY, EXACT, FLAGGED, FORGIVEN, OK, PLAIN, TOWARD
 
 PANEL = (3.3, 2.5)  # inches per panel
 DPI = 80
-_PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 _SMALL = 7  # font size of everything
 
 
@@ -126,7 +126,8 @@ def _error_against_input(ax, data: ErrorData, name: str, scale: np.ndarray | Non
     plain = data.relative_to(0.0)
     judged = plain if scale is None else data.relative_to(scale)
     special = data.flagged & ~(np.isfinite(data.actual) & np.isfinite(data.expected))
-    bottom = 2.0 ** -(_PRECISION.get(data.judged_dtype or "", 24) + 4)  # where a zero error sits on the log axis
+    judged_dtype = DTYPES.get(data.judged_dtype or "")
+    bottom = 2.0 ** -((judged_dtype.precision if judged_dtype else 24) + 4)  # where a zero error sits on the log axis
     top = max(float(np.max(np.where(np.isfinite(plain), plain, 0), initial=0)), limit or 0, bottom * 16) * 4
     clip = lambda y: np.clip(np.nan_to_num(y, nan=top, posinf=top), bottom, top)
     forgiven = ~data.flagged & (plain >= limit) if limit is not None and scale is not None else np.zeros(x.size, bool)
@@ -190,7 +191,9 @@ def _error_map(layout: _Layout, data: ErrorData) -> None:
         layout.colorbar.ax.tick_params(labelsize=_SMALL, length=2, pad=1)
     else:
         layout.image.set_data(grid)
-    layout.image.set_extent((0, m.cols, m.rows, 0))
+    # Each cell spans a whole block, so a partial last block is drawn where it is (and cropped below),
+    # under its crosses, not stretched to the view's edge.
+    layout.image.set_extent((0, grid.shape[1] * m.block[1], grid.shape[0] * m.block[0], 0))
     if m.flagged is not None:
         r, c = np.nonzero(m.flagged)
         ax.scatter((c + 0.5) * m.block[1], (r + 0.5) * m.block[0], s=12, c=FLAGGED, marker="x", lw=0.8)
