@@ -4,14 +4,28 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo-out
+LOCK   := requirements.lock
+UV     := uv==0.13.9
 
-.PHONY: demo test bench clean browser
+.PHONY: demo test test-latest bench clean browser lock
 
-$(STAMP): pyproject.toml
+# The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
+# the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
+$(STAMP): $(LOCK) pyproject.toml
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
+
+# Refresh the lock: the newest versions pyproject.toml's ranges allow, for every Python >= 3.10 and
+# platform (uv's universal resolution), with hashes. Run it, then make test-latest's twin: make test.
+lock:
+	$(PYTHON) -m venv .venv-tools
+	.venv-tools/bin/python -m pip install --quiet --disable-pip-version-check $(UV)
+	.venv-tools/bin/uv pip compile pyproject.toml requirements-build.in --extra test --extra report \
+	  --universal --python-version 3.10 --generate-hashes --upgrade -o $(LOCK)
 
 demo: $(STAMP)
 	$(BIN)/aclnn-cli gen -o $(DEMO)
@@ -37,8 +51,19 @@ browser:
 	      >/dev/null) || echo "make: could not install chromium: the browser test will be skipped"; fi; \
 	fi
 
+# What a user gets: a fresh venv from pyproject.toml's ranges alone (the newest release of everything), then
+# the same suite. A release that breaks us shows up here before it reaches a user.
+LATEST := .venv-latest
+test-latest: browser
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|hypothesis|mpmath|matplotlib)=='
+	$(LATEST)/bin/python -m pytest -q -rs
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
 
 clean:
-	rm -rf $(VENV) $(DEMO) build *.egg-info
+	rm -rf $(VENV) $(LATEST) .venv-tools $(DEMO) build *.egg-info

@@ -247,6 +247,45 @@ def test_deep_nesting_neither_recurses_nor_segfaults(tmp_path, text):
     assert_refused(r, "nested more than 64 levels deep")
 
 
+class _ParserThatRefusesFirst:
+    """Stands in for a YAML parser that refuses a document in words of its own, at a mark, before our
+    composer has counted any depth (libyaml 0.2.6's scanner does this for deep flow nesting)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def get_single_data(self):
+        index = len(self.text) // 2
+        mark = yaml.Mark("<text>", index, 0, index, None, None)
+        raise yaml.scanner.ScannerError("while doing something", mark, "wording that will change", mark)
+
+    def dispose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("depth,deep", [(3, False), (64, False), (65, True), (10_000, True)])
+def test_a_parser_refusing_deep_nesting_gets_our_words_whatever_its_own(monkeypatch, depth, deep):
+    """The message does not depend on the parser's wording or on who notices first (PyYAML 6.0.3 vs 6.0.4).
+
+    The error mark is halfway into the text, so `depth` opening brackets lie before it; at most 64 is
+    not "too deep", and the parser's own problem is reported."""
+    text = "a: " + "[" * depth + "1" + "]" * depth
+    text += " " * max(0, len(text) - 2 * (depth + 3))  # keep every opening bracket before the midpoint
+    monkeypatch.setattr(yamlsafe, "_LOADERS", [_ParserThatRefusesFirst])
+    with pytest.raises(CaseError) as caught:
+        yamlsafe.parse("c.yaml", text.encode())
+    said = str(caught.value)
+    assert ("nested more than 64 levels deep" in said) == deep, said
+    assert ("wording that will change" in said) == (not deep), said
+
+
+@pytest.mark.parametrize("text,depth", [
+    ("a: [1, [2, {b: 3}]]", 3), ("a: '[[[' # [[[[\nb: [x]", 1), ("a: \"\\\"[[\" [[", 2),
+    ("a: 'it''s [[' [", 1), ("x: a[b", 1), ("# [[[\n[", 1), ("a: ]]][", 1)])
+def test_flow_depth_counts_brackets_outside_quotes_and_comments(text, depth):
+    assert yamlsafe.flow_depth(text) == depth
+
+
 def test_huge_file_of_one_list_is_bounded(tmp_path):
     p = tmp_path / "big.yaml"
     with open(p, "wb") as f:

@@ -42,8 +42,9 @@ import pytest
 
 
 def _cli() -> list[str]:
-    """$ACLNN_CLI if set, else the venv's entry point, else this interpreter."""
-    script = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "aclnn-cli"
+    """$ACLNN_CLI if set, else the entry point beside this interpreter (the venv running the tests: .venv
+    or make test-latest's .venv-latest), else this interpreter."""
+    script = Path(sys.executable).parent / "aclnn-cli"
     if os.environ.get("ACLNN_CLI"):
         return os.environ["ACLNN_CLI"].split()
     if script.exists():

@@ -12,6 +12,7 @@ without ever formatting more than a few dozen characters of them.
 from __future__ import annotations
 
 import difflib
+import re
 import reprlib
 import stat
 from pathlib import Path
@@ -285,6 +286,32 @@ for _cls in _LOADERS:
         _cls.add_constructor(f"tag:yaml.org,2002:{_tag}", _Guards.construct_refused)
 
 
+_FLOW_TOKENS = re.compile(r"""[\[\]{}]|(?:^|(?<=[\s\[{,:?-]))(?:#[^\n]*|'(?:[^']|'')*'?|"(?:[^"\\]|\\.)*"?)""",
+                          re.DOTALL)
+
+
+def flow_depth(text: str, end: int | None = None) -> int:
+    """The deepest flow nesting (`[` and `{`) in text[:end], skipping quoted scalars and comments;
+    stops counting once past MAX_DEPTH.
+
+    Used only once a parser has already refused the text, to say why in this tool's words: libyaml
+    0.2.6 (PyYAML 6.0.4) refuses deep flow nesting in its scanner, which reads ahead of the composer
+    that enforces MAX_DEPTH, and its wording is its own. A bracket inside a block or plain scalar
+    counts too, so this can only overstate, and only for text the parser did not accept anyway.
+    """
+    depth = deepest = 0
+    for token in _FLOW_TOKENS.finditer(text, 0, len(text) if end is None else end):
+        c = token.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                break
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def _one_line(text: str, limit: int = 120) -> str:
     return clip(" ".join(str(text).split()), limit)
 
@@ -308,6 +335,9 @@ def parse(where: str, data: bytes) -> Any:
         raise CaseError(where, f"{line}{exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if flow_depth(text, mark.index + 1 if mark else None) > MAX_DEPTH:
+            at = f"line {mark.line + 1}: " if mark else ""
+            raise CaseError(where, f"{at}nested more than {MAX_DEPTH} levels deep") from None
         at = f" at line {mark.line + 1}" if mark else ""
         what = ", ".join(t for t in (exc.context, exc.problem) if t)
         raise CaseError(where, f"not valid YAML{at}: {_one_line(what)}") from None
