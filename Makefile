@@ -7,7 +7,7 @@ DEMO   := demo-out
 LOCK   := requirements.lock
 UV     := uv==0.13.9
 
-.PHONY: demo test test-latest bench clean browser lock
+.PHONY: demo test test-latest fuzz bench clean browser lock
 
 # The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
 # the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
@@ -61,6 +61,12 @@ test-latest: browser
 	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[test]'
 	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|hypothesis|mpmath|matplotlib)=='
 	$(LATEST)/bin/python -m pytest -q -rs
+
+# Every reader of outside bytes under its structured fuzz target (tests/fuzzing.py), FUZZ_SECONDS in all
+# shared among the targets (make test runs each briefly). make fuzz FUZZ_SECONDS=3600 for an hour.
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	ACLNN_FUZZ_TOTAL_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest -q -rs -m fuzz -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py

@@ -1,4 +1,19 @@
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz: a structured fuzz target of a reader (short in make test; make fuzz)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """make fuzz: share ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
+    total = float(os.environ.get("ACLNN_FUZZ_TOTAL_SECONDS", "0") or 0)
+    targets = [item for item in items if item.get_closest_marker("fuzz")]
+    if total > 0 and targets:
+        import fuzzing
+
+        fuzzing.budget["seconds"] = total / len(targets)
