@@ -108,9 +108,11 @@ class Runner:
         self.process = RunnerProcess(command, env, timeout)
         try:
             self.soc = self._handshake(command[0])
-        except BaseException:  # (also Ctrl-C while it starts: nothing of it may stay)
-            self.process.terminate()
-            self.process.close()
+        except UserError:  # it may be ending on its own (after 'fatal'): let it, within the timeout
+            self.end()
+            raise
+        except BaseException:  # Ctrl-C while it starts: nothing of it may stay
+            self.kill()
             raise
 
     def _handshake(self, where: str) -> str:
@@ -247,7 +249,7 @@ def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str) -
         runner.kill()  # already dead or killed: its ending is the verdict above
         return False
     except MalformedReply as bad:  # a line over MAX_LINE, an unknown word, id or status: not trusted further
-        runner.kill()
+        runner.end()
         _record(summary, m, "ERROR", str(bad))
         return False
     if reply.word == "done":
@@ -260,7 +262,7 @@ def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str) -
     if reply.word == "error":
         _record(summary, m, "ERROR", reply.detail)
         return True
-    runner.kill()  # fault: failed once launched (the stream may be unusable); fatal: it gave up
+    runner.end()  # fault: failed once launched (the stream may be unusable; it exits); fatal: it gave up
     _record(summary, m, "CRASH" if reply.word == "fault" else "ERROR",
             f"the device call failed: {reply.detail}" if reply.word == "fault" else f"the runner answered fatal "
                                                                                      f"{quote(reply.detail)}")
