@@ -156,8 +156,8 @@ class RunnerProcess:
     def _exited(self) -> bool:
         """Whether the runner has exited. It is not reaped here: until terminate() has cleared its group,
         its process id stays taken, so the group's id cannot name anyone else's processes."""
-        if self.proc.returncode is not None:
-            return True
+        if self.proc.returncode is not None or not hasattr(os, "waitid"):
+            return self.proc.poll() is not None
         try:
             return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:

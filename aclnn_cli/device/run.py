@@ -136,6 +136,9 @@ class Runner:
         """After the last case: let it exit (bounded), end its group; what went wrong at the end."""
         try:
             return self.process.finish()
+        except BaseException:  # Ctrl-C while it ends: no more waiting
+            self.process.terminate()
+            raise
         finally:
             self.process.close()
 
@@ -192,7 +195,7 @@ def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
     summary.soc = clip(runner.soc, SHOW)
     summary.product = opts.product or soc_product(runner.soc) or ""
     if not summary.product:
-        runner.kill()
+        runner.end()
         raise UserError(f"cannot tell the product from the SoC name {quote(runner.soc)}; pass --product")
     no_runner = ""  # why no fresh runner could be started: the remaining cases cannot run
     try:
