@@ -212,13 +212,15 @@ class RunnerProcess:
         return problems
 
     def close(self) -> None:
-        """Release the pipes and the log (after terminate() or finish())."""
+        """Release the pipes and the log (after terminate() or finish()); again: nothing."""
         for f in (self.proc.stdin, self.log):
             try:
                 f.close()
             except OSError:
                 pass
-        os.close(self.replies)
+        if self.replies >= 0:
+            os.close(self.replies)
+            self.replies = -1
 
 
 def _signal_group(pgid: int, sig: int) -> None:
