@@ -97,8 +97,11 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
 
     Cases for another product are left for a device of that product. A case that crashes the
     runner or exceeds --timeout gets a CRASH or TIMEOUT verdict and a fresh runner continues.
-    Exit 0 when every case ran, 1 when one crashed, timed out or could not run (or the runner
-    ended badly, e.g. a sanitizer report), 2 on bad input.
+    A 'done' answer must agree with the files the runner wrote and the status the case expects
+    (else MISSING, STATUS or ERROR). Nothing the runner started is alive when run returns.
+    Exit 0 when every case ran and its answer held, 1 when one crashed, timed out, could not run
+    or got one of those verdicts (or the runner ended badly, e.g. a sanitizer report, or left
+    processes behind), 2 on bad input.
     """
     from .cli import _load_sharded, _one_line_errors, select_cases
 

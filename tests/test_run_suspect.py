@@ -417,3 +417,11 @@ def test_a_fatal_answer_is_clipped(out, tmp_path, pids):
     runner = hostile(tmp_path, pids, ready='"fatal aclInit failed: " + "y" * 4000')
     result = cli("run", out, "--runner", runner)
     assert_one_line_error(result, "the runner did not start: fatal aclInit failed: yyy")
+
+
+def test_a_runner_named_without_a_directory_is_this_directory_s(out, tmp_path, pids, monkeypatch):
+    """--runner aclnn-runner (a file here, as `is_file` checked) is run, not looked up in PATH."""
+    hostile(tmp_path, pids)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("run", out, "--runner", "runner")
+    assert result.exit_code == 0 and "ran 3 cases on Ascend910B1 (A2)" in result.output, result.output

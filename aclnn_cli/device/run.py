@@ -13,6 +13,7 @@ the status the case expects (outcome.py); when it does not, the case gets a fail
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -188,7 +189,7 @@ class RunOptions:
 def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
               on_case: Callable[[CaseManifest], None] = lambda m: None) -> RunSummary:
     """Run every case for this device's product through the runner; see the module docstring."""
-    command = [str(opts.runner), "--device", str(opts.device)]
+    command = [os.path.abspath(opts.runner), "--device", str(opts.device)]  # (a bare name is not looked up in PATH)
     summary = RunSummary()
     runner: Runner | None = Runner(command, opts.env, opts.timeout)
     summary.runners_started = 1
