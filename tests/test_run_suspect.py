@@ -425,3 +425,18 @@ def test_a_runner_named_without_a_directory_is_this_directory_s(out, tmp_path, p
     monkeypatch.chdir(tmp_path)
     result = run_cli("run", out, "--runner", "runner")
     assert result.exit_code == 0 and "ran 3 cases on Ascend910B1 (A2)" in result.output, result.output
+
+
+@pytest.mark.parametrize("answer, verdict, detail", [
+    ("fault {case} aclrtSynchronizeStream returned 507035", "CRASH",
+     "the device call failed: aclrtSynchronizeStream returned 507035"),
+    ("fatal cannot parse the request", "ERROR", "the runner answered fatal 'cannot parse the request'"),
+])
+def test_fault_and_fatal_end_the_runner_and_a_fresh_one_continues(out, tmp_path, pids, answer, verdict, detail):
+    cases = manifests(out)
+    runner = hostile(tmp_path, pids, on_end=f"if case == {cases[0].case_id!r}:\n"
+                                           f"    replies.write(f{answer + chr(10)!r})\n    sys.exit(4)\n{NORMAL_END}")
+    summary = run_cases(cases, run_opts(runner))
+    assert summary.failed == [(cases[0].case_id, verdict, detail)]
+    assert summary.statuses == {0: 1, 161002: 1} and summary.runners_started == 2
+    assert not any(map(alive, runner_pids(pids)))

@@ -267,9 +267,10 @@ def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str) -
         _record(summary, m, "ERROR", reply.detail)
         return True
     runner.end()  # fault: failed once launched (the stream may be unusable; it exits); fatal: it gave up
-    _record(summary, m, "CRASH" if reply.word == "fault" else "ERROR",
-            f"the device call failed: {reply.detail}" if reply.word == "fault" else f"the runner answered fatal "
-                                                                                     f"{quote(reply.detail)}")
+    if reply.word == "fault":
+        _record(summary, m, "CRASH", f"the device call failed: {reply.detail}")
+    else:
+        _record(summary, m, "ERROR", f"the runner answered fatal {quote(reply.detail)}")
     return False
 
 
