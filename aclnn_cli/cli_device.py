@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from . import manifest as M
-from .device.run import SOC_PRODUCTS, RunOptions, run_cases
+from .device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
 from .errors import UserError
 from .device.harness import select_ops, write_harness
 from .options import PATH
@@ -43,6 +46,33 @@ def harness(out: Path, op_names: tuple[str, ...]) -> None:
                f"then: aclnn-cli run OUT --runner {runner}; aclnn-cli verify OUT")
 
 
+def _timeout(value: float) -> float:
+    try:
+        return check_timeout(value)
+    except UserError:
+        raise click.BadParameter(f"{value!r}: must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}") \
+            from None
+
+
+@contextmanager
+def _signals_interrupt():
+    """SIGTERM and SIGHUP (a cancelled CI job, a closed terminal) end `run` as Ctrl-C does: on the way
+    out, the runner's process group is killed. (Their default would end Python with the runner alive.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _shard(ctx, param, value):
     from .cli import _parse_shard  # the same I/N as gen, emulate and verify
 
@@ -56,8 +86,9 @@ def _shard(ctx, param, value):
 @click.option("--shard", metavar="I/N", default=None, callback=lambda ctx, param, value: _shard(ctx, param, value),
               help="Only this machine's share of the cases.")
 @click.option("--device", type=click.IntRange(0, 1 << 20), default=0, show_default=True, help="Device id.")
-@click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=120.0, show_default=True,
-              help="Seconds one case may take before its runner is killed (TIMEOUT).")
+@click.option("--timeout", type=float, callback=lambda ctx, param, value: _timeout(value), default=120.0,
+              show_default=True, help="Seconds one case may take before its runner is killed (TIMEOUT); also "
+                                      "the most the runner's start and its end may take.")
 @click.option("--product", type=click.Choice(sorted({p for _, p in SOC_PRODUCTS})), default=None,
               help="The device's product, if the SoC name the runtime reports is not one aclnn-cli knows.")
 def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, int], device: int, timeout: float,
@@ -66,12 +97,15 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
 
     Cases for another product are left for a device of that product. A case that crashes the
     runner or exceeds --timeout gets a CRASH or TIMEOUT verdict and a fresh runner continues.
-    Exit 0 when every case ran, 1 when one crashed, timed out or could not run (or the runner
-    ended badly, e.g. a sanitizer report), 2 on bad input.
+    A 'done' answer must agree with the files the runner wrote and the status the case expects
+    (else MISSING, STATUS or ERROR). Nothing the runner started is alive when run returns.
+    Exit 0 when every case ran and its answer held, 1 when one crashed, timed out, could not run
+    or got one of those verdicts (or the runner ended badly, e.g. a sanitizer report, or left
+    processes behind), 2 on bad input.
     """
     from .cli import _load_sharded, _one_line_errors, select_cases
 
-    with _one_line_errors():
+    with _one_line_errors(), _signals_interrupt():
         if not runner.is_file():
             raise UserError("no runner here (build it: aclnn-cli harness -o DIR, then cmake)", where=str(runner))
         manifests, broken = _load_sharded(out, shard)

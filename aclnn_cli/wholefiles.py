@@ -118,3 +118,35 @@ def sha256_of_file(path: str) -> str | None:
         return sha256_file(Path(path))
     except OSError:
         return None
+
+
+def bounded_regular_bytes(path: str, limit: int, what: str) -> bytes | None:
+    """A small regular file's bytes, or None if there is none; anything else is one UserError naming it.
+
+    For files another program writes beside a case (a runner's status.txt, run-verdict.txt): a FIFO or
+    device in a file's place must not hang the run (O_NONBLOCK, then fstat), and a huge file is refused
+    after reading at most `limit` + 1 bytes.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(f"{what} is not a regular file", where=path)
+        parts, size = [], 0
+        while size <= limit:  # (a regular file that grows meanwhile still ends here)
+            block = os.read(fd, limit + 1 - size)
+            if not block:
+                break
+            parts.append(block)
+            size += len(block)
+    except OSError as exc:
+        raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UserError(f"{what} holds more than {limit} bytes", where=path)
+    return b"".join(parts)

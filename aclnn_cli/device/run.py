@@ -5,15 +5,15 @@ crashes the runner or outlives its timeout costs only itself: its verdict (CRASH
 with the tail of the runner's output) is written beside its manifest, a fresh runner takes the
 remaining cases, and `verify` reports the verdict. The request format is "The harness contract"
 in the README.
+
+The runner is a suspect, like the kernel: every wait is bounded by the timeout (process.py), its
+replies are parsed strictly (replies.py), and a 'done' answer must agree with the files it wrote and
+the status the case expects (outcome.py); when it does not, the case gets a failing verdict too.
 """
 
 from __future__ import annotations
 
 import os
-import select
-import signal
-import subprocess
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,11 +25,15 @@ from .. import manifest as M
 from ..errors import UserError
 from ..manifest import CaseManifest
 from ..ops.base import AttrSpec
-from ..storage import atomic_write_text
+from ..cases.yamlsafe import clip
+from .outcome import RUN_VERDICT_FILE, check_done, forget_run_verdict, read_verdict, write_verdict
+from .process import RunnerGone, RunnerProcess
+from .replies import SHOW, MalformedReply, parse_reply, quote
+
+__all__ = ["PROTOCOL", "RUN_VERDICT_FILE", "RunOptions", "RunSummary", "forget_run_verdict", "read_verdict", "request",
+           "run_cases", "soc_product"]
 
 PROTOCOL = "aclnn-runner/1"  # what the runner's "ready" line must name (runner.cpp's kProtocol)
-RUN_VERDICT_FILE = "run-verdict.txt"  # first line CRASH | TIMEOUT | ERROR, then what the runner said
-TAIL_BYTES = 2000
 
 # SoC name (aclrtGetSocName) prefix -> product, most specific first.
 SOC_PRODUCTS = (("Ascend950", "950"), ("Ascend910_93", "A3"), ("Ascend910B", "A2"), ("Ascend910", "910"),
@@ -43,7 +47,7 @@ def soc_product(soc: str) -> str | None:
 
 def _line_safe(text: str, what: str, where: Path) -> str:
     if "\n" in text or "\r" in text or text != text.strip() or not text:
-        raise UserError(f"{what} {text!r} cannot be passed to the runner (line breaks or surrounding spaces)",
+        raise UserError(f"{what} {quote(text)} cannot be passed to the runner (line breaks or surrounding spaces)",
                         where=str(where))
     return text
 
@@ -98,125 +102,60 @@ def clear_outputs(m: CaseManifest) -> None:
             raise UserError(f"cannot remove an earlier result: {exc.strerror}", where=str(path)) from None
 
 
-class RunnerGone(Exception):
-    """The runner process ended (crash) or was killed (timeout); detail says how."""
-
-    def __init__(self, verdict: str, detail: str) -> None:
-        super().__init__(detail)
-        self.verdict, self.detail = verdict, detail
-
-
 class Runner:
-    """One runner process: requests on its stdin, replies on a pipe of their own, output to a log file."""
+    """A started runner that said 'ready' in the protocol this aclnn-cli speaks: its process and SoC."""
 
-    def __init__(self, command: list[str], env: Mapping[str, str] | None, init_timeout: float) -> None:
-        self.log = tempfile.TemporaryFile()
-        read_fd, write_fd = os.pipe()
+    def __init__(self, command: list[str], env: Mapping[str, str] | None, timeout: float) -> None:
+        self.process = RunnerProcess(command, env, timeout)
         try:
-            self.proc = subprocess.Popen([*command, "--reply-fd", str(write_fd)], stdin=subprocess.PIPE,
-                                         stdout=self.log, stderr=self.log, pass_fds=(write_fd,),
-                                         env=dict(env) if env is not None else None, start_new_session=True)
-        except OSError as exc:
-            os.close(read_fd)
-            raise UserError(f"cannot start the runner: {exc.strerror}", where=command[0]) from None
-        finally:
-            os.close(write_fd)
-        self.replies, self.buffer, self.mark = read_fd, b"", 0
+            self.soc = self._handshake(command[0])
+        except UserError:  # it may be ending on its own (after 'fatal'): let it, within the timeout
+            self.end()
+            raise
+        except BaseException:  # Ctrl-C while it starts: nothing of it may stay
+            self.kill()
+            raise
+
+    def _handshake(self, where: str) -> str:
         try:
-            ready = self.reply(init_timeout)
+            ready = parse_reply(self.process.line(), None)
         except RunnerGone as gone:
-            tail = self.tail()
-            self.close()
-            raise UserError(f"the runner did not start: {gone.detail}" + (f"; it printed: {tail[-300:]}" if tail else ""),
-                            where=command[0]) from None
-        word, version, soc = (ready.split(" ", 2) + ["", ""])[:3]
-        if word != "ready":
-            self.close()
-            raise UserError(f"the runner did not start: {ready}", where=command[0])
+            tail = self.process.tail()
+            raise UserError(f"the runner did not start: {gone.detail}" +
+                            (f"; it printed: {clip(tail[-300:], 300)}" if tail else ""), where=where) from None
+        except MalformedReply as bad:
+            raise UserError(f"the runner did not start: {bad}", where=where) from None
+        if ready.word == "fatal":
+            raise UserError(f"the runner did not start: fatal {ready.detail}", where=where)
+        version, _, soc = ready.detail.partition(" ")
         if version != PROTOCOL:
-            self.close()
-            raise UserError(f"the runner speaks {version or 'an older protocol'!r}, this aclnn-cli {PROTOCOL!r}: "
-                            f"run 'aclnn-cli harness' again and rebuild", where=command[0])
-        self.soc = soc.strip() or "unknown"
+            raise UserError(f"the runner speaks {quote(version) if version else 'an older protocol'}, this aclnn-cli "
+                            f"{PROTOCOL!r}: run 'aclnn-cli harness' again and rebuild", where=where)
+        return soc.strip() or "unknown"
 
-    def tail(self) -> str:
-        """What the runner printed since the current case began (its last TAIL_BYTES)."""
-        self.log.flush()
-        end = os.fstat(self.log.fileno()).st_size
-        start = max(self.mark, end - TAIL_BYTES)
-        data = os.pread(self.log.fileno(), end - start, start)
-        return data.decode("utf-8", "replace").strip()
-
-    def send(self, text: str) -> None:
-        self.mark = os.fstat(self.log.fileno()).st_size
+    def end(self) -> list[str]:
+        """After the last case: let it exit (bounded), end its group; what went wrong at the end."""
         try:
-            self.proc.stdin.write(text.encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._gone()
-
-    def reply(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise RunnerGone("TIMEOUT", f"no answer within {timeout:g} s; the runner was killed")
-            ready, _, _ = select.select([self.replies], [], [], left)
-            if ready:
-                chunk = os.read(self.replies, 65536)
-                if not chunk:
-                    self._gone()
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line.decode("utf-8", "replace")
-
-    def _gone(self):
-        code = self.proc.wait()
-        how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
-               else f"exited with status {code}")
-        raise RunnerGone("CRASH", f"the runner {how}")
+            return self.process.finish()
+        except BaseException:  # Ctrl-C while it ends: no more waiting
+            self.process.terminate()
+            raise
+        finally:
+            self.process.close()
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # stuck in the driver (uninterruptible): leave it, do not hang the run
-            pass
-
-    def close(self) -> str | None:
-        """End the runner: EOF lets it release the device; one that does not leave is killed.
-
-        Returns what went wrong at the end (a non-zero exit, e.g. a sanitizer's leak report), if anything.
-        """
-        self.mark = os.fstat(self.log.fileno()).st_size
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            code = self.proc.wait(timeout=30)
-            problem = None if code == 0 else f"the runner exited with status {code} at the end"
-        except subprocess.TimeoutExpired:
-            self.kill()
-            problem = "the runner did not exit within 30 s of its last case and was killed"
-        if problem and self.tail():
-            problem += f"; its last output:\n{self.tail()}"
-        os.close(self.replies)
-        self.log.close()
-        return problem
+        """End it now (a timeout, a crash, an untrusted answer, Ctrl-C): its whole group."""
+        self.process.terminate()
+        self.process.close()
 
 
 @dataclass
 class RunSummary:
-    statuses: Counter = field(default_factory=Counter)  # phase-one status -> cases
-    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case id, CRASH|TIMEOUT|ERROR, detail)
+    statuses: Counter = field(default_factory=Counter)  # phase-one status -> cases that completed as expected
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case id, verdict, detail)
     other_products: Counter = field(default_factory=Counter)  # product -> cases left for another device
     ending_problems: list[str] = field(default_factory=list)  # runners that ended badly after a completed case
-    soc: str = ""
+    soc: str = ""  # as the runner reported it, clipped for printing
     product: str = ""
     runners_started: int = 0
 
@@ -225,28 +164,40 @@ class RunSummary:
         return sum(self.statuses.values()) + len(self.failed)
 
 
+MAX_TIMEOUT = 7 * 86400.0  # seconds: a week; more is a typo
+
+
+def check_timeout(seconds: float) -> float:
+    """--timeout: finite, above 0, at most MAX_TIMEOUT (every wait of a run is bounded by it)."""
+    if not (isinstance(seconds, (int, float)) and 0 < seconds <= MAX_TIMEOUT):  # (NaN fails both)
+        raise UserError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}", where="--timeout")
+    return float(seconds)
+
+
 @dataclass(frozen=True)
 class RunOptions:
     runner: Path
     device: int = 0
-    timeout: float = 120.0
+    timeout: float = 120.0  # seconds for each wait: the runner's start, each case, its end
     product: str | None = None  # the device's product; default: from the SoC name the runtime reports
     env: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout)
 
 
 def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
               on_case: Callable[[CaseManifest], None] = lambda m: None) -> RunSummary:
     """Run every case for this device's product through the runner; see the module docstring."""
-    command = [str(opts.runner), "--device", str(opts.device)]
-    init_timeout = max(opts.timeout, 300.0)
+    command = [os.path.abspath(opts.runner), "--device", str(opts.device)]  # (a bare name is not looked up in PATH)
     summary = RunSummary()
-    runner: Runner | None = Runner(command, opts.env, init_timeout)
+    runner: Runner | None = Runner(command, opts.env, opts.timeout)
     summary.runners_started = 1
-    summary.soc = runner.soc
+    summary.soc = clip(runner.soc, SHOW)
     summary.product = opts.product or soc_product(runner.soc) or ""
     if not summary.product:
-        runner.close()
-        raise UserError(f"cannot tell the product from the SoC name {runner.soc!r}; pass --product")
+        runner.end()
+        raise UserError(f"cannot tell the product from the SoC name {quote(runner.soc)}; pass --product")
     no_runner = ""  # why no fresh runner could be started: the remaining cases cannot run
     try:
         for m in manifests:
@@ -261,31 +212,29 @@ def run_cases(manifests: Iterable[CaseManifest], opts: RunOptions,
                 on_case(m)
                 continue
             if runner is None and not no_runner:
-                runner, no_runner = _fresh_runner(command, opts.env, init_timeout)
+                runner, no_runner = _fresh_runner(command, opts.env, opts.timeout)
                 summary.runners_started += runner is not None
             if runner is None:
                 _record(summary, m, "ERROR", f"not run: {no_runner}")
-            elif not _one_case(summary, m, runner, text, opts.timeout):
+            elif not _one_case(summary, m, runner, text):
                 runner = None
             on_case(m)
     except BaseException:
-        if runner is not None:  # Ctrl-C or a bug: do not wait for the runner, free the device now
+        if runner is not None:  # Ctrl-C, SIGTERM or a bug: do not wait for the runner, free the device now
             runner.kill()
             runner = None
         raise
     finally:
         if runner is not None:
-            problem = runner.close()
-            if problem:
-                summary.ending_problems.append(problem)
+            summary.ending_problems += runner.end()
     return summary
 
 
-def _fresh_runner(command: list[str], env, init_timeout: float) -> tuple[Runner | None, str]:
+def _fresh_runner(command: list[str], env, timeout: float) -> tuple[Runner | None, str]:
     """A new runner after one ended; a device recovering from a killed process gets one more try."""
     for attempt in range(2):
         try:
-            return Runner(command, env, init_timeout), ""
+            return Runner(command, env, timeout), ""
         except UserError as exc:
             reason = str(exc)
             if attempt == 0:
@@ -293,59 +242,38 @@ def _fresh_runner(command: list[str], env, init_timeout: float) -> tuple[Runner 
     return None, reason
 
 
-def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str, timeout: float) -> bool:
-    """Send one case and settle its answer; False when the runner has ended (closed here)."""
+def _one_case(summary: RunSummary, m: CaseManifest, runner: Runner, text: str) -> bool:
+    """Send one case and settle its answer against the case's files; False when the runner has ended here."""
     try:
-        runner.send(text)
-        answer = runner.reply(timeout)
+        runner.process.send(text)
+        reply = parse_reply(runner.process.line(), m.case_id)
     except RunnerGone as gone:
-        tail = runner.tail()
+        tail = runner.process.tail()
         _record(summary, m, gone.verdict, gone.detail + (f"; its last output:\n{tail}" if tail else ""))
-        runner.close()  # already dead or killed: its ending is the verdict above
+        runner.kill()  # already dead or killed: its ending is the verdict above
         return False
-    word, _, rest = answer.partition(" ")
-    case_id, _, detail = rest.partition(" ")
-    if word == "done" and case_id == m.case_id and detail.lstrip("-").isdigit():
-        summary.statuses[int(detail)] += 1
-        return True
-    if word == "error" and case_id == m.case_id:
-        _record(summary, m, "ERROR", detail)
-        return True
-    if word == "fault" and case_id == m.case_id:  # failed once launched: the runner ends itself
-        runner.close()
-        _record(summary, m, "CRASH", f"the device call failed: {detail}")
+    except MalformedReply as bad:  # a line over MAX_LINE, an unknown word, id or status: not trusted further
+        runner.end()
+        _record(summary, m, "ERROR", str(bad))
         return False
-    runner.close()  # "fatal", or an answer out of step: this runner cannot be trusted with more cases
-    _record(summary, m, "ERROR", f"the runner answered {answer!r}")
+    if reply.word == "done":
+        problem = check_done(m, reply.status)
+        if problem is None:
+            summary.statuses[reply.status] += 1
+        else:
+            _record(summary, m, *problem)
+        return True
+    if reply.word == "error":
+        _record(summary, m, "ERROR", reply.detail)
+        return True
+    runner.end()  # fault: failed once launched (the stream may be unusable; it exits); fatal: it gave up
+    if reply.word == "fault":
+        _record(summary, m, "CRASH", f"the device call failed: {reply.detail}")
+    else:
+        _record(summary, m, "ERROR", f"the runner answered fatal {quote(reply.detail)}")
     return False
 
 
 def _record(summary: RunSummary, m: CaseManifest, verdict: str, detail: str) -> None:
     summary.failed.append((m.case_id, verdict, detail))
-    atomic_write_text(m.dir / RUN_VERDICT_FILE, f"{verdict}\n{detail}\n")
-
-
-def forget_run_verdict(case_dir: Path | str) -> None:
-    """Drop a device run's verdict (emulate writes results of its own)."""
-    path = os.path.join(case_dir, RUN_VERDICT_FILE)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise UserError(f"cannot remove an earlier run verdict: {exc.strerror}", where=path) from None
-
-
-def read_verdict(case_dir: Path | str) -> tuple[str, str] | None:
-    """(CRASH|TIMEOUT|ERROR, detail) if the last run of this case did not complete, else None."""
-    path = os.path.join(case_dir, RUN_VERDICT_FILE)
-    try:
-        with open(path, "rb") as f:
-            text = f.read(TAIL_BYTES * 4).decode("utf-8", "replace")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return "ERROR", f"{path}: cannot read the run verdict: {exc.strerror}"
-    verdict, _, detail = text.partition("\n")
-    verdict = verdict.strip()
-    return (verdict if verdict in ("CRASH", "TIMEOUT", "ERROR") else "ERROR"), detail.strip()[:TAIL_BYTES + 200]
+    write_verdict(m.dir, verdict, detail)

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from .. import manifest as M
-from ..aclnn_status import NAMES as STATUS_NAMES
-from ..device.run import read_verdict
+from ..device.outcome import read_status_file, read_verdict, status_mismatch
 from ..errors import UserError
 from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
@@ -109,31 +108,16 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
 
 def _check_status(result: CaseResult, path: str, expected: int, required: bool) -> CaseResult:
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            data = os.read(fd, 256)
-        finally:
-            os.close(fd)
-    except FileNotFoundError:
+        got = read_status_file(path)  # (a regular file only, opened without blocking, bounded)
+    except UserError as exc:
+        result.status, result.reason = ERROR, str(exc)
+        return result
+    if got is None:
         if required:
             result.status, result.reason = MISSING, f"no status file at {path}"
         return result
-    except OSError as exc:
-        result.status, result.reason = ERROR, f"{path}: cannot read the status file: {exc.strerror}"
-        return result
-    text = data.decode("ascii", errors="replace").strip()
-    try:
-        got = int(text.split()[0]) if len(data) < 256 and text.isascii() else None
-    except (ValueError, IndexError):
-        got = None
-    if got is None:
-        result.status, result.reason = ERROR, (f"{path}: status file must hold phase one's status as a decimal "
-                                               f"integer, got {text[:40]!r}")
-        return result
     if got != expected:
-        result.status = STATUS
-        result.reason = (f"phase one returned {got} ({STATUS_NAMES.get(got, 'unknown')}), "
-                         f"expected {expected} ({STATUS_NAMES[expected]})")
+        result.status, result.reason = STATUS, status_mismatch(got, expected)
     elif required:
         result.reason = f"phase one returned {got} as expected"
     return result
