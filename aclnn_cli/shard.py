@@ -51,8 +51,9 @@ def suite_digest(cases: Iterable[tuple[str, int]]) -> str:
 
 def empty_shard(index: int, count: int, cases: int, where: str) -> UserError:
     """Shard index (1-based) of count holds no case: more shards than cases."""
-    return UserError(f"shard {index}/{count} holds no case: the suite has {cases} cases, so use at most "
-                     f"{max(cases, 1)} shards", where=where)
+    most = max(cases, 1)
+    return UserError(f"shard {index}/{count} holds no case: the suite has {cases} case{'s' if cases != 1 else ''}, "
+                     f"so use at most {most} shard{'s' if most != 1 else ''}", where=where)
 
 
 @dataclass(frozen=True)
@@ -161,22 +162,22 @@ def coverage_problems(files: list[ResultsFile]) -> list[str]:
     if not sharded:
         return []
     first = sharded[0]
-    problems = [f"{clip(f.name)}: results without shard information mixed with {first.coverage.label} of suite "
-                f"{first.coverage.suite[:12]} ({clip(first.name)})" for f in files if f.coverage is None]
+    problems = [f"{_file(f.name)}: results without shard information mixed with {first.coverage.label} of suite "
+                f"{first.coverage.suite[:12]} ({_file(first.name)})" for f in files if f.coverage is None]
     owner: dict[int, ResultsFile] = {}
     for f in sharded:
         c, c0 = f.coverage, first.coverage
         if c.suite != c0.suite:
-            problems.append(f"{clip(f.name)}: suite {c.suite[:12]} mixed with suite {c0.suite[:12]} "
-                            f"({clip(first.name)}): results of different suites")
+            problems.append(f"{_file(f.name)}: suite {c.suite[:12]} mixed with suite {c0.suite[:12]} "
+                            f"({_file(first.name)}): results of different suites")
             continue
         if (c.count, c.suite_cases) != (c0.count, c0.suite_cases):
-            problems.append(f"{clip(f.name)}: {c.label} mixed with {c0.label} ({clip(first.name)}): "
+            problems.append(f"{_file(f.name)}: {c.label} mixed with {c0.label} ({_file(first.name)}): "
                             f"one suite split two ways")
             continue
         for i in c.shards:
             if i in owner:
-                problems.append(f"{clip(f.name)}: shard {i}/{c.count} is also in {clip(owner[i].name)}: shards overlap")
+                problems.append(f"{_file(f.name)}: shard {i}/{c.count} is also in {_file(owner[i].name)}: shards overlap")
             else:
                 owner[i] = f
         problems += _case_problems(f)
@@ -193,6 +194,11 @@ def coverage_problems(files: list[ResultsFile]) -> list[str]:
     return problems
 
 
+def _file(name: str) -> str:
+    """A results file's name in a problem line: long enough to find it, short enough for one line."""
+    return clip(name, 120)
+
+
 def _case_problems(f: ResultsFile) -> list[str]:
     """A file's results against the case ids its shard must hold."""
     c = f.coverage
@@ -200,11 +206,11 @@ def _case_problems(f: ResultsFile) -> list[str]:
     out = []
     missing = [x for x in c.cases if x not in held]
     if missing:
-        out.append(f"{clip(f.name)}: case{'s' if len(missing) > 1 else ''} {some(missing, len(missing))} of "
+        out.append(f"{_file(f.name)}: case{'s' if len(missing) > 1 else ''} {some(missing, len(missing))} of "
                    f"{c.label} of suite {c.suite[:12]} missing from its results")
     extra = [x for x in f.cases if x not in must]
     if extra:
-        out.append(f"{clip(f.name)}: case{'s' if len(extra) > 1 else ''} {some(extra, len(extra))} not in "
+        out.append(f"{_file(f.name)}: case{'s' if len(extra) > 1 else ''} {some(extra, len(extra))} not in "
                    f"{c.label} of suite {c.suite[:12]}")
     return out
 
