@@ -14,7 +14,6 @@ result or a `UserError` (one line, exit 2 at the CLI): `allowed_outcome` checks 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import tempfile
@@ -41,8 +40,6 @@ def fuzz_target(**strategies):
             return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                             suppress_health_check=list(HealthCheck))(given(**strategies)(fn))
 
-        @pytest.mark.fuzz
-        @functools.wraps(fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
         def test() -> None:
             seconds = budget["seconds"]
             if seconds <= 0:
@@ -52,7 +49,10 @@ def fuzz_target(**strategies):
             while time.monotonic() < end:
                 rounds(ROUND_EXAMPLES)()
 
-        return test
+        # (no functools.wraps: pytest would follow __wrapped__ and ask for fn's arguments as fixtures)
+        test.__name__, test.__qualname__, test.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        test.__module__ = fn.__module__
+        return pytest.mark.fuzz(test)
 
     return wrap
 
