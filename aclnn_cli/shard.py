@@ -69,9 +69,10 @@ class Coverage:
 
     @property
     def label(self) -> str:
-        """'shard 2/4' or 'shards 1/4, 3/4' (the first few)."""
-        names = [f"{i}/{self.count}" for i in self.shards[:4]] + (["..."] if len(self.shards) > 4 else [])
-        return f"shard{'s' if len(self.shards) > 1 else ''} {', '.join(names)}"
+        """'shard 2/4', 'shards 1, 3 of 4' or 'shards 1, 2 and 5 more of 9'."""
+        if len(self.shards) == 1:
+            return f"shard {self.shards[0]}/{self.count}"
+        return f"shards {some(map(str, self.shards), len(self.shards))} of {self.count}"
 
     def to_json(self) -> dict:
         return {"suite": self.suite, "suite_cases": self.suite_cases, "count": self.count,
@@ -130,9 +131,9 @@ def case_ids(value, where: str, key: str, most: int) -> tuple[str, ...]:
     return tuple(value)
 
 
-def some(names: Iterable[str], total: int, most: int = 3) -> str:
-    """'a, b, c and 4 more': the first few of `total` names, clipped."""
-    shown = [clip(n) for _, n in zip(range(most), names)]
+def some(names: Iterable[str], total: int, most: int = 2) -> str:
+    """'a, b and 4 more': the first few of `total` names, each clipped (a line names a handful)."""
+    shown = [clip(n, 40) for _, n in zip(range(most), names)]
     return ", ".join(shown) + (f" and {total - len(shown)} more" if total > len(shown) else "")
 
 
@@ -156,8 +157,12 @@ class ResultsFile:
 
 
 def coverage_problems(files: list[ResultsFile]) -> list[str]:
-    """Why these results are not whole shards of one suite, once each (empty: they are, or no file
+    """Why these results are not whole shards of one suite, one line each (empty: they are, or no file
     has shard information and they merge as before)."""
+    return [clip(p, 390) for p in _problems(files)]  # (each part is clipped already: this is the last guard)
+
+
+def _problems(files: list[ResultsFile]) -> list[str]:
     sharded = [f for f in files if f.coverage is not None]
     if not sharded:
         return []
@@ -184,7 +189,7 @@ def coverage_problems(files: list[ResultsFile]) -> list[str]:
     missing = first.coverage.count - len(owner)
     if missing > 0:
         gaps = (f"{i}/{first.coverage.count}" for i in range(1, first.coverage.count + 1) if i not in owner)
-        problems.append(f"{'shard' if missing == 1 else 'shards'} {some(gaps, missing, 5)} of suite "
+        problems.append(f"{'shard' if missing == 1 else 'shards'} {some(gaps, missing, 3)} of suite "
                         f"{first.coverage.suite[:12]} {'is' if missing == 1 else 'are'} missing: no results "
                         f"file holds {'it' if missing == 1 else 'them'}")
     if not problems and sum(len(f.coverage.cases) for f in sharded) != first.coverage.suite_cases:
@@ -196,7 +201,7 @@ def coverage_problems(files: list[ResultsFile]) -> list[str]:
 
 def _file(name: str) -> str:
     """A results file's name in a problem line: long enough to find it, short enough for one line."""
-    return clip(name, 120)
+    return clip(name, 100)
 
 
 def _case_problems(f: ResultsFile) -> list[str]:

@@ -106,7 +106,7 @@ def _small_file(path: Path) -> bytes:
 
 def _describe(records: list[ShardRecord]) -> str:
     c = records[0].coverage
-    shards = some((r.name for r in records), len(records), 4)
+    shards = some((r.name for r in records), len(records))
     return f"shard{'s' if len(records) > 1 else ''} {shards} of suite {c.suite[:12]} ({records[0].path.name}" + \
         (f" and {len(records) - 1} more records)" if len(records) > 1 else ")")
 

@@ -60,12 +60,16 @@ RAW = st.sampled_from(["plain", "plain", "plain", "duplicate", "deep", "truncate
 
 
 @fuzz_target(doc=coverage_doc(), schema=_maybe(st.just(RECORD_SCHEMA)), name=st.tuples(SMALL, SMALL), raw=RAW,
-             dirs=st.lists(IDS, max_size=5), shard=st.tuples(st.integers(0, 4), st.integers(1, 5)))
-def test_fuzz_shard_records_in_out(doc, schema, name, raw, dirs, shard):
-    """A shard record (and case directories) in OUT: verify/emulate/run's selection gives cases or one line."""
+             dirs=st.lists(IDS, max_size=5), shard=st.tuples(st.integers(0, 4), st.integers(1, 5)),
+             second=st.none() | st.tuples(coverage_doc(), st.tuples(SMALL, SMALL)))
+def test_fuzz_shard_records_in_out(doc, schema, name, raw, dirs, shard, second):
+    """Shard records (and case directories) in OUT: verify/emulate/run's selection gives cases or one line."""
     with scratch() as out:
         (out / f"aclnn-shard-{name[0]}-of-{name[1]}.json").write_text(_text(dict(doc, schema=schema), raw),
                                                                       encoding="utf-8", errors="surrogatepass")
+        if second is not None:  # another shard's record beside it (a shared OUT, or a mix)
+            (out / f"aclnn-shard-{second[1][0]}-of-{second[1][1]}.json").write_text(
+                json.dumps(dict(second[0], schema=RECORD_SCHEMA)), encoding="utf-8")
         for d in dirs:
             try:
                 (out / d).mkdir()
@@ -121,10 +125,13 @@ def test_fuzz_results_files_merged_by_report(docs):
 
 
 def coverages():
-    count = st.integers(1, 4) | st.just(MAX_COUNT)
-    return st.builds(lambda suite, n, shards, cases: Coverage(suite, max(n, len(cases), 1), n, shards, cases),
-                     st.sampled_from([HEX, OTHER_HEX]), count,
-                     st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True).map(tuple),
+    """Coverages as Coverage.from_json lets them be (shards within the count, more cases than shards)."""
+    def one(suite, n, shards, cases):
+        shards = tuple(sorted({min(i, n) for i in shards}))
+        return Coverage(suite, max(n, len(cases)), n, shards, cases)
+
+    return st.builds(one, st.sampled_from([HEX, OTHER_HEX]), st.integers(1, 4) | st.just(MAX_COUNT),
+                     st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True),
                      st.lists(IDS, min_size=1, max_size=4, unique=True).map(tuple))
 
 
