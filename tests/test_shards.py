@@ -341,3 +341,13 @@ def test_results_without_shard_information_merge_as_before(shards, tmp_path):
     assert r.exit_code == 2
     assert error_lines(r)[0] == (f"aclnn-cli: error: {tmp_path / 'v2-1.json'}: results without shard information "
                                  f"mixed with shard 2/2 of suite {digest_of(SUITE)[:12]} ({shards / 'r2.json'})")
+
+
+def test_a_result_without_a_shape_merges(tmp_path):
+    """Found by the results fuzz target: a case result without 'shape' crashed report (TypeError)."""
+    case = {"case_id": "c1", "op": "aclnnSiluBackward", "dtype": "float32", "product": "A2", "status": "PASS",
+            "standard": "mere-mare", "reason": ""}
+    (tmp_path / "r.json").write_text(json.dumps({"schema": "aclnn-cli/verify/2", "cases": [case]}))
+    r = run_cli("report", tmp_path / "r.json", "--json", tmp_path / "all.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "all.json").read_text())["cases"][0]["shape"] == []

@@ -373,7 +373,7 @@ def merged_run(cases: list[dict], coverage: Coverage | None = None, strict: bool
     fields_ = {f for f in CaseResult.__dataclass_fields__}
     out = []
     for c in cases:
-        result = CaseResult(**{k: v for k, v in c.items() if k in fields_})
+        result = CaseResult(**{"shape": [], **{k: v for k, v in c.items() if k in fields_}})  # (shape: optional)
         if c.get("kind") not in ("precision", "contract"):  # results from before `kind`
             result.kind = "contract" if _guess_contract(result) else "precision"
         out.append(result)
