@@ -140,8 +140,11 @@ def some(names: Iterable[str], total: int, most: int = 2) -> str:
 class ShardProblems(UserError):
     """Results that do not add up to whole shards of one suite: every problem, one line each."""
 
+    SHOWN = 20  # lines printed; a thousand files without shard information need not be a thousand lines
+
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
+        self.problems = problems[: self.SHOWN] + (
+            [f"and {len(problems) - self.SHOWN} more problems like these"] if len(problems) > self.SHOWN else [])
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         super().__init__(problems[0][: 300] + more)
 
