@@ -15,7 +15,6 @@ from rich.console import Console
 
 from . import __version__
 from .cases import importers
-from . import manifest as M
 from .cases.loader import load_cases
 from .judge.standards import STANDARDS
 from .device.emulate import emulate_all, emulate_dirs

@@ -147,7 +147,7 @@ def test_readme_sharding_recipe_fails_when_one_case_of_one_shard_is_sign_flipped
         jobs[i] = _shell([c.replace("<device run>", "./device-run") for c in job], d, I=str(i), N="2")
     assert jobs[1].returncode == 0, jobs[1].stderr[-2000:]
     assert jobs[2].returncode == 1, (jobs[2].stdout[-2000:], jobs[2].stderr[-2000:])  # verify: a case FAILs
-    assert f"FAIL" in jobs[2].stdout and victim in jobs[2].stdout
+    assert "FAIL" in jobs[2].stdout and victim in jobs[2].stdout
     merge_dir = tmp_path / "merge"
     for i in (1, 2):  # (CI collects each job's results/ into the merge job's)
         shutil.copytree(tmp_path / f"job{i}" / "results", merge_dir / "results", dirs_exist_ok=True)
