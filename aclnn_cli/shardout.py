@@ -60,7 +60,7 @@ def read_records(out: Path) -> list[ShardRecord]:
     """The shard records in OUT, by shard number; UserError names a record that does not load."""
     try:
         with os.scandir(out) as entries:
-            names = sorted(e.name for e in entries if RECORD_RE.fullmatch(e.name))
+            names = sorted(e.name for e in entries if e.name.startswith("aclnn-shard-") and RECORD_RE.fullmatch(e.name))
     except OSError:
         return []
     records = [_read_record(out / n) for n in names]
