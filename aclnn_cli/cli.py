@@ -53,7 +53,8 @@ JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs
                     help="Worker processes; large cases are split into ranges across them.")
 SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=None,
                      help="Only this runner's share of the cases (balanced by size, each case in exactly one shard). "
-                          "An OUT written by gen --shard holds one shard: all its cases, checked against this.")
+                          "gen records it in OUT; emulate, run and verify then take all of OUT's cases and check "
+                          "I/N against the record.")
 
 
 def _console() -> Console:
