@@ -15,7 +15,6 @@ from rich.console import Console
 
 from . import __version__
 from .cases import importers
-from . import manifest as M
 from .cases.loader import load_cases
 from .judge.standards import STANDARDS
 from .device.emulate import emulate_all, emulate_dirs
@@ -24,11 +23,11 @@ from .errors import UserError
 from .golden.gen import generate_case, generate_cases
 from .cases.importers.cli import convert
 from .parallel import default_jobs
-from .shard import shard_ids
+from . import shardout
 from .tuning import tune_allocator
 from .options import PATH
 from .progress import Progress
-from .report.formats import (load_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
+from .report.formats import (load_shard_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
                      write_verify_json)
 from .storage import check_output_paths
 from .report.html import require_matplotlib, write_html
@@ -53,23 +52,9 @@ def _parse_shard(ctx, param, value: str | None):
 JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs(), show_default="number of cores",
                     help="Worker processes; large cases are split into ranges across them.")
 SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=None,
-                     help="Only this runner's share of the cases (balanced by size, each case in exactly one shard).")
-
-
-def _shard(items: list, key, shard) -> list:
-    """The items (cases or manifests) of this runner's shard; key(item) -> (case id, elements)."""
-    if shard == (0, 1):
-        return items
-    keep = shard_ids([key(x) for x in items], *shard)
-    return [x for x in items if key(x)[0] in keep]
-
-
-def _load_sharded(out: Path, shard) -> tuple[list, list]:
-    """This shard's manifests, and (dir, error) for the manifests that do not load."""
-    manifests, broken = M.load_all(M.find_cases(out))
-    both = [(m.case_id, m.output.layout.numel, m) for m in manifests] + [(d.name, 0, (d, e)) for d, e in broken]
-    mine = _shard(both, lambda x: (x[0], x[1]), shard)
-    return [x[2] for x in mine if isinstance(x[2], M.CaseManifest)], [x[2] for x in mine if isinstance(x[2], tuple)]
+                     help="Only this runner's share of the cases (balanced by size, each case in exactly one shard). "
+                          "gen records it in OUT; emulate, run and verify then take all of OUT's cases and check "
+                          "I/N against the record.")
 
 
 def _console() -> Console:
@@ -79,7 +64,8 @@ def _console() -> Console:
 
 
 def _fail(exc: UserError) -> None:
-    click.echo(f"aclnn-cli: error: {exc}", err=True)
+    for line in getattr(exc, "problems", None) or [exc]:  # (report's shard problems: one line each)
+        click.echo(f"aclnn-cli: error: {line}", err=True)
     sys.exit(exc.exit_code)
 
 
@@ -157,10 +143,12 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
             cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
         for line in importers.describe_skipped(foreign_skipped):
             click.echo(line, err=True)
-        cases = _shard(cases, lambda c: (c.case_id, c.numel), shard)
+        cases, coverage = shardout.gen_shard(cases, shard, where="--shard")
+        shardout.check_gen(out, cases, coverage)
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
             results = generate_cases(cases, out, jobs=jobs, force=force, limits=SizeLimits(max_case_bytes, max_bytes),
-                                     on_done=lambda r: bar.advance(r.case_id, r.elements))
+                                     on_done=lambda r: bar.advance(r.case_id, r.elements),
+                                     before_cases=coverage and (lambda: shardout.write_record(out, coverage)))
         skipped = sum(r.skipped for r in results)
     click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
 
@@ -187,13 +175,13 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
             variant = find_variant(defect) if defect else None
         except KeyError as exc:
             raise UserError(exc.args[0], where="--defect") from None
-        if shard == (0, 1):  # no selection to make: the workers read the manifests themselves
-            dirs = M.find_cases(out)
-            with Progress("emulate", len(dirs), None) as bar:
-                errors = emulate_dirs(dirs, variant, jobs, on_done=bar.advance)
-            total = len(dirs)
+        chosen = shardout.select(out, shard)
+        if chosen.manifests is None:  # nothing loaded to choose them: the workers read the manifests themselves
+            with Progress("emulate", len(chosen.dirs), None) as bar:
+                errors = emulate_dirs(chosen.dirs, variant, jobs, on_done=bar.advance)
+            total = len(chosen.dirs)
         else:
-            manifests, broken = _load_sharded(out, shard)
+            manifests, broken = chosen.loaded()
             total = len(manifests) + len(broken)
             with Progress("emulate", len(manifests), sum(m.output.layout.numel for m in manifests)) as bar:
                 errors = [e for _, e in broken] + emulate_all(
@@ -233,7 +221,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
         if html_path:
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path)
-        run = merged_run(load_results(list(paths)), strict=strict)
+        run = merged_run(*load_shard_results(list(paths)), strict=strict)
     _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose,
             html=(html_path, default_jobs(), "report: merged verify results"))
 
@@ -321,17 +309,19 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
         if html_path:
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path, csv_dir=csv_dir)
-        if shard == (0, 1) and not opts.tolerance:  # nothing to select or check first: workers read the manifests
-            dirs = M.find_cases(out)
-            with Progress("verify", len(dirs), None) as bar:
-                run = verify_dirs(dirs, opts, jobs=jobs, on_case=lambda r: bar.advance(r.case_id, math.prod(r.shape)))
+        chosen = shardout.select(out, shard)
+        if chosen.manifests is None and not opts.tolerance:  # nothing to check first: workers read the manifests
+            with Progress("verify", len(chosen.dirs), None) as bar:
+                run = verify_dirs(chosen.dirs, opts, jobs=jobs,
+                                  on_case=lambda r: bar.advance(r.case_id, math.prod(r.shape)))
         else:
-            manifests, broken = _load_sharded(out, shard)
+            manifests, broken = chosen.loaded()
             check_run_tolerances(manifests, opts)
             with Progress("verify", len(manifests) + len(broken), sum(m.output.layout.numel for m in manifests)) as bar:
                 sizes = {str(m.dir): m.output.layout.numel for m in manifests}
                 run = verify_manifests(manifests, broken, opts, jobs=jobs,
                                        on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
+        run.coverage = chosen.coverage  # (what the results must hold, for report: see shard.py)
     _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,
             html=(html_path, jobs, "verify report"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import manifest as M
+from . import shardout
 from .device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
 from .errors import UserError
 from .device.harness import select_ops, write_harness
@@ -84,7 +84,8 @@ def _shard(ctx, param, value):
 @click.option("--runner", type=PATH, required=True, help="The built runner (build/aclnn-runner).")
 @click.option("--case", "patterns", multiple=True, metavar="ID", help="Only cases whose id matches (glob; repeatable).")
 @click.option("--shard", metavar="I/N", default=None, callback=lambda ctx, param, value: _shard(ctx, param, value),
-              help="Only this machine's share of the cases.")
+              help="Only this machine's share of the cases (an OUT from gen --shard: all its cases, checked "
+                   "against this).")
 @click.option("--device", type=click.IntRange(0, 1 << 20), default=0, show_default=True, help="Device id.")
 @click.option("--timeout", type=float, callback=lambda ctx, param, value: _timeout(value), default=120.0,
               show_default=True, help="Seconds one case may take before its runner is killed (TIMEOUT); also "
@@ -103,12 +104,12 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
     or got one of those verdicts (or the runner ended badly, e.g. a sanitizer report, or left
     processes behind), 2 on bad input.
     """
-    from .cli import _load_sharded, _one_line_errors, select_cases
+    from .cli import _one_line_errors, select_cases
 
     with _one_line_errors(), _signals_interrupt():
         if not runner.is_file():
             raise UserError("no runner here (build it: aclnn-cli harness -o DIR, then cmake)", where=str(runner))
-        manifests, broken = _load_sharded(out, shard)
+        manifests, broken = shardout.select(out, shard).loaded()
         for case_dir, exc in broken:
             click.echo(f"aclnn-cli: error: {exc}", err=True)
         manifests = select_cases(manifests, patterns)

@@ -318,11 +318,14 @@ def test_gen_removes_only_the_stale_temporaries_of_dead_processes(tmp_path):
         live.wait()
 
 
-def test_shard_count_far_beyond_the_cases_is_quick(emulated):
+def test_shard_count_far_beyond_the_cases_is_refused_at_once(emulated):
+    """More shards than cases: some runner's shard would be empty, so no run of them all can pass (issue 18)."""
     r = run_cli("verify", emulated, "--shard", "1/1000000000")
-    assert r.exit_code == 0 and "1 cases" in r.output, r.output
-    r = run_cli("verify", emulated, "--shard", "5/1000000000")  # more runners than cases: an empty shard
-    assert r.exit_code == 0 and "0 cases" in r.output, r.output
+    assert r.exit_code == 2 and r.output.strip() == (f"aclnn-cli: error: {emulated}: 1000000000 shards for 3 cases: "
+                                                     f"some shards would hold no case (use at most 3)"), r.output
+    r = run_cli("verify", emulated, "--shard", "5/1000000000")  # an empty shard: verify over no cases is an error
+    assert r.exit_code == 2 and r.output.strip() == (f"aclnn-cli: error: {emulated}: shard 5/1000000000 holds no "
+                                                     f"case: the suite has 3 cases, so use at most 3 shards"), r.output
 
 
 # --- The generator's bytes, pinned across a block boundary ---------------------------------------------

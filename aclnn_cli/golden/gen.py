@@ -111,11 +111,12 @@ def generate_batch(cases: list[Case], out_root: Path, chunk: int = CHUNK, force:
 
 
 def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int = CHUNK, force: bool = False,
-                   on_done=None, limits: "SizeLimits | None" = None) -> list[GenResult]:
+                   on_done=None, limits: "SizeLimits | None" = None, before_cases=None) -> list[GenResult]:
     """Generate many cases: small ones one per worker, large ones split into ranges across workers.
 
     Before anything is written: the sizes are checked against `limits`, the output directory
     is made and proved writable, and stale temporary directories of dead gens are removed.
+    before_cases(): called then, before the first case (a sharded gen's record: see shardout.py).
     """
     check_sizes(cases, limits or SizeLimits())
     prepare_output_dir(out_root)
@@ -124,6 +125,7 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     # telling would cost a manifest read per case; a disk that fills anyway is a clean error).
     there = set() if force else set(M.subdirs(out_root))  # (one scandir, not a stat per case)
     check_free_space(out_root, sum(c.storage_bytes for c in cases if c.case_id not in there))
+    before_cases and before_cases()
     results: list[GenResult] = []
 
     def done(case: Case, r: GenResult) -> None:

@@ -9,6 +9,7 @@ from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 
 from .errorpack import PackedErrors
 from .spill import Spilled, spill
+from ..shard import Coverage
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "CRASH", "TIMEOUT", "ERROR")
@@ -239,6 +240,7 @@ def by_path(results: list[CaseResult]) -> list[CaseResult]:
 class RunResult:
     cases: list[CaseResult] = field(default_factory=list)
     strict: bool = False  # MISTRUSTED counts as a failure
+    coverage: Coverage | None = None  # the shard(s) of a suite the cases must be (None: no shard in play)
 
     @property
     def exit_code(self) -> int:

@@ -16,14 +16,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import __version__
+from .. import __version__, jsonsafe
+from ..cases.yamlsafe import clip
 from ..errors import UserError
+from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
 from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
 
-VERIFY_SCHEMA = "aclnn-cli/verify/2"  # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report
-READABLE_SCHEMAS = ("aclnn-cli/verify/1", VERIFY_SCHEMA)  # report merges both (version 1 results draw no plots)
+# 2: each case's `errors` (ulp histogram, sample, map) for the HTML report; 3: `coverage`, the shard(s) of
+# which suite the results must hold (shard.py)
+VERIFY_SCHEMA = "aclnn-cli/verify/3"
+READABLE_SCHEMAS = ("aclnn-cli/verify/1", "aclnn-cli/verify/2", VERIFY_SCHEMA)  # (version 1 results draw no plots)
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
          "STATUS": "bold red", "CRASH": "bold red", "TIMEOUT": "bold red", "ERROR": "bold magenta"}
 
@@ -187,6 +191,7 @@ def verify_json(run: RunResult, standard: str | None, cases: bool = True) -> dic
     return {
         "schema": VERIFY_SCHEMA, "tool_version": __version__, "standard_override": standard,
         "exit_code": run.exit_code, "summary": {"total": len(run.cases), **run.counts()},
+        "coverage": run.coverage.to_json() if run.coverage else None,
         **({"cases": [c.to_json() for c in run.cases]} if cases else {}),
     }
 
@@ -295,6 +300,13 @@ def write_error_csvs(directory: Path, run: RunResult) -> int:
 
 def load_results(paths: list[Path]) -> list[dict]:
     """Case results from verify --json files (or directories of them); a case id may appear once."""
+    return load_shard_results(paths)[0]
+
+
+def load_shard_results(paths: list[Path]) -> tuple[list[dict], Coverage | None]:
+    """load_results, and the shards of the suite they cover (None: no shard information). Results
+    with shard information must be every shard of one suite, once, each with all its cases
+    (ShardProblems, one line per problem, otherwise)."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -304,27 +316,39 @@ def load_results(paths: list[Path]) -> list[dict]:
         else:
             raise UserError("no such file or directory", where=str(p))
     cases: list[dict] = []
-    seen: dict[str, Path] = {}
+    read: list[ResultsFile] = []
     for f in files:
         try:
-            data = json.loads(f.read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise UserError(f"not a readable JSON file: {str(exc)[:120]}", where=str(f)) from None
+            data = jsonsafe.loads(jsonsafe.decode_utf8(f.read_bytes()))
+        except OSError as exc:
+            raise UserError(f"not a readable JSON file: {exc.strerror}", where=str(f)) from None
+        except jsonsafe.JsonRefused as exc:
+            raise UserError(f"not a readable JSON file: {exc}", where=str(f)) from None
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             continue  # other JSON lying around (e.g. case.json) is not a result file
         if not isinstance(data.get("cases"), list):
             raise UserError("'cases' must be a list of case results", where=str(f))
+        coverage = None
+        if data["schema"] == VERIFY_SCHEMA and data.get("coverage") is not None:
+            coverage = Coverage.from_json(data["coverage"], str(f))
         for i, c in enumerate(data["cases"]):
             problem = _bad_result(c)
             if problem:
                 raise UserError(f"case #{i + 1}: {problem}", where=str(f))
-            if c["case_id"] in seen:
-                raise UserError(f"case {c['case_id']} is also in {seen[c['case_id']]}: shards overlap", where=str(f))
-            seen[c["case_id"]] = f
-            cases.append(c)
-    if not files or not seen:
+        cases.extend(data["cases"])
+        read.append(ResultsFile(str(f), coverage, [c["case_id"] for c in data["cases"]]))
+    if not read or not cases:
         raise UserError(f"no verify results ({VERIFY_SCHEMA}) found", where=", ".join(map(str, paths)))
-    return cases
+    problems = coverage_problems(read)
+    if problems:
+        raise ShardProblems(problems)
+    seen: dict[str, str] = {}
+    for f in read:
+        for case_id in f.cases:
+            if case_id in seen:
+                raise UserError(f"case {clip(case_id)} is also in {seen[case_id]}: shards overlap", where=f.name)
+            seen[case_id] = f.name
+    return cases, merged_coverage(read)
 
 
 _REQUIRED = {"case_id": str, "op": str, "dtype": str, "product": str, "status": str, "standard": str, "reason": str}
@@ -345,12 +369,12 @@ def _bad_result(c) -> str | None:
     return errors_problem(c.get("errors"))
 
 
-def merged_run(cases: list[dict], strict: bool = False) -> RunResult:
+def merged_run(cases: list[dict], coverage: Coverage | None = None, strict: bool = False) -> RunResult:
     fields_ = {f for f in CaseResult.__dataclass_fields__}
     out = []
     for c in cases:
-        result = CaseResult(**{k: v for k, v in c.items() if k in fields_})
+        result = CaseResult(**{"shape": [], **{k: v for k, v in c.items() if k in fields_}})  # (shape: optional)
         if c.get("kind") not in ("precision", "contract"):  # results from before `kind`
             result.kind = "contract" if _guess_contract(result) else "precision"
         out.append(result)
-    return RunResult(out, strict=strict)
+    return RunResult(out, strict=strict, coverage=coverage)
