@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .fill import parse_number
-from ..ops.base import AttrSpec, OpSpec
+from ..ops.base import ATTRIBUTE_KINDS, AttrSpec, OpSpec
 from .yamlsafe import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
@@ -35,25 +35,38 @@ def scalar_value(attr: AttrSpec, value: Any) -> float | int:
         return float(np.asarray(x, dtype=np.float64).astype(dtype.np_dtype).astype(np.float64))
 
 
+def _bool(attr: AttrSpec, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {show(value)}")
+    return value
+
+
+def _string(attr: AttrSpec, value: Any) -> str:
+    if not isinstance(value, str) or (attr.choices and value not in attr.choices):
+        raise ValueError(f"expected one of {', '.join(map(repr, attr.choices))}, got {show(value)}")
+    return value
+
+
+def _int_list(attr: AttrSpec, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"expected a list of integers, got {show(value)}")
+    return tuple(value)
+
+
+# One reader per kind in ATTRIBUTE_KINDS (ops/base.py), the kinds register accepts: gen reads case files
+# and verify reads manifests through these, so what one writes the other reads.
+PARSERS: dict[str, Callable[[AttrSpec, Any], Any]] = {"scalar": scalar_value, "bool": _bool, "string": _string,
+                                                      "int_list": _int_list}
+assert tuple(PARSERS) == ATTRIBUTE_KINDS, "a reader per attribute kind, no more"
+
+
 def parse_value(attr: AttrSpec, value: Any) -> Any:
     """One value a case gives for attr; ValueError says what is wrong."""
     if value is None:
         return None
-    if attr.kind == "scalar":
-        return scalar_value(attr, value)
-    if attr.kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {show(value)}")
-        return value
-    if attr.kind == "string":
-        if not isinstance(value, str) or (attr.choices and value not in attr.choices):
-            raise ValueError(f"expected one of {', '.join(map(repr, attr.choices))}, got {show(value)}")
-        return value
-    if attr.kind == "int_list":
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise ValueError(f"expected a list of integers, got {show(value)}")
-        return tuple(value)
-    raise ValueError(f"unknown attribute kind {attr.kind!r}")
+    if attr.kind not in PARSERS:
+        raise ValueError(f"unknown attribute kind {show(attr.kind)}")
+    return PARSERS[attr.kind](attr, value)
 
 
 def case_combos(op: OpSpec, given: Mapping, err: Callable[[str, str], Exception]) -> list[Combo]:

@@ -33,6 +33,7 @@ class TensorSpec:
 
 FLOATS = ("float32", "float16", "bfloat16")
 
+# The attribute kinds: register accepts these only, and gen and verify read each (cases/attributes.PARSERS).
 ATTRIBUTE_KINDS = ("scalar", "bool", "string", "int_list")
 
 
