@@ -272,7 +272,7 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
     """One list of kinds (ops/base.ATTRIBUTE_KINDS): register accepts each, and the one reader gen (case
     files) and verify (manifests) share has each; before, an unknown kind was written by gen and refused by
     verify."""
-    from aclnn_cli.cases.attributes import PARSERS
+    from aclnn_cli.cases.attrvalues import PARSERS
 
     assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list")
     defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2)}

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes as D
+from ..cases.attrvalues import parse_value
+from ..cases.fill import parse_fill
 from ..cases.yamlsafe import clip, show
 from ..errors import UserError
 from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
@@ -111,8 +113,6 @@ class _Check:
             self.items(f"oracle_attributes[{i}]", attrs, Mapping)
 
     def tensors(self, tensors: tuple) -> None:
-        from ..cases.fill import parse_fill
-
         for i, t in enumerate(tensors):
             field = f"tensors[{i}]"
             if not isinstance(t, TensorSpec):
@@ -130,8 +130,6 @@ class _Check:
                                  f"inputs and {len(outputs)} outputs")
 
     def attributes(self, attributes: tuple) -> None:
-        from ..cases.attributes import parse_value
-
         for i, a in enumerate(attributes):
             field = f"attributes[{i}]"
             if not isinstance(a, AttrSpec):
