@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import shutil
 import tempfile
@@ -52,6 +53,7 @@ def fuzz_target(**strategies):
             while time.monotonic() < end:
                 rounds(ROUND_EXAMPLES)()
 
+        test.__signature__ = inspect.Signature()  # no fixtures (pytest would read fn's through __wrapped__)
         return test
 
     return wrap
