@@ -145,9 +145,8 @@ def _use(spec: OpSpec) -> None:
 @fuzz_target(fields=DECLARATION)
 def test_fuzz_register_a_declaration(fields):
     with restored_registry():
-        spec = OpSpec(**fields)
         try:
-            register(spec)
+            spec = register(OpSpec(**fields))
         except BaseException as exc:
             allowed_outcome(exc)
             return

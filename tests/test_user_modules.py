@@ -32,8 +32,9 @@ HERE = __file__
 TIMEOUT = 120  # seconds: a hang (a FIFO opened as a module) fails the test instead of stalling it
 
 
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+def cli(*args, cwd=None, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=TIMEOUT)
 
@@ -285,7 +286,48 @@ def test_the_bundled_ops_pass_the_same_checks(registry):
     """Every bundled declaration goes through register's checks (a re-registration under a fresh name and key)."""
     for spec in list(OPS.values()):
         fresh = dataclasses.replace(spec, name=spec.name + "Copy", key=spec.key + "_copy")
-        assert register(fresh) is fresh
+        registered = register(fresh)
+        assert OPS[fresh.name] is registered and registered.products == spec.products
+
+
+# ---------------------------------------------------------------- a user function failing while the tool runs
+
+def _failing_op(tmp_path: Path, failure: str) -> tuple[Path, Path]:
+    """The worked example whose reference does `failure` when FAIL_NOW is set; its cases generated and
+    emulated with a defect (so verify re-evaluates the reference where the dump differs)."""
+    module = tmp_path / "op.py"
+    module.write_text((USER_OPS / "my_hardtanh_backward.py").read_text().replace(
+        '    x, dy = t["self"], t["gradOutput"]\n',
+        f'    import os, sys\n    if os.environ.get("FAIL_NOW"):\n        {failure}\n    x, dy = t["self"], t["gradOutput"]\n', 1))
+    cases = tmp_path / "c.yaml"
+    cases.write_text("op: aclnnMyHardtanhBackward\ncases:\n  - name: ends\n    shape: [64]\n    dtype: float32\n"
+                     "    inputs: {self: {values: [-1.0, 1.0, 0.5]}}\n")
+    out = tmp_path / "out"
+    assert cli("--ops", module, "gen", cases, "-o", out).returncode == 0
+    assert cli("--ops", module, "emulate", out, "--defect", "inclusive-window").returncode == 0
+    return module, out
+
+
+def test_a_user_function_that_exits_fails_verify_instead_of_passing_it(tmp_path):
+    """The same hole at run time: a reference calling sys.exit(0) made verify exit 0 with no results."""
+    module, out = _failing_op(tmp_path, "sys.exit(0)")
+    results = tmp_path / "v.json"
+    done = cli("--ops", module, "verify", out, "--json", results, env_extra={"FAIL_NOW": "1"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (case,) = json.loads(results.read_text())["cases"]
+    assert case["status"] == "ERROR"
+    assert case["reason"] == f"{module}: op aclnnMyHardtanhBackward: reference failed: SystemExit: 0"
+
+
+def test_a_user_function_error_is_one_line_in_gen_and_in_verify_workers(tmp_path):
+    module, out = _failing_op(tmp_path, "raise ValueError('boom\\n' * 400)")
+    message = one_line(cli("--ops", module, "gen", tmp_path / "c.yaml", "-o", tmp_path / "again", "-j", "2",
+                           env_extra={"FAIL_NOW": "1"}))
+    told = message.removeprefix(f"{module}: op aclnnMyHardtanhBackward: reference failed: ")
+    assert told.startswith("ValueError: boom\\nboom\\n") and len(told) == 300
+    done = cli("--ops", module, "verify", out, "-j", "2", env_extra={"FAIL_NOW": "1"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr + done.stdout
+    assert "ERROR" in done.stdout
 
 
 # ---------------------------------------------------------------- repro lines
