@@ -29,6 +29,7 @@ PRODUCT = re.compile(r"[A-Za-z0-9_]{1,16}")
 VARIANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # emulate --defect NAME
 HEADER = re.compile(r"[A-Za-z0-9_./-]{1,200}\.h")  # #include "..." in the harness
 MAX_DIMS = 8  # an aclTensor's rank
+MESSAGE_LIMIT = 300  # a user module's or function's own message, in the one error line
 ROLES = ("input", "output")
 CAST_MODES = ("rint", "round")
 CONTRACT_DTYPES = ("same", "promote")

@@ -15,9 +15,8 @@ from typing import Callable
 
 from ..errors import UserError
 from .base import OpSpec
-from .declcheck import describe
+from .declcheck import MESSAGE_LIMIT, describe
 
-MESSAGE_LIMIT = 300
 FUNCTIONS = ("reference", "exact", "kernel", "ieee", "edge", "textbook")
 
 

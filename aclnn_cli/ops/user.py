@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..cases.yamlsafe import clip, show
 from ..errors import UserError
-from .declcheck import describe
+from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS
 
 ENV = "ACLNN_CLI_OPS"
@@ -30,7 +30,6 @@ ENTRY_POINT_GROUP = "aclnn_cli.ops"
 _loaded: set[str] = set()
 
 
-MESSAGE_LIMIT = 300  # a user module's own message, in the one error line
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
