@@ -127,8 +127,9 @@ class _Check:
                 self.fail(f"{field}.default_fill", str(exc))
         outputs = [t for t in tensors if t.role == "output"]
         if len(outputs) != 1 or len(outputs) == len(tensors):
-            self.fail("tensors", f"expected one or more inputs and exactly one output, got {len(tensors) - len(outputs)} "
-                                 f"inputs and {len(outputs)} outputs")
+            inputs = len(tensors) - len(outputs)
+            self.fail("tensors", f"expected one or more inputs and exactly one output, got {inputs} inputs and "
+                                 f"{len(outputs)} outputs")
 
     def attributes(self, attributes: tuple) -> None:
         for i, a in enumerate(attributes):
