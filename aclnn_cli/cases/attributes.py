@@ -18,42 +18,10 @@ import numpy as np
 from .. import dtypes as D
 from .fill import parse_number
 from ..ops.base import AttrSpec, OpSpec
+from .attrvalues import parse_value
 from .yamlsafe import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
-
-
-def scalar_value(attr: AttrSpec, value: Any) -> float | int:
-    """A case-file number as the aclScalar of attr.scalar_dtype holds it."""
-    dtype = D.lookup(attr.scalar_dtype)
-    if dtype.name in ("int32", "int64"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected an integer, got {show(value)}")
-        return value
-    x = parse_number(value)
-    with np.errstate(over="ignore"):
-        return float(np.asarray(x, dtype=np.float64).astype(dtype.np_dtype).astype(np.float64))
-
-
-def parse_value(attr: AttrSpec, value: Any) -> Any:
-    """One value a case gives for attr; ValueError says what is wrong."""
-    if value is None:
-        return None
-    if attr.kind == "scalar":
-        return scalar_value(attr, value)
-    if attr.kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {show(value)}")
-        return value
-    if attr.kind == "string":
-        if not isinstance(value, str) or (attr.choices and value not in attr.choices):
-            raise ValueError(f"expected one of {', '.join(map(repr, attr.choices))}, got {show(value)}")
-        return value
-    if attr.kind == "int_list":
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise ValueError(f"expected a list of integers, got {show(value)}")
-        return tuple(value)
-    raise ValueError(f"unknown attribute kind {attr.kind!r}")
 
 
 def case_combos(op: OpSpec, given: Mapping, err: Callable[[str, str], Exception]) -> list[Combo]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import marshal
 import math
+import shlex
 import struct
 from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 
@@ -171,13 +172,16 @@ def _unpack_errors(obj, value):
 class Repro:
     """The repro line of a case, less what its result already holds (case id and path): one per run.
 
-    `CaseResult.repro` reads as the full line: `{head} --case {case_id} -o {out} && aclnn-cli verify
-    {path}{tail}`.
+    `CaseResult.repro` reads as the full line: `{head} --case {case_id} -o {out} && {cli} verify
+    {path}{tail}`, every user value in it shell-quoted (head and tail come quoted; case id, out and
+    path are quoted here): a case named `a b` or a path with `;` in it pastes as one argument.
+    cli: the program and its global options (`aclnn-cli --ops FILE` for a user op's case).
     """
 
     head: str
     out: str
     tail: str
+    cli: str = "aclnn-cli"
 
 
 def _pack_repro(obj, value):
@@ -187,7 +191,8 @@ def _pack_repro(obj, value):
 def _unpack_repro(obj, value):
     if type(value) is not Repro:
         return value
-    return f"{value.head} --case {obj.case_id} -o {value.out} && aclnn-cli verify {obj.path}{value.tail}"
+    return (f"{value.head} --case {shlex.quote(obj.case_id)} -o {shlex.quote(value.out)} && {value.cli} verify "
+            f"{shlex.quote(obj.path)}{value.tail}")
 
 
 @dataclass

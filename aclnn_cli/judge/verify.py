@@ -4,13 +4,16 @@ many cases across workers. The comparison itself (chunks, relief, checksums) is 
 
 from __future__ import annotations
 
+import functools
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from .. import manifest as M
 from ..device.outcome import read_status_file, read_verdict, status_mismatch
 from ..errors import UserError
+from ..ops.user import ENV as USER_OPS_ENV
 from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
@@ -129,11 +132,24 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
 
 
 def _repro(m: M.CaseManifest, opts: Options) -> Repro:
-    """repro_command less the case id and path its result holds (results of a run share one)."""
-    std = f" --standard {opts.standard}" if opts.standard else ""
-    tol = "".join(f" --tolerance {k}={v:g}" for k, v in opts.tolerance.items())
+    """repro_command less the case id and path its result holds (results of a run share one).
+    Every user value is shell-quoted; a user op's case names the op files it needs (--ops)."""
+    std = f" --standard {shlex.quote(opts.standard)}" if opts.standard else ""
+    tol = "".join(f" --tolerance {shlex.quote(f'{k}={v:g}')}" for k, v in opts.tolerance.items())
     out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
-    return Repro(f"aclnn-cli gen {m.raw.get('source')}", out, f"{std}{tol}")
+    cli = _cli(m.op.name, os.environ.get(USER_OPS_ENV, ""))
+    return Repro(f"{cli} gen {shlex.quote(str(m.raw.get('source')))}", out, f"{std}{tol}", cli)
+
+
+@functools.lru_cache(maxsize=64)
+def _cli(op: str, user_paths: str) -> str:
+    """`aclnn-cli`, with `--ops PATH` for each path --ops/ACLNN_CLI_OPS gave when `op` is not bundled."""
+    from ..ops.declcheck import BUNDLED_DIR
+    from ..ops.registry import DECLARED_IN
+
+    if not user_paths or Path(DECLARED_IN.get(op, "")).resolve().parent == BUNDLED_DIR:
+        return "aclnn-cli"
+    return " ".join(["aclnn-cli", *(f"--ops {shlex.quote(p)}" for p in user_paths.split(os.pathsep) if p)])
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:

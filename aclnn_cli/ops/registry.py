@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .base import OpSpec
+from .declcheck import BUNDLED_DIR, check
+from .guard import guarded
 
 OPS: dict[str, OpSpec] = {}
 DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (its fingerprint covers it)
 
 
 def register(spec: OpSpec) -> OpSpec:
-    """Add an op. Its variants join the defect catalogue (defects.add_op_variants checks them)."""
-    if spec.name in OPS:
-        raise ValueError(f"operator {spec.name} registered twice")
+    """Add an op, checked whole first (declcheck: one line naming the file and the field, a UserError).
+    Its variants join the defect catalogue (defects.add_op_variants checks them). An op declared outside
+    aclnn_cli is registered with its functions guarded (guard.py): use the returned spec."""
+    file = sys._getframe(1).f_globals.get("__file__") or ""
+    check(spec, OPS, DECLARED_IN, str(file))
+    if Path(str(file)).resolve().parent != BUNDLED_DIR:
+        spec = guarded(spec, str(file))
     OPS[spec.name] = spec
-    DECLARED_IN[spec.name] = sys._getframe(1).f_globals.get("__file__") or ""
+    DECLARED_IN[spec.name] = file
     return spec
 
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 from importlib import metadata
 from pathlib import Path
 
+from ..cases.yamlsafe import clip, show
 from ..errors import UserError
+from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS
 
 ENV = "ACLNN_CLI_OPS"
@@ -27,14 +30,58 @@ ENTRY_POINT_GROUP = "aclnn_cli.ops"
 _loaded: set[str] = set()
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode
+    except FileNotFoundError:
+        raise UserError("no op file or folder here", where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read this op path: {exc.strerror or exc}", where=str(path)) from None
+
+
+def _module_file(path: Path) -> Path:
+    """`path` if it is a regular .py file (never opened otherwise: a FIFO would block the import)."""
+    mode = _mode(path)
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise UserError(f"an op module is a .py file, this is {kind}", where=str(path))
+    if path.suffix != ".py":
+        raise UserError("an op module is a .py file (a folder of them, or a package)", where=str(path))
+    return path
+
+
 def _module_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if (path / "__init__.py").is_file():
-        return [path / "__init__.py"]
-    if path.is_dir():
-        return sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
-    raise UserError("no op file or folder here", where=str(path))
+    if not stat.S_ISDIR(_mode(path)):
+        return [_module_file(path)]
+    if (path / "__init__.py").exists():
+        return [_module_file(path / "__init__.py")]
+    files = [_module_file(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("_")]
+    if not files:
+        raise UserError("no op modules (*.py, not starting with _) in this folder", where=str(path))
+    return files
+
+
+def _user_code(run, where: str) -> None:
+    """Run a user module's top level: whatever it raises or however it exits (sys.exit, Ctrl-C, any
+    BaseException) is one line naming it, never a silent exit 0 (which would pass a verify run)."""
+    try:
+        run()
+    except UserError as exc:  # (register's refusal, or the module's own: kept if it is one short line)
+        text = str(exc)
+        if len(text) <= MESSAGE_LIMIT + len(where) + 2 and text.isprintable():
+            raise
+        raise UserError(clip(text, MESSAGE_LIMIT), where=where) from None
+    except SystemExit as exc:
+        raise UserError(f"the op module called sys.exit({show(exc.code, 40)}) while loading; an op module must "
+                        "only declare (aclnn-cli stops here)", where=where) from None
+    except KeyboardInterrupt:
+        raise UserError("loading the op module was interrupted (KeyboardInterrupt)", where=where) from None
+    except BaseException as exc:  # a user's module: any error is theirs, reported in one line
+        raise UserError(f"loading the op module failed: {describe(exc, MESSAGE_LIMIT)}", where=where) from None
 
 
 def _import_file(file: Path) -> None:
@@ -50,13 +97,15 @@ def _import_file(file: Path) -> None:
         raise UserError("cannot load this file as a Python module", where=str(file))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    before = set(OPS)
     try:
-        spec.loader.exec_module(module)
+        _user_code(lambda: spec.loader.exec_module(module), str(file))
     except UserError:
-        raise
-    except Exception as exc:  # a user's module: any error is theirs, reported in one line
         del sys.modules[name]
-        raise UserError(f"loading the op module failed: {type(exc).__name__}: {exc}", where=str(file)) from None
+        raise
+    if not set(OPS) - before:
+        raise UserError("this op module registers no operator (it calls register(OpSpec(...)); a helper module "
+                        "in an op folder is named _*.py)", where=str(file))
 
 
 def load_paths(paths) -> None:
@@ -78,11 +127,7 @@ def load_configured() -> None:
     if paths:
         load_paths(paths)
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:
-            raise UserError(f"loading the op package failed: {type(exc).__name__}: {exc}",
-                            where=f"entry point {ep.name} ({ep.value})") from None
+        _user_code(ep.load, f"entry point {clip(ep.name, 60)} ({clip(ep.value, 120)})")
     _add_variants(before)
 
 

@@ -1,0 +1,214 @@
+"""An op declaration checked whole when it is registered.
+
+Every part of the tool reads the one `OpSpec`: a field of the wrong type, a missing output, two
+tensors of one name or an attribute kind nobody reads would otherwise load quietly and surface
+as a traceback in gen, or as case files gen writes and verify refuses. Here each is one line
+naming the declaring file, the op and the field, when the module loads. A name or key another
+op already has (a bundled one above all: its cases would be overwritten in OUT) is refused too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import dtypes as D
+from ..cases.attrvalues import parse_value
+from ..cases.fill import parse_fill
+from ..cases.yamlsafe import clip, show
+from ..errors import UserError
+from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
+
+API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
+KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # case ids and file names are made of it
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # tensors and attributes: case-file keys
+PRODUCT = re.compile(r"[A-Za-z0-9_]{1,16}")
+VARIANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # emulate --defect NAME
+HEADER = re.compile(r"[A-Za-z0-9_./-]{1,200}\.h")  # #include "..." in the harness
+MAX_DIMS = 8  # an aclTensor's rank
+MESSAGE_LIMIT = 300  # a user module's or function's own message, in the one error line
+ROLES = ("input", "output")
+CAST_MODES = ("rint", "round")
+CONTRACT_DTYPES = ("same", "promote")
+BUNDLED_DIR = Path(__file__).resolve().parent
+
+
+class Refused(Exception):
+    """One field of a declaration is wrong: (field, message)."""
+
+
+@dataclass(frozen=True)
+class _Check:
+    """The checks of one declaration; `fail` names the field."""
+
+    spec: OpSpec
+
+    @staticmethod
+    def fail(field: str, message: str) -> None:
+        raise Refused(field, message)
+
+    def text(self, field: str, value: Any, pattern: re.Pattern | None = None, what: str = "") -> str:
+        if not isinstance(value, str):
+            self.fail(field, f"expected a string, got {show(value)}")
+        if pattern is not None and not pattern.fullmatch(value):
+            self.fail(field, f"expected {what}, got {show(value)}")
+        return value
+
+    def flag(self, field: str, value: Any) -> None:
+        if not isinstance(value, bool):
+            self.fail(field, f"expected True or False, got {show(value)}")
+
+    def function(self, field: str, value: Any, required: bool = False) -> None:
+        if (value is not None or required) and not callable(value):
+            self.fail(field, f"expected a function{'' if required else ' or None'}, got {show(value)}")
+
+    def items(self, field: str, value: Any, kind: type = tuple) -> tuple:
+        if not isinstance(value, kind):
+            self.fail(field, f"expected a {kind.__name__}, got {show(value)}")
+        return tuple(value.items()) if kind is Mapping else value
+
+    def choice(self, field: str, value: Any, allowed: tuple[str, ...]) -> None:
+        if not isinstance(value, str) or value not in allowed:
+            self.fail(field, f"expected one of {', '.join(allowed)}, got {show(value)}")
+
+    def names(self, field: str, value: Any, allowed: tuple[str, ...]) -> None:
+        for i, name in enumerate(self.items(field, value)):
+            self.choice(f"{field}[{i}]", name, allowed)
+
+    def run(self) -> None:
+        s = self.spec
+        self.text("name", s.name, API_NAME, "an aclnn API name (aclnn then letters, digits or _)")
+        self.text("key", s.key, KEY, "a snake_case key (a-z, 0-9, _, from a letter, up to 64)")
+        for field in ("summary", "formula", "special_values", "header"):
+            self.text(field, getattr(s, field))
+        if s.header and (not HEADER.fullmatch(s.header) or ".." in s.header):
+            self.fail("header", f"expected a header path like aclnnop/aclnn_{s.key}.h, got {show(s.header)}")
+        self.tensors(self.items("tensors", s.tensors))
+        self.attributes(self.items("attributes", s.attributes))
+        seen: set[str] = set()
+        for field, name in [(f"tensors[{i}].name", t.name) for i, t in enumerate(s.tensors)] + \
+                           [(f"attributes[{i}].name", a.name) for i, a in enumerate(s.attributes)]:
+            if name in seen:  # (tensors and attributes share the mapping the op's functions receive)
+                self.fail(field, f"'{name}' is declared twice (tensor and attribute names are one namespace)")
+            seen.add(name)
+        self.products(self.items("products", s.products, Mapping))
+        dims = s.dims
+        if not (isinstance(dims, tuple) and len(dims) == 2 and all(type(d) is int for d in dims)
+                and 0 <= dims[0] <= dims[1] <= MAX_DIMS):
+            self.fail("dims", f"expected (min, max) ranks with 0 <= min <= max <= {MAX_DIMS}, got {show(dims)}")
+        self.flag("empty_ok", s.empty_ok)
+        self.function("reference", s.reference, required=True)
+        for field in ("exact", "kernel", "ieee", "edge", "textbook"):
+            self.function(field, getattr(s, field))
+        for dtype, mode in self.items("cast_mode", s.cast_mode, Mapping):
+            self.choice("cast_mode", dtype, tuple(D.DTYPES))
+            self.choice(f"cast_mode[{dtype}]", mode, CAST_MODES)
+        self.contract(s.contract)
+        for name, fn in self.items("variants", s.variants, Mapping):
+            self.text("variants", name, VARIANT, "a variant name (letters, digits, _ . -)")
+            self.function(f"variants[{name}]", fn, required=True)
+        for i, attrs in enumerate(self.items("oracle_attributes", s.oracle_attributes)):
+            self.items(f"oracle_attributes[{i}]", attrs, Mapping)
+
+    def tensors(self, tensors: tuple) -> None:
+        for i, t in enumerate(tensors):
+            field = f"tensors[{i}]"
+            if not isinstance(t, TensorSpec):
+                self.fail(field, f"expected a TensorSpec, got {show(t)}")
+            self.text(f"{field}.name", t.name, IDENT, "an identifier")
+            self.choice(f"{field}.role", t.role, ROLES)
+            self.flag(f"{field}.read_by_kernel", t.read_by_kernel)
+            try:
+                parse_fill(t.default_fill)
+            except (ValueError, TypeError) as exc:
+                self.fail(f"{field}.default_fill", str(exc))
+        outputs = [t for t in tensors if t.role == "output"]
+        if len(outputs) != 1 or len(outputs) == len(tensors):
+            inputs = len(tensors) - len(outputs)
+            self.fail("tensors", f"expected one or more inputs and exactly one output, got {inputs} inputs and "
+                                 f"{len(outputs)} outputs")
+
+    def attributes(self, attributes: tuple) -> None:
+        for i, a in enumerate(attributes):
+            field = f"attributes[{i}]"
+            if not isinstance(a, AttrSpec):
+                self.fail(field, f"expected an AttrSpec, got {show(a)}")
+            self.text(f"{field}.name", a.name, IDENT, "an identifier")
+            self.choice(f"{field}.kind", a.kind, ATTRIBUTE_KINDS)
+            self.flag(f"{field}.optional", a.optional)
+            self.choice(f"{field}.scalar_dtype", a.scalar_dtype, tuple(D.DTYPES))
+            for j, choice in enumerate(self.items(f"{field}.choices", a.choices)):
+                self.text(f"{field}.choices[{j}]", choice, re.compile(r"\S(.{0,62}\S)?"),
+                          "a printable string without surrounding spaces, up to 64 characters")
+            if a.choices and a.kind != "string":
+                self.fail(f"{field}.choices", f"only a string attribute has choices (this one is a {a.kind})")
+            if a.default is None:
+                if a.optional:
+                    self.fail(f"{field}.default", "an optional attribute needs the default the op uses for null")
+                continue
+            default = list(a.default) if a.kind == "int_list" and isinstance(a.default, tuple) else a.default
+            try:
+                parse_value(a, default)
+            except (ValueError, TypeError) as exc:
+                self.fail(f"{field}.default", str(exc))
+
+    def products(self, products: tuple) -> None:
+        if not products:
+            self.fail("products", "expected at least one product")
+        for product, dtypes in products:
+            self.text("products", product, PRODUCT, "a product name like A2 or 950")
+            field = f"products[{product}]"
+            self.names(field, dtypes, FLOATS)
+            if not dtypes or len(set(dtypes)) != len(dtypes):
+                self.fail(field, f"expected distinct dtypes, at least one, got {show(dtypes)}")
+
+    def contract(self, c: Any) -> None:
+        if not isinstance(c, Contract):
+            self.fail("contract", f"expected a Contract, got {show(c)}")
+        self.choice("contract.dtypes", c.dtypes, CONTRACT_DTYPES)
+        products = tuple(p for p in self.spec.products)
+        self.names("contract.broadcast_on", c.broadcast_on, products)
+        self.names("contract.mixed_fp32_on", c.mixed_fp32_on, products)
+        self.names("contract.also_accepts", c.also_accepts, tuple(D.DTYPES))
+        self.flag("contract.out_is_promoted", c.out_is_promoted)
+        self.flag("contract.checks_dims", c.checks_dims)
+        self.function("contract.attribute_rule", c.attribute_rule)
+
+
+def _aliases(spec: OpSpec) -> set[str]:
+    """What find_op matches an op by: its name, the name without 'aclnn', its key (in any case)."""
+    return {spec.name.lower(), spec.name.removeprefix("aclnn").lower(), spec.key.lower()}
+
+
+def check(spec: Any, ops: Mapping[str, OpSpec], declared_in: Mapping[str, str], file: str) -> None:
+    """Raise UserError (naming `file`, the op and the field) unless `spec` is a complete, new declaration."""
+    label = clip(spec.name) if isinstance(getattr(spec, "name", None), str) else show(getattr(spec, "name", spec))
+    try:
+        if not isinstance(spec, OpSpec):
+            raise Refused("register", f"expected an OpSpec, got {show(spec)}")
+        _Check(spec).run()
+        mine = _aliases(spec)
+        for other in ops.values():
+            if mine & _aliases(other):
+                whose = "a bundled op" if Path(declared_in.get(other.name, "")).resolve().parent == BUNDLED_DIR \
+                    else f"an op already registered ({clip(declared_in.get(other.name, ''), 80)})"
+                field = "name" if other.name.lower() == spec.name.lower() else "key"
+                raise Refused(field, f"{other.name} (key {other.key}) is {whose}: give this op another name and key")
+    except Refused as exc:
+        field, message = exc.args
+        raise UserError(f"op {label}: {field}: {message}", where=file) from None
+    except Exception as exc:  # a hostile object (a Mapping whose items() raise...): still one line
+        raise UserError(f"op {label}: the declaration cannot be read: {describe(exc, 120)}", where=file) from None
+
+
+def describe(exc: BaseException, limit: int) -> str:
+    """'Type: message' of an exception from user code, one line, clipped (even if its str() raises)."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = f"{type(exc).__name__} (its message cannot be printed)"
+    return clip(text, limit)
+
