@@ -11,28 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from . import __version__
-from .cases import importers
-from .cases.loader import load_cases
-from .judge.standards import STANDARDS
-from .device.emulate import emulate_all, emulate_dirs
-from .judge.defects import CATALOGUE, find_variant, ops_with_kernel
 from .errors import UserError
-from .golden.gen import generate_case, generate_cases
-from .cases.importers.cli import convert
-from .parallel import default_jobs
-from . import shardout
-from .tuning import tune_allocator
-from .options import PATH
-from .progress import Progress
-from .report.formats import (load_shard_results, merged_run, print_cases, print_summary, write_error_csvs, write_junit,
-                     write_verify_json)
-from .storage import check_output_paths
-from .report.html import require_matplotlib, write_html
-from .golden.outdir import SizeLimits, parse_size
-from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
+from .options import PATH, StandardName, default_jobs
+
+# Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
+# command's own start) pays for click alone, not for numpy, rich, yaml and every op (issue 20).
 
 BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
 
@@ -57,8 +42,10 @@ SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=No
                           "I/N against the record.")
 
 
-def _console() -> Console:
+def _console():
     """Wide enough for the tables in CI logs, where there is no terminal to size them."""
+    from rich.console import Console
+
     console = Console(highlight=False)
     return console if console.is_terminal else Console(highlight=False, width=160)
 
@@ -83,7 +70,43 @@ def _one_line_errors():
         _fail(UserError("out of memory (is a size in the input beyond reason?)"))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The main group. Commands that live in other modules are imported only when one of them is run (or
+    asked for its --help); the group's --help lists them with the short help written here."""
+
+    ELSEWHERE = {  # name: (module, attribute, short help as the command's docstring starts)
+        "convert": ("aclnn_cli.cases.importers.cli", "convert",
+                    "Convert ATK JSON, TTK CSV or msOpST JSON case files into our YAML."),
+        "harness": ("aclnn_cli.cli_device", "harness",
+                    "Write the C++17 CMake project of the runner that calls the real aclnn API."),
+        "run": ("aclnn_cli.cli_device", "run", "Run the cases under OUT on the device through a built runner."),
+    }
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.ELSEWHERE})
+
+    def get_command(self, ctx, name: str):
+        if name in self.ELSEWHERE and name not in self.commands:
+            import importlib
+
+            module, attribute, _ = self.ELSEWHERE[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx, formatter) -> None:
+        limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.ELSEWHERE and name not in self.commands:
+                text = self.ELSEWHERE[name][2]
+                rows.append((name, text if len(text) <= limit else text[:limit - 3].rsplit(" ", 1)[0] + "..."))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="aclnn-cli")
 @click.option("--ops", "op_paths", multiple=True, type=PATH, metavar="PATH",
               help="Load your own op declarations: a .py file, a folder of them or a package (repeatable; "
@@ -98,8 +121,10 @@ def main(op_paths: tuple[Path, ...]) -> None:
     harness   write the C++ runner project that calls the real aclnn API
     run       drive a built runner over the cases (crash and timeout isolated)
     """
-    tune_allocator()
     from .ops import user
+    from .tuning import tune_allocator
+
+    tune_allocator()
 
     with _one_line_errors():
         if op_paths:  # workers (and anything this process starts) load the same files
@@ -109,6 +134,8 @@ def main(op_paths: tuple[Path, ...]) -> None:
 
 
 def _size(ctx, param, value):
+    from .golden.outdir import parse_size
+
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -136,6 +163,13 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
     Case files are our YAML, or ATK JSON, TTK CSV and msOpST JSON suites as they are
     (recognised by content; see docs/importing.md).
     """
+    from . import shardout
+    from .cases import importers
+    from .cases.loader import load_cases
+    from .golden.gen import generate_cases
+    from .golden.outdir import SizeLimits
+    from .progress import Progress
+
     with _one_line_errors():
         if not str(out):
             raise UserError("-o/--out needs a directory")
@@ -170,6 +204,11 @@ def select_cases(cases, patterns: tuple[str, ...]):
 @SHARD
 def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
+    from . import shardout
+    from .device.emulate import emulate_all, emulate_dirs
+    from .judge.defects import find_variant, ops_with_kernel
+    from .progress import Progress
+
     with _one_line_errors():
         try:  # (the catalogue includes user ops' variants, loaded after import: not a fixed Choice)
             variant = find_variant(defect) if defect else None
@@ -216,6 +255,10 @@ HTML_HELP = ("Write an HTML report here: one offline file with plots of every ca
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, html_path: Path | None,
            failures_only: bool, strict: bool, verbose: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
+    from .report.formats import load_shard_results, merged_run
+    from .report.html import require_matplotlib
+    from .storage import check_output_paths
+
     console = _console()
     with _one_line_errors():
         if html_path:
@@ -233,6 +276,8 @@ def matrix(paths: tuple[Path, ...], jobs: int) -> None:
     """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
     import tempfile
 
+    from .cases.loader import load_cases
+    from .golden.gen import generate_case
     from .judge.matrix import defect_matrix, markdown, matrix_cases
 
     try:
@@ -246,13 +291,12 @@ def matrix(paths: tuple[Path, ...], jobs: int) -> None:
         _fail(exc)
 
 
-main.add_command(convert)
-
-
 @main.command()
 def defects() -> None:
     """List the defects and legitimate variants 'emulate --defect' can play."""
     from rich.table import Table
+
+    from .judge.defects import CATALOGUE
 
     table = Table(title="emulate --defect")
     for col in ("name", "kind", "what the kernel does"):
@@ -281,7 +325,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 
 @main.command()
 @click.argument("out", type=PATH)
-@click.option("--standard", type=click.Choice(list(STANDARDS)), default=None,
+@click.option("--standard", type=StandardName(), default=None,
               help="Precision standard for every case (default: each case's own, else mere-mare).")
 @click.option("--rtol", type=float, help="Override the standard's relative threshold.")
 @click.option("--atol", type=float, help="Override the standard's absolute threshold.")
@@ -302,6 +346,12 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
            json_path: Path | None, junit_path: Path | None, html_path: Path | None, csv_dir: Path | None,
            failures_only: bool, jobs: int, shard, verbose: bool) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
+    from . import shardout
+    from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
+    from .progress import Progress
+    from .report.html import require_matplotlib
+    from .storage import check_output_paths
+
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
                    error_rows=csv_dir is not None, strict=strict, error_data=bool(json_path or html_path))
@@ -326,11 +376,14 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
             html=(html_path, jobs, "verify report"))
 
 
-def _finish(console: Console, run, standard: str | None, failures_only: bool, json_path: Path | None,
+def _finish(console, run, standard: str | None, failures_only: bool, json_path: Path | None,
             junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False,
             html: tuple[Path | None, int, str] = (None, 1, "")) -> None:
     """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
+    from .report.formats import print_cases, print_summary, write_error_csvs, write_junit, write_verify_json
+    from .report.html import write_html
+
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
     with _one_line_errors():  # (written case by case: thousands of cases are never all held as JSON or XML)
@@ -379,6 +432,3 @@ def op_info(s) -> dict:
             "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values}
 
 
-from . import cli_device  # noqa: E402  (harness and run live in their own module)
-
-cli_device.register(main)

@@ -11,8 +11,7 @@ from typing import Any, Callable, Iterable
 from .tuning import tune_allocator
 
 
-def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+from .options import default_jobs  # noqa: E402,F401  (where the CLI finds it without importing this module)
 
 
 class Runner:
