@@ -277,3 +277,9 @@ def test_correct_kernels_pass_at_every_accepted_edge_of_the_strict_side(tmp_path
 def find_op_silu():
     from aclnn_cli.ops import OPS
     return OPS["aclnnSiluBackward"]
+
+
+def test_an_unknown_tolerance_name_with_control_characters_is_one_line(every):
+    """Found by the fuzz target: the name was echoed raw, a carriage return split the line."""
+    r = run_cli("verify", every["float16"], "--tolerance", "a\rb\nc=1")
+    _one_line_refusal(r, "has no tolerance 'a\\rb\\nc'", "standard 'mere-mare'")
