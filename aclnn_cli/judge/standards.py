@@ -67,7 +67,7 @@ class Standard:
             canonical = self.canonical(key, dtype, p)
             p[canonical] = check_value(self.name, canonical, key, self.ranges[canonical], value, dtype)
             names[canonical] = key
-        check_joints(self.name, self.joints, p, names)
+        check_joints(self.name, self.ranges, self.joints, p, names, dtype)
         return p
 
     def check_key(self, key: str, value, dtype: DType) -> float:

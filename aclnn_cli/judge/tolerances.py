@@ -146,19 +146,23 @@ def check_value(std: str, key: str, shown: str, rng: Range, value, dtype: DType)
     return x
 
 
-def check_joints(std: str, joints: tuple[Joint, ...], p: Mapping[str, float], names: Mapping[str, str]) -> None:
+def check_joints(std: str, ranges: Mapping[str, Range], joints: tuple[Joint, ...], p: Mapping[str, float],
+                 names: Mapping[str, str], dtype: DType) -> None:
     """Each joint bound on the merged parameters p; names: canonical key -> the user's spelling, for
     the keys the user set (the one named is the last of them: the one that broke it)."""
     for j in joints:
         if j.holds(p):
             continue
-        key = [k for k in j.keys if k in names][-1]
-        shown = names[key]
+        key = ([k for k in j.keys if k in names] or list(j.keys))[-1]
+        shown = names.get(key, key)
         product = "*".join(j.keys)
         parts = " * ".join(f"{_fmt(p[k])}" for k in j.keys)
         others = ", ".join(f"{k} {_fmt(p[k])}" for k in j.keys if k != key)
+        rng = ranges[key]
+        lo, hi = rng.bounds(dtype)
+        accepted = f"{'[' if rng.closed_lo else '('}{_fmt(lo)}, {_fmt(min(hi, j.top(key, p)))}]"
         raise ToleranceError(f"tolerance '{shown}': {product} = {parts} = {_fmt(j.value(p))} must be at most "
-                             f"{_fmt(j.limit)} ({j.why}); with {others}, {key} must be at most {_fmt(j.top(key, p))} "
+                             f"{_fmt(j.limit)} ({j.why}); with {others}, {key} must be in {accepted} "
                              f"(standard '{std}')", shown)
 
 
