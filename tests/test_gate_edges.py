@@ -77,7 +77,7 @@ def test_probe_thousandth_tiny_share_is_refused(wide, broken):
 @pytest.mark.parametrize("broken", BROKEN)
 def test_probe_T_half_alone_is_refused_and_with_mare_one_still_fails(wide, broken):
     r = _verify_broken(wide, broken, "--tolerance", "T=0.5")
-    _one_line_refusal(r, "tolerance 'T'", "mare*T = 10 * 0.5 = 5 must be at most 0.5", "T must be in (0, 0.05]",
+    _one_line_refusal(r, "tolerance 'T'", "mare*T = 5 (mare 10, T 0.5) must be at most 0.5", "T must be in (0, 0.05]",
                       "standard 'mere-mare'")
     r = run_cli("verify", wide, "--tolerance", "T=0.5", "--tolerance", "mare=1")
     assert r.exit_code == 1 and "2 FAIL" in r.output, r.output
@@ -217,7 +217,7 @@ def test_just_outside_values_are_refused_from_the_command_line(every, std_name):
             rng = std.ranges[key]
             if why == "joint":  # the range that is left with the other keys at their defaults
                 top = next(j for j in std.joints if key in j.keys).top(key, std.defaults(dtype))
-                assert f"{key} must be in (0, {top:g}]" in line, line
+                assert f"{key} must be in (0, {top:g}]" in line and "must be at most" in line, line
             else:
                 assert rng.text(dtype) in line, line
 
@@ -287,3 +287,14 @@ def test_an_unknown_tolerance_name_with_control_characters_is_one_line(every):
     """Found by the fuzz target: the name was echoed raw, a carriage return split the line."""
     r = run_cli("verify", every["float16"], "--tolerance", "a\rb\nc=1")
     _one_line_refusal(r, "has no tolerance 'a\\rb\\nc'", "standard 'mere-mare'")
+
+
+def test_allclose_atol_and_rtol_are_bounded_together(every):
+    """allclose's bound atol + rtol|g| at |g| = 1/8 stays under 3/4 of it: a small rtol leaves room for atol."""
+    std = find_standard("allclose")
+    assert std.params(D.FLOAT16, {"atol": 0.09})["atol"] == 0.09  # rtol 1e-3: 0.09 + 0.000125 <= 0.09375
+    r = run_cli("verify", every["float16"], "--standard", "allclose", "--tolerance", "atol=0.09")
+    assert r.exit_code == 1 and "0 PASS" not in r.output and "PASS" not in r.output.splitlines()[-1], r.output
+    r = run_cli("verify", every["float16"], "--standard", "allclose", "--rtol", "0.5", "--atol", "0.05")
+    _one_line_refusal(r, "tolerance 'rtol': atol + 0.125*rtol = 0.1125 (atol 0.05, rtol 0.5) must be at most 0.09375",
+                      "with atol 0.05, rtol must be in (0, 0.35]", "standard 'allclose'")

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .compare import Metrics, Rule, Verdict
-from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, SMALL_MAX, Joint, Range, check_joints, check_value,
+from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, SMALL_MAX, Joint, Range, check_joints, check_value,
                          factor, mean_ulps_max, ratio_max, relative, ulps_max)
 from ..cases.yamlsafe import clip
 from ..dtypes import DType
@@ -255,6 +255,9 @@ _register(Standard(
     defaults=lambda d: dict(zip(("rtol", "atol"), ALLCLOSE[d.name])),
     rule=lambda p: (lambda e: e.abs > p["atol"] + p["rtol"] * e.golden_abs), judge=_no_violations("allclose"),
     ranges={"rtol": relative(), "atol": Range("an absolute error", 0.0, ABSOLUTE_MAX)},
+    joints=(Joint(("atol", "rtol"), ABSOLUTE_MAX, f"the bound at |golden| = {ORDINARY_MAGNITUDE:g} stays under "
+                                                  f"3/4 of it, so a zero result there fails",
+                  weights=(1.0, ORDINARY_MAGNITUDE)),),
 ))
 _register(Standard(
     "bitwise", "bit-identical to the emulated kernel (NaN matches any NaN; -0 and +0 differ)", "aclnn-cli",

@@ -33,7 +33,9 @@ BENCHMARK_RMS = 16.0  # benchmark RMSE under this many 2^-p * rms(golden) (measu
 MAX_FACTOR = 1e6  # multipliers with nothing to bound them from the property: a sanity cap
 
 RELATIVE_MAX = 0.5  # a zero result is 1 off, a sign flip 2: a factor 2 below the smaller
-ABSOLUTE_MAX = ORDINARY_MAGNITUDE / 4  # with rtol <= 1/2: atol + rtol|g| <= 3|g|/4 < |g| where |g| >= 1/8
+# An absolute bound (allclose: atol + rtol|g|) at most 3/4 of an ordinary golden's magnitude: a zero
+# result there is at least 4/3 of it. With rtol at its top (1/2), atol <= 1/32.
+ABSOLUTE_MAX = 0.75 * ORDINARY_MAGNITUDE
 SMALL_MAX = 0.1  # where the absolute bound takes over: atol carries the property, any small is safe
 MARE_T_MAX = 1 / RELIEF_SCALE  # a zero result's relieved error at an informative element, at least
 
@@ -84,22 +86,32 @@ class Range:
 
 @dataclass(frozen=True)
 class Joint:
-    """A bound on a product of keys: prod(p[k] for k in keys) <= limit."""
+    """A bound on keys that combine: their product (weights None) or weighted sum is at most `limit`."""
 
     keys: tuple[str, ...]
     limit: float
     why: str  # one clause: what the bound keeps failing
+    weights: tuple[float, ...] | None = None
 
     def value(self, p: Mapping[str, float]) -> float:
-        return math.prod(p[k] for k in self.keys)
+        if self.weights is None:
+            return math.prod(p[k] for k in self.keys)
+        return math.fsum(w * p[k] for w, k in zip(self.weights, self.keys))
 
     def holds(self, p: Mapping[str, float]) -> bool:
         return self.value(p) <= self.limit
 
     def top(self, key: str, p: Mapping[str, float]) -> float:
         """The largest value of `key` the bound allows with the other keys as in p."""
-        others = math.prod(p[k] for k in self.keys if k != key)
-        return self.limit / others
+        if self.weights is None:
+            return self.limit / math.prod(p[k] for k in self.keys if k != key)
+        w = dict(zip(self.keys, self.weights))
+        return (self.limit - math.fsum(w[k] * p[k] for k in self.keys if k != key)) / w[key]
+
+    def text(self) -> str:
+        if self.weights is None:
+            return "*".join(self.keys)
+        return " + ".join(k if w == 1 else f"{_fmt(w)}*{k}" for w, k in zip(self.weights, self.keys))
 
 
 def relative() -> Range:
@@ -155,15 +167,15 @@ def check_joints(std: str, ranges: Mapping[str, Range], joints: tuple[Joint, ...
             continue
         key = ([k for k in j.keys if k in names] or list(j.keys))[-1]
         shown = names.get(key, key)
-        product = "*".join(j.keys)
-        parts = " * ".join(f"{_fmt(p[k])}" for k in j.keys)
+        shown_values = ", ".join(f"{k} {_fmt(p[k])}" for k in j.keys)
         others = ", ".join(f"{k} {_fmt(p[k])}" for k in j.keys if k != key)
         rng = ranges[key]
         lo, hi = rng.bounds(dtype)
-        accepted = f"{'[' if rng.closed_lo else '('}{_fmt(lo)}, {_fmt(min(hi, j.top(key, p)))}]"
-        raise ToleranceError(f"tolerance '{shown}': {product} = {parts} = {_fmt(j.value(p))} must be at most "
-                             f"{_fmt(j.limit)} ({j.why}); with {others}, {key} must be in {accepted} "
-                             f"(standard '{std}')", shown)
+        top = min(hi, j.top(key, p))
+        left = f"{key} must be in {'[' if rng.closed_lo else '('}{_fmt(lo)}, {_fmt(top)}]" if top > lo else \
+            f"no {key} is accepted"
+        raise ToleranceError(f"tolerance '{shown}': {j.text()} = {_fmt(j.value(p))} ({shown_values}) must be at most "
+                             f"{_fmt(j.limit)} ({j.why}); with {others}, {left} (standard '{std}')", shown)
 
 
 def _short(value, limit: int = 40) -> str:
