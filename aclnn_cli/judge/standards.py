@@ -19,8 +19,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .compare import Metrics, Rule, Verdict
-from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, SMALL_MAX, Joint, Range, check_joints, check_value,
-                         factor, mean_ulps_max, ratio_max, relative, ulps_max)
+from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
+                         Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
 from ..cases.yamlsafe import clip
 from ..dtypes import DType
 
@@ -47,7 +47,7 @@ class Standard:
     rule: Callable[[Mapping[str, float]], Rule]  # which elements break the per-element bound
     judge: Callable[[Metrics, Mapping[str, float], DType, Metrics | None], Verdict]
     ranges: Mapping[str, Range] = field(default_factory=dict)  # accepted values per key (tolerances.py)
-    joints: tuple[Joint, ...] = ()  # bounds on keys that combine (mere-mare's mare*T)
+    joints: tuple[Joint, ...] = ()  # bounds on keys that combine (mere-mare's mare*T, allclose's atol + rtol/8)
     relief: bool = False  # re-judge flagged elements with the op's term scale and edge results
     against: str = "golden"  # or "emulator": compare with the emulated kernel's output
     benchmark: bool = False  # also measure the emulated kernel against the golden
@@ -225,7 +225,8 @@ _register(Standard(
     "fp32: share over 32 ulp < 0.05, or mean ulp < 64", "msprobe",
     defaults=lambda d: {"ulps": 1.0, "share": 0.001} if d.itemsize == 2 else {"ulps": 32.0, "share": 0.05, "mean_ulps": 64.0},
     rule=lambda p: (lambda e: e.ulp > p["ulps"]), judge=_ulp,
-    ranges={"ulps": Range("a count of ulps", 0.0, ulps_max), "share": Range("a fraction of elements", 0.0, 0.25),
+    ranges={"ulps": Range("a count of ulps", 0.0, ulps_max),
+            "share": Range("a fraction of elements", 0.0, ORDINARY_SHARE),
             "mean_ulps": Range("a mean count of ulps", 0.0, mean_ulps_max)},
 ))
 _register(Standard(
@@ -233,7 +234,8 @@ _register(Standard(
     "msprobe / CANN double thousandths",
     defaults=lambda d: {"rel": 1e-3, "share": 0.999} if d.itemsize == 2 else {"rel": 1e-4, "share": 0.9999},
     rule=lambda p: (lambda e: e.rel >= p["rel"]), judge=_thousandth, aliases={"rtol": "rel"},
-    ranges={"rel": relative(), "share": Range("a fraction of elements", 0.75, 1.0, closed_lo=True, open_hi=True)},
+    ranges={"rel": relative(), "share": Range("a fraction of elements", 1 - ORDINARY_SHARE, 1.0, closed_lo=True,
+                                                            open_hi=True)},
 ))
 _register(Standard(
     "benchmark", "device metrics / metrics of the benchmark (the emulated fp32-compute kernel), both against the "
