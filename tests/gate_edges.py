@@ -3,6 +3,7 @@ edges of each standard's accepted ranges, and what makes a case of ordinary magn
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,17 +96,20 @@ def _extremes(std: Standard, key: str, dtype, p: dict[str, float]) -> tuple[floa
 
 
 def edge_sets(std: Standard, dtype) -> list[Edge]:
-    """Each key alone at its min and max, all keys at their mins, all at their maxes (in both orders: with
-    a joint bound, the first keys take the room), and each joint bound exactly met with the others at max."""
+    """Each key alone at its min and max; every corner (each key at its min or max, together; with a joint
+    bound the keys earlier in order take the room, so all-max is also taken in reverse order); and each joint
+    bound exactly met with the others at their max."""
     base = std.defaults(dtype)
     keys = sorted(base)
     sets = []
     for k in keys:
         lo, hi = _extremes(std, k, dtype, base)
         sets += [Edge(f"{k} min", {k: lo}), Edge(f"{k} max", {k: hi})]
-    for label, order, side in (("all min", keys, 0), ("all max", keys, 1), ("all max, reversed", keys[::-1], 1)):
+    corners = [(f"corner {''.join('+' if side else '-' for side in sides)}", keys, sides)
+               for sides in itertools.product((0, 1), repeat=len(keys))]  # every key at one end, together
+    for label, order, sides in corners + [("all max, reversed", keys[::-1], (1,) * len(keys))]:
         p = dict(base)
-        for k in order:
+        for k, side in zip(order, sides):
             p[k] = _extremes(std, k, dtype, p)[side]
         sets.append(Edge(label, {k: p[k] for k in keys}))
     for j in std.joints:
