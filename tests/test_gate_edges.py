@@ -298,3 +298,24 @@ def test_allclose_atol_and_rtol_are_bounded_together(every):
     r = run_cli("verify", every["float16"], "--standard", "allclose", "--rtol", "0.5", "--atol", "0.05")
     _one_line_refusal(r, "tolerance 'rtol': atol + 0.125*rtol = 0.1125 (atol 0.05, rtol 0.5) must be at most 0.09375",
                       "with atol 0.05, rtol must be in (0, 0.35]", "standard 'allclose'")
+
+
+def test_a_manifest_from_an_older_gen_with_a_refused_value_is_that_cases_error(tmp_path):
+    """Older gens accepted thousandth `share: 1`; such a case is an ERROR (exit 2) naming the range, the
+    other cases are judged."""
+    text = ("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float32, shape: [64], standard: thousandth}\n"
+            "  - {name: b, dtype: float32, shape: [64]}\n")
+    out = _gen(tmp_path, text)
+    assert run_cli("emulate", out).exit_code == 0
+    path = out / "silu_backward-a" / "case.json"
+    raw = json.loads(path.read_text())
+    raw["tolerance"] = {"share": 1.0}
+    raw["digest"] = M.digest(raw)
+    path.write_text(json.dumps(raw))
+    r = run_cli("verify", out, "--json", tmp_path / "v.json")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    cases = {c["case_id"]: c for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
+    assert cases["silu_backward-b"]["status"] == "PASS"
+    bad = cases["silu_backward-a"]
+    assert bad["status"] == "ERROR" and "tolerance 'share' must be a fraction of elements in [0.75, 1), got 1 " \
+        "(standard 'thousandth')" in bad["reason"], bad["reason"]
