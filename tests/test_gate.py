@@ -225,7 +225,7 @@ def _broken_metrics(std_name: str, dtype: D.DType, params: dict, broken: str):
        dtype=st.sampled_from([D.FLOAT16, D.BFLOAT16, D.FLOAT32]), broken=st.sampled_from(["sign", "zero"]),
        data=st.data())
 def test_property_no_accepted_tolerance_passes_a_sign_flipped_or_zero_result(std_name, dtype, broken, data):
-    """Every value check_tolerance accepts, for any keys of any standard, still fails a sign flip or zeros
+    """Every value Standard.params accepts, for any keys of any standard, still fails a sign flip or zeros
     (outputs of ordinary magnitude, 0.5 to 2)."""
     keys = sorted(find_standard(std_name).defaults(dtype))
     edges = [0.0, -0.0, 0.1, 0.5, 1.0, 1 - 2**-53, 2.0, 2.0**22, 1e300, 1e-300]

@@ -25,6 +25,7 @@ from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
+from ..judge.tolerances import ToleranceError
 from .yamlsafe import clip, collect_files, key_path, printable_path, read_file, show, unknown_key
 from .yamlsafe import parse as parse_yaml
 
@@ -249,11 +250,15 @@ def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
     judged = min((out, compute_dtype(spec.op, dtypes)), key=lambda d: d.precision)
     for k, v in spec.tolerance:
         try:
-            spec.std.params(judged, {k: v})
+            spec.std.check_key(k, v, judged)
         except KeyError as exc:
             raise spec.err(f"{exc.args[0]} for {judged.name} results", f"tolerance.{k}") from None
         except ValueError as exc:
             raise spec.err(exc.args[0], f"tolerance.{k}") from None
+    try:
+        spec.std.params(judged, dict(spec.tolerance))  # the keys together: joint bounds (mere-mare's mare*T)
+    except ToleranceError as exc:
+        raise spec.err(f"{exc.args[0]} for {judged.name} results", f"tolerance.{exc.key}") from None
 
 
 def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[str], status: int, rule: str,

@@ -14,6 +14,7 @@ from ..errors import CaseError
 from .fill import Fill, parse_fill, parse_number
 from ..ops import OpSpec
 from ..judge.standards import DEFAULT_STANDARD, find_standard
+from ..judge.tolerances import ToleranceError
 from .yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
@@ -179,13 +180,17 @@ class Spec:
             key, name = f"tolerance.{key_path(k)}", clip(k)
             try:
                 x = parse_number(v)
-                self.std.params(D.FLOAT32, {name: x})
+                self.std.check_key(name, x, D.FLOAT32)
             except (KeyError, ValueError) as exc:
                 raise self.err(exc.args[0], key) from None
             first = canonical.setdefault((self.std.aliases or {}).get(name, name), name)
             if first != name:
                 raise self.err(f"'{name}' and '{first}' set the same tolerance of standard '{self.std.name}'", key)
             items.append((name, x))
+        try:
+            self.std.params(D.FLOAT32, dict(items))  # the keys together (joint bounds, e.g. mere-mare's mare*T)
+        except ToleranceError as exc:
+            raise self.err(exc.args[0], f"tolerance.{key_path(exc.key)}") from None
         return tuple(items)
 
     def dtype(self, name: Any, key: str = "dtype") -> D.DType:

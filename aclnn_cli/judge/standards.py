@@ -2,17 +2,26 @@
 
 Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
 default's additions (floor, relief, error balance), documented in README.
+
+Each standard also says which tolerance values it accepts (`ranges`, and `joints` for keys that
+combine, e.g. mere-mare's mare*T <= 1/2): only values with which a sign-flipped and an all-zero
+result of ordinary magnitude still FAIL, for every op and dtype, and none that no result could meet
+(thousandth's share >= 1, a benchmark ratio under 1). judge/tolerances.py holds the numbers and the
+meaning of "ordinary"; docs/decisions.md derives each range; tests/test_gate_edges.py proves them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
 from .compare import Metrics, Rule, Verdict
+from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
+                         Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
+from ..cases.yamlsafe import clip
 from ..dtypes import DType
 
 MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}
@@ -37,6 +46,8 @@ class Standard:
     defaults: Callable[[DType], dict[str, float]]
     rule: Callable[[Mapping[str, float]], Rule]  # which elements break the per-element bound
     judge: Callable[[Metrics, Mapping[str, float], DType, Metrics | None], Verdict]
+    ranges: Mapping[str, Range] = field(default_factory=dict)  # accepted values per key (tolerances.py)
+    joints: tuple[Joint, ...] = ()  # bounds on keys that combine (mere-mare's mare*T, allclose's atol + rtol/8)
     relief: bool = False  # re-judge flagged elements with the op's term scale and edge results
     against: str = "golden"  # or "emulator": compare with the emulated kernel's output
     benchmark: bool = False  # also measure the emulated kernel against the golden
@@ -44,66 +55,33 @@ class Standard:
     aliases: Mapping[str, str] = None  # --rtol / --atol -> parameter name
 
     def params(self, dtype: DType, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-        """Default parameters for dtype with overrides applied.
+        """Default parameters for dtype with overrides applied, each in its range and jointly valid.
 
-        KeyError names the valid keys; ValueError a value that is not finite or out of range.
+        KeyError names the valid keys; ToleranceError (a ValueError) the key, this standard and the
+        accepted range of a value that would let a sign-flipped or zero result pass, or that no
+        result could meet.
         """
         p = self.defaults(dtype)
+        names: dict[str, str] = {}
         for key, value in (overrides or {}).items():
-            key = (self.aliases or {}).get(key, key)
-            if key not in p:
-                valid = sorted(set(p) | set(self.aliases or {}))
-                raise KeyError(f"standard '{self.name}' has no tolerance '{key}' (valid: {', '.join(valid)})")
-            p[key] = check_tolerance(key, value, dtype)
+            canonical = self.canonical(key, dtype, p)
+            p[canonical] = check_value(self.name, canonical, key, self.ranges[canonical], value, dtype)
+            names[canonical] = key
+        check_joints(self.name, self.ranges, self.joints, p, names, dtype)
         return p
 
+    def check_key(self, key: str, value, dtype: DType) -> float:
+        """One override alone against its own range (joint bounds need every key: `params`)."""
+        canonical = self.canonical(key, dtype, self.defaults(dtype))
+        return check_value(self.name, canonical, key, self.ranges[canonical], value, dtype)
 
-# Valid ranges of tolerance parameters (open at 0). Wider bounds stop being a gate: a relative
-# bound over 1/2 accepts a zero result wherever |golden| <= 2 * atol, and an absolute bound over
-# 0.1 accepts a sign-flipped or zero result for every output under 0.05. Such values are refused.
-RELATIVE_PARAMS = frozenset({"T", "rtol", "rel", "max_rel"})
-RELATIVE_MAX = 0.5
-ABSOLUTE_PARAMS = frozenset({"atol", "small"})
-ABSOLUTE_MAX = 0.1
-SHARE_PARAMS = frozenset({"share", "balance"})
-ULP_PARAMS = frozenset({"ulps", "mean_ulps"})
-MAX_FACTOR = 1e6  # multipliers (mare, balance_noise, ratio, max_rel_ratio)
-
-
-def check_tolerance(key: str, value, dtype: DType | None = None) -> float:
-    """A tolerance value as a float; ValueError (naming the key and range) unless it is valid.
-
-    Every value must be finite and positive (a NaN threshold makes every comparison false, a
-    negative one is meaningless); relative bounds at most 1/2, absolute ones at most 0.1, shares
-    in (0, 1], ulps at most the count that is a relative error of 1/2 in the dtype.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"tolerance '{key}' must be a number, got {_short(value)}")
-    try:
-        x = float(value)
-    except ValueError:
-        raise ValueError(f"tolerance '{key}' must be a number, got {_short(value)}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"tolerance '{key}' must be finite, got {x}")
-    if key in RELATIVE_PARAMS:
-        ok, valid = 0 < x <= RELATIVE_MAX, f"a relative error in (0, {RELATIVE_MAX:g}]"
-    elif key in ABSOLUTE_PARAMS:
-        ok, valid = 0 < x <= ABSOLUTE_MAX, f"an absolute error in (0, {ABSOLUTE_MAX:g}]"
-    elif key in SHARE_PARAMS:
-        ok, valid = 0 < x <= 1, "a fraction in (0, 1]"
-    elif key in ULP_PARAMS:
-        top = 2.0 ** ((dtype.precision if dtype else 24) - 2)
-        ok, valid = 0 < x <= top, f"a count of ulps in (0, {top:g}]" + (f" for {dtype.name}" if dtype else "")
-    else:
-        ok, valid = 0 < x <= MAX_FACTOR, f"a factor in (0, {MAX_FACTOR:g}]"
-    if not ok:
-        raise ValueError(f"tolerance '{key}' must be {valid}, got {x:g}")
-    return x
-
-
-def _short(value, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    def canonical(self, key: str, dtype: DType, p: Mapping[str, float]) -> str:
+        """The parameter a key (or its alias) sets; KeyError naming the valid ones if none."""
+        canonical = (self.aliases or {}).get(key, key)
+        if canonical not in p:
+            valid = sorted(set(p) | set(self.aliases or {}))
+            raise KeyError(f"standard '{self.name}' has no tolerance '{clip(canonical)}' (valid: {', '.join(valid)})")
+        return canonical
 
 
 def _specials(m: Metrics) -> Verdict | None:
@@ -228,6 +206,10 @@ _register(Standard(
     defaults=lambda d: {"T": MERE_T[d.name], "mare": 10.0, "balance": MERE_T[d.name] * BALANCE_T,
                         "balance_noise": BALANCE_NOISE},
     rule=lambda p: (lambda e: e.rel >= p["T"]), judge=_mere_mare, relief=True, aliases={"rtol": "T"},
+    ranges={"T": relative(), "mare": factor(), "balance": Range("a mean relative error", 0.0, 1.0),
+            "balance_noise": factor()},
+    joints=(Joint(("mare", "T"), MARE_T_MAX, "a zero result's error, relieved, is at least 1/2 where the golden "
+                                             "is at least half its term scale"),),
 ))
 _register(Standard(
     "absolute-threshold", "every element: |a-g|/|g| <= rtol (fp16 2^-10, bf16 2^-8, fp32 2^-20), or |a-g| <= atol "
@@ -235,35 +217,49 @@ _register(Standard(
     defaults=lambda d: dict(zip(("rtol", "small", "atol"), ABS_THRESHOLD[d.name])),
     rule=lambda p: (lambda e: np.where(e.golden_abs > p["small"], e.abs > p["rtol"] * e.golden_abs, e.abs > p["atol"])),
     judge=_no_violations("absolute-threshold"),
+    ranges={"rtol": relative(), "small": Range("a magnitude", 0.0, SMALL_MAX),
+            "atol": Range("an absolute error", 0.0, ABSOLUTE_MAX)},
 ))
 _register(Standard(
     "ulp", "ulp error in the output dtype at the golden's exponent; fp16/bf16: share over 1 ulp < 0.001; "
     "fp32: share over 32 ulp < 0.05, or mean ulp < 64", "msprobe",
     defaults=lambda d: {"ulps": 1.0, "share": 0.001} if d.itemsize == 2 else {"ulps": 32.0, "share": 0.05, "mean_ulps": 64.0},
     rule=lambda p: (lambda e: e.ulp > p["ulps"]), judge=_ulp,
+    ranges={"ulps": Range("a count of ulps", 0.0, ulps_max),
+            "share": Range("a fraction of elements", 0.0, ORDINARY_SHARE),
+            "mean_ulps": Range("a mean count of ulps", 0.0, mean_ulps_max)},
 ))
 _register(Standard(
     "thousandth", "share of elements with relative error < 0.001 must be > 0.999 (fp32 variant: 1e-4 and 0.9999)",
     "msprobe / CANN double thousandths",
     defaults=lambda d: {"rel": 1e-3, "share": 0.999} if d.itemsize == 2 else {"rel": 1e-4, "share": 0.9999},
     rule=lambda p: (lambda e: e.rel >= p["rel"]), judge=_thousandth, aliases={"rtol": "rel"},
+    ranges={"rel": relative(), "share": Range("a fraction of elements", 1 - ORDINARY_SHARE, 1.0, closed_lo=True,
+                                                            open_hi=True)},
 ))
 _register(Standard(
     "benchmark", "device metrics / metrics of the benchmark (the emulated fp32-compute kernel), both against the "
     "golden: small-value error rate, RMSE, MERE, error balance <= 2x; max relative error <= 10x", "msprobe",
     defaults=lambda d: {"ratio": 2.0, "max_rel_ratio": 10.0},
     rule=lambda p: (lambda e: np.zeros(e.abs.shape, bool)), judge=_benchmark, benchmark=True,
+    ranges={"ratio": Range("a ratio", 1.0, ratio_max, closed_lo=True),
+            "max_rel_ratio": Range("a ratio", 1.0, MAX_FACTOR, closed_lo=True)},
 ))
 _register(Standard(
     "msopst", "an element errs if its relative diff > 0.01; pass if <= 5% err and max relative diff < 0.1",
     "CANN msOpST", defaults=lambda d: {"rel": 0.01, "share": 0.05, "max_rel": 0.1},
     rule=lambda p: (lambda e: e.rel > p["rel"]), judge=_msopst, aliases={"rtol": "rel"},
+    ranges={"rel": relative(), "share": Range("a fraction of elements", 0.0, 1.0), "max_rel": relative()},
 ))
 _register(Standard(
     "allclose", "every element: |a - g| <= atol + rtol |g|; fp16 rtol 1e-3, bf16 1.6e-2, fp32 1.3e-6; atol 1e-5",
     "PyTorch assert_close defaults",
     defaults=lambda d: dict(zip(("rtol", "atol"), ALLCLOSE[d.name])),
     rule=lambda p: (lambda e: e.abs > p["atol"] + p["rtol"] * e.golden_abs), judge=_no_violations("allclose"),
+    ranges={"rtol": relative(), "atol": Range("an absolute error", 0.0, ABSOLUTE_MAX)},
+    joints=(Joint(("atol", "rtol"), ABSOLUTE_MAX, f"the bound at |golden| = {ORDINARY_MAGNITUDE:g} stays under "
+                                                  f"3/4 of it, so a zero result there fails",
+                  weights=(1.0, ORDINARY_MAGNITUDE)),),
 ))
 _register(Standard(
     "bitwise", "bit-identical to the emulated kernel (NaN matches any NaN; -0 and +0 differ)", "aclnn-cli",

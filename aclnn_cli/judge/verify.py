@@ -41,7 +41,7 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
         try:
             find_standard(name).params(dtype, opts.tolerance)
         except (KeyError, ValueError) as exc:
-            raise UserError(f"{exc.args[0]} (judging {dtype.name} cases with '{name}')",
+            raise UserError(f"{exc.args[0]} (judging {dtype.name} cases)",
                             where="--rtol/--atol/--tolerance") from None
 
 
