@@ -340,11 +340,13 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
               help="Write each failing case's failing elements as CSV into this directory.")
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
+@click.option("--rehash", is_flag=True, help="Hash every golden and input again, even those whose stat data proves "
+              "them unchanged since gen (see README, 'Checksums').")
 @JOBS
 @SHARD
 def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, strict: bool,
            json_path: Path | None, junit_path: Path | None, html_path: Path | None, csv_dir: Path | None,
-           failures_only: bool, jobs: int, shard, verbose: bool) -> None:
+           failures_only: bool, jobs: int, shard, verbose: bool, rehash: bool) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     from . import shardout
     from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
@@ -354,7 +356,8 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
 
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
-                   error_rows=csv_dir is not None, strict=strict, error_data=bool(json_path or html_path))
+                   error_rows=csv_dir is not None, strict=strict, error_data=bool(json_path or html_path),
+                   rehash=rehash)
     with _one_line_errors():
         if html_path:
             require_matplotlib()

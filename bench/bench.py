@@ -187,6 +187,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
     ap.add_argument("--small-only", action="store_true", help="only the many-small-cases benchmark")
     ap.add_argument("--no-small", action="store_true", help="skip the many-small-cases benchmark")
+    ap.add_argument("--reading-only", action="store_true",
+                    help="only verify against the read floor, --rehash, a first verify, and --help (bench/reading.py)")
+    ap.add_argument("--no-reading", action="store_true", help="skip the speed-of-reading part")
+    ap.add_argument("--reading-sizes", type=int, nargs="*", help="element counts for it (default 64M 256M; --quick 64M)")
     ap.add_argument("--small-suites", nargs="*", metavar="CASESxELEMENTS",
                     help="small-case suites to run, e.g. 2000x4096 10000x4 (default 2000x4096 10000x4096 10000x4; "
                          "--quick: 2000x4096)")
@@ -198,6 +202,7 @@ def main() -> None:
     ap.add_argument("--profile-top", type=int, default=25, help="functions listed per sort order")
     ap.add_argument("--profile-out", type=Path, help="also save the raw cProfile stats here (for snakeviz, pstats)")
     args = ap.parse_args()
+    import reading
     import small_cases
     if args.tmp:
         args.tmp.mkdir(parents=True, exist_ok=True)
@@ -211,7 +216,15 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
-        if not args.small_only:
+        if not args.small_only and not args.no_reading:
+            sizes_r = args.reading_sizes or ([1 << 26] if args.quick else [1 << 26, 1 << 28])
+            result["reading"] = reading.run_all(Path(tmp), sizes_r, args.dtypes, args.repeat)
+            print("Speed of reading (whole processes, start-up included; medians, interleaved):\n")
+            print(reading.report(result["reading"]["rows"], result["reading"]["start"]))
+            print(f"(load average at the end: {', '.join(f'{x:.2f}' for x in result['reading']['load'])})\n", flush=True)
+        if args.reading_only:
+            pass
+        elif not args.small_only:
             rows = []
             for n in sizes:
                 for dtype in args.dtypes:
@@ -227,7 +240,7 @@ def main() -> None:
                       f"gen {huge['gen']['seconds']:.1f} s, peak RSS {huge['gen']['rss_mib']:.0f} MiB", flush=True)
                 result["huge"] = huge
                 failed = not ok
-        if not args.no_small:
+        if not args.no_small and not args.reading_only:
             suites = [small_cases.parse_suite(x) for x in args.small_suites] if args.small_suites else None
             small = small_cases.run_all(Path(tmp), args.jobs, args.repeat, args.quick, suites)
             print(("" if args.small_only else "\n") + "Many small cases (SiluBackward float16, "

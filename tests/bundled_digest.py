@@ -32,6 +32,7 @@ def case_digests(out_root: Path) -> dict[str, str]:
     """case id -> sha256 over (file name, file bytes) of every file in the case's folder, plus its
     verify JSON entry."""
     import aclnn_cli
+    from aclnn_cli.statcache import CACHE_FILE
     cases_dir = Path(aclnn_cli.__file__).parent / "cases"
     verdicts = {}
     report = out_root / "verify.json"
@@ -42,6 +43,8 @@ def case_digests(out_root: Path) -> dict[str, str]:
     for case_dir in sorted(p for p in out_root.iterdir() if p.is_dir()):
         h = hashlib.sha256()
         for f in sorted(case_dir.iterdir()):
+            if f.name == CACHE_FILE:  # (stat data of this machine's files: a cache, not output)
+                continue
             h.update(f.name.encode() + b"\0" + _normalised(f.read_bytes(), out_root, cases_dir) + b"\0")
         h.update(verdicts.get(case_dir.name, b"-"))
         digests[case_dir.name] = h.hexdigest()

@@ -41,6 +41,7 @@ class Options:
     error_data: bool = False  # gather the HTML report's error data (for --json and --html; errorstats.py)
     chunk: int = CHUNK
     strict: bool = False  # MISTRUSTED fails the run (by default it is a warning)
+    rehash: bool = False  # hash every golden and input, whatever the stat cache proves (statcache.py)
 
 
 def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, float]:
@@ -130,6 +131,19 @@ def check_files(m: M.CaseManifest) -> None:
         check_file_sha256(path, sha, what)
 
 
+class _OpenedOnUse(dict):
+    """Input files, each opened when first used: a case whose inputs need no hash (statcache.py) and no
+    relief reads none of them."""
+
+    def __init__(self, opener) -> None:
+        super().__init__()
+        self._opener = opener
+
+    def __missing__(self, name: str):
+        self[name] = f = self._opener(name)
+        return f
+
+
 class Comparison:
     """One case's chunked comparison under one standard."""
 
@@ -146,8 +160,12 @@ class Comparison:
         self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
         self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
                                sha(out.name, "golden_sha256"), "golden")
-        self.inputs = {t.name: self._open(t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"),
-                                          f"input {t.name}") for t in m.inputs}
+        specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"), f"input {t.name}")
+                 for t in m.inputs}
+        self.inputs = _OpenedOnUse(lambda name: self._open(*specs[name]))
+        if checksums:  # (hashed as they are read: all of them, now)
+            for name in specs:
+                self.inputs[name]
         self.rows: list = []
 
     def _context(self) -> dict:
@@ -205,7 +223,7 @@ class Comparison:
                 bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
                 self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
-        if metrics.errors is not None and not all(isinstance(f, LoadedFile) for f in self.inputs.values()):
+        if metrics.errors is not None and not all(isinstance(self.inputs.get(t.name), LoadedFile) for t in self.m.inputs):
             metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows
 

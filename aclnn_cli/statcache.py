@@ -1,0 +1,102 @@
+"""Which files gen wrote are unchanged since their digest was taken, known without reading them.
+
+verify must never blame a kernel for a golden or an input changed since gen, so it checks their
+sha256. Nothing in the device loop writes them, yet hashing them on every verify cost more than the
+comparison. As git's index does, gen (and any verify that hashed them) records each file's stat
+data beside its digest in the case's `.stat-cache.json`; a later verify re-hashes a file only when
+its stat data differs, or when the record is "racily clean", or with `--rehash`.
+
+- Stat data: size, mtime and ctime in nanoseconds, inode, device. Rewriting a file moves its mtime
+  and ctime; putting the mtime back (`touch -r`) moves the ctime, which only the kernel sets; a
+  replacement file has another inode (and a new ctime).
+- Racily clean: a file changed in the same clock tick as the stat that was recorded can keep the
+  very same stat data. A record is trusted only if both of its times are older than the moment it
+  was taken by more than RACY_NS (timestamps are as coarse as 2 s on some file systems); else the
+  file is hashed again, and the record renewed once it is old enough.
+- The record is a cache, not part of the manifest: case.json keeps only digests, so gen's output
+  stays byte-for-byte reproducible. A missing or unreadable record means: hash everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+from .wholefiles import regular_file_bytes
+
+CACHE_FILE = ".stat-cache.json"
+FORMAT = "aclnn-cli/stat-cache/1"
+RACY_NS = 2_000_000_000
+MAX_CACHE_BYTES = 1 << 16
+
+StatData = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
+
+
+def stat_data(path: str) -> StatData | None:
+    """The stat data of a regular file (not following a symlink), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def snapshot(case_dir: str, names: list[str]) -> tuple[int, dict[str, StatData]]:
+    """(now, stat data of each file): taken before the files are hashed, so that a change made while
+    or after they are read moves what a later check compares (the ctime at least)."""
+    taken = time.time_ns()
+    data = {name: sd for name in names if (sd := stat_data(os.path.join(case_dir, name))) is not None}
+    return taken, data
+
+
+def record(case_dir: str, taken: tuple[int, dict[str, StatData]], digests: dict[str, str]) -> None:
+    """Write the record: each file's digest beside the stat data it had before it was hashed.
+
+    Best effort: a cache that cannot be written (read-only OUT, full disk) only costs re-hashing.
+    """
+    when, data = taken
+    files = {name: [digests[name], *data[name]] for name in digests if name in data}
+    text = json.dumps({"format": FORMAT, "taken_ns": when, "files": files}, sort_keys=True)
+    path = os.path.join(case_dir, CACHE_FILE)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def unchanged(case_dir: str, digests: dict[str, str]) -> bool:
+    """True if every named file is proven unchanged since a digest equal to the recorded one was taken:
+    the record exists and agrees on the digest, the stat data is the same, and the record is not racy."""
+    raw = regular_file_bytes(os.path.join(case_dir, CACHE_FILE), MAX_CACHE_BYTES)
+    if raw is None:
+        return False
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != FORMAT:
+            return False
+        taken, files = int(doc["taken_ns"]), doc["files"]
+        for name, digest in digests.items():
+            entry = files.get(name)
+            if not isinstance(entry, list) or len(entry) != 6 or entry[0] != digest:
+                return False
+            recorded = tuple(int(v) for v in entry[1:])
+            if recorded[1] >= taken - RACY_NS or recorded[2] >= taken - RACY_NS:  # racily clean
+                return False
+            if stat_data(os.path.join(case_dir, name)) != recorded:
+                return False
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        return False
+    return True
