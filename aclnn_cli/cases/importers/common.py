@@ -74,9 +74,10 @@ def graph_op(name: Any) -> GraphOp | None:
 
 
 def known_ops() -> str:
+    """The ops an import may name, briefly (the full list grows with every op: `aclnn-cli ops`)."""
     from ...ops import OPS
 
-    return ", ".join(sorted(OPS)) + "; graph ops " + ", ".join(sorted(GRAPH_OPS))
+    return f"the {len(OPS)} aclnn APIs `aclnn-cli ops` lists; graph ops " + ", ".join(sorted(GRAPH_OPS))
 
 
 def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, GraphOp | None]:

@@ -8,6 +8,7 @@ what is allowed; docs/importing.md lists it per field.
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Callable, Sequence
 
@@ -98,11 +99,19 @@ def check_types(obj: dict, types: dict[str, tuple[type, ...]], bad: Callable[...
             raise bad(f"{key} must be {names}, got {show(obj[key])}", f"{prefix}{key}")
 
 
+def unknown(name: str, known: Sequence[str], what: str) -> str:
+    """The message for an unknown key or column: the known ones if they fit on the line, and a "did you mean"."""
+    listed = ", ".join(known)
+    hint = f"known: {listed}" if len(listed) <= 160 else "docs/importing.md lists them"
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown {what} '{clip(name)}' ({hint})" + (f"; did you mean '{close[0]}'?" if close else "")
+
+
 def check_keys(obj: dict, known: Sequence[str], what: str, bad: Callable[..., CaseError], prefix: str = "") -> None:
     """Unknown keys are errors, never silently dropped."""
     for k in obj:
         if k not in known:
-            raise bad(f"unknown {what} key '{clip(k)}' (known: {', '.join(known)})", f"{prefix}{clip(k)}")
+            raise bad(unknown(k, known, f"{what} key"), f"{prefix}{clip(k)}")
 
 
 def field(bad: Callable[..., CaseError], key: str, check: Callable[..., Any], *args: Any) -> Any:

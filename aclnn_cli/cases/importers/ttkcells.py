@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ...errors import CaseError
 from ..spec import MAX_CASES
 from .common import clip, show
+from .fields import unknown
 
 MAX_CELL = 1 << 16
 MAX_ROWS = MAX_CASES  # test cases (non-blank rows) in one file
@@ -75,7 +76,7 @@ def check_header(where: str, header: list[str], known: tuple[str, ...]) -> None:
     seen: set[str] = set()
     for col in header:
         if col and col not in known:
-            raise CaseError(where, f"unknown TTK column '{clip(col)}' (known: {', '.join(known)})", key=clip(col))
+            raise CaseError(where, unknown(col, known, "TTK column"), key=clip(col))
         if col and col in seen:
             raise CaseError(where, f"column '{col}' appears twice in the header (csv would keep one of the two "
                             "cells)", key=col)
