@@ -17,7 +17,7 @@ from ...errors import CaseError
 from ...ops import OpSpec
 from .common import (Collector, GraphOp, TensorIn, case_entry, check_attrs, check_format, dtype_name, errors,
                      range_fill, resolve_op, safe_name, seed_for, show, clip, yaml_number)
-from .fields import as_number, check_keys, check_types, field, int_in, int_list, numbers, text
+from .fields import check_keys, check_types, field, int_list, numbers, text
 from .source import json_cases, json_head
 
 NAME = "msOpST JSON"
