@@ -16,6 +16,7 @@ from typing import Iterator
 
 from . import atk, msopst, ttk
 from .common import Collector, Skipped, Unsupported
+from .source import head
 
 FORMATS = (atk, msopst, ttk)
 SNIFF_BYTES = 8192  # recognising a file reads at most this much of it
@@ -40,11 +41,8 @@ def detect(data: bytes):
 
 def recognises(path: Path) -> bool:
     """Whether a file found in a directory is a foreign case file (reads only its first few KB)."""
-    try:
-        with open(path, "rb") as f:
-            return detect(f.read(SNIFF_BYTES)) is not None
-    except OSError:
-        return False
+    data = head(path, SNIFF_BYTES)  # (a FIFO or device is never opened for a blocking read)
+    return data is not None and detect(data) is not None
 
 
 def import_file(path: Path, data: bytes, skip_unsupported: bool = False) -> Imported | None:

@@ -7,13 +7,16 @@ names (gradOutput, self, buffer), so they map by name. docs/importing.md has the
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, TensorIn, as_number, case_entry, check_format, check_keys, dtype_name, errors,
-                     json_cases, json_head, range_fill, resolve_op, safe_name, seed_for, shape_of, show, unit)
+from .common import (Collector, TensorIn, case_entry, check_format, dtype_name, errors, range_fill, resolve_op,
+                     safe_name, seed_for, show, unit)
+from .fields import as_number, check_keys, check_types, field, int_in, int_list, numbers, text
+from .source import json_cases, json_head
 
 NAME = "ATK JSON"
 # Case keys: the ones that matter, and the ones that describe ATK's own run (benchmark, accuracy
@@ -22,6 +25,11 @@ CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type",
 INPUT_KEYS = ("name", "type", "dtype", "shape", "range_values", "required", "backward", "align_32B",
               "outlier_values", "format")
 ND_KEYS = ("name", "mean", "std")
+# The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
+CASE_TYPES = {"name": (str,), "api_type": (str,), "aclnn_api_type": (str,), "standard": (dict, str),
+              "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,)}
+INPUT_TYPES = {"name": (str,), "type": (str,), "dtype": (str,), "required": (bool,), "backward": (bool, type(None)),
+               "align_32B": (bool, type(None)), "outlier_values": (list, type(None)), "format": (str, type(None))}
 
 
 def sniff(head: bytes) -> bool:
@@ -29,10 +37,19 @@ def sniff(head: bytes) -> bool:
 
 
 def read(where: str, basename: str, data: bytes, out: Collector) -> None:
-    """Every case of one ATK file into `out`."""
+    """Every case of one ATK file into `out`. Each case has an integer id (ops-nn's suites number them
+    0, 1, ...), unique in the file: it names and seeds the case."""
     stem = Path(basename).stem
+    seen: dict[int, int] = {}
     for i, raw in enumerate(json_cases(where, data, NAME)):
-        key = str(raw.get("id", i))
+        bad, _ = errors(where, f"#{i + 1}")
+        if "id" not in raw:
+            raise bad("an ATK case needs an id (an integer)", "id")
+        key = str(field(bad, "id", int_in, raw["id"], "id"))
+        if raw["id"] in seen:
+            raise bad(f"id {key} is also case #{seen[raw['id']] + 1}'s: ids name and seed cases, so they are unique",
+                      "id")
+        seen[raw["id"]] = i
         name = safe_name(f"{stem}-{key}")
         out.add(name, lambda raw=raw, name=name, key=key: _case(where, stem, raw, name, key))
 
@@ -40,7 +57,9 @@ def read(where: str, basename: str, data: bytes, out: Collector) -> None:
 def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec, dict]:
     bad, unsupported = errors(where, name)
     check_keys(raw, CASE_KEYS, "ATK case", bad)
-    op, _ = resolve_op(raw.get("aclnn_name"), lambda m: unsupported(m, "aclnn_name"))
+    check_types(raw, CASE_TYPES, bad)
+    op, _ = resolve_op(field(bad, "aclnn_name", text, raw.get("aclnn_name"), "aclnn_name"),
+                       lambda m: unsupported(m, "aclnn_name"))
     inputs = raw.get("inputs")
     if not isinstance(inputs, list) or not inputs:
         raise bad("'inputs' must be a non-empty list", "inputs")
@@ -48,10 +67,13 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
     tensors: dict[str, TensorIn] = {}
     for j, inp in enumerate(inputs):
         where_key = f"inputs[{j}]"
-        if not isinstance(inp, dict):
+        if isinstance(inp, list):
             raise unsupported(f"a tensor list input is not supported ({op.name} takes single tensors)", where_key)
+        if not isinstance(inp, dict):
+            raise bad(f"an input is an object, got {show(inp)}", where_key)
         check_keys(inp, INPUT_KEYS, "ATK input", bad, f"{where_key}.")
-        n = inp.get("name")
+        check_types(inp, INPUT_TYPES, bad, f"{where_key}.")
+        n = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
         if n not in names:
             raise unsupported(f"{show(n)} is not an input of {op.name} (inputs: {', '.join(names)})",
                               f"{where_key}.name")
@@ -76,39 +98,42 @@ def _tensor(inp: dict, stem: str, key: str, n: str, bad: Callable[..., CaseError
     if "dtype" not in inp or "shape" not in inp or "range_values" not in inp:
         raise bad("an ATK tensor input needs dtype, shape and range_values", "dtype")
     dtype = dtype_name(inp["dtype"], lambda m: unsupported(m, "dtype"))
-    shape = shape_of(inp["shape"], bad, "shape")
+    shape = field(bad, "shape", int_list, inp["shape"])
     return TensorIn(dtype, shape, _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported))
 
 
 def _fill(rv: Any, dtype: str, stem: str, key: str, bad: Callable[..., CaseError],
           unsupported: Callable[..., CaseError]) -> dict:
-    """range_values -> our generator: a list is a range or values (common.range_fill); {"name": "nd", "mean":
-    [a, b], "std": [c, d]} is a normal whose mean and std are drawn per case from [a, b] and [c, d]."""
-    if isinstance(rv, list):
-        if not rv:
-            raise bad("range_values is empty", "range_values")
-        try:
-            return range_fill([as_number(v) for v in rv], dtype)
-        except ValueError as exc:
-            raise unsupported(f"range_values {show(rv)}: {exc}", "range_values") from None
+    """range_values -> our generator: a list is a range or values (common.range_fill), a single number
+    (ops-nn writes `"range_values": 0` or `"inf"`) a constant; {"name": "nd", "mean": [a, b], "std":
+    [c, d]} is a normal whose mean and std are drawn per case from [a, b] and [c, d]."""
+    if rv == ["null"] or rv == "null":
+        raise unsupported("range_values 'null' is not supported (give a range)", "range_values")
+    if isinstance(rv, (list, int, float, str)) and not isinstance(rv, bool):
+        if isinstance(rv, list):
+            return range_fill(field(bad, "range_values", numbers, rv, "range_values"), dtype)
+        return range_fill([field(bad, "range_values", as_number, rv)], dtype)
     if isinstance(rv, dict):
         if rv.get("name") != "nd":
             raise unsupported(f"distribution {show(rv.get('name'))} is not supported (only 'nd')", "range_values.name")
         check_keys(rv, ND_KEYS, "nd distribution", unsupported, "range_values.")
         mean = _draw(rv.get("mean"), unit(stem, key, "mean"), bad, "range_values.mean")
         std = _draw(rv.get("std"), unit(stem, key, "std"), bad, "range_values.std")
+        if std < 0:
+            raise bad(f"a standard deviation is not negative, got {show(rv.get('std'))}", "range_values.std")
         return {"normal": [mean, std]}
-    raise bad(f"range_values must be a list or an nd distribution, got {show(rv)}", "range_values")
+    raise bad(f"range_values must be a list, a number or an nd distribution, got {show(rv)}", "range_values")
 
 
 def _draw(span: Any, u: float, bad: Callable[..., CaseError], key: str) -> float | int:
     """A point of [lo, hi] at fraction u, to 6 significant digits (readable YAML, still inside the span)."""
     if isinstance(span, (int, float)) and not isinstance(span, bool):
         span = [span, span]
-    try:
-        lo, hi = (as_number(v) for v in span)
-    except (TypeError, ValueError):
-        raise bad(f"expected [lo, hi], got {show(span)}", key) from None
+    if not isinstance(span, list) or len(span) != 2:
+        raise bad(f"expected [lo, hi], got {show(span)}", key)
+    lo, hi = field(bad, key, numbers, span, key.rsplit(".", 1)[-1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise bad(f"expected finite [lo, hi], got {show(span)}", key)
     if not lo <= hi:
         raise bad(f"expected [lo, hi] with lo <= hi, got {show(span)}", key)
     if lo == hi:

@@ -18,6 +18,7 @@ from ...options import PATH
 from ...ops import find_op
 from ...storage import atomic_write_text
 from . import describe_skipped, import_file
+from .source import read_regular
 
 HEADER = ("# Converted by `aclnn-cli convert` from {name} ({fmt}); docs/importing.md maps every field.\n"
           "# Names and seeds derive from the source file's name: gen gives the same bytes as importing it.\n")
@@ -36,10 +37,7 @@ def plan(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> tuple[di
     skipped: list = []
     count = 0
     for f in files:
-        try:
-            data = f.read_bytes()
-        except OSError as exc:
-            raise UserError(f"cannot read: {exc.strerror}", where=str(f)) from None
+        data = read_regular(f)  # only a regular file, at most MAX_FILE_BYTES (never /dev/zero, a FIFO)
         result = import_file(f, data, skip_unsupported)
         if result is None:
             raise UserError("not an ATK JSON, TTK CSV or msOpST JSON case file (recognised by content)", where=str(f))

@@ -11,31 +11,28 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ... import dtypes as D
+from .. import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op
 from ...ops.contract import broadcast_shape
 
 MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
-_REPR = reprlib.Repr()
-_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 60, 60, 8, 8, 4
 
 
 def show(value: Any) -> str:
     """A user value for an error message, bounded (a foreign file may hold megabytes in one cell)."""
-    return _REPR.repr(value)
+    return yamlsafe.show(value)
 
 
 def clip(text: Any) -> str:
-    """A user string for an error message: one line, at most 60 characters."""
-    t = str(text).replace("\n", " ")
-    return t if len(t) <= 60 else t[:57] + "..."
+    """A user string for an error message: one line, at most 60 characters (any other value: `show`)."""
+    return yamlsafe.clip(text) if isinstance(text, str) else yamlsafe.show(text)
 
 
 class Unsupported(CaseError):
@@ -77,9 +74,10 @@ def graph_op(name: Any) -> GraphOp | None:
 
 
 def known_ops() -> str:
+    """The ops an import may name, briefly (the full list grows with every op: `aclnn-cli ops`)."""
     from ...ops import OPS
 
-    return ", ".join(sorted(OPS)) + "; graph ops " + ", ".join(sorted(GRAPH_OPS))
+    return f"the {len(OPS)} aclnn APIs `aclnn-cli ops` lists; graph ops " + ", ".join(sorted(GRAPH_OPS))
 
 
 def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, GraphOp | None]:
@@ -158,23 +156,6 @@ def yaml_number(v: float | int) -> float | int | str:
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
-
-
-def as_number(v: Any) -> float | int:
-    """A foreign numeric value (int, float, or a string such as 'nan', '-inf', '1e-3'); ValueError otherwise."""
-    if isinstance(v, bool) or v is None:
-        raise ValueError(f"expected a number, got {show(v)}")
-    if isinstance(v, (int, float)):
-        return v
-    text = str(v).strip().lower()
-    named = {"nan": math.nan, "-nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
-             "infinity": math.inf, "-infinity": -math.inf}
-    if text in named:
-        return named[text]
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"expected a number, got {show(v)}") from None
 
 
 def fit(v: float | int, dtype: str) -> float | int:
@@ -304,9 +285,15 @@ class Collector:
     docs: dict[str, list[dict]] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
 
+    labels: set[str] = field(default_factory=set)
+
     def add(self, label: str, build: Callable[[], tuple[OpSpec, dict]]) -> None:
         from ..loader import cases_from_doc
 
+        if label in self.labels:  # (two names that differ only in characters safe_name replaces)
+            raise CaseError(self.where, "two cases of this file have this name (names must be unique: they name "
+                            "the case directories)", case=label)
+        self.labels.add(label)
         try:
             op, case = build()
         except Unsupported as exc:
@@ -341,49 +328,3 @@ def errors(where: str, case: str | None) -> tuple[Callable[..., CaseError], Call
         return Unsupported(where, msg, case=case, key=key)
 
     return bad, unsupported
-
-
-def load_json(where: str, data: bytes, fmt: str) -> Any:
-    """A JSON document (NaN/Infinity literals allowed, as Python writes them); one-line CaseError if broken."""
-    import json
-
-    try:
-        return json.loads(data.decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise CaseError(where, f"not UTF-8 text (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise CaseError(where, f"not valid {fmt}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-
-
-def json_cases(where: str, data: bytes, fmt: str) -> list[dict]:
-    """A JSON file holding a non-empty list of case objects (a single object is a list of one)."""
-    cases = load_json(where, data, fmt)
-    if isinstance(cases, dict):
-        cases = [cases]
-    if not isinstance(cases, list) or not cases:
-        raise CaseError(where, f"a {fmt} file is a non-empty JSON list of cases")
-    for i, raw in enumerate(cases):
-        if not isinstance(raw, dict):
-            raise CaseError(where, f"{fmt} case #{i + 1} must be a JSON object")
-    return cases
-
-
-def check_keys(obj: dict, known: Sequence[str], what: str, bad: Callable[..., CaseError], prefix: str = "") -> None:
-    """Unknown keys are errors, never silently dropped."""
-    for k in obj:
-        if k not in known:
-            raise bad(f"unknown {what} key '{clip(k)}' (known: {', '.join(known)})", f"{prefix}{clip(k)}")
-
-
-def json_head(head: bytes, *markers: bytes) -> bool:
-    """Whether the start of a file is a JSON array/object mentioning one of the markers."""
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return text[:1] in (b"[", b"{") and any(m in head for m in markers)
-
-
-def shape_of(value: Any, bad: Callable[..., CaseError], key: str) -> tuple[int, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
-        raise bad(f"a shape is a list of integers, got {show(value)}", key)
-    if any(d < 0 for d in value):
-        raise bad(f"negative dimension in shape {show(list(value))} (dynamic shapes are not supported)", key)
-    return tuple(value)

@@ -15,9 +15,10 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, TensorIn, as_number, case_entry, check_attrs, check_format, dtype_name, errors,
-                     check_keys, json_cases, json_head, range_fill, resolve_op, safe_name, seed_for, shape_of,
-                     show, clip, yaml_number)
+from .common import (Collector, GraphOp, TensorIn, case_entry, check_attrs, check_format, dtype_name, errors,
+                     range_fill, resolve_op, safe_name, seed_for, show, clip, yaml_number)
+from .fields import check_keys, check_types, field, int_list, numbers, text
+from .source import json_cases, json_head
 
 NAME = "msOpST JSON"
 CASE_KEYS = ("case_name", "op", "input_desc", "output_desc", "attr", "calc_expect_func_file", "error_threshold",
@@ -26,6 +27,12 @@ DESC_KEYS = ("name", "format", "ori_format", "type", "shape", "ori_shape", "typi
              "data_distribute", "value_range", "value", "param_type")
 LISTED = ("format", "ori_format", "type", "shape", "ori_shape", "typical_shape", "value_range", "data_distribute")
 SHAPES = ("shape", "ori_shape", "typical_shape")
+# The types CANN's documentation gives the fields we read past (and the ones we read, before their own checks).
+CASE_TYPES = {"case_name": (str,), "op": (str,), "calc_expect_func_file": (str,), "st_mode": (str,),
+              "run_torch_api": (str,), "expect": (str,), "fuzz_impl": (str,), "fuzz_case_num": (int,),
+              "attr": (list,), "error_threshold": (list, float, int)}
+DESC_TYPES = {"name": (str,), "is_const": (bool,), "param_type": (str,), "shape_range": (list,),
+              "value": (list, str, int, float)}
 
 
 def sniff(head: bytes) -> bool:
@@ -35,10 +42,17 @@ def sniff(head: bytes) -> bool:
 def read(where: str, basename: str, data: bytes, out: Collector) -> None:
     """Every (sub-)case of one msOpST file into `out`."""
     stem = Path(basename).stem
+    seen: dict[str, int] = {}
     for i, raw in enumerate(json_cases(where, data, NAME)):
-        base = str(raw.get("case_name") or f"{stem}-{i + 1}")
+        bad, _ = errors(where, f"#{i + 1}")
+        base = field(bad, "case_name", text, raw["case_name"], "case_name") if "case_name" in raw else f"{stem}-{i + 1}"
+        if base in seen:
+            raise bad(f"case_name {show(base)} is also case #{seen[base] + 1}'s: names seed cases, so they are unique",
+                      "case_name")
+        seen[base] = i
         bad, _ = errors(where, base)
         check_keys(raw, CASE_KEYS, "msOpST", bad)
+        check_types(raw, CASE_TYPES, bad)
         descs = [("input_desc", j, d) for j, d in enumerate(_descs(raw, "input_desc", bad))]
         descs += [("output_desc", j, d) for j, d in enumerate(_descs(raw, "output_desc", bad))]
         n = _subcase_count(descs, bad)
@@ -53,6 +67,7 @@ def _descs(raw: dict, key: str, bad: Callable[..., CaseError]) -> list[dict]:
         raise bad(f"'{key}' must be a non-empty list of objects", key)
     for j, d in enumerate(descs):
         check_keys(d, DESC_KEYS, "msOpST desc", bad, f"{key}[{j}].")
+        check_types(d, DESC_TYPES, bad, f"{key}[{j}].")
     return descs
 
 
@@ -86,7 +101,7 @@ def _pick(desc: dict, key: str, sub: int) -> Any:
 
 def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec, dict]:
     bad, unsupported = errors(where, name)
-    op, graph = resolve_op(raw.get("op"), lambda m: unsupported(m, "op"))
+    op, graph = resolve_op(field(bad, "op", text, raw.get("op"), "op"), lambda m: unsupported(m, "op"))
     if str(raw.get("expect", "success")).lower() != "success":
         raise unsupported(f"expect {show(raw['expect'])} is not supported: a failing case needs its status "
                           "(write it in YAML with expect_status)", "expect")
@@ -135,10 +150,11 @@ def _tensor(desc: dict, sub: int, is_input: bool, bad: Callable[..., CaseError],
     if any(v == "fuzz" for v in desc.values()):
         raise unsupported("'fuzz' values are not supported", "format")
     for k in ("format", "ori_format"):
-        check_format(_pick(desc, k, sub), lambda m: unsupported(m, k))
+        fmt = _pick(desc, k, sub)
+        check_format(fmt if fmt is None else field(bad, k, text, fmt, k), lambda m: unsupported(m, k))
     if "type" not in desc or "shape" not in desc:
         raise bad("a desc needs type and shape", "type")
-    t = _pick(desc, "type", sub)
+    t = field(bad, "type", text, _pick(desc, "type", sub), "type")
     if str(t).upper() == "UNDEFINED":
         raise unsupported("an absent optional input (UNDEFINED) is not supported", "type")
     dtype = dtype_name(t, lambda m: unsupported(m, "type"))
@@ -149,9 +165,9 @@ def _tensor(desc: dict, sub: int, is_input: bool, bad: Callable[..., CaseError],
         if "typical_shape" not in desc:
             raise unsupported("a dynamic shape (-1) needs typical_shape", "shape")
         shape = _pick(desc, "typical_shape", sub)
-    shape = shape_of(shape, bad, "shape")
+    shape = field(bad, "shape", int_list, shape)
     ori = _pick(desc, "ori_shape", sub)
-    if ori is not None and shape_of([ori] if isinstance(ori, int) else ori, bad, "ori_shape") != shape:
+    if ori is not None and field(bad, "ori_shape", int_list, [ori] if isinstance(ori, int) else ori) != shape:
         raise unsupported(f"ori_shape {ori} differs from shape {list(shape)} (a private format's storage)", "ori_shape")
     if not is_input:
         return TensorIn(dtype, shape)
@@ -163,17 +179,19 @@ def _tensor(desc: dict, sub: int, is_input: bool, bad: Callable[..., CaseError],
 def _distribution(desc: dict, sub: int, dtype: str, bad: Callable[..., CaseError],
                   unsupported: Callable[..., CaseError]) -> dict:
     """uniform -> uniform over value_range; normal -> normal with value_range as mean +- 3 std."""
-    dist = str(_pick(desc, "data_distribute", sub) or "uniform")
+    dist = _pick(desc, "data_distribute", sub)
+    dist = "uniform" if dist is None else field(bad, "data_distribute", text, dist, "data_distribute")
     rng = _pick(desc, "value_range", sub)
     if rng is None:
         rng = [0.1, 1.0]  # msOpST's default range
-    try:
-        lo, hi = (as_number(v) for v in rng)
-    except (TypeError, ValueError):
-        raise bad(f"value_range must be [min, max], got {show(rng)}", "value_range") from None
+    if not isinstance(rng, list) or len(rng) != 2:
+        raise bad(f"value_range must be [min, max], got {show(rng)}", "value_range")
+    lo, hi = field(bad, "value_range", numbers, rng, "value_range")
     if dist == "uniform":
         return range_fill([lo, hi], dtype)
     if dist == "normal":
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise bad(f"a normal distribution's value_range must be finite, got {show(rng)}", "value_range")
         return {"normal": [yaml_number((lo + hi) / 2), yaml_number((hi - lo) / 6)]}
     raise unsupported(f"data_distribute '{clip(dist)}' is not supported (uniform, normal)", "data_distribute")
 
@@ -196,7 +214,4 @@ def _exact(value: Any, shape: tuple[int, ...], bad: Callable[..., CaseError],
     walk(value)
     if len(flat) != math.prod(shape):
         raise bad(f"value holds {len(flat)} elements, shape {list(shape)} needs {math.prod(shape)}", "value")
-    try:
-        return {"values": [yaml_number(as_number(v)) for v in flat]}
-    except ValueError as exc:
-        raise bad(f"value: {exc}", "value") from None
+    return {"values": [yaml_number(v) for v in field(bad, "value", numbers, flat, "value")]}

@@ -3,22 +3,22 @@
 Kernel mode has one row per case with per-input tuples: op_name, input_dtypes, input_shapes,
 input_formats, input_data_ranges, output_*, attributes, soc_series... aclnn mode lists every tensor
 of the API in signature order (tensor_view_shapes, tensor_dtypes, tensor_formats, strides, offsets,
-storage shapes) with output_tensor_indexes naming the outputs. Cells hold Python literals such as
-"((27, 24), (27, 24))" or "((-1, 1, nan, -0.0, inf),)", parsed from their syntax tree, never evaluated.
+storage shapes) with output_tensor_indexes naming the outputs. Cells hold Python literals
+(ttkcells.literal). Every cell is checked for its type and range before it is used.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
-import io
 import math
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, TensorIn, as_number, case_entry, check_attrs, check_format, dtype_name, errors,
-                     product_for, range_fill, resolve_op, safe_name, seed_for, shape_of, show, clip)
+from .common import (Collector, GraphOp, TensorIn, case_entry, check_attrs, check_format, dtype_name, errors,
+                     product_for, range_fill, resolve_op, safe_name, seed_for, show)
+from .fields import field, int_in, int_list, numbers, text
+from .ttkcells import Cells, all_none, check_header, check_row, literal, read_table
 
 NAME = "TTK CSV"
 KERNEL = ("testcase_name", "op_name", "input_dtypes", "input_shapes", "input_formats", "input_ori_shapes",
@@ -32,6 +32,7 @@ IGNORED = ("network_name", "precision_tolerances", "absolute_precision", "remark
 MUST_BE_EMPTY = ("output_inplace_indexes", "output_shape_unknown_indexes", "manual_input_binaries",
                  "manual_golden_binaries", "manual_tensor_binaries", "scalar_dtypes", "scalar_data_ranges")
 OTHER = ("soc_series", "is_enabled")
+ENABLED = {"": True, "1": True, "true": True, "0": False, "false": False}  # ops-nn writes 1, True, TRUE, 0, FALSE
 
 
 def sniff(head: bytes) -> bool:
@@ -43,28 +44,24 @@ def sniff(head: bytes) -> bool:
 
 
 def read(where: str, basename: str, data: bytes, out: Collector) -> None:
-    """Every row of one TTK file into `out`."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CaseError(where, f"not UTF-8 text (byte {exc.start})") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    header = [c.strip() for c in rows[0]]
-    if not any(any(c.strip() for c in cells) for cells in rows[1:]):
+    """Every row of one TTK file into `out`. Each row has a testcase_name, unique in the file."""
+    table = read_table(where, data)
+    if not table.rows:
         raise CaseError(where, "a TTK file with a header but no test cases")
-    aclnn = "api_name" in header
-    known = (ACLNN if aclnn else KERNEL) + IGNORED + MUST_BE_EMPTY + OTHER
-    for col in header:
-        if col and col not in known:
-            raise CaseError(where, f"unknown TTK column '{clip(col)}' (known: {', '.join(known)})", key=clip(col))
+    aclnn = "api_name" in table.header
+    check_header(where, table.header, (ACLNN if aclnn else KERNEL) + IGNORED + MUST_BE_EMPTY + OTHER)
     stem = basename.rsplit(".", 1)[0]
-    for line_no, cells in enumerate(rows[1:], start=2):
-        if not any(c.strip() for c in cells):
-            continue
-        if len(cells) > len(header):
-            raise CaseError(where, f"line {line_no} has {len(cells)} cells for {len(header)} columns")
-        row = dict(zip(header, (c.strip() for c in cells)))
-        label = row.get("testcase_name") or f"{stem}-line{line_no}"
+    seen: dict[str, int] = {}
+    for line_no, cells in table.rows:
+        row = check_row(where, line_no, table.header, cells)
+        label = row.get("testcase_name", "")
+        if not label:
+            raise CaseError(where, f"line {line_no}: testcase_name is empty (it names and seeds the case)",
+                            key="testcase_name")
+        if label in seen:
+            raise CaseError(where, f"line {line_no}: testcase_name is also line {seen[label]}'s (it names and seeds "
+                            "the case)", case=safe_name(label), key="testcase_name")
+        seen[label] = line_no
         name = safe_name(label)
         out.add(name, lambda row=row, name=name: _case(where, stem, row, name, aclnn))
 
@@ -72,11 +69,14 @@ def read(where: str, basename: str, data: bytes, out: Collector) -> None:
 def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpSpec, dict]:
     bad, unsupported = errors(where, name)
     cell = Cells(row, bad)
-    if str(row.get("is_enabled", "")).lower() in ("0", "false"):
+    enabled = row.get("is_enabled", "").lower()
+    if enabled not in ENABLED:
+        raise bad(f"is_enabled must be 1, 0, True, False or empty, got {show(row['is_enabled'])}", "is_enabled")
+    if not ENABLED[enabled]:
         raise unsupported("is_enabled is False (TTK does not run this case)", "is_enabled")
     for col in MUST_BE_EMPTY:
         value = cell.literal(col)
-        if value not in (None, (), []) and not _all_none(value):
+        if value not in (None, (), []) and not all_none(value):
             raise unsupported(f"{col} {show(row[col])} is not supported", col)
     products = tuple(product_for(s, lambda m: unsupported(m, "soc_series")) for s in cell.tuple("soc_series"))
     op, graph = resolve_op(row.get("api_name" if aclnn else "op_name"),
@@ -92,45 +92,47 @@ def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpS
     return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products)
 
 
-def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: "Cells", bad, unsupported) -> dict[str, TensorIn]:
+def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:
     """Kernel mode: graph inputs in order (dy, x / grads, features) -> gradOutput, self; then the output."""
     n_in = len(graph.inputs) if graph else len(op.inputs)
     names = [t.name for t in op.inputs][:n_in]
-    dtypes = cell.per_tensor("input_dtypes", n_in)
-    shapes = cell.per_tensor("input_shapes", n_in, fallback="input_ori_shapes")
+    dtypes = cell.per_tensor("input_dtypes", n_in, one_for_all=True, required=True)
+    shapes = cell.per_tensor("input_shapes", n_in, fallback="input_ori_shapes", required=True)
     ori = cell.per_tensor("input_ori_shapes", n_in, fallback="input_shapes")
     for col in ("input_formats", "input_ori_formats", "output_formats", "output_ori_formats"):
         for fmt in cell.tuple(col):
-            check_format(fmt, lambda m: unsupported(m, col))
+            check_format(_word(fmt, bad, col, "a format"), lambda m: unsupported(m, col))
     ranges = cell.ranges(n_in)
     tensors = {}
     for i, n in enumerate(names):
-        shape = shape_of(shapes[i], bad, "input_shapes")
-        if ori[i] is not None and shape_of(ori[i], bad, "input_ori_shapes") != shape:
+        shape = field(bad, "input_shapes", int_list, shapes[i])
+        if ori[i] is not None and field(bad, "input_ori_shapes", int_list, ori[i]) != shape:
             raise unsupported(f"input_shapes {list(shape)} differ from input_ori_shapes {list(ori[i])}", "input_shapes")
-        dtype = dtype_name(dtypes[i], lambda m: unsupported(m, "input_dtypes"))
+        dtype = dtype_name(_word(dtypes[i], bad, "input_dtypes", "a dtype"), lambda m: unsupported(m, "input_dtypes"))
         tensors[n] = TensorIn(dtype, shape, _fill(ranges[i], dtype, bad))
     out_dtypes = cell.per_tensor("output_dtypes", 1)
     out_shapes = cell.per_tensor("output_shapes", 1, "output_ori_shapes")
     out = TensorIn()
     if out_dtypes[0] is not None:
-        out.dtype = dtype_name(out_dtypes[0], lambda m: unsupported(m, "output_dtypes"))
+        out.dtype = dtype_name(_word(out_dtypes[0], bad, "output_dtypes", "a dtype"),
+                               lambda m: unsupported(m, "output_dtypes"))
     if out_shapes[0] is not None:
-        out.shape = shape_of(out_shapes[0], bad, "output_shapes")
+        out.shape = field(bad, "output_shapes", int_list, out_shapes[0])
     tensors[op.output.name] = out
     return tensors
 
 
-def _aclnn_tensors(op: OpSpec, cell: "Cells", bad, unsupported) -> dict[str, TensorIn]:
+def _aclnn_tensors(op: OpSpec, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:
     """aclnn mode: every tensor of the signature in order; a None view shape is a null tensor."""
     n = len(op.tensors)
-    shapes = cell.per_tensor("tensor_view_shapes", n)
-    dtypes = cell.per_tensor("tensor_dtypes", n)
-    formats = cell.per_tensor("tensor_formats", n)
+    shapes = cell.per_tensor("tensor_view_shapes", n, required=True)
+    dtypes = cell.per_tensor("tensor_dtypes", n, one_for_all=True, required=True)
+    formats = cell.per_tensor("tensor_formats", n, one_for_all=True)
     storage = cell.per_tensor("tensor_storage_shapes", n)
     offsets = cell.per_tensor("tensor_view_offsets", n)
     strides = cell.per_tensor("tensor_view_strides", n)
-    outputs = tuple(cell.tuple("output_tensor_indexes"))
+    outputs = tuple(field(bad, "output_tensor_indexes", int_in, i, "an output index", -n, n - 1) % n
+                    for i in cell.tuple("output_tensor_indexes"))  # ops-nn writes (-1,): the last tensor
     declared = tuple(i for i, t in enumerate(op.tensors) if t.role == "output")
     if outputs and outputs != declared:
         raise unsupported(f"output_tensor_indexes {list(outputs)} do not match {op.name}'s outputs {list(declared)}",
@@ -138,115 +140,36 @@ def _aclnn_tensors(op: OpSpec, cell: "Cells", bad, unsupported) -> dict[str, Ten
     ranges = cell.ranges(n)
     tensors = {}
     for i, spec in enumerate(op.tensors):
-        check_format(formats[i], lambda m: unsupported(m, "tensor_formats"))
-        dtype = dtype_name(dtypes[i], lambda m: unsupported(m, "tensor_dtypes")) if dtypes[i] is not None else None
+        check_format(_word(formats[i], bad, "tensor_formats", "a format"), lambda m: unsupported(m, "tensor_formats"))
+        dtype = (dtype_name(_word(dtypes[i], bad, "tensor_dtypes", "a dtype"), lambda m: unsupported(m, "tensor_dtypes"))
+                 if dtypes[i] is not None else None)
         if shapes[i] is None:
             tensors[spec.name] = TensorIn(dtype, None, null=True)
             continue
-        shape = shape_of(shapes[i], bad, "tensor_view_shapes")
+        shape = field(bad, "tensor_view_shapes", int_list, shapes[i])
         layout = {}
         if strides[i] is not None:
-            layout["strides"] = list(shape_of(strides[i], bad, "tensor_view_strides"))
+            layout["strides"] = list(field(bad, "tensor_view_strides", int_list, strides[i], "strides"))
+            if len(layout["strides"]) != len(shape):
+                raise bad(f"strides {layout['strides']} for the {len(shape)}-d view shape {list(shape)}",
+                          "tensor_view_strides")
         if offsets[i] not in (None, 0):
-            layout["offset"] = int(as_number(offsets[i]))
+            layout["offset"] = field(bad, "tensor_view_offsets", int_in, offsets[i], "an offset")
         if storage[i] is not None:
-            layout["storage_shape"] = [math.prod(shape_of(storage[i], bad, "tensor_storage_shapes"))]
+            dims = field(bad, "tensor_storage_shapes", int_list, storage[i], "storage shape")
+            layout["storage_shape"] = [math.prod(dims)]
         fill = _fill(ranges[i], dtype or "float32", bad) if spec.role == "input" else None
         tensors[spec.name] = TensorIn(dtype, shape, fill, layout or None)
     return tensors
+
+
+def _word(value: Any, bad, col: str, what: str) -> str | None:
+    """A dtype or format entry: a string (None: not given)."""
+    return None if value is None else field(bad, col, text, value, what)
 
 
 def _fill(rng: tuple | None, dtype: str, bad) -> dict | None:
     """One input's range: None -> the op's default generator; else common.range_fill."""
     if rng is None:
         return None
-    try:
-        return range_fill([as_number(v) for v in rng], dtype)
-    except ValueError as exc:
-        raise bad(f"input_data_ranges: {exc}", "input_data_ranges") from None
-
-
-def _all_none(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(v is None or _all_none(v) for v in value)
-
-
-class Cells:
-    """Typed access to one row's cells, each error naming the column."""
-
-    def __init__(self, row: dict, bad: Callable[..., CaseError]) -> None:
-        self.row, self.bad = row, bad
-
-    def literal(self, col: str) -> Any:
-        text = self.row.get(col, "")
-        if not text:
-            return None
-        try:
-            return literal(text)
-        except ValueError as exc:
-            raise self.bad(f"cannot read {show(text)}: {exc}", col) from None
-
-    def tuple(self, col: str) -> list:
-        value = self.literal(col)
-        if value is None:
-            return []
-        return list(value) if isinstance(value, (tuple, list)) else [value]
-
-    def per_tensor(self, col: str, n: int, fallback: str | None = None) -> list:
-        """n entries: one per tensor, or a single entry meaning every tensor; [None] * n if empty."""
-        values = self.tuple(col) or (self.tuple(fallback) if fallback else [])
-        if not values:
-            return [None] * n
-        if col.endswith("shapes") and values and not isinstance(values[0], (tuple, list, type(None))):
-            values = [tuple(values)]  # a single shape written without the outer tuple
-        if len(values) == 1 and n > 1:
-            values = values * n
-        if len(values) != n:
-            raise self.bad(f"{len(values)} entries for {n} tensors", col)
-        return values
-
-    def ranges(self, n: int) -> list:
-        """input_data_ranges as n entries (None: the op's default). One range (with or without the outer
-        tuple) applies to every input; (None, None) is no range."""
-        value = self.literal("input_data_ranges")
-        if value is None:
-            return [None] * n
-        if not isinstance(value, (tuple, list)):
-            raise self.bad(f"expected a tuple of ranges, got {show(value)}", "input_data_ranges")
-        if value and not any(isinstance(v, (tuple, list)) for v in value) and any(v is not None for v in value):
-            value = (value,)
-        entries = [None if v is None or _all_none(v) else v for v in value]
-        if len(entries) == 1:
-            return entries * n
-        if len(entries) > n:
-            raise self.bad(f"{len(entries)} ranges for {n} tensors", "input_data_ranges")
-        return entries + [None] * (n - len(entries))
-
-
-_NAMED = {"nan": math.nan, "inf": math.inf, "infinity": math.inf, "None": None, "True": True, "False": False}
-
-
-def literal(text: str) -> Any:
-    """A Python literal (numbers, strings, None, booleans, tuples, lists, dicts; nan and inf as names).
-
-    Parsed into a syntax tree and converted node by node: nothing is evaluated."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise ValueError(f"not a literal ({exc.msg})") from None
-    return _node(tree)
-
-
-def _node(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
-        return node.value
-    if isinstance(node, ast.Name) and (node.id in _NAMED or node.id.lower() in _NAMED):
-        return _NAMED.get(node.id, _NAMED.get(node.id.lower()))
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return tuple(_node(e) for e in node.elts)
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_node(k): _node(v) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _node(node.operand)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return -v if isinstance(node.op, ast.USub) else v
-    raise ValueError(f"unexpected {ast.dump(node)[:40]}")
+    return range_fill(field(bad, "input_data_ranges", numbers, rng, "a range"), dtype)
