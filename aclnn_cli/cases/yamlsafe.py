@@ -12,6 +12,7 @@ without ever formatting more than a few dozen characters of them.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import reprlib
 import stat
@@ -106,15 +107,18 @@ def read_file(path: Path, where: str) -> bytes:
     from ..errors import UserError
 
     try:
-        st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise UserError("cannot read case file: it is a directory", where=where)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError("cannot read case file: not a regular file (device, FIFO or socket)", where=where)
-        if st.st_size > MAX_FILE_BYTES:
-            raise UserError(f"case file is {st.st_size} bytes; at most {MAX_FILE_BYTES >> 20} MiB", where=where)
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (checked on the open file: no swap in between)
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise UserError("cannot read case file: it is a directory", where=where)
+            if not stat.S_ISREG(st.st_mode):
+                raise UserError("cannot read case file: not a regular file (device, FIFO or socket)", where=where)
+            if st.st_size > MAX_FILE_BYTES:
+                raise UserError(f"case file is {st.st_size} bytes; at most {MAX_FILE_BYTES >> 20} MiB", where=where)
             data = f.read(MAX_FILE_BYTES + 1)
+    except IsADirectoryError:
+        raise UserError("cannot read case file: it is a directory", where=where) from None
     except OSError as exc:
         raise UserError(f"cannot read case file: {exc.strerror or exc}", where=where) from None
     if len(data) > MAX_FILE_BYTES:
