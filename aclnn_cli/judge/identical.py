@@ -153,7 +153,9 @@ def _sum_squares(x: np.ndarray, d: Differing) -> float:
         if total == 0:
             return 0.0
         smallest = float(squares.min(initial=np.inf, where=squares > 0))
-        if (np.array_equal(squares.astype(np.float32).astype(np.float64), squares) and total < 2.0**127
+        with np.errstate(over="ignore"):
+            narrow = squares.astype(np.float32).astype(np.float64)
+        if (np.array_equal(narrow, squares) and total < 2.0**127
                 and total * (1 + 2.0**-30) < 2.0**24 * _lsb(smallest, np.dtype(np.float32))):
             return float(np.float32(total))
     return dense(_spread(x, d, "abs"))
