@@ -52,6 +52,11 @@ class ElementErrors:
     def compared(self) -> int:
         return self.abs.size - self.nonfinite.size
 
+    def subset(self, idx: np.ndarray) -> "ElementErrors":
+        """The errors of elements idx alone (for a rule, which judges element by element)."""
+        return ElementErrors(self.a[idx], self.g[idx], self.abs[idx], self.rel[idx], self.signed[idx], self.ulp[idx],
+                             self.golden_abs[idx], self.dtype, _NONE, _NONE)
+
     @property
     def zero_sign(self) -> np.ndarray:
         return (self.a == 0) & (self.g == 0) & (np.signbit(self.a) != np.signbit(self.g))
@@ -85,14 +90,15 @@ def ulp_of(g_native: np.ndarray, dtype: DType, work: np.dtype) -> np.ndarray:
     return np.maximum(ulp, work.type(dtype.smallest_subnormal), out=ulp)
 
 
-def _ulp_of_wide(g: np.ndarray, dtype: DType, out: np.ndarray | None = None) -> np.ndarray:
+def _ulp_of_wide(g: np.ndarray, dtype: DType, out: np.ndarray | None = None, normal: bool = False) -> np.ndarray:
     """ulp_of for float16/bfloat16/float32 values already widened (exactly) to float32: the exponent
     bits of the float32 value are those of the stored one, and a subnormal's ulp is the floor either way.
-    Bit for bit ulp_of's result (tested on every 16-bit value), without a second widening."""
+    Bit for bit ulp_of's result (tested on every 16-bit value), without a second widening.
+    normal: no |g| is below the dtype's smallest normal (no ulp below the floor: one pass less)."""
     power = np.bitwise_and(g.view(np.uint32), np.uint32(0x7F800000),
                            out=None if out is None else out.view(np.uint32)).view(np.float32)
     ulp = np.multiply(power, np.float32(2.0 ** (1 - dtype.precision)), out=power)
-    return np.maximum(ulp, np.float32(dtype.smallest_subnormal), out=ulp)
+    return ulp if normal else np.maximum(ulp, np.float32(dtype.smallest_subnormal), out=ulp)
 
 
 _F16_TO_F32: list[np.ndarray] = []  # every float16 bit pattern as float32, made on first use
@@ -149,7 +155,10 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         abs_err = np.subtract(a, g, out=buf("abs", work, n))
         np.abs(abs_err, out=abs_err)
         golden_abs = np.abs(g, out=buf("golden_abs", work, n))
-        den = np.maximum(golden_abs, work.type(floor), out=buf("den", work, n))
+        # No golden below the floor (>= the dtype's smallest normal): the denominator is |g| itself, and no
+        # ulp needs raising to the subnormal spacing (max(x, bound) is x for x >= bound, bit for bit).
+        normal = bool(n and golden_abs.min() >= floor and floor >= dtype.smallest_normal)
+        den = golden_abs if normal else np.maximum(golden_abs, work.type(floor), out=buf("den", work, n))
         rel = np.divide(abs_err, den, out=buf("rel", work, n))
         signed = np.abs(a, out=buf("signed", work, n))
         signed -= golden_abs
@@ -157,7 +166,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         if g_native.dtype != dtype.np_dtype:
             ulp = ulp_at(g, dtype)
         elif work == np.float32 and dtype.name in _EXPONENT_BITS:
-            ulp = _ulp_of_wide(g, dtype, buf("ulp", work, n))
+            ulp = _ulp_of_wide(g, dtype, buf("ulp", work, n), normal)
         else:
             ulp = ulp_of(g_native, dtype, work)
         ulp = np.divide(abs_err, ulp, out=ulp)
@@ -178,7 +187,8 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         for arr in (abs_err, rel, signed, ulp, golden_abs):
             arr[nonfinite] = 0
     if flush_ok:
-        zeros = np.flatnonzero(np.equal(a, 0, out=buf("is_zero", bool, n)))
+        is_zero = np.equal(a, 0, out=buf("is_zero", bool, n))
+        zeros = np.flatnonzero(is_zero) if is_zero.any() else _NONE
         if zeros.size:
             flushed = zeros[(golden_abs[zeros] < max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
             for arr in (abs_err, rel, signed, ulp):

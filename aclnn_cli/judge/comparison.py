@@ -253,15 +253,20 @@ class Comparison:
         """Re-judge flagged elements against the op's term scale and edge results (default standard).
 
         at: the chunk positions of errs' elements (identical.py's differing elements), if not all of them.
-        Returns how many flagged elements turned out fine.
+        Returns how many flagged elements turned out fine. Only they are judged again: relief changes
+        nothing elsewhere, and the rule is element by element (elsewhere it flagged nothing).
         """
-        idx = np.union1d(np.flatnonzero(errs.violation), errs.special)
+        idx = np.flatnonzero(errs.violation)
+        if errs.special.size:
+            idx = np.union1d(idx, errs.special)
         ai, gi = errs.a[idx].astype(np.float64), errs.g[idx].astype(np.float64)
         with np.errstate(all="ignore"):
             self._relieve(errs, idx, ai, gi, start + (idx if at is None else at[idx]))
-        errs.violation = self.rule(errs)
-        still = np.union1d(np.flatnonzero(errs.violation), errs.special)
-        errs.relieved = np.setdiff1d(idx, still, assume_unique=True)  # (the report shows them as forgiven)
+        still = self.rule(errs.subset(idx))
+        errs.violation[idx] = still
+        if errs.special.size:
+            still = still | np.isin(idx, errs.special)
+        errs.relieved = idx[~still]  # (the report shows them as forgiven)
         return int(errs.relieved.size)
 
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
