@@ -155,3 +155,30 @@ def test_the_compare_allocates_no_chunk_sized_arrays_per_chunk(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     few, many = map(int, done.stdout.split())
     assert many - few < 48 * 16, (few, many)  # (under 16 pages a chunk; one fresh array alone is 64)
+
+
+def test_a_small_case_identical_to_its_golden_computes_no_element_errors(tmp_path, monkeypatch):
+    """Thousands of small float16 cases, each one chunk read whole: one whose dump has the golden's bits
+    computes no per-element errors at all (a pass over the bits proves them 0), and its result is the
+    dense pass's."""
+    m = _case(tmp_path, "float16", None, shape=(4, 1024))
+    out = m.output
+    with open(out.golden_path, "rb") as f:
+        golden = f.read()
+    with open(out.dump_path, "wb") as f:
+        f.write(golden)
+    sizes = []
+    real = C.element_errors
+
+    def spy(a, g, *args, **kw):
+        sizes.append(a.size)
+        return real(a, g, *args, **kw)
+
+    monkeypatch.setattr(C, "element_errors", spy)
+    import aclnn_cli.judge.identical as I
+    monkeypatch.setattr(I, "element_errors", spy)
+    fast = verify_case(m, C.Options())
+    assert fast.status == "PASS" and fast.to_json()["metrics"]["max_rel_error"] == 0.0
+    assert [s for s in sizes if s > 16] == []  # (the rule's one-off probe of exact elements is 9 values)
+    monkeypatch.setattr(C, "exact_never_flagged", lambda *a: False)
+    assert json.dumps(verify_case(m, C.Options()).to_json()) == json.dumps(fast.to_json())

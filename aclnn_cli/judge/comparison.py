@@ -10,6 +10,7 @@ golden and (for their checksums) the inputs. verify.py decides verdicts and runs
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -128,6 +129,18 @@ def checksummed_files(m: M.CaseManifest) -> list[tuple[Path, str, str]]:
     return files
 
 
+def checksummed_names(m: M.CaseManifest) -> dict[str, str]:
+    """{file name: recorded sha256} of checksummed_files(m), from the paths' text (no Path objects: per small case)."""
+    out = m.output
+    sha = m.recorded_sha256(out.name, "golden_sha256")  # (first: a missing one is the error, as there)
+    names = {os.path.basename(str(out.golden_path)): sha}
+    for t in m.inputs:
+        if not t.null:
+            sha = m.recorded_sha256(t.name, "sha256")
+            names[os.path.basename(t.file_path)] = sha
+    return names
+
+
 def check_files(m: M.CaseManifest) -> None:
     """Check every recorded checksum of the files verify reads (IntegrityError on a mismatch)."""
     for path, sha, what in checksummed_files(m):
@@ -210,7 +223,7 @@ class Comparison:
         ws = Workspace(self.opts.chunk) if stop - start > self.opts.chunk else None  # (one chunk: nothing to reuse)
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
         # unless every element's errors are asked for (the report's data, the failing rows, the benchmark).
-        sparse = (ws is not None and not (self.opts.error_data or self.opts.error_rows) and bench is None
+        sparse = (not (self.opts.error_data or self.opts.error_rows) and bench is None
                   and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor))
         native, skip = out.dtype.np_dtype, 0
         for s in range(start, stop, self.opts.chunk):

@@ -58,20 +58,44 @@ def differing_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, d
     if magnitude.max() >= masks[1]:  # (a non-finite golden: the dense path's bookkeeping)
         return None
     zeros = 0 if magnitude.min() else int(np.count_nonzero(magnitude == 0))
+    if not at.size:  # (every element identical: a small case often is)
+        return Differing(n, at, _no_errors(dtype), zeros, bufs)
     sub = element_errors(a_native[at], g_native[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
     zeros -= int(np.count_nonzero(magnitude[at] == 0))  # (counted again below, as the dense path counts them)
     zeros += sub.abs.size - sub.nonzero_goldens - sub.nonfinite.size
     return Differing(n, at, sub, zeros, bufs)
 
 
+_EMPTY = np.empty(0, np.float32)
+_EMPTY.flags.writeable = False
+_NO_INDEX = np.empty(0, np.int64)
+_NO_INDEX.flags.writeable = False
+
+
+def _no_errors(dtype: DType) -> ElementErrors:
+    """The errors of no element (what element_errors gives for empty arrays, without its passes)."""
+    return ElementErrors(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, dtype, _NO_INDEX, _NO_INDEX,
+                         nonzero_goldens=0)
+
+
 def exact_never_flagged(rule: Callable[[ElementErrors], np.ndarray], dtype: DType, floor: float) -> bool:
-    """Whether `rule` passes bit-identical elements (errors 0) across the dtype's range of goldens."""
-    if dtype.name not in _MAGNITUDE:
-        return False
-    values = np.array([0.0, -0.0, dtype.smallest_subnormal, dtype.smallest_normal, floor, 1e-3, 1.0, -1.0,
-                       dtype.max_finite], np.float64).astype(dtype.np_dtype)
-    e = element_errors(values, values, floor, dtype)
-    return not np.any(rule(e))
+    """Whether `rule` passes bit-identical elements (errors 0) across the dtype's range of goldens.
+    (Asked once per rule, dtype and floor: thousands of small cases share a few.)"""
+    key = (rule, dtype.name, floor)
+    known = _PROBED.get(key)
+    if known is None:
+        known = False
+        if dtype.name in _MAGNITUDE:
+            values = np.array([0.0, -0.0, dtype.smallest_subnormal, dtype.smallest_normal, floor, 1e-3, 1.0, -1.0,
+                               dtype.max_finite], np.float64).astype(dtype.np_dtype)
+            known = not np.any(rule(element_errors(values, values, floor, dtype)))
+        if len(_PROBED) > 1024:
+            _PROBED.clear()
+        _PROBED[key] = known
+    return known
+
+
+_PROBED: dict[tuple, bool] = {}
 
 
 def add_differing(metrics: Metrics, d: Differing, base: int) -> None:

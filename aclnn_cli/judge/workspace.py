@@ -47,7 +47,3 @@ class Workspace:
         self.turn ^= 1
         return self.sets[self.turn]
 
-
-def fresh(name: str, dtype, n: int) -> np.ndarray:
-    """Buffers.get without a workspace: a new array each time."""
-    return np.empty(n, dtype)
