@@ -126,9 +126,9 @@ class StorageFile:
                 self.path, dtype=self.dtype, mode="r+" if self.writable else "r", shape=(self.size,))
         return self._map
 
-    def read_range(self, start: int, stop: int) -> np.ndarray:
-        """Storage elements [start, stop) into a fresh array."""
-        out = np.empty(stop - start, dtype=self.dtype)
+    def read_range(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Storage elements [start, stop) into `out` (of this dtype and stop - start elements), else a fresh array."""
+        out = np.empty(stop - start, dtype=self.dtype) if out is None else out
         view = memoryview(out.view(np.uint8))  # bf16 has no buffer-protocol format of its own
         done, offset = 0, start * self.dtype.itemsize
         while done < len(view):
@@ -150,10 +150,10 @@ class StorageFile:
         except OSError as exc:
             raise WriteError(f"cannot write: {exc.strerror}", where=str(self.path)) from None
 
-    def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
-        """Logical elements [start, stop) of a view over this storage."""
+    def read(self, layout: Layout, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Logical elements [start, stop) of a view over this storage (contiguous: into `out`, if given)."""
         if layout.is_contiguous:
-            return self.read_range(start, stop)
+            return self.read_range(start, stop, out)
         return np.array(self.map[layout.storage_index(np.arange(start, stop))])
 
     def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:

@@ -60,7 +60,8 @@ class LoadedFile:
     def close(self) -> None:
         pass
 
-    def read(self, layout: Layout, start: int, stop: int) -> np.ndarray:
+    def read(self, layout: Layout, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """StorageFile.read; a view of the bytes read (no copy into `out`)."""
         if layout.is_contiguous:
             return self.map[start:stop]
         return self.map[layout.storage_index(np.arange(start, stop))]

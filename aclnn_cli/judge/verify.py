@@ -15,8 +15,8 @@ from .. import statcache
 from ..device.outcome import read_status_file, read_verdict, status_mismatch
 from ..errors import UserError
 from ..ops.user import ENV as USER_OPS_ENV
-from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
-                    describe_element, tolerance_dtype, writes_outside_view)
+from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names,
+                         compare_range, describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
@@ -75,7 +75,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         except UserError as exc:
             result.status, result.reason = ERROR, str(exc)
             return result
-    digests = {os.path.basename(str(path)): sha for path, sha, _ in checksummed_files(m)}
+    digests = checksummed_names(m)
     proven = not opts.rehash and statcache.unchanged(str(m.dir), digests)  # (else: hash them, as they are read)
     before = None if proven else statcache.snapshot(str(m.dir), list(digests))
     if n == 0:

@@ -1,0 +1,191 @@
+"""Chunks mostly bit-identical to their golden: errors of the elements that differ, nothing else.
+
+A correct float16/bfloat16 kernel returns the golden's own bits for nearly every element (a
+certified golden is the correctly rounded result). Those elements' errors are exactly +0 (abs,
+rel, signed and ulp: x - x and 0 / d are +0), they are finite, and no standard's rule flags them
+(every threshold is > 0; `exact_never_flagged` checks the rule itself). So a chunk is compared by
+one pass over the bits, the dense errors of the few elements that differ (`element_errors` on them:
+the same numbers, element by element), and metrics folded in as if the zeros were there:
+
+- maxima and their first index: a maximum > 0 is one of the differing elements' (the first of them
+  in index order); a maximum of 0 is at element 0, which never beats a metric's running maximum;
+- sums: numpy's float64 sum of the full chunk equals the sum of the non-zero terms whenever every
+  partial sum of them is exact (then any order gives the exact sum); when that is not proved, the
+  terms are put back among zeros and summed exactly as the full chunk would be.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..dtypes import DType
+from .compare import WORST_K, ElementErrors, Metrics, element_errors
+from .workspace import Buffers
+
+# (bits of |x|, exponent field all ones) per storage dtype: |x| bits >= the second means Inf or NaN.
+_MAGNITUDE = {"float32": (0x7FFFFFFF, 0x7F800000), "float16": (0x7FFF, 0x7C00), "bfloat16": (0x7FFF, 0x7F80)}
+MOSTLY = 16  # at most 1/MOSTLY of a chunk's elements differ, or the dense path is cheaper
+
+
+@dataclass
+class Differing:
+    """One chunk's errors, kept only for the elements whose bits differ from the golden's."""
+
+    n: int  # elements in the chunk
+    at: np.ndarray  # chunk positions of the differing elements, ascending
+    sub: ElementErrors  # their errors; sub's own indices (special, nonfinite, violation) are into `at`
+    zero_goldens: int  # finite elements of the chunk with a zero golden
+    bufs: Buffers | None = None  # (for sums put back among zeros)
+
+
+def differing_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *, flush_ok: bool,
+                     signed_zeros: bool, bufs: Buffers | None) -> Differing | None:
+    """The chunk as Differing, or None when the dense path applies (many differ, or a golden is Inf/NaN)."""
+    masks = _MAGNITUDE.get(dtype.name)
+    if masks is None or a_native.dtype != dtype.np_dtype or g_native.dtype != dtype.np_dtype:
+        return None
+    n, u = g_native.size, dtype.uint_dtype
+    ab, gb = a_native.view(u), g_native.view(u)
+    differ = np.not_equal(ab, gb, out=bufs.get("differ", bool, n) if bufs else None)
+    if not n or np.count_nonzero(differ) * MOSTLY > n:
+        return None
+    at = np.flatnonzero(differ)
+    magnitude = np.bitwise_and(gb, u.type(masks[0]), out=bufs.get("magnitude", u, n) if bufs else None)
+    if magnitude.max() >= masks[1]:  # (a non-finite golden: the dense path's bookkeeping)
+        return None
+    zeros = 0 if magnitude.min() else int(np.count_nonzero(magnitude == 0))
+    if not at.size:  # (every element identical: a small case often is)
+        return Differing(n, at, _no_errors(dtype), zeros, bufs)
+    sub = element_errors(a_native[at], g_native[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
+    zeros -= int(np.count_nonzero(magnitude[at] == 0))  # (counted again below, as the dense path counts them)
+    zeros += sub.abs.size - sub.nonzero_goldens - sub.nonfinite.size
+    return Differing(n, at, sub, zeros, bufs)
+
+
+_EMPTY = np.empty(0, np.float32)
+_EMPTY.flags.writeable = False
+_NO_INDEX = np.empty(0, np.int64)
+_NO_INDEX.flags.writeable = False
+
+
+def _no_errors(dtype: DType) -> ElementErrors:
+    """The errors of no element (what element_errors gives for empty arrays, without its passes)."""
+    return ElementErrors(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, dtype, _NO_INDEX, _NO_INDEX,
+                         nonzero_goldens=0)
+
+
+def exact_never_flagged(rule: Callable[[ElementErrors], np.ndarray], dtype: DType, floor: float) -> bool:
+    """Whether `rule` passes bit-identical elements (errors 0) across the dtype's range of goldens.
+    (Asked once per rule, dtype and floor: thousands of small cases share a few.)"""
+    key = (rule, dtype.name, floor)
+    known = _PROBED.get(key)
+    if known is None:
+        known = False
+        if dtype.name in _MAGNITUDE:
+            values = np.array([0.0, -0.0, dtype.smallest_subnormal, dtype.smallest_normal, floor, 1e-3, 1.0, -1.0,
+                               dtype.max_finite], np.float64).astype(dtype.np_dtype)
+            known = not np.any(rule(element_errors(values, values, floor, dtype)))
+        if len(_PROBED) > 1024:
+            _PROBED.clear()
+        _PROBED[key] = known
+    return known
+
+
+_PROBED: dict[tuple, bool] = {}
+
+
+def add_differing(metrics: Metrics, d: Differing, base: int) -> None:
+    """Metrics.add of the full chunk, from its differing elements (bit for bit the same metrics)."""
+    metrics._settle()
+    e, at = d.sub, d.at
+    metrics.elements += d.n
+    metrics.compared += d.n - e.nonfinite.size
+    metrics.zero_goldens += d.zero_goldens
+    metrics.sum_rel += _sum(e.rel, d, "rel")
+    metrics.sum_signed += _sum(e.signed, d, "signed")
+    metrics.sum_sq_abs += _sum_squares(e.abs, d)
+    metrics.sum_ulp += _sum(e.ulp, d, "ulp")
+    where = (lambda i: base + int(at[i]))
+    if e.ulp.size:
+        metrics.max_ulp = max(metrics.max_ulp, float(e.ulp[e.ulp.argmax()]))
+    value, i = _first_max(e.abs)
+    if value > metrics.max_abs:
+        metrics.max_abs, metrics.max_abs_at = value, where(i)
+    chunk_max_rel, i = _first_max(e.rel)
+    if chunk_max_rel > metrics.max_rel:
+        metrics.max_rel, metrics.max_rel_at = chunk_max_rel, where(i)
+    if e.special.size:
+        metrics.special_mismatches += int(e.special.size)
+        first = where(e.special[0])
+        if metrics.first_special < 0 or first < metrics.first_special:
+            metrics.first_special = first
+        for i in e.special[:WORST_K]:
+            metrics._push((float("inf"), where(i)))
+    if e.violation is not None:
+        hits = int(np.count_nonzero(e.violation))
+        if hits:
+            metrics.violations += hits
+            first = where(int(np.argmax(e.violation)))
+            if metrics.first_violation < 0 or first < metrics.first_violation:
+                metrics.first_violation = first
+    # (the worst-k candidates: the full chunk's are its non-zero relative errors, in the same order)
+    metrics._pending = (e.rel, chunk_max_rel, where)
+
+
+def _first_max(x: np.ndarray) -> tuple[float, int]:
+    """(maximum, its first position) of the differing elements; (0.0, 0) when the chunk's maximum is its zeros'."""
+    if not x.size:
+        return 0.0, 0
+    i = int(x.argmax())
+    return float(x[i]), i
+
+
+def _spread(x: np.ndarray, d: Differing, name: str) -> np.ndarray:
+    """The full chunk's array: x at the differing positions, +0 elsewhere."""
+    full = d.bufs.get("spread-" + name, x.dtype, d.n) if d.bufs else np.empty(d.n, x.dtype)
+    full.fill(0)
+    full[d.at] = x
+    return full
+
+
+def _sum(x: np.ndarray, d: Differing, name: str) -> float:
+    """float(np.add.reduce(full chunk, dtype=float64)), from the non-zero terms when that is provably the same."""
+    if not x.size:
+        return 0.0
+    wide = np.abs(x.astype(np.float64))
+    total, smallest = float(wide.sum()), float(wide.min(initial=np.inf, where=wide > 0))
+    if total == 0:
+        return 0.0
+    if total * (1 + 2.0**-30) < 2.0**53 * _lsb(smallest, x.dtype):
+        return float(np.add.reduce(x, dtype=np.float64))
+    return float(np.add.reduce(_spread(x, d, name), dtype=np.float64))
+
+
+def _sum_squares(x: np.ndarray, d: Differing) -> float:
+    """compare._sum_squares(full chunk): a float32 dot product, from the non-zero terms when every square and
+    partial sum is exact in float32 (then the dot product is exact, however it is computed)."""
+    from .compare import _sum_squares as dense
+    if not x.size:
+        return 0.0
+    if x.dtype == np.float32:
+        squares = np.square(x.astype(np.float64))  # (exact: 48 significant bits at most)
+        total = float(squares.sum())
+        if total == 0:
+            return 0.0
+        smallest = float(squares.min(initial=np.inf, where=squares > 0))
+        with np.errstate(over="ignore"):
+            narrow = squares.astype(np.float32).astype(np.float64)
+        if (np.array_equal(narrow, squares) and total < 2.0**127
+                and total * (1 + 2.0**-30) < 2.0**24 * _lsb(smallest, np.dtype(np.float32))):
+            return float(np.float32(total))
+    return dense(_spread(x, d, "abs"))
+
+
+def _lsb(x: float, dtype: np.dtype) -> float:
+    """A power of two every value of `dtype` with magnitude >= x (> 0) is a multiple of (its ulp at x)."""
+    info = np.finfo(dtype)
+    return max(math.ldexp(1.0, math.frexp(x)[1] - info.nmant - 1), float(info.smallest_subnormal))
