@@ -2,7 +2,7 @@
 
 verify must never blame a kernel for a golden or an input changed since gen, so it checks their
 sha256. Nothing in the device loop writes them, yet hashing them on every verify cost more than the
-comparison. As git's index does, gen (and any verify that hashed them) records each file's stat
+comparison. As git's index does, a verify that hashed them records each file's stat
 data beside its digest in the case's `.stat-cache.json`; a later verify re-hashes a file only when
 its stat data differs, or when the record is "racily clean", or with `--rehash`.
 
@@ -13,6 +13,8 @@ its stat data differs, or when the record is "racily clean", or with `--rehash`.
   very same stat data. A record is trusted only if both of its times are older than the moment it
   was taken by more than RACY_NS (timestamps are as coarse as 2 s on some file systems); else the
   file is hashed again, and the record renewed once it is old enough.
+- gen does not write the record: taken right after the files are written it would always be racy.
+  The first verify at least RACY_NS after gen hashes the files (as it must) and writes it.
 - The record is a cache, not part of the manifest: case.json keeps only digests, so gen's output
   stays byte-for-byte reproducible. A missing or unreadable record means: hash everything.
 """
@@ -56,9 +58,13 @@ def snapshot(case_dir: str, names: list[str]) -> tuple[int, dict[str, StatData]]
 def record(case_dir: str, taken: tuple[int, dict[str, StatData]], digests: dict[str, str]) -> None:
     """Write the record: each file's digest beside the stat data it had before it was hashed.
 
+    Not written when it would be racily clean (a file changed within RACY_NS of the snapshot): such a
+    record proves nothing, and writing thousands of them right after gen cost more than the hashing.
     Best effort: a cache that cannot be written (read-only OUT, full disk) only costs re-hashing.
     """
     when, data = taken
+    if any(sd[1] >= when - RACY_NS or sd[2] >= when - RACY_NS for sd in data.values()):
+        return
     files = {name: [digests[name], *data[name]] for name in digests if name in data}
     text = json.dumps({"format": FORMAT, "taken_ns": when, "files": files}, sort_keys=True)
     path = os.path.join(case_dir, CACHE_FILE)

@@ -106,8 +106,8 @@ def test_replaced_by_another_file_with_the_same_times_is_caught(case, name):
 
 def test_changed_within_the_same_second_that_gen_wrote_it_is_caught(tmp_path, monkeypatch):
     """On a file system with 1-second timestamps, a change in the same second as gen's write keeps the
-    very stat data gen recorded (emulated here by flooring the times to whole seconds). The record is
-    then racily clean: verify hashes the file again, and catches the change. The control at the end
+    very stat data recorded then (emulated here by flooring the times to whole seconds; the record is
+    forced, since record() refuses to write a racy one). The record is racily clean: verify hashes the file again, and catches the change. The control at the end
     shows the racy rule is what catches it: without it the cache would vouch for the changed file."""
     def coarse(path):
         sd = real(path)
@@ -120,6 +120,10 @@ def test_changed_within_the_same_second_that_gen_wrote_it_is_caught(tmp_path, mo
         out = tmp_path / f"out{attempt}"
         assert run_cli("gen", p, "-o", out).exit_code == 0
         (d,) = [x for x in out.iterdir() if x.is_dir()]
+        digests = _digests(d)
+        monkeypatch.setattr(statcache, "RACY_NS", -10**12)  # a record taken right after gen's write, written
+        statcache.record(str(d), statcache.snapshot(str(d), list(digests)), digests)  # (record() would not)
+        monkeypatch.setattr(statcache, "RACY_NS", 2 * 10**9)
         path = d / "gradInput.golden.bin"
         recorded = coarse(str(path))
         data = bytearray(path.read_bytes())
@@ -185,4 +189,20 @@ def test_gen_output_stays_reproducible(tmp_path):
     (a,) = (tmp_path / "o1").iterdir()
     (b,) = (tmp_path / "o2").iterdir()
     assert (a / "case.json").read_bytes() == (b / "case.json").read_bytes()
-    assert (a / statcache.CACHE_FILE).is_file()
+    assert not (a / statcache.CACHE_FILE).exists()  # (it would be racily clean: see statcache.py)
+
+
+def test_a_racily_clean_record_is_not_written(tmp_path):
+    """Right after gen every file is younger than RACY_NS: verify hashes them and writes no record (it
+    would prove nothing); once they are older, it does."""
+    p = write_yaml(tmp_path, CASES)
+    out = tmp_path / "out"
+    assert run_cli("gen", p, "-o", out).exit_code == 0 and run_cli("emulate", out).exit_code == 0
+    (d,) = [x for x in out.iterdir() if x.is_dir()]
+    assert _verdict(d)[0] == "PASS" and not (d / statcache.CACHE_FILE).exists()
+    statcache_racy, statcache.RACY_NS = statcache.RACY_NS, 0
+    try:
+        time.sleep(0.01)
+        assert _verdict(d)[0] == "PASS" and statcache.unchanged(str(d), _digests(d))
+    finally:
+        statcache.RACY_NS = statcache_racy

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from .. import manifest as M
-from .. import statcache
 from ..cases.loader import Case
 from ..errors import UserError
 from ..cases.fill import generate
@@ -275,7 +274,6 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
         digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
     manifest = M.dumps_json(M.build(case, digests, fallbacks, fp)).encode()
     write_new_file(M.join(str(tmp), M.MANIFEST), manifest)  # tmp is private
-    statcache.record(str(tmp), statcache.snapshot(str(tmp), list(digests)), digests)  # (renaming tmp keeps them)
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
             if kept.is_file():
