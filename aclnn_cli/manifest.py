@@ -11,18 +11,21 @@ import json
 import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from . import __version__
 from . import dtypes as D
 from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
 from .aclnn_status import NAMES as STATUS_NAMES
-from .cases.loader import Case
 from .errors import UserError
 from .layout import Layout
 from .wholefiles import read_small
 from .ops import OpSpec, find_op
 from .ops.contract import TensorDesc, check
+
+if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file loader)
+    from .cases.loader import Case
 
 SCHEMA = "aclnn-cli/case/1"
 MANIFEST = "case.json"
