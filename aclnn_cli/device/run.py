@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping
 from .. import dtypes as D
 from .. import manifest as M
 from ..errors import UserError
+from ..regular import read_head
 from ..manifest import CaseManifest
 from ..ops.base import AttrSpec
 from ..storage import atomic_write_text
@@ -340,8 +341,7 @@ def read_verdict(case_dir: Path | str) -> tuple[str, str] | None:
     """(CRASH|TIMEOUT|ERROR, detail) if the last run of this case did not complete, else None."""
     path = os.path.join(case_dir, RUN_VERDICT_FILE)
     try:
-        with open(path, "rb") as f:
-            text = f.read(TAIL_BYTES * 4).decode("utf-8", "replace")
+        text = read_head(path, TAIL_BYTES * 4).decode("utf-8", "replace")  # (a FIFO there: refused, not waited on)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -12,6 +12,7 @@ from .. import manifest as M
 from ..aclnn_status import NAMES as STATUS_NAMES
 from ..device.run import read_verdict
 from ..errors import UserError
+from ..regular import TooLarge, read_regular
 from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, compare_range,
                     describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
@@ -23,6 +24,9 @@ from ..storage import check_file_sha256, check_size
 
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
            "verify_manifests"]
+
+STATUS_BYTES = 255  # a status file holds one integer (and perhaps a line of text after it)
+
 
 def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None:
     """The run's --standard/--rtol/--atol/--tolerance must be valid for every case it judges.
@@ -109,21 +113,21 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
 
 def _check_status(result: CaseResult, path: str, expected: int, required: bool) -> CaseResult:
     try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            data = os.read(fd, 256)
-        finally:
-            os.close(fd)
+        data = read_regular(path, STATUS_BYTES)
     except FileNotFoundError:
         if required:
             result.status, result.reason = MISSING, f"no status file at {path}"
+        return result
+    except TooLarge as exc:
+        result.status, result.reason = ERROR, (f"{path}: status file is {exc.size} bytes; it holds phase one's "
+                                               f"status, a decimal integer")
         return result
     except OSError as exc:
         result.status, result.reason = ERROR, f"{path}: cannot read the status file: {exc.strerror}"
         return result
     text = data.decode("ascii", errors="replace").strip()
     try:
-        got = int(text.split()[0]) if len(data) < 256 and text.isascii() else None
+        got = int(text.split()[0]) if text.isascii() else None
     except (ValueError, IndexError):
         got = None
     if got is None:

@@ -16,8 +16,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import __version__
+from .. import __version__, jsonsafe
 from ..errors import UserError
+from ..jsonsafe import JsonRefused
+from ..regular import TooLarge, kind, read_regular
 from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
@@ -301,15 +303,14 @@ def load_results(paths: list[Path]) -> list[dict]:
             files.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
         elif p.is_file():
             files.append(p)
+        elif p.exists():  # (a FIFO given by name: said so, never opened)
+            raise UserError(f"not a regular file or directory ({kind(p.stat().st_mode)})", where=str(p))
         else:
             raise UserError("no such file or directory", where=str(p))
     cases: list[dict] = []
     seen: dict[str, Path] = {}
     for f in files:
-        try:
-            data = json.loads(f.read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise UserError(f"not a readable JSON file: {str(exc)[:120]}", where=str(f)) from None
+        data = read_results_json(f)
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             continue  # other JSON lying around (e.g. case.json) is not a result file
         if not isinstance(data.get("cases"), list):
@@ -325,6 +326,23 @@ def load_results(paths: list[Path]) -> list[dict]:
     if not files or not seen:
         raise UserError(f"no verify results ({VERIFY_SCHEMA}) found", where=", ".join(map(str, paths)))
     return cases
+
+
+MAX_RESULTS_BYTES = 64 << 20  # one verify --json file: some 16,000 cases at about 4 KB each (shard larger runs)
+
+
+def read_results_json(path: Path):
+    """One results file's JSON: a regular file (a FIFO is not waited on) of at most MAX_RESULTS_BYTES, refused
+    from its size before a byte is read (parsing holds some ten times the file in memory), strict JSON."""
+    try:
+        return jsonsafe.loads(jsonsafe.decode_utf8(read_regular(path, MAX_RESULTS_BYTES)))
+    except TooLarge as exc:
+        raise UserError(f"results file is {exc.size} bytes; at most {MAX_RESULTS_BYTES >> 20} MiB",
+                        where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from None
+    except JsonRefused as exc:
+        raise UserError(f"not a readable results file: {exc}", where=str(path)) from None
 
 
 _REQUIRED = {"case_id": str, "op": str, "dtype": str, "product": str, "status": str, "standard": str, "reason": str}
