@@ -18,6 +18,7 @@ from . import dtypes as D
 from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
 from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.loader import Case
+from .cases.yamlsafe import clip
 from .errors import UserError
 from .jsonsafe import JsonRefused
 from .layout import Layout
@@ -199,7 +200,7 @@ def load(case_dir: Path) -> CaseManifest:
     except OSError as exc:
         raise UserError(f"unreadable manifest: {exc.strerror}", where=where()) from None
     try:
-        raw = jsonsafe.loads(jsonsafe.decode_utf8(data))
+        raw = jsonsafe.loads(jsonsafe.decode_utf8(data), number_tokens=False)  # (_checked checks each number used)
     except JsonRefused as exc:
         raise UserError(f"unreadable manifest: {exc}", where=where()) from None
     try:
@@ -227,7 +228,9 @@ def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
     if raw.get("case_id") != case_dir.name:
         raise ValueError(f"its case_id {_brief(raw.get('case_id'))} is not this directory's name "
                          f"(a copied or renamed case directory?)")
-    product, seed, expect = _field(raw, "product", str), _int(raw["seed"], "'seed'"), raw["expect_status"]
+    product, seed, expect = raw["product"], _int(raw["seed"], "'seed'"), raw["expect_status"]
+    if type(product) is not str:
+        raise ValueError(f"'product' must be a string, got {_brief(product)}")
     if type(expect) is not int or expect not in STATUS_NAMES:
         raise ValueError(f"'expect_status' must be one of aclnn's statuses, got {_brief(expect)}")
     if raw.get("standard") is not None and not isinstance(raw["standard"], str):
@@ -269,17 +272,6 @@ def _local(case_dir: str, name, what: str) -> str:
     return join(case_dir, name)
 
 
-def _field(raw: dict, key: str, kind: type, label: str = ""):
-    """raw[key], which must be a `kind` (KeyError if absent)."""
-    value = raw[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ValueError(f"{label}'{key}' must be a {_KIND_NAMES.get(kind, kind.__name__)}, got {_brief(value)}")
-    return value
-
-
-_KIND_NAMES = {str: "string", int: "integer"}
-
-
 def _known(lookup, name):
     """A registry lookup whose KeyError (unknown name) is a malformed value, not a missing key."""
     if not isinstance(name, str):
@@ -290,20 +282,19 @@ def _known(lookup, name):
         raise ValueError(exc.args[0]) from None
 
 
-def _int(v, what: str = "") -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
-        raise ValueError(f"{what or 'expected'} must be an integer, got {_brief(v)}" if what else
-                         f"expected an integer, got {_brief(v)}")
+def _int(v, what: str) -> int:
+    if type(v) is not int or abs(v) > 2**62:
+        raise ValueError(f"{what} must be an integer, got {_brief(v)}")
     return v
 
 
-def _ints(v) -> tuple[int, ...]:
+def _ints(v, what: str) -> tuple[int, ...]:
     if type(v) is list and len(v) <= 64 and all(type(x) is int for x in v) and (
             not v or -2**62 <= min(v) and max(v) <= 2**62):  # (the common case at once; else each for its message)
         return tuple(v)
     if not isinstance(v, list) or len(v) > 64:
-        raise ValueError(f"expected a list of integers, got {_brief(v)}")
-    return tuple(_int(x) for x in v)
+        raise ValueError(f"{what} must be a list of at most 64 integers, got {_brief(v)}")
+    return tuple(_int(x, f"{what} item") for x in v)
 
 
 @lru_cache(maxsize=4096)
@@ -314,29 +305,38 @@ def _layout(shape: tuple, strides: tuple, offset: int, storage: int) -> tuple[La
 
 
 def _tensor(case_dir: str, t: dict, index: int, precision: bool) -> TensorEntry:
-    """One entry of 'tensors' (the index-th), its fields checked. precision: its case compares a dump,
-    so a non-null output names its golden and dump."""
+    """One entry of 'tensors' (the index-th), its fields checked; a problem is prefixed with its name.
+    precision: its case compares a dump, so a non-null output names its golden and dump."""
     name = t["name"]
     if not isinstance(name, str):
         raise ValueError(f"tensor #{index}: 'name' must be a string, got {_brief(name)}")
-    label = f"tensor {_brief(name, 40)[1:-1]}: "
-    role, dtype = _field(t, "role", str, label), _known(D.lookup, t["dtype"])
-    null = t.get("null", False)
-    if not isinstance(null, bool):
-        raise ValueError(f"{label}'null' must be true or false, got {_brief(null)}")
+    try:
+        return _tensor_fields(case_dir, t, name, precision)
+    except KeyError as exc:
+        raise ValueError(f"tensor {clip(name, 40)}: missing {_brief(exc.args[0])}") from None
+    except ValueError as exc:
+        raise ValueError(f"tensor {clip(name, 40)}: {exc}") from None
+
+
+def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> TensorEntry:
+    role, dtype, null = t["role"], _known(D.lookup, t["dtype"]), t.get("null", False)
+    if type(role) is not str:
+        raise ValueError(f"'role' must be a string, got {_brief(role)}")
+    if type(null) is not bool:
+        raise ValueError(f"'null' must be true or false, got {_brief(null)}")
     if null:
-        return TensorEntry(name, role, dtype, Layout.contiguous(_ints(t["shape"])), None, None, None)
-    storage = _field(t, "storage_shape", list, label)
-    if len(storage) != 1:
-        raise ValueError(f"{label}'storage_shape' must be [elements], got {_brief(storage)}")
-    layout, problem = _layout(_ints(t["shape"]), _ints(t["strides"]), _int(t["offset"], f"{label}'offset'"),
-                              _int(storage[0], f"{label}'storage_shape'"))
+        return TensorEntry(name, role, dtype, Layout.contiguous(_ints(t["shape"], "'shape'")), None, None, None)
+    storage = t["storage_shape"]
+    if type(storage) is not list or len(storage) != 1:
+        raise ValueError(f"'storage_shape' must be [elements], got {_brief(storage)}")
+    layout, problem = _layout(_ints(t["shape"], "'shape'"), _ints(t["strides"], "'strides'"),
+                              _int(t["offset"], "'offset'"), _int(storage[0], "'storage_shape'"))
     if problem:
-        raise ValueError(f"{label}{problem}")
-    judged = precision and role == "output"
-    golden, dump = (_local(case_dir, t[key], f"{label}'{key}'") if judged or key in t else None
-                    for key in ("golden", "dump"))
-    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], f"{label}'file'"), golden, dump)
+        raise ValueError(problem)
+    judged = precision and role == "output"  # (its golden and dump must be named)
+    golden = _local(case_dir, t["golden"], "'golden'") if judged or "golden" in t else None
+    dump = _local(case_dir, t["dump"], "'dump'") if judged or "dump" in t else None
+    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump)
 
 
 def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path, UserError]]]:
