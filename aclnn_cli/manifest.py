@@ -324,6 +324,9 @@ def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> Tensor
         raise ValueError(f"'role' must be a string, got {_brief(role)}")
     if type(null) is not bool:
         raise ValueError(f"'null' must be true or false, got {_brief(null)}")
+    fill = t.get("fill", {})  # (mistrust reads an input's constant or values)
+    if type(fill) is not dict or type(fill.get("values", [])) is not list:
+        raise ValueError(f"'fill' must be an object as gen writes it, got {_brief(fill)}")
     if null:
         return TensorEntry(name, role, dtype, Layout.contiguous(_ints(t["shape"], "'shape'")), None, None, None)
     storage = t["storage_shape"]

@@ -52,6 +52,7 @@ def fuzz_target(**strategies):
             while time.monotonic() < end:
                 rounds(ROUND_EXAMPLES)()
 
+        del test.__wrapped__  # (else pytest reads fn's parameters as fixtures)
         return test
 
     return wrap

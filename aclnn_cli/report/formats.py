@@ -357,14 +357,23 @@ def _bad_result(c) -> str | None:
             return f"'{key}' must be a {kind.__name__}"
     if c["status"] not in ALL_STATUSES:
         return f"unknown status {c['status'][:40]!r} (valid: {', '.join(ALL_STATUSES)})"
-    for key, kind in (("shape", list), ("worst", list), ("params", dict), ("metrics", dict), ("errors", dict)):
-        if key in c and c[key] is not None and not isinstance(c[key], kind):
+    shape = c.get("shape")
+    if not isinstance(shape, list) or len(shape) > 64 or not all(type(d) is int and 0 <= d < 2**62 for d in shape):
+        return "'shape' must be a list of at most 64 sizes"
+    for key, kind in _OPTIONAL.items():
+        if c.get(key) is not None and not isinstance(c[key], kind):
             return f"'{key}' must be a {kind.__name__}"
+    if not all(isinstance(w, dict) for w in c.get("worst") or []):
+        return "'worst' must be a list of objects"
     return errors_problem(c.get("errors"))
 
 
+_OPTIONAL = {"worst": list, "params": dict, "metrics": dict, "benchmark": dict, "errors": dict, "repro": str,
+             "path": str, "kind": str}
+
+
 def merged_run(cases: list[dict], strict: bool = False) -> RunResult:
-    fields_ = {f for f in CaseResult.__dataclass_fields__}
+    fields_ = {f for f in CaseResult.__dataclass_fields__} - {"error_rows"}  # (verify keeps those in its CSVs)
     out = []
     for c in cases:
         result = CaseResult(**{k: v for k, v in c.items() if k in fields_})
