@@ -267,7 +267,7 @@ def _brief(value, limit: int = 120) -> str:
 
 
 def _local(case_dir: str, name, what: str) -> str:
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+    if not isinstance(name, str) or "/" in name or "\\" in name or "\0" in name or name in ("", ".", ".."):
         raise ValueError(f"{what} must be a file name, got {_brief(name)} (a plain name in the case directory)")
     return join(case_dir, name)
 
