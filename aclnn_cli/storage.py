@@ -345,18 +345,31 @@ def copy_storage(src: Path, dst: Path) -> None:
     try:
         target, _ = open_regular(dst, WRITE)
         try:
-            done = 0
-            while done < st.st_size:  # (sendfile: in the kernel, as shutil.copyfile does)
-                n = os.sendfile(target, source, done, min(st.st_size - done, 1 << 30))
-                if n == 0:
-                    break
-                done += n
+            _copy_bytes(source, target, st.st_size)
         finally:
             os.close(target)
     except OSError as exc:
         raise WriteError(f"cannot write: {exc.strerror}", where=str(dst)) from None
     finally:
         os.close(source)
+
+
+def _copy_bytes(source: int, target: int, size: int) -> None:
+    """size bytes from one descriptor to another: sendfile (in the kernel, as shutil.copyfile does), or
+    reads and writes where the file system will not (EINVAL on the first call)."""
+    done = 0
+    while done < size:
+        try:
+            n = os.sendfile(target, source, done, min(size - done, 1 << 30))
+        except OSError as exc:
+            if done or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            with open(source, "rb", closefd=False) as fin, open(target, "wb", closefd=False) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+            return
+        if n == 0:
+            return
+        done += n
 
 
 def write_new_file(path: Path, data: bytes) -> None:
