@@ -18,6 +18,7 @@ from . import dtypes as D
 from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
 from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.loader import Case
+from .cases.spec import MAX_SEED
 from .cases.yamlsafe import clip
 from .errors import UserError
 from .jsonsafe import JsonRefused
@@ -228,7 +229,9 @@ def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
     if raw.get("case_id") != case_dir.name:
         raise ValueError(f"its case_id {_brief(raw.get('case_id'))} is not this directory's name "
                          f"(a copied or renamed case directory?)")
-    product, seed, expect = raw["product"], _int(raw["seed"], "'seed'"), raw["expect_status"]
+    product, seed, expect = raw["product"], raw["seed"], raw["expect_status"]
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"'seed' must be an integer from 0 to 2**63-1, got {_brief(seed)}")
     if type(product) is not str:
         raise ValueError(f"'product' must be a string, got {_brief(product)}")
     if type(expect) is not int or expect not in STATUS_NAMES:
