@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from aclnn_cli import manifest as M
-from aclnn_cli.errors import UserError
 from aclnn_cli.judge.verify import verify_dirs
 from aclnn_cli.report.formats import (load_results, merged_run, print_cases, print_summary, write_junit,
                                      write_verify_json)
