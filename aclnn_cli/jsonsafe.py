@@ -48,21 +48,26 @@ def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _decoder(allow_constants: bool) -> json.JSONDecoder:
-    return json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_number(int), parse_float=_number(float),
+def _decoder(allow_constants: bool, numbers: bool = True) -> json.JSONDecoder:
+    return json.JSONDecoder(object_pairs_hook=_pairs,
+                            **({"parse_int": _number(int), "parse_float": _number(float)} if numbers else {}),
                             **({} if allow_constants else {"parse_constant": _no_constant}))
 
 
-_STRICT, _LENIENT = _decoder(False), _decoder(True)
+_STRICT, _LENIENT, _STRICT_FIELDS = _decoder(False), _decoder(True), _decoder(False, numbers=False)
 
 
-def loads(text: str, *, allow_constants: bool = False, max_depth: int = MAX_DEPTH) -> Any:
+def loads(text: str, *, allow_constants: bool = False, max_depth: int = MAX_DEPTH, number_tokens: bool = True) -> Any:
     """One JSON document; JsonRefused (one line) if it is not JSON or breaks a limit.
 
     allow_constants: accept NaN/Infinity/-Infinity (files written by Python tools, as ATK's are).
+    number_tokens=False: no MAX_NUMBER_CHARS per token (Python's own 4,300-digit limit still holds), for
+    a reader that checks each number it uses field by field (manifests: thousands per run, and the
+    per-token check is a Python call per number, a third of the decoding time).
     """
+    decoder = _LENIENT if allow_constants else _STRICT if number_tokens else _STRICT_FIELDS
     try:
-        value = (_LENIENT if allow_constants else _STRICT).decode(text)
+        value = decoder.decode(text)
     except JsonRefused:
         raise
     except json.JSONDecodeError as exc:
@@ -71,7 +76,8 @@ def loads(text: str, *, allow_constants: bool = False, max_depth: int = MAX_DEPT
         raise JsonRefused(f"nested more than {max_depth} levels deep") from None
     except (ValueError, OverflowError) as exc:  # (int() and float() on a token the scanner accepted)
         raise JsonRefused(f"not valid JSON: {str(exc).splitlines()[0][:80]}") from None
-    _check_shape(value, max_depth)
+    if len(text) > MAX_STRING_CHARS or text.count("[") + text.count("{") > max_depth:
+        _check_shape(value, max_depth)  # (else no limit can be broken: a long string or a deep nest needs that much text)
     return value
 
 

@@ -14,13 +14,16 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 from pathlib import Path
 
-from . import __version__
+from . import __version__, jsonsafe
 from . import dtypes as D
 from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
 from .aclnn_status import NAMES as STATUS_NAMES
+from .cases.spec import MAX_SEED
+from .cases.yamlsafe import clip
 from .errors import UserError
+from .jsonsafe import JsonRefused
 from .layout import Layout
-from .wholefiles import read_small
+from .regular import TooLarge, read_regular
 from .ops import OpSpec, find_op
 from .ops.contract import TensorDesc, check
 
@@ -181,54 +184,77 @@ class CaseManifest:
 
 
 def load(case_dir: Path) -> CaseManifest:
-    """Read and check one case directory's manifest; UserError names the file and the problem."""
+    """Read and check one case directory's manifest; UserError names the file, the field and the problem.
+
+    Only a regular file of at most MAX_MANIFEST_BYTES is read (a FIFO there would block the run), as
+    strict JSON under jsonsafe's limits; every field the tool uses is checked for its type, so a
+    manifest re-signed by hand (its digest recomputed) is one line, never a traceback.
+    """
     text_dir = str(case_dir)
 
     def where() -> str:  # the Path is made only for an error message
         return str(case_dir / MANIFEST)
 
     try:
-        data = read_small(join(text_dir, MANIFEST), MAX_MANIFEST_BYTES + 1)
+        data = read_regular(join(text_dir, MANIFEST), MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise UserError("no case.json here (run 'aclnn-cli gen' first)", where=text_dir) from None
+    except TooLarge as exc:
+        raise UserError(f"manifest is {exc.size} bytes; gen writes a few KB", where=where()) from None
     except OSError as exc:
         raise UserError(f"unreadable manifest: {exc.strerror}", where=where()) from None
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise UserError(f"manifest is {_size(where(), len(data))} bytes; gen writes a few KB", where=where())
     try:
-        raw = _DECODER.decode(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UserError(f"manifest is not valid JSON: {_brief(exc)}", where=where()) from None
+        raw = jsonsafe.loads(jsonsafe.decode_utf8(data), number_tokens=False)  # (_checked checks each number used)
+    except JsonRefused as exc:
+        raise UserError(f"unreadable manifest: {exc}", where=where()) from None
     try:
-        if not isinstance(raw, dict):
-            raise ValueError("a manifest is a JSON object")
-        if raw.get("schema") != SCHEMA:
-            raise ValueError(f"schema is {_brief(raw.get('schema'))}, this tool reads {SCHEMA!r}")
-        if not isinstance(raw.get("tensors"), list) or not all(isinstance(t, dict) for t in raw["tensors"]):
-            raise ValueError("'tensors' must be a list of objects")
-        if raw.get("digest") != digest(raw):
-            raise ValueError("it was edited after gen (its tensors, op or case no longer match the digest gen "
-                             "recorded); run 'aclnn-cli gen' again")
-        if raw.get("case_id") != case_dir.name:
-            raise ValueError(f"its case_id {_brief(raw.get('case_id'))} is not this directory's name "
-                             f"(a copied or renamed case directory?)")
-        if raw.get("standard") is not None and not isinstance(raw["standard"], str):
-            raise ValueError(f"'standard' must be a name, got {_brief(raw['standard'])}")
-        tolerance = raw.get("tolerance") or {}
-        if not isinstance(tolerance, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                      for v in tolerance.values()):
-            raise ValueError(f"'tolerance' must map names to numbers, got {_brief(tolerance)}")
-        op = _known(find_op, raw["op"])
-        tensors = tuple(_tensor(text_dir, t) for t in raw["tensors"])
-        if [t.name for t in tensors] != [t.name for t in op.tensors]:
-            raise ValueError(f"tensors {[t.name for t in tensors]} do not match {op.name}")
-        attrs = from_manifest(op, raw.get("attributes")) if op.attributes or "attributes" in raw else ()
-        return CaseManifest(case_dir, str(raw["case_id"]), op, str(raw["product"]), int(raw["seed"]),
-                            int(raw["expect_status"]), raw.get("standard"), tensors, raw, attrs)
+        return _checked(case_dir, text_dir, raw)
     except KeyError as exc:
         raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=where()) from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
-        raise UserError(f"malformed manifest: {_brief(exc)}", where=where()) from None
+        raise UserError(f"malformed manifest: {_brief(exc, 240)}", where=where()) from None
+
+
+def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
+    """The manifest's fields, each checked for its type (ValueError/KeyError name the field).
+
+    Keys the tool does not use are let through: a newer gen may add optional ones.
+    """
+    if not isinstance(raw, dict):
+        raise ValueError("a manifest is a JSON object")
+    if raw.get("schema") != SCHEMA:
+        raise ValueError(f"schema is {_brief(raw.get('schema'))}, this tool reads {SCHEMA!r}")
+    if not isinstance(raw.get("tensors"), list) or not all(isinstance(t, dict) for t in raw["tensors"]):
+        raise ValueError("'tensors' must be a list of objects")
+    if raw.get("digest") != digest(raw):
+        raise ValueError("it was edited after gen (its tensors, op or case no longer match the digest gen "
+                         "recorded); run 'aclnn-cli gen' again")
+    if raw.get("case_id") != case_dir.name:
+        raise ValueError(f"its case_id {_brief(raw.get('case_id'))} is not this directory's name "
+                         f"(a copied or renamed case directory?)")
+    product, seed, expect = raw["product"], raw["seed"], raw["expect_status"]
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"'seed' must be an integer from 0 to 2**63-1, got {_brief(seed)}")
+    if type(product) is not str:
+        raise ValueError(f"'product' must be a string, got {_brief(product)}")
+    if type(expect) is not int or expect not in STATUS_NAMES:
+        raise ValueError(f"'expect_status' must be one of aclnn's statuses, got {_brief(expect)}")
+    if raw.get("standard") is not None and not isinstance(raw["standard"], str):
+        raise ValueError(f"'standard' must be a name, got {_brief(raw['standard'])}")
+    tolerance = raw.get("tolerance") or {}
+    if not isinstance(tolerance, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  for v in tolerance.values()):
+        raise ValueError(f"'tolerance' must map names to numbers, got {_brief(tolerance)}")
+    op = _known(find_op, raw["op"])
+    tensors = tuple(_tensor(text_dir, t, i, expect == 0) for i, t in enumerate(raw["tensors"], 1))
+    if [t.name for t in tensors] != [t.name for t in op.tensors]:
+        raise ValueError(f"tensors {_brief([t.name for t in tensors])} do not match {op.name}")
+    for t, spec in zip(tensors, op.tensors):
+        if t.role != spec.role:
+            raise ValueError(f"tensor {t.name}: 'role' must be {spec.role!r}, got {_brief(t.role)}")
+    attrs = from_manifest(op, raw.get("attributes")) if op.attributes or "attributes" in raw else ()
+    return CaseManifest(case_dir, raw["case_id"], op, product, seed, expect, raw.get("standard"), tensors, raw,
+                        attrs)
 
 
 def join(directory: str, name: str) -> str:
@@ -238,21 +264,7 @@ def join(directory: str, name: str) -> str:
     return directory + name if directory.endswith("/") else f"{directory}/{name}"
 
 
-def _size(path: str, at_least: int) -> int:
-    try:
-        return max(os.stat(path).st_size, at_least)
-    except OSError:
-        return at_least
-
-
 MAX_MANIFEST_BYTES = 1 << 20
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON (write non-finite numbers as strings)")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one for every manifest (json.loads makes one per call)
 
 
 def _brief(value, limit: int = 120) -> str:
@@ -260,9 +272,9 @@ def _brief(value, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _local(case_dir: str, name) -> str:
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
-        raise ValueError(f"file name {name!r} must be a plain name inside the case directory")
+def _local(case_dir: str, name, what: str) -> str:
+    if not isinstance(name, str) or "/" in name or "\\" in name or "\0" in name or name in ("", ".", ".."):
+        raise ValueError(f"{what} must be a file name, got {_brief(name)} (a plain name in the case directory)")
     return join(case_dir, name)
 
 
@@ -276,19 +288,19 @@ def _known(lookup, name):
         raise ValueError(exc.args[0]) from None
 
 
-def _int(v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
-        raise ValueError(f"expected an integer, got {_brief(v)}")
+def _int(v, what: str) -> int:
+    if type(v) is not int or abs(v) > 2**62:
+        raise ValueError(f"{what} must be an integer, got {_brief(v)}")
     return v
 
 
-def _ints(v) -> tuple[int, ...]:
+def _ints(v, what: str) -> tuple[int, ...]:
     if type(v) is list and len(v) <= 64 and all(type(x) is int for x in v) and (
             not v or -2**62 <= min(v) and max(v) <= 2**62):  # (the common case at once; else each for its message)
         return tuple(v)
     if not isinstance(v, list) or len(v) > 64:
-        raise ValueError(f"expected a list of integers, got {_brief(v)}")
-    return tuple(_int(x) for x in v)
+        raise ValueError(f"{what} must be a list of at most 64 integers, got {_brief(v)}")
+    return tuple(_int(x, f"{what} item") for x in v)
 
 
 @lru_cache(maxsize=4096)
@@ -298,18 +310,42 @@ def _layout(shape: tuple, strides: tuple, offset: int, storage: int) -> tuple[La
     return layout, layout.check()
 
 
-def _tensor(case_dir: str, t: dict) -> TensorEntry:
-    if t.get("null"):
-        return TensorEntry(str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]),
-                           Layout.contiguous(_ints(t["shape"])), None, None, None)
-    layout, problem = _layout(_ints(t["shape"]), _ints(t["strides"]), _int(t["offset"]), _int(t["storage_shape"][0]))
+def _tensor(case_dir: str, t: dict, index: int, precision: bool) -> TensorEntry:
+    """One entry of 'tensors' (the index-th), its fields checked; a problem is prefixed with its name.
+    precision: its case compares a dump, so a non-null output names its golden and dump."""
+    name = t["name"]
+    if not isinstance(name, str):
+        raise ValueError(f"tensor #{index}: 'name' must be a string, got {_brief(name)}")
+    try:
+        return _tensor_fields(case_dir, t, name, precision)
+    except KeyError as exc:
+        raise ValueError(f"tensor {clip(name, 40)}: missing {_brief(exc.args[0])}") from None
+    except ValueError as exc:
+        raise ValueError(f"tensor {clip(name, 40)}: {exc}") from None
+
+
+def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> TensorEntry:
+    role, dtype, null = t["role"], _known(D.lookup, t["dtype"]), t.get("null", False)
+    if type(role) is not str:
+        raise ValueError(f"'role' must be a string, got {_brief(role)}")
+    if type(null) is not bool:
+        raise ValueError(f"'null' must be true or false, got {_brief(null)}")
+    fill = t.get("fill", {})  # (mistrust reads an input's constant or values)
+    if type(fill) is not dict or type(fill.get("values", [])) is not list:
+        raise ValueError(f"'fill' must be an object as gen writes it, got {_brief(fill)}")
+    if null:
+        return TensorEntry(name, role, dtype, Layout.contiguous(_ints(t["shape"], "'shape'")), None, None, None)
+    storage = t["storage_shape"]
+    if type(storage) is not list or len(storage) != 1:
+        raise ValueError(f"'storage_shape' must be [elements], got {_brief(storage)}")
+    layout, problem = _layout(_ints(t["shape"], "'shape'"), _ints(t["strides"], "'strides'"),
+                              _int(t["offset"], "'offset'"), _int(storage[0], "'storage_shape'"))
     if problem:
-        raise ValueError(f"tensor {t['name']}: {problem}")
-    return TensorEntry(
-        str(t["name"]), str(t["role"]), _known(D.lookup, t["dtype"]), layout, _local(case_dir, t["file"]),
-        _local(case_dir, t["golden"]) if t.get("golden") else None,
-        _local(case_dir, t["dump"]) if t.get("dump") else None,
-    )
+        raise ValueError(problem)
+    judged = precision and role == "output"  # (its golden and dump must be named)
+    golden = _local(case_dir, t["golden"], "'golden'") if judged or "golden" in t else None
+    dump = _local(case_dir, t["dump"], "'dump'") if judged or "dump" in t else None
+    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump)
 
 
 def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path, UserError]]]:

@@ -18,7 +18,9 @@ import numpy as np
 from .dtypes import DType
 from .errors import UserError
 from .layout import Layout, source_positions
+from .regular import NotRegular, kind, open_regular
 
+WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC  # open_regular's flags for a file written from the start
 CHUNK = 1 << 16  # elements per processing chunk: bounds memory, keeps temporaries in cache (measured best)
 
 
@@ -42,7 +44,7 @@ def atomic_write_text(path: Path, text) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(open_regular(tmp, WRITE)[0], "w", encoding="utf-8") as f:  # (a FIFO there: refused, not waited on)
             f.writelines([text] if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException as exc:
@@ -75,13 +77,8 @@ class StorageFile:
     def __init__(self, path: Path, dtype: np.dtype, size: int, writable: bool = False,
                  sha256: str | None = None, what: str = "file", exact_size: bool = False) -> None:
         self.path, self.dtype, self.size = path, np.dtype(dtype), size
-        try:
-            self.fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
-        except OSError as exc:
-            raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
-        st = os.fstat(self.fd)
-        problem = ("is a directory, not a file" if stat.S_ISDIR(st.st_mode) else
-                   size_problem(st.st_size, size, self.dtype) if exact_size else None)
+        self.fd, st = open_storage(path, what, os.O_RDWR if writable else os.O_RDONLY)
+        problem = size_problem(st.st_size, size, self.dtype) if exact_size else None
         if problem:
             os.close(self.fd)
             raise UserError(f"{what} {problem}", where=str(path))
@@ -121,9 +118,11 @@ class StorageFile:
 
     @property
     def map(self) -> np.ndarray:
+        """A memory map of the open descriptor (not of the path: what is there now may be a FIFO)."""
         if self._map is None:
             self._map = np.empty(0, self.dtype) if self.size == 0 else np.memmap(
-                self.path, dtype=self.dtype, mode="r+" if self.writable else "r", shape=(self.size,))
+                open(self.fd, "r+b" if self.writable else "rb", closefd=False), dtype=self.dtype,
+                mode="r+" if self.writable else "r", shape=(self.size,))
         return self._map
 
     def read_range(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -178,6 +177,16 @@ class StorageFile:
             self.write_range(start, block[:stop - start])
 
 
+def open_storage(path, what: str, flags: int = os.O_RDONLY) -> tuple[int, os.stat_result]:
+    """(descriptor, fstat) of a regular file; UserError naming it otherwise (a FIFO is not waited on)."""
+    try:
+        return open_regular(path, flags)
+    except NotRegular as exc:
+        raise UserError(f"{what} is {exc.kind}, not a regular file", where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
+
+
 def changed(what: str, path) -> IntegrityError:
     return IntegrityError(f"{what} changed since gen (its sha256 is not the one case.json records); "
                           f"run 'aclnn-cli gen' again", where=str(path))
@@ -188,14 +197,17 @@ def allocate(path: Path, dtype: np.dtype, size: int) -> None:
     system can (a full disk is then a clear error here, not a SIGBUS in a memory-mapped write)."""
     nbytes = size * np.dtype(dtype).itemsize
     try:
-        with open(path, "wb") as f:
-            f.truncate(nbytes)
+        fd, _ = open_regular(path, WRITE)
+        try:
+            os.ftruncate(fd, nbytes)
             if nbytes:
                 try:
-                    os.posix_fallocate(f.fileno(), 0, nbytes)
+                    os.posix_fallocate(fd, 0, nbytes)
                 except OSError as exc:
                     if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                         raise
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise WriteError(f"cannot write: {exc.strerror}", where=str(path)) from None
 
@@ -209,8 +221,7 @@ def check_size(path: Path, dtype: np.dtype, size: int, what: str) -> None:
     except OSError as exc:
         raise UserError(f"cannot read {what}: {exc.strerror}", where=str(path)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{what} is not a regular file" + (" (a directory)" if stat.S_ISDIR(st.st_mode) else ""),
-                        where=str(path))
+        raise UserError(f"{what} is {kind(st.st_mode)}, not a regular file", where=str(path))
     problem = size_problem(st.st_size, size, np.dtype(dtype))
     if problem:
         raise UserError(f"{what} {problem}", where=str(path))
@@ -250,8 +261,10 @@ def canary(dtype: DType) -> np.ndarray:
 
 
 def sha256_file(path: Path) -> str:
+    """A regular file's sha256 (NotRegular, an OSError, for anything else: a FIFO is not waited on)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd, _ = open_regular(path)
+    with open(fd, "rb") as f:
         while block := f.read(1 << 22):
             h.update(block)
     return h.hexdigest()
@@ -323,13 +336,40 @@ def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None
 
 
 def copy_storage(src: Path, dst: Path) -> None:
-    """Copy a storage file; a failed write (a full disk) is a WriteError naming the destination."""
+    """Copy a regular file to a regular file (either a FIFO: refused, not waited on); a failed write (a full
+    disk) is a WriteError naming the destination."""
     try:
-        shutil.copyfile(src, dst)
+        source, st = open_regular(src)
     except OSError as exc:
-        if exc.filename == str(src) and not Path(src).is_file():
-            raise UserError(f"cannot read: {exc.strerror}", where=str(src)) from None
+        raise UserError(f"cannot read: {exc.strerror}", where=str(src)) from None
+    try:
+        target, _ = open_regular(dst, WRITE)
+        try:
+            _copy_bytes(source, target, st.st_size)
+        finally:
+            os.close(target)
+    except OSError as exc:
         raise WriteError(f"cannot write: {exc.strerror}", where=str(dst)) from None
+    finally:
+        os.close(source)
+
+
+def _copy_bytes(source: int, target: int, size: int) -> None:
+    """size bytes from one descriptor to another: sendfile (in the kernel, as shutil.copyfile does), or
+    reads and writes where the file system will not (EINVAL on the first call)."""
+    done = 0
+    while done < size:
+        try:
+            n = os.sendfile(target, source, done, min(size - done, 1 << 30))
+        except OSError as exc:
+            if done or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+            with open(source, "rb", closefd=False) as fin, open(target, "wb", closefd=False) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+            return
+        if n == 0:
+            return
+        done += n
 
 
 def write_new_file(path: Path, data: bytes) -> None:

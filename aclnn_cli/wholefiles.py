@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
 from .errors import UserError
 from .layout import Layout, source_positions
-from .storage import changed, sha256_file, size_problem
+from .regular import TooLarge, read_regular
+from .storage import changed, open_storage, sha256_file, size_problem
 
 SMALL_FILE = 1 << 20  # storage files up to this many bytes may be read whole (LoadedFile)
 
@@ -32,16 +32,10 @@ class LoadedFile:
         self.path, self.dtype, self.size = path, np.dtype(dtype), size
         self.expected_sha256, self.what = sha256, what
         nbytes = size * self.dtype.itemsize
+        fd, st = open_storage(path, what)
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise UserError(f"cannot open {what}: {exc.strerror}", where=str(path)) from None
-        try:
-            st = os.fstat(fd)
-            if st.st_size != nbytes or stat.S_ISDIR(st.st_mode):
-                problem = "is a directory, not a file" if stat.S_ISDIR(st.st_mode) else \
-                    size_problem(st.st_size, size, self.dtype)
-                raise UserError(f"{what} {problem}", where=str(path))
+            if st.st_size != nbytes:
+                raise UserError(f"{what} {size_problem(st.st_size, size, self.dtype)}", where=str(path))
             data = os.read(fd, nbytes) if nbytes else b""
             while len(data) < nbytes:  # (a regular file gives it all in one read)
                 more = os.read(fd, nbytes - len(data))
@@ -72,48 +66,23 @@ class LoadedFile:
         return self.map[source_positions(layout, out_shape, slice(start, stop))]
 
 
-def read_small(path: str, limit: int) -> bytes:
-    """A small file's bytes, at most `limit` of them: one open, and reads until the end (two for a manifest)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        parts, size = [], 0
-        while size < limit:
-            block = os.read(fd, min(limit - size, 1 << 16))
-            if not block:
-                break
-            parts.append(block)
-            size += len(block)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
-
-
 def regular_file_bytes(path: str, limit: int) -> bytes | None:
     """A regular file's bytes, if it is one and holds at most `limit`; else None (also if it cannot be
-    read). One open, one fstat, one read. (O_NONBLOCK: a FIFO in a file's place must not hang the run.)"""
+    read). One open, one fstat, one read; a FIFO in a file's place is not waited on (regular.py)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return read_regular(path, limit)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, st.st_size + 1)  # fewer than asked: the end of the file
-        return data if len(data) <= st.st_size else None  # (more: it grew meanwhile)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def sha256_of_file(path: str) -> str | None:
     """The sha256 of a regular file, or None if it is not one (or cannot be read). Small files are read
     with one read (regular_file_bytes); larger ones in blocks."""
-    data = regular_file_bytes(path, SMALL_FILE)
-    if data is not None:
-        return hashlib.sha256(data).hexdigest()
-    if not os.path.isfile(path):
+    try:
+        return hashlib.sha256(read_regular(path, SMALL_FILE)).hexdigest()
+    except TooLarge:
+        pass
+    except OSError:
         return None
     try:
         return sha256_file(Path(path))

@@ -10,7 +10,6 @@ that workers fill in parallel; the bytes do not depend on how it is split.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import manifest as M
+from .. import jsonsafe, manifest as M
 from ..cases.loader import Case
 from ..errors import UserError
+from ..jsonsafe import JsonRefused
 from ..cases.fill import generate
 from .fingerprint import fingerprint
 from .rounding import golden
@@ -283,20 +283,29 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
 
 
 def _existing(case_dir: Path) -> dict | None:
+    """The manifest gen wrote there before, or None if there is none it can use (then the case is written
+    again): read as verify reads one (a regular file, strict JSON under jsonsafe's limits)."""
     data = regular_file_bytes(M.join(str(case_dir), M.MANIFEST), M.MAX_MANIFEST_BYTES)
     try:
-        return None if data is None else json.loads(data.decode("utf-8"))
-    except ValueError:
+        old = None if data is None else jsonsafe.loads(jsonsafe.decode_utf8(data))
+    except JsonRefused:
         return None
+    return old if isinstance(old, dict) else None
 
 
 def _intact(case_dir: Path, manifest: dict) -> bool:
-    """Every file the manifest lists is there with its recorded checksum."""
+    """Every file the manifest lists is there with its recorded checksum (a malformed list: not intact)."""
     where = str(case_dir)
-    for t in manifest.get("tensors", []):
+    tensors = manifest.get("tensors")
+    if not isinstance(tensors, list) or not all(isinstance(t, dict) for t in tensors):
+        return False
+    for t in tensors:
         for name_key, sum_key in (("file", "sha256"), ("golden", "golden_sha256")):
             if name_key in t:
-                digest = sha256_of_file(os.path.join(where, t[name_key]))
+                name = t[name_key]
+                if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
+                    return False
+                digest = sha256_of_file(os.path.join(where, name))
                 if digest is None or digest != t.get(sum_key):
                     return False
     return True

@@ -348,8 +348,9 @@ def writes_outside_view(m: M.CaseManifest) -> str | None:
         return None
     check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
     check_file_sha256(out.file, m.recorded_sha256(out.name, "sha256"), "initial output storage")
-    dump = np.fromfile(out.dump, dtype=out.dtype.uint_dtype)
-    initial = np.fromfile(out.file, dtype=out.dtype.uint_dtype)
+    size = out.layout.storage_size
+    dump = LoadedFile(out.dump_path, out.dtype.uint_dtype, size, what="dump").map
+    initial = LoadedFile(out.file_path, out.dtype.uint_dtype, size, what="initial output storage").map
     changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
     if not changed.size:
         return None

@@ -27,6 +27,9 @@ from ..storage import check_file_sha256, check_size
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
            "verify_manifests"]
 
+STATUS_BYTES = 255  # a status file holds one integer (and perhaps a line of text after it)
+
+
 def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None:
     """The run's --standard/--rtol/--atol/--tolerance must be valid for every case it judges.
 

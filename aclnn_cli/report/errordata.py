@@ -100,7 +100,7 @@ def _need(ok: bool, key: str, what: str) -> None:
 
 
 def _is_number(x) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or x in NONFINITE
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or isinstance(x, str) and x in NONFINITE
 
 
 def _numbers(values, key: str, n: int | None = None) -> np.ndarray:
@@ -108,13 +108,14 @@ def _numbers(values, key: str, n: int | None = None) -> np.ndarray:
           "a list of numbers" + ("" if n is None else f" as long as sample.index ({n})"))
     try:
         return np.array([NONFINITE[x] if isinstance(x, str) else x for x in values], dtype=np.float64)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ValueError(f"{key} must be a list of numbers (non-finite ones as \"nan\", \"inf\", \"-inf\")") from None
 
 
 def _ints(values, key: str, n: int | None = None) -> list[int]:
     ok = isinstance(values, list) and (n is None or len(values) == n)
-    _need(ok and all(type(v) is int for v in values), key, "a list of integers" + ("" if n is None else f" ({n})"))
+    _need(ok and all(type(v) is int and abs(v) <= 2**62 for v in values), key,  # (int64 arrays)
+          "a list of integers" + ("" if n is None else f" ({n})"))
     return values
 
 
@@ -147,7 +148,8 @@ def _map(emap) -> ErrorMap:
     flagged = emap.get("flagged")
     if flagged is not None:
         ok = isinstance(flagged, list) and len(flagged) == grid[0] and all(
-            isinstance(r, list) and len(r) == grid[1] and all(type(v) is int and v >= 0 for v in r) for r in flagged)
+            isinstance(r, list) and len(r) == grid[1] and all(type(v) is int and 0 <= v <= 2**62 for v in r)
+            for r in flagged)
         _need(ok, "map.flagged", f"null or {grid[0]} rows of {grid[1]} counts")
         flagged = np.array(flagged, dtype=np.int64).reshape(grid)
     return ErrorMap(rows, cols, (block[0], block[1]), ulp_max, flagged)

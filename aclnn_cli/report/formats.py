@@ -20,6 +20,8 @@ from .. import __version__, jsonsafe
 from ..cases.yamlsafe import clip
 from ..errors import UserError
 from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
+from ..jsonsafe import JsonRefused
+from ..regular import TooLarge, kind, read_regular
 from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
@@ -313,17 +315,14 @@ def load_shard_results(paths: list[Path]) -> tuple[list[dict], Coverage | None]:
             files.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
         elif p.is_file():
             files.append(p)
+        elif p.exists():  # (a FIFO given by name: said so, never opened)
+            raise UserError(f"not a regular file or directory ({kind(p.stat().st_mode)})", where=str(p))
         else:
             raise UserError("no such file or directory", where=str(p))
     cases: list[dict] = []
     read: list[ResultsFile] = []
     for f in files:
-        try:
-            data = jsonsafe.loads(jsonsafe.decode_utf8(f.read_bytes()))
-        except OSError as exc:
-            raise UserError(f"not a readable JSON file: {exc.strerror}", where=str(f)) from None
-        except jsonsafe.JsonRefused as exc:
-            raise UserError(f"not a readable JSON file: {exc}", where=str(f)) from None
+        data = read_results_json(f)
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             continue  # other JSON lying around (e.g. case.json) is not a result file
         if not isinstance(data.get("cases"), list):
@@ -351,6 +350,23 @@ def load_shard_results(paths: list[Path]) -> tuple[list[dict], Coverage | None]:
     return cases, merged_coverage(read)
 
 
+MAX_RESULTS_BYTES = 256 << 20  # one verify --json file: some 60,000 cases at about 4 KB each (shard larger runs)
+
+
+def read_results_json(path: Path):
+    """One results file's JSON: a regular file (a FIFO is not waited on) of at most MAX_RESULTS_BYTES, refused
+    from its size before a byte is read (parsing holds some ten times the file in memory), strict JSON."""
+    try:
+        return jsonsafe.loads(jsonsafe.decode_utf8(read_regular(path, MAX_RESULTS_BYTES)))
+    except TooLarge as exc:
+        raise UserError(f"results file is {exc.size} bytes; at most {MAX_RESULTS_BYTES >> 20} MiB",
+                        where=str(path)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from None
+    except JsonRefused as exc:
+        raise UserError(f"not a readable results file: {exc}", where=str(path)) from None
+
+
 _REQUIRED = {"case_id": str, "op": str, "dtype": str, "product": str, "status": str, "standard": str, "reason": str}
 
 
@@ -363,14 +379,23 @@ def _bad_result(c) -> str | None:
             return f"'{key}' must be a {kind.__name__}"
     if c["status"] not in ALL_STATUSES:
         return f"unknown status {c['status'][:40]!r} (valid: {', '.join(ALL_STATUSES)})"
-    for key, kind in (("shape", list), ("worst", list), ("params", dict), ("metrics", dict), ("errors", dict)):
-        if key in c and c[key] is not None and not isinstance(c[key], kind):
+    shape = c.get("shape")
+    if not isinstance(shape, list) or len(shape) > 64 or not all(type(d) is int and 0 <= d < 2**62 for d in shape):
+        return "'shape' must be a list of at most 64 sizes"
+    for key, kind in _OPTIONAL.items():
+        if c.get(key) is not None and not isinstance(c[key], kind):
             return f"'{key}' must be a {kind.__name__}"
+    if not all(isinstance(w, dict) for w in c.get("worst") or []):
+        return "'worst' must be a list of objects"
     return errors_problem(c.get("errors"))
 
 
+_OPTIONAL = {"worst": list, "params": dict, "metrics": dict, "benchmark": dict, "errors": dict, "repro": str,
+             "path": str, "kind": str}
+
+
 def merged_run(cases: list[dict], coverage: Coverage | None = None, strict: bool = False) -> RunResult:
-    fields_ = {f for f in CaseResult.__dataclass_fields__}
+    fields_ = {f for f in CaseResult.__dataclass_fields__} - {"error_rows"}  # (verify keeps those in its CSVs)
     out = []
     for c in cases:
         result = CaseResult(**{"shape": [], **{k: v for k, v in c.items() if k in fields_}})  # (shape: optional)
