@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -104,8 +105,11 @@ def bounded_regular_bytes(path: str, limit: int, what: str) -> bytes | None:
     except OSError as exc:
         raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError(f"{what} is not a regular file", where=path)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            from .regular import kind
+
+            raise UserError(f"{what} is {kind(mode)}, not a regular file", where=path)
         parts, size = [], 0
         while size <= limit:  # (a regular file that grows meanwhile still ends here)
             block = os.read(fd, limit + 1 - size)

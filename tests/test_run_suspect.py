@@ -353,11 +353,11 @@ def test_a_status_file_that_is_a_fifo_does_not_hang_verify_or_run(out, tmp_path,
                                            f"    replies.write(f'done {{case}} 0\\n')\n    continue\n{NORMAL_END}")
     result = cli("run", out, "--runner", runner)
     assert result.returncode == 1
-    assert read_verdict(cases[victim].dir) == ("ERROR", f"{cases[victim].dir / 'status.txt'}: status file is not a "
-                                                        f"regular file")
+    assert read_verdict(cases[victim].dir) == ("ERROR", f"{cases[victim].dir / 'status.txt'}: status file is a FIFO, "
+                                                        f"not a regular file")
     (cases[victim].dir / RUN_VERDICT_FILE).unlink()
     verified = cli("verify", out)
-    assert verified.returncode == 2 and "status.txt: status file is not a regular file" in verified.stdout
+    assert verified.returncode == 2 and "status.txt: status file is a FIFO, not a regular file" in verified.stdout
 
 
 # -- malformed replies are one line ---------------------------------------------------------------------
