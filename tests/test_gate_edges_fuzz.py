@@ -109,9 +109,3 @@ def test_fuzz_command_line_tolerances(standard, pairs):
             return
         statuses = {c["status"] for c in json.loads((d / "v.json").read_text())["cases"]}
         assert statuses == {"FAIL"}, (args, statuses)
-
-
-# fuzz_target's functools.wraps leaves __wrapped__, through which pytest reads the drawn arguments as
-# fixtures; without it the targets run (reported with the harness: tests/fuzzing.py is shared).
-for _target in (test_fuzz_case_file_tolerances, test_fuzz_command_line_tolerances):
-    _target.__dict__.pop("__wrapped__", None)

@@ -15,17 +15,7 @@ from hypothesis import strategies as st
 
 from aclnn_cli.cases.importers.cli import plan
 
-from fuzzing import allowed_outcome, fuzz_target as _fuzz_target, scratch
-
-
-def fuzz_target(**strategies):
-    """fuzzing.fuzz_target, minus the `__wrapped__` functools.wraps leaves: through it pytest reads the
-    target's drawn arguments as fixtures ("fixture 'n' not found"). (Belongs in tests/fuzzing.py.)"""
-    def wrap(fn):
-        test = _fuzz_target(**strategies)(fn)
-        del test.__wrapped__
-        return test
-    return wrap
+from fuzzing import allowed_outcome, fuzz_target, scratch
 
 LEAF = "@@LEAF@@"
 ODD = st.sampled_from(["", " ", "\u202e", "\ud800", "\x00", "\n", "../../x", "ND", "FRACTAL_NZ", "fp16", "float",
