@@ -77,7 +77,7 @@ def known_ops() -> str:
     """The ops an import may name, briefly (the full list grows with every op: `aclnn-cli ops`)."""
     from ...ops import OPS
 
-    return f"the {len(OPS)} aclnn APIs `aclnn-cli ops` lists; graph ops " + ", ".join(sorted(GRAPH_OPS))
+    return f"{len(OPS)} aclnn APIs, `aclnn-cli ops`; graph ops " + ", ".join(sorted(GRAPH_OPS))
 
 
 def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, GraphOp | None]:
@@ -86,7 +86,7 @@ def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, Grap
     try:
         return find_op(graph.api if graph else str(name)), graph
     except KeyError:
-        raise err(f"op '{clip(name)}' is not supported (supported: {known_ops()})") from None
+        raise err(f"op '{clip(name)}' is not supported ({known_ops()})") from None
 
 
 def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> None:
