@@ -31,6 +31,8 @@ from .wholefiles import regular_file_bytes
 CACHE_FILE = ".stat-cache.json"
 FORMAT = "aclnn-cli/stat-cache/1"
 RACY_NS = 2_000_000_000
+WORTH_BYTES = 4 << 20  # below this (all of a case's hashed files together), hashing them costs less than
+# writing a record (an exclusive create and a rename: ~0.4 ms here); such cases are simply hashed
 MAX_CACHE_BYTES = 1 << 16
 
 StatData = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
@@ -58,11 +60,14 @@ def snapshot(case_dir: str, names: list[str]) -> tuple[int, dict[str, StatData]]
 def record(case_dir: str, taken: tuple[int, dict[str, StatData]], digests: dict[str, str]) -> None:
     """Write the record: each file's digest beside the stat data it had before it was hashed.
 
-    Not written when it would be racily clean (a file changed within RACY_NS of the snapshot): such a
+    Not written for small cases (under WORTH_BYTES, hashing is the cheaper proof), nor when it would be
+    racily clean (a file changed within RACY_NS of the snapshot): such a
     record proves nothing, and writing thousands of them right after gen cost more than the hashing.
     Best effort: a cache that cannot be written (read-only OUT, full disk) only costs re-hashing.
     """
     when, data = taken
+    if sum(sd[0] for sd in data.values()) < WORTH_BYTES:
+        return
     if any(sd[1] >= when - RACY_NS or sd[2] >= when - RACY_NS for sd in data.values()):
         return
     files = {name: [digests[name], *data[name]] for name in digests if name in data}

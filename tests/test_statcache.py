@@ -34,6 +34,26 @@ def _verdict(case_dir: Path, rehash: bool = False):
     return r.status, r.reason
 
 
+@pytest.fixture(autouse=True)
+def every_case_is_worth_a_record(monkeypatch):
+    """The cases here are small; records are kept for small cases too (see the WORTH_BYTES test)."""
+    monkeypatch.setattr(statcache, "WORTH_BYTES", 0)
+
+
+def test_small_cases_are_hashed_not_recorded(tmp_path, monkeypatch):
+    """Below WORTH_BYTES, hashing a case's files costs less than writing a record: none is written."""
+    monkeypatch.setattr(statcache, "RACY_NS", 0)
+    p = write_yaml(tmp_path, CASES)  # 3 files of 64 x 33 float16: 12,672 bytes
+    out = tmp_path / "out"
+    assert run_cli("gen", p, "-o", out).exit_code == 0 and run_cli("emulate", out).exit_code == 0
+    (d,) = [x for x in out.iterdir() if x.is_dir()]
+    time.sleep(0.01)
+    monkeypatch.setattr(statcache, "WORTH_BYTES", 12_673)
+    assert _verdict(d)[0] == "PASS" and not (d / statcache.CACHE_FILE).exists()
+    monkeypatch.setattr(statcache, "WORTH_BYTES", 12_672)
+    assert _verdict(d)[0] == "PASS" and statcache.unchanged(str(d), _digests(d))
+
+
 @pytest.fixture
 def case(tmp_path, monkeypatch) -> Path:
     """A generated and emulated case whose stat cache proves every file unchanged (RACY_NS = 0: no file

@@ -79,8 +79,11 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
             result.status, result.reason = ERROR, str(exc)
             return result
     digests = checksummed_names(m)
-    proven = not opts.rehash and statcache.unchanged(str(m.dir), digests)  # (else: hash them, as they are read)
+    recorded = statcache.unchanged(str(m.dir), digests)
+    proven = recorded and not opts.rehash  # (else: hash them, as they are read)
     before = None if proven else statcache.snapshot(str(m.dir), list(digests))
+    if recorded:  # (--rehash of files the record already vouches for: the same record would be written again)
+        before = None
     if n == 0:
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
