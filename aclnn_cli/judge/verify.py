@@ -79,9 +79,12 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
             result.status, result.reason = ERROR, str(exc)
             return result
     digests = checksummed_names(m)
-    recorded = statcache.unchanged(str(m.dir), digests)
+    nbytes = out.layout.storage_size * out.dtype.itemsize + sum(
+        t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
+    worth = nbytes >= statcache.WORTH_BYTES  # (a small case has no record to read, nor one worth writing)
+    recorded = worth and statcache.unchanged(str(m.dir), digests)
     proven = recorded and not opts.rehash  # (else: hash them, as they are read)
-    before = None if proven else statcache.snapshot(str(m.dir), list(digests))
+    before = None if proven or not worth else statcache.snapshot(str(m.dir), list(digests))
     if recorded:  # (--rehash of files the record already vouches for: the same record would be written again)
         before = None
     if n == 0:
