@@ -43,3 +43,18 @@ def logical(case_dir: Path, tensor: dict, key: str = "file") -> np.ndarray:
 
 def tensor(m: dict, name: str) -> dict:
     return next(t for t in m["tensors"] if t["name"] == name)
+
+
+def generated(root: Path, cases_yaml: str) -> Path:
+    """gen of a case file text into root/out (for a module-scoped suite that tests copy before changing)."""
+    out = root / "out"
+    result = run_cli("gen", write_yaml(root, cases_yaml), "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def fresh_copy(out: Path, tmp: Path) -> Path:
+    """A private copy of a generated OUT, for a test that changes it."""
+    import shutil
+
+    return Path(shutil.copytree(out, tmp / "out"))

@@ -16,7 +16,7 @@ import pytest
 from aclnn_cli import manifest as M
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, request, run_cases, soc_product
 from aclnn_cli.errors import UserError
-from helpers import run_cli, write_yaml
+from helpers import fresh_copy, generated, run_cli, write_yaml
 
 FAKE = Path(__file__).with_name("fake_runner.py")
 
@@ -34,19 +34,12 @@ cases:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("run")
-    out = root / "out"
-    assert run_cli("gen", write_yaml(root, SUITE), "-o", out).exit_code == 0
-    return out
+    return generated(tmp_path_factory.mktemp("run"), SUITE)
 
 
 @pytest.fixture()
 def out(suite, tmp_path) -> Path:
-    import shutil
-
-    copy = tmp_path / "out"
-    shutil.copytree(suite, copy)
-    return copy
+    return fresh_copy(suite, tmp_path)
 
 
 def runner_script(tmp_path: Path) -> Path:

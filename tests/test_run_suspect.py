@@ -23,7 +23,7 @@ import pytest
 
 from aclnn_cli import manifest as M
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, run_cases
-from helpers import run_cli, write_yaml
+from helpers import fresh_copy, generated, run_cli, write_yaml
 
 SUITE = """
 op: aclnnSiluBackward
@@ -95,17 +95,12 @@ NORMAL_END = "finish(0 if case.endswith(('-a-3', '-a-4')) else 161002)"
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("suspect")
-    out = root / "out"
-    assert run_cli("gen", write_yaml(root, SUITE), "-o", out).exit_code == 0
-    return out
+    return generated(tmp_path_factory.mktemp("suspect"), SUITE)
 
 
 @pytest.fixture()
 def out(suite, tmp_path) -> Path:
-    copy = tmp_path / "out"
-    shutil.copytree(suite, copy)
-    return copy
+    return fresh_copy(suite, tmp_path)
 
 
 @pytest.fixture()
