@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .families import ELEMENTWISE, Elementwise, Rows
 from ..cases.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
 
 Arrays = Mapping[str, np.ndarray]
@@ -31,6 +32,10 @@ class TensorSpec:
     role: str  # "input" or "output"
     default_fill: Mapping  # a generator spec as written in YAML
     read_by_kernel: bool = True  # False for tensors the op takes but never reads (LogSigmoid's buffer)
+    optional: bool = False  # the API accepts nullptr here (weightOptional; an output switched off by outputMask)
+    # This tensor's own dtypes, not tied to the others' (fp32 rstd beside fp16 x; int64/int32 class
+    # indices). None: one of the op's float dtypes on the product, related to the others as `contract` says.
+    dtypes: tuple[str, ...] | None = None
 
 
 FLOATS = ("float32", "float16", "bfloat16")
@@ -109,6 +114,9 @@ class Contract:
     checks_dims: bool = True  # False: phase one has no dims check (the source's, whatever the doc says)
     # Rejections that depend on attribute values: attrs -> the rule broken (161002), or None.
     attribute_rule: Callable[[Mapping], str | None] | None = None
+    # Rejections that depend on the shapes together (gamma = trailing dims of x, mean numel = rows):
+    # (name -> TensorDesc of every tensor, attrs with defaults applied) -> the rule broken (161002), or None.
+    shape_rule: Callable[[Mapping, Mapping], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,12 @@ class OpSpec:
     # the second input), with mp the mpmath module (a test dependency, passed in, never imported here).
     textbook: Callable[[object, Mapping, object], object] | None = None
     oracle_attributes: tuple[Mapping, ...] = ({},)  # attribute sets the oracle covers, as the device receives them
+    # How the pipeline cuts a case (families.py): Elementwise (flat pieces) or Rows (whole rows along the
+    # reduced axes). With several outputs, reference/kernel/variants return {output name: result}.
+    family: Elementwise | Rows = ELEMENTWISE
+    # Values the functions receive beside the attributes, from the case's shapes (MSE's numel(self)):
+    # {tensor name: view shape} -> {name: int}.
+    case_values: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, int]] | None = None
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""
@@ -184,9 +198,13 @@ class OpSpec:
         return tuple(t for t in self.tensors if t.role == "input")
 
     @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return tuple(t for t in self.tensors if t.role == "output")
+
+    @property
     def output(self) -> TensorSpec:
-        (out,) = [t for t in self.tensors if t.role == "output"]
-        return out
+        """The first output (the only one of most ops)."""
+        return next(t for t in self.tensors if t.role == "output")
 
     @property
     def dtypes(self) -> tuple[str, ...]:

@@ -1,0 +1,106 @@
+"""Operator families: what the pipeline must know about an op beyond its functions.
+
+Like OpInfo's UnaryUfuncInfo / ReductionOpInfo, or benchdnn's one driver per family. The family
+decides how gen, emulate and verify cut a case into pieces the op's functions can take whole:
+
+- `Elementwise` (the default): each output element depends only on the same element of each
+  input (inputs broadcast to the output). The functions receive flat pieces of any length.
+- `Rows`: an output element depends on a whole row along the reduction axes. The driver tensor's
+  shape is cut as (A1, R, A0): R = the product of the reduced axes [lo, hi), A1 of the axes before,
+  A0 of those after (the kernels' own AR / ARA tiling). A "block" is one a1 index: R * A0
+  consecutive logical elements. The pipeline hands the functions whole blocks, never part of one:
+  every input arrives as an array of shape (k, R, A0) (numpy-broadcast to the driver's shape), an
+  input listed in `per_row` (one value per a1: rstd, mean, NLL's target) as (k, 1, 1), and
+  attributes as for elementwise ops. Row outputs come back as (k, R, A0); an output listed in
+  `across_rows` (dgamma, gradWeight, gradBias: a sum over every row) comes back as the block's
+  partial sum, shape (1, R, A0), and the pipeline adds the partials of every block.
+
+Nothing here imports numpy at module level beyond what the dataclasses need; the geometry is
+plain integer arithmetic on shapes (docs/families.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+Shapes = Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A case's rows: (A1, R, A0) of the driver's shape."""
+
+    a1: int
+    r: int
+    a0: int
+
+    @property
+    def block(self) -> int:
+        """Logical elements per block (one a1 index): R * A0."""
+        return self.r * self.a0
+
+    @property
+    def numel(self) -> int:
+        return self.a1 * self.r * self.a0
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """out[i] = f(in[i] for each input): any flat piece will do."""
+
+    name: str = "elementwise"
+
+    def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Each output element depends on whole rows along axes [lo, hi) of the driver tensor.
+
+    driver: the tensor whose shape is cut into rows (an input: an output may be null).
+    axes(shapes, attrs) -> (lo, hi): the reduced axes of the driver's shape, 0 <= lo <= hi <= ndim,
+      from an attribute (`dim`, `normalizedShape`) or the shapes (gamma's rank). Only called on a case
+      that phase one accepts.
+    per_row: inputs with one value per a1 index (their numel is A1; A0 must be 1).
+    across_rows: outputs summed over every row (their numel is R * A0).
+    """
+
+    driver: str
+    axes: Callable[[Shapes, Mapping], tuple[int, int]]
+    per_row: tuple[str, ...] = ()
+    across_rows: tuple[str, ...] = ()
+    name: str = "rows"
+
+    def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
+        shape = tuple(shapes[self.driver])
+        lo, hi = self.axes(shapes, attrs)
+        if not 0 <= lo <= hi <= len(shape):
+            raise ValueError(f"reduced axes [{lo}, {hi}) outside a {len(shape)}-d {self.driver}")
+        return Geometry(math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]))
+
+
+ELEMENTWISE = Elementwise()
+FAMILIES = ("elementwise", "rows")
+
+
+def dim_axis(driver: str, attr: str = "dim") -> Callable[[Shapes, Mapping], tuple[int, int]]:
+    """axes() for a reduction over the one axis an int64 attribute names (negative counts from the end;
+    a 0-d driver counts as 1-d, R = 1)."""
+    def axes(shapes: Shapes, attrs: Mapping) -> tuple[int, int]:
+        ndim = len(shapes[driver])
+        dim = int(attrs[attr])
+        dim = dim + max(ndim, 1) if dim < 0 else dim
+        return (0, 0) if ndim == 0 else (dim, dim + 1)
+    return axes
+
+
+def trailing_axes(driver: str, count: Callable[[Shapes, Mapping], int]) -> Callable[[Shapes, Mapping], tuple[int, int]]:
+    """axes() for a reduction over the last count(shapes, attrs) axes of the driver (LayerNorm's
+    len(normalizedShape), RmsNorm's gamma rank, NLL's class axis)."""
+    def axes(shapes: Shapes, attrs: Mapping) -> tuple[int, int]:
+        ndim = len(shapes[driver])
+        return ndim - count(shapes, attrs), ndim
+    return axes
