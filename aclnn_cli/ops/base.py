@@ -161,6 +161,9 @@ class OpSpec:
     # Values the functions receive beside the attributes, from the case's shapes (MSE's numel(self)):
     # {tensor name: view shape} -> {name: int}.
     case_values: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, int]] | None = None
+    # The API's arguments before workspaceSize, in the header's order (tensor and attribute names).
+    # Empty: the inputs, then the attributes, then the outputs.
+    signature: tuple[str, ...] = ()
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""
@@ -174,8 +177,12 @@ class OpSpec:
 
         kind is "tensor" or the attribute's kind. The harness passes them in this order.
         """
-        return (*((t.name, "tensor") for t in self.inputs), *((a.name, a.kind) for a in self.attributes),
-                *((t.name, "tensor") for t in self.tensors if t.role == "output"))
+        default = (*((t.name, "tensor") for t in self.inputs), *((a.name, a.kind) for a in self.attributes),
+                   *((t.name, "tensor") for t in self.tensors if t.role == "output"))
+        if not self.signature:
+            return default
+        kinds = dict(default)
+        return tuple((name, kinds[name]) for name in self.signature)
 
     def _reference_value(self, t: Arrays) -> np.ndarray:
         return self.reference(t).value
