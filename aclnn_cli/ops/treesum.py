@@ -1,0 +1,39 @@
+"""The 950 kernels' float32 row sum, as REFERENCE-reductions.md describes it ("Common").
+
+64-lane blocks (one 256-byte vector register of float32); while there are more blocks than a power of two,
+block j + 2^k is added into block j (2^k the largest power of two below the block count), then blocks are
+halved pairwise, and the last block is reduced in-register pairwise (the in-register order is not in the
+sources: pairwise assumed). Padding lanes are +0, so they change nothing (x + 0 = x exactly, -0 + 0 = +0
+aside: a row of -0 sums to +0 here as on the device's zero-filled tail).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LANES = 64
+
+
+def tree_sum(x: np.ndarray, axis: int = 1, keepdims: bool = True) -> np.ndarray:
+    """Sum along `axis` in x's dtype (float32 for the kernels) in the 950's order."""
+    moved = np.moveaxis(np.asarray(x), axis, -1)
+    n = moved.shape[-1]
+    blocks = max(1, -(-n // LANES))
+    padded = np.zeros((*moved.shape[:-1], blocks * LANES), dtype=moved.dtype)
+    padded[..., :n] = moved
+    b = padded.reshape(*moved.shape[:-1], blocks, LANES)
+    count = blocks
+    if count > 1 and count & (count - 1):
+        p = 1 << (count.bit_length() - 1)  # the largest power of two below count
+        b[..., :count - p, :] += b[..., p:count, :]
+        count = p
+    while count > 1:
+        count //= 2
+        b[..., :count, :] += b[..., count:2 * count, :]
+    lanes = b[..., 0, :]
+    width = LANES
+    while width > 1:
+        width //= 2
+        lanes = lanes[..., :width] + lanes[..., width:2 * width]
+    total = lanes[..., 0]
+    return np.expand_dims(total, axis) if keepdims else total
