@@ -49,10 +49,24 @@ def _int_list(attr: AttrSpec, value: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _int(attr: AttrSpec, value: Any) -> int:
+    """An int64_t argument (dim, reduction, ignoreIndex)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+        raise ValueError(f"expected an int64 integer, got {show(value)}")
+    return value
+
+
+def _bool_list(attr: AttrSpec, value: Any) -> tuple[bool, ...]:
+    """An aclBoolArray* (outputMask)."""
+    if not isinstance(value, list) or len(value) > 64 or not all(isinstance(v, bool) for v in value):
+        raise ValueError(f"expected a list of true/false, got {show(value)}")
+    return tuple(value)
+
+
 # The attribute kinds, one reader each: register accepts these kinds only (ops/base.ATTRIBUTE_KINDS is this
 # list), gen reads case files and verify reads manifests through these, so what one writes the other reads.
 PARSERS: dict[str, Callable[[AttrSpec, Any], Any]] = {"scalar": scalar_value, "bool": _bool, "string": _string,
-                                                      "int_list": _int_list}
+                                                      "int_list": _int_list, "int": _int, "bool_list": _bool_list}
 ATTRIBUTE_KINDS = tuple(PARSERS)
 
 

@@ -126,9 +126,11 @@ class _Check:
             except (ValueError, TypeError) as exc:
                 self.fail(f"{field}.default_fill", str(exc))
         outputs = [t for t in tensors if t.role == "output"]
-        if len(outputs) != 1 or len(outputs) == len(tensors):
+        family = getattr(self.spec, "family", None)
+        many = family is not None and family.name != "elementwise"  # (Rows: several outputs allowed)
+        if not outputs or (len(outputs) != 1 and not many) or len(outputs) == len(tensors):
             inputs = len(tensors) - len(outputs)
-            self.fail("tensors", f"expected one or more inputs and exactly one output, got {inputs} inputs and "
+            self.fail("tensors", f"expected one or more inputs and exactly one output (several only in the rows family), got {inputs} inputs and "
                                  f"{len(outputs)} outputs")
 
     def attributes(self, attributes: tuple) -> None:
@@ -149,7 +151,7 @@ class _Check:
                 if a.optional:
                     self.fail(f"{field}.default", "an optional attribute needs the default the op uses for null")
                 continue
-            default = list(a.default) if a.kind == "int_list" and isinstance(a.default, tuple) else a.default
+            default = list(a.default) if a.kind in ("int_list", "bool_list") and isinstance(a.default, tuple) else a.default
             try:
                 parse_value(a, default)
             except (ValueError, TypeError) as exc:
