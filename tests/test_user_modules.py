@@ -205,7 +205,7 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "read_by_kernel_not_bool": (dict(tensors=(GRAD, dataclasses.replace(SELF, read_by_kernel="no"), OUT)),
                                 "tensors[1].read_by_kernel: expected True or False, got 'no'"),
     "unknown_attribute_kind": (dict(attributes=(AttrSpec("alpha", "float", default=1.0),)),
-                               "attributes[0].kind: expected one of scalar, bool, string, int_list, got 'float'"),
+                               "attributes[0].kind: expected one of scalar, bool, string, int_list, int, bool_list, got 'float'"),
     "attribute_default_of_another_kind": (dict(attributes=(AttrSpec("flag", "bool", default=1),)),
                                           "attributes[0].default: expected true or false, got 1"),
     "optional_without_default": (dict(attributes=(AttrSpec("alpha", "scalar", optional=True),)),
