@@ -275,8 +275,8 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
     verify."""
     from aclnn_cli.cases.attrvalues import PARSERS
 
-    assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list")
-    defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2)}
+    assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list", "int", "bool_list")
+    defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2), "int": -1, "bool_list": (True, False)}
     attributes = tuple(AttrSpec(f"a_{kind}", kind, default=defaults[kind], choices=("none",) if kind == "string" else ())
                        for kind in ATTRIBUTE_KINDS)
     assert register(dataclasses.replace(VALID, attributes=attributes)).attributes == attributes
