@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import __version__, jsonsafe
 from . import dtypes as D
-from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values
+from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values, with_case_values
 from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.spec import MAX_SEED
 from .cases.yamlsafe import clip
@@ -46,6 +46,11 @@ def golden_file(name: str) -> str:
 
 def dump_file(name: str) -> str:
     return f"{name}.dump.bin"
+
+
+def scale_file(name: str) -> str:
+    """An across-rows output's term scale (float64 per element), written by gen for verify's relief."""
+    return f"{name}.scale.bin"
 
 
 # The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
@@ -95,6 +100,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str) ->
         elif case.expect_status == 0:
             entry.update(golden=golden_file(t.name), golden_sha256=digests[golden_file(t.name)],
                          dump=dump_file(t.name))
+            if scale_file(t.name) in digests:
+                entry.update(scale=scale_file(t.name), scale_sha256=digests[scale_file(t.name)])
         tensors.append(entry)
     data = {
         "schema": SCHEMA, "tool_version": __version__, "fingerprint": fp,
@@ -121,6 +128,7 @@ class TensorEntry:
     file_path: str | None  # the storage file's path as text; None: a null tensor
     golden_path: str | None
     dump_path: str | None
+    scale_path: str | None = None  # an across-rows output's term scale (scale_file), else None
 
     # The same paths as Path objects, made on first use (thousands of small cases need only the text).
     @cached_property
@@ -155,8 +163,9 @@ class CaseManifest:
 
     @property
     def attribute_values(self) -> dict:
-        """What the op's functions receive: the attributes, defaults where a null pointer was passed."""
-        return attribute_values(self.op, self.attributes)
+        """What the op's functions receive: the attributes, defaults where a null pointer was passed, and the
+        op's case_values (from the shapes)."""
+        return with_case_values(self.op, attribute_values(self.op, self.attributes), self.tensors)
 
     @cached_property
     def inputs(self) -> tuple[TensorEntry, ...]:
@@ -164,7 +173,13 @@ class CaseManifest:
 
     @cached_property
     def output(self) -> TensorEntry:
+        """The first output (the only one of most ops)."""
         return next(t for t in self.tensors if t.role == "output")
+
+    @cached_property
+    def judged(self) -> tuple[TensorEntry, ...]:
+        """The outputs verify judges: every non-null output (an output switched off is not written)."""
+        return tuple(t for t in self.tensors if t.role == "output" and not t.null)
 
     @cached_property
     def _raw_tensors(self) -> dict[str, dict]:
@@ -345,7 +360,8 @@ def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> Tensor
     judged = precision and role == "output"  # (its golden and dump must be named)
     golden = _local(case_dir, t["golden"], "'golden'") if judged or "golden" in t else None
     dump = _local(case_dir, t["dump"], "'dump'") if judged or "dump" in t else None
-    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump)
+    scale = _local(case_dir, t["scale"], "'scale'") if "scale" in t else None
+    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump, scale)
 
 
 def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path, UserError]]]:

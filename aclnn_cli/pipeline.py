@@ -143,3 +143,62 @@ def as_user_error(problem: Exception, where: Path | str) -> UserError:
         return problem
     return UserError(getattr(problem, "strerror", None) or str(problem),
                      where=str(getattr(problem, "filename", None) or where))
+
+
+# ------------------------------------------------------------------ the Rows family (ops/families.py)
+
+def shapes_of(m) -> dict[str, tuple[int, ...]]:
+    """{tensor name: view shape} of a Case or CaseManifest (null tensors keep the shape they would have)."""
+    return {t.name: tuple(t.layout.shape) for t in m.tensors}
+
+
+def geometry(m):
+    """The (A1, R, A0) rows of a Case or CaseManifest of a Rows op, else None (elementwise)."""
+    family = m.op.family
+    if family.name != "rows":
+        return None
+    known = m.__dict__.get("_geometry") if hasattr(m, "__dict__") else None
+    if known is not None:
+        return known
+    try:
+        geo = family.geometry(shapes_of(m), m.attribute_values)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise UserError(f"{m.op.name}: cannot cut this case into rows: {exc}") from None
+    if hasattr(m, "__dict__"):
+        m.__dict__["_geometry"] = geo
+    return geo
+
+
+def case_elements(m) -> int:
+    """What a case's work is counted in: the driver's elements for a Rows op, else the output's."""
+    geo = geometry(m)
+    return geo.numel if geo is not None else m.output.layout.numel
+
+
+def block_chunks(geo, start_block: int, stop_block: int, chunk: int):
+    """[b0, b1) block ranges of about `chunk` elements (at least one whole block each)."""
+    step = max(1, chunk // max(geo.block, 1))
+    for b in range(start_block, stop_block, step):
+        yield b, min(stop_block, b + step)
+
+
+def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> dict[str, np.ndarray]:
+    """The inputs of blocks [b0, b1) as the op's functions take them (docs/families.md): (k, R, A0) arrays,
+    broadcast to the driver's shape; per-row inputs (k, 1, 1); null inputs absent. Float inputs as stored
+    (widen them yourself), integer inputs as int64."""
+    family = m.op.family
+    shape = tuple(next(t for t in m.tensors if t.name == family.driver).layout.shape)
+    k = b1 - b0
+    out: dict[str, np.ndarray] = {}
+    for t in m.inputs:
+        if t.null:
+            continue
+        f = files[t.name]
+        if t.name in family.per_row:
+            values = f.read(t.layout, b0, b1).reshape(k, 1, 1)
+        else:
+            values = f.gather(t.layout, shape, b0 * geo.block, b1 * geo.block).reshape(k, geo.r, geo.a0)
+        if np.issubdtype(values.dtype, np.integer):
+            values = values.astype(np.int64)
+        out[t.name] = values
+    return out

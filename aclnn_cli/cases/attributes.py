@@ -58,6 +58,13 @@ def values(op: OpSpec, combo: Combo) -> dict[str, Any]:
     return {a.name: a.default if given.get(a.name) is None else given[a.name] for a in op.attributes}
 
 
+def with_case_values(op: OpSpec, values: dict[str, Any], tensors) -> dict[str, Any]:
+    """values plus op.case_values of the tensors' view shapes (MSE's numel(self)), if the op has any."""
+    if op.case_values is None:
+        return values
+    return {**values, **op.case_values({t.name: tuple(t.layout.shape) for t in tensors})}
+
+
 def null_attribute(op: OpSpec, combo: Combo) -> str | None:
     """The first attribute passed as nullptr where the API needs one (phase one: ACLNN_ERR_PARAM_NULLPTR)."""
     given = dict(combo)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes as D
-from .attributes import Combo, id_part, values as attribute_values
+from .attributes import Combo, id_part, values as attribute_values, with_case_values
 from ..errors import CaseError
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
 from .fill import Constant, Fill, Uniform, all_values_count, check_fits
@@ -60,8 +60,9 @@ class Case:
 
     @property
     def attribute_values(self) -> dict:
-        """What the op's functions receive: the attributes, defaults where a null pointer was passed."""
-        return attribute_values(self.op, self.attributes)
+        """What the op's functions receive: the attributes, defaults where a null pointer was passed, and the
+        op's case_values (from the shapes)."""
+        return with_case_values(self.op, attribute_values(self.op, self.attributes), self.tensors)
 
     @property
     def inputs(self) -> tuple[TensorCase, ...]:
@@ -84,9 +85,8 @@ class Case:
         exact even for shapes whose byte count would overflow int64.
         """
         total = sum(t.layout.storage_size * t.dtype.itemsize for t in self.tensors if not t.null)
-        out = self.output
-        if self.expect_status == SUCCESS and not out.null:
-            total += out.layout.storage_size * out.dtype.itemsize
+        if self.expect_status == SUCCESS:
+            total += sum(t.layout.storage_size * t.dtype.itemsize for t in self.tensors if t.role == "output" and not t.null)
         return total
 
 
@@ -205,10 +205,17 @@ def _exhaustive_shape(spec: _Spec, dtypes: dict[str, D.DType]) -> tuple[int, ...
 def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[int, ...], parts: list[str],
            attrs: Combo = ()) -> list[Case]:
     op = spec.op
-    shapes = {t.name: spec.overrides.get(t.name, {}).get("shape", shape) for t in op.inputs}
     out = op.output.name
-    b = broadcast_shape(*shapes.values())
-    shapes[out] = spec.overrides.get(out, {}).get("shape", shape if b is None else b)  # an explicit () counts
+    if op.family.name == "rows":  # the case's shape is the driver's; the family shapes the others
+        try:
+            shapes = {**op.family.default_shapes(shape, attribute_values(op, attrs), tuple(t.name for t in op.tensors)),
+                      **{n: o["shape"] for n, o in spec.overrides.items() if "shape" in o}}
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise spec.err(f"cannot shape {op.name}'s tensors from {list(shape)}: {exc}", "shape") from None
+    else:
+        shapes = {t.name: spec.overrides.get(t.name, {}).get("shape", shape) for t in op.inputs}
+        b = broadcast_shape(*shapes.values())
+        shapes[out] = spec.overrides.get(out, {}).get("shape", shape if b is None else b)  # an explicit () counts
     descs = {t.name: TensorDesc(dtypes[t.name], shapes[t.name], spec.overrides.get(t.name, {}).get("nullptr", False))
              for t in op.tensors}
     for t in op.inputs:

@@ -17,11 +17,12 @@ import numpy as np
 from .. import dtypes as D
 from .. import manifest as M
 from ..judge.defects import Variant
+from .emulate_rows import emulate_rows_case
 from .run import forget_run_verdict
 from ..ops.contract import compute_dtype
 from ..errors import UserError
 from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, as_user_error, gather_inputs, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
+from ..pipeline import Stage, as_user_error, case_elements, gather_inputs, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from ..storage import (CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks_between,
                        copy_storage)
 
@@ -64,9 +65,13 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     outcome = m.phase_one()
     out = m.output
     forget_run_verdict(m.dir)  # the emulated device's results replace a device run's
-    if outcome.status != 0 or out.dump is None:
+    if outcome.status != 0 or not m.judged or m.judged[0].dump is None:
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return None
+    if m.op.family.name == "rows":
+        emulate_rows_case(m, chunk, variant)
+        atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
+        return m.judged[0].dump
     for t in (*m.inputs, out):
         check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
                    "initial output storage")
@@ -152,7 +157,7 @@ def emulate_dirs(case_dirs: list[Path], variant: Variant | None = None, jobs: in
 
 
 def _stage(variant: Variant | None) -> Stage:
-    return Stage(size=output_elements, batch=emulate_batch, split=_emulate_split, broken=_broken, args=(variant,))
+    return Stage(size=case_elements, batch=emulate_batch, split=_emulate_split, broken=_broken, args=(variant,))
 
 
 @paused_gc()

@@ -25,7 +25,8 @@ from ..cases.fill import generate
 from .fingerprint import fingerprint
 from .rounding import golden
 from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, gather_inputs, ranges, run_stage
+from ..pipeline import Stage, case_elements, gather_inputs, ranges, run_stage
+from .rowsgen import fill_rows_goldens
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from ..storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks_between, copy_storage, in_view_mask,
                        replace_dir, safe_child, sha256_file, write_new_file)
@@ -55,14 +56,15 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
-    if _fits_in_memory(case, chunk):
+    rows = case.op.family.name == "rows"
+    if not rows and _fits_in_memory(case, chunk):
         return _generate_in_memory(case, out_root, fp, old)
     tmp = prepare(case, out_root)
     try:
         for t in case.inputs:
             if not t.null:
                 fill_input(case, tmp, t.name, 0, t.layout.numel, chunk)
-        fallbacks = fill_golden(case, tmp, 0, case.numel, chunk)
+        fallbacks = fill_rows_goldens(case, tmp, chunk) if rows else fill_golden(case, tmp, 0, case.numel, chunk)
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -139,11 +141,13 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
 
 
 def _elements(case: Case) -> int:
-    return case.numel
+    return case_elements(case)
 
 
 def _splittable(case: Case) -> bool:
-    return all(t.null or t.layout.is_contiguous for t in case.inputs)
+    """Contiguous inputs of an elementwise op (a Rows op's case runs in one worker: its sums over every
+    row would need their partials gathered from the workers)."""
+    return case.op.family.name != "rows" and all(t.null or t.layout.is_contiguous for t in case.inputs)
 
 
 def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
@@ -226,8 +230,9 @@ def _allocate_all(case: Case, tmp: Path) -> None:
                 st.fill(canary(t.dtype))  # the device must overwrite every element of the view, and nothing else
             elif not t.layout.is_contiguous:
                 st.fill(np.nan, ~in_view_mask(t.layout))  # poison: reading outside the view shows as NaN
-    out = case.output
-    if case.expect_status == 0:
+    for out in case.tensors:
+        if out.role != "output" or out.null or case.expect_status != 0:
+            continue
         gold = tmp / M.golden_file(out.name)
         if out.layout.is_contiguous:
             allocate(gold, out.dtype.np_dtype, out.layout.storage_size)  # every element gets written

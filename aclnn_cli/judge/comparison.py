@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..layout import source_positions
 from ..ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
+from .rowrelief import rows_relief
 from ..storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
 from ..wholefiles import SMALL_FILE, LoadedFile
 
@@ -47,35 +48,37 @@ class Options:
     rehash: bool = False  # hash every golden and input, whatever the stat cache proves (statcache.py)
 
 
-def tolerance_dtype(m: M.CaseManifest) -> tuple[DType, float]:
+def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[DType, float]:
     """(dtype whose thresholds apply, relative-error floor).
 
     A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
     more precise than it: thresholds follow the coarser precision, the floor the larger one.
     """
+    out = out or m.output
     mine = m.__dict__.get("_tolerance_dtype")  # asked four times per case: kept on the manifest
-    if mine is not None:
-        return mine
-    key = (m.op.name, tuple(t.dtype.name for t in m.tensors))
+    if mine is not None and mine[0] == out.name:
+        return mine[1]
+    key = (m.op.name, out.name, tuple(t.dtype.name for t in m.tensors))
     if key not in _TOLERANCE_DTYPES:
-        out = m.output.dtype
-        inner = compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
-        _TOLERANCE_DTYPES[key] = (min((out, inner), key=lambda d: d.precision),
-                                  max(out.smallest_normal, inner.smallest_normal))
-    m.__dict__["_tolerance_dtype"] = _TOLERANCE_DTYPES[key]
+        dtype = out.dtype
+        # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between)
+        inner = dtype if m.op.family.name == "rows" else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+        _TOLERANCE_DTYPES[key] = (min((dtype, inner), key=lambda d: d.precision),
+                                  max(dtype.smallest_normal, inner.smallest_normal))
+    m.__dict__["_tolerance_dtype"] = (out.name, _TOLERANCE_DTYPES[key])
     return _TOLERANCE_DTYPES[key]
 
 
 _TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtypes): thousands of cases share a few
 
 
-def case_standard(m: M.CaseManifest, opts: Options) -> tuple[Standard, dict]:
+def case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None = None) -> tuple[Standard, dict]:
     """The standard a case is judged by, and its parameters. Cases that agree on the standard, dtype and
     overrides share one parameters dict (read it, never change it)."""
     name = opts.standard or m.standard or DEFAULT_STANDARD
     overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
         else dict(opts.tolerance)
-    dtype = tolerance_dtype(m)[0]
+    dtype = tolerance_dtype(m, out)[0]
     key = (name, dtype.name, tuple(overrides.items()))
     known = _STANDARDS.get(key)
     if known is not None:
@@ -104,14 +107,17 @@ def standard_rule(std: Standard, params: dict):
 
 
 def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
-                  judged: tuple[Standard, dict] | None = None) -> tuple[Metrics, Metrics | None, list]:
+                  judged: tuple[Standard, dict] | None = None, out_name: str | None = None,
+                  hash_inputs: bool = True) -> tuple[Metrics, Metrics | None, list]:
     """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
 
     checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
     reads (for a whole case read by one process). judged: case_standard(m, opts), if known.
     """
-    std, params = judged or case_standard(m, opts)
-    cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == m.output.layout.numel)
+    out = m.output if out_name is None else next(t for t in m.judged if t.name == out_name)
+    std, params = judged or case_standard(m, opts, out)
+    cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == out.layout.numel, out=out,
+                     hash_inputs=hash_inputs)
     try:
         result = cmp.run(start, stop)
         cmp.check_sha256()
@@ -121,18 +127,25 @@ def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, check
 
 
 def checksummed_files(m: M.CaseManifest) -> list[tuple[Path, str, str]]:
-    """(file, recorded sha256, what) for every file gen wrote that verify reads: golden and inputs."""
-    out = m.output
-    files = [(out.golden, m.recorded_sha256(out.name, "golden_sha256"), "golden")]
+    """(file, recorded sha256, what) for every file gen wrote that verify reads: goldens (and scale files)
+    and inputs."""
+    files = []
+    for out in m.judged:
+        files.append((out.golden, m.recorded_sha256(out.name, "golden_sha256"), "golden"))
+        if out.scale_path is not None:
+            files.append((Path(out.scale_path), m.recorded_sha256(out.name, "scale_sha256"), f"{out.name} scale"))
     files += [(t.file, m.recorded_sha256(t.name, "sha256"), f"input {t.name}") for t in m.inputs if not t.null]
     return files
 
 
 def checksummed_names(m: M.CaseManifest) -> dict[str, str]:
     """{file name: recorded sha256} of checksummed_files(m), from the paths' text (no Path objects: per small case)."""
-    out = m.output
-    sha = m.recorded_sha256(out.name, "golden_sha256")  # (first: a missing one is the error, as there)
-    names = {os.path.basename(str(out.golden_path)): sha}
+    names = {}
+    for out in m.judged:
+        sha = m.recorded_sha256(out.name, "golden_sha256")  # (first: a missing one is the error, as there)
+        names[os.path.basename(str(out.golden_path))] = sha
+        if out.scale_path is not None:
+            names[os.path.basename(out.scale_path)] = m.recorded_sha256(out.name, "scale_sha256")
     for t in m.inputs:
         if not t.null:
             sha = m.recorded_sha256(t.name, "sha256")
@@ -163,22 +176,27 @@ class Comparison:
     """One case's chunked comparison under one standard."""
 
     def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False,
-                 whole: bool = False) -> None:
-        """whole: this comparison reads every element (small files are then read whole, in one go)."""
+                 whole: bool = False, out: M.TensorEntry | None = None, hash_inputs: bool = True) -> None:
+        """whole: this comparison reads every element (small files are then read whole, in one go).
+        out: the output judged (default the first); hash_inputs: with checksums, the inputs' too (a case with
+        several outputs hashes its inputs with the first output's comparison only)."""
         self.m, self.std, self.opts = m, std, opts
+        self.out = out = out or m.output
         self.rule = standard_rule(std, params)
-        _, self.floor = tolerance_dtype(m)
-        out = m.output
+        _, self.floor = tolerance_dtype(m, out)
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
+        in_sha = sha if hash_inputs else (lambda name, key: None)
         self.whole = whole
         self.files: list[StorageFile | LoadedFile] = []
         self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
         self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
                                sha(out.name, "golden_sha256"), "golden")
-        specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, sha(t.name, "sha256"), f"input {t.name}")
-                 for t in m.inputs}
+        specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, in_sha(t.name, "sha256"),
+                          f"input {t.name}") for t in m.inputs if not t.null}
         self.inputs = _OpenedOnUse(lambda name: self._open(*specs[name]))
-        if checksums:  # (hashed as they are read: all of them, now)
+        if checksums and out.scale_path is not None:
+            self._open(out.scale_path, np.dtype(np.float64), out.layout.numel, sha(out.name, "scale_sha256"), f"{out.name} scale")
+        if checksums and hash_inputs:  # (hashed as they are read: all of them, now)
             for name in specs:
                 self.inputs[name]
         self.rows: list = []
@@ -205,21 +223,26 @@ class Comparison:
             f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
+        if self.m.op.family.name == "rows":
+            from ..device.emulate_rows import emulated_range
+
+            return emulated_range(self.m, self.out, self.inputs, start, stop)
         from ..device.emulate import kernel_output  # (only the bitwise and benchmark standards emulate)
 
         return kernel_output(self.m, gather_inputs(self.m, self.inputs, start, stop))
 
     def _errors(self, a: np.ndarray, g: np.ndarray, bufs: Buffers | None = None) -> ElementErrors:
-        e = element_errors(a, g, self.floor, self.m.output.dtype, flush_ok=self.std.flush_ok,
+        e = element_errors(a, g, self.floor, self.out.dtype, flush_ok=self.std.flush_ok,
                            signed_zeros=self.opts.signed_zeros, bufs=bufs)
         apply_rule(e, self.rule)
         return e
 
     def run(self, start: int, stop: int) -> tuple[Metrics, Metrics | None, list]:
-        out = self.m.output
+        out = self.out
         metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
         if self.opts.error_data:
-            names = tuple(t.name for t in self.m.inputs)
+            # (a Rows op's element depends on whole rows: the report samples no inputs per element)
+            names = () if self.m.op.family.name == "rows" else tuple(t.name for t in self.m.inputs)
             metrics.errors = ErrorStats.for_view(out.layout.shape, names, self._context())
         ws = Workspace(self.opts.chunk) if stop - start > self.opts.chunk else None  # (one chunk: nothing to reuse)
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
@@ -285,15 +308,18 @@ class Comparison:
 
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""
-        m, dtype = self.m, self.m.output.dtype
-        ins = self._gather(flat)
-        ref = m.op.golden_f64(ins)
-        den = np.maximum(np.maximum(np.abs(gi), ref.scale), self.floor)
+        m, dtype = self.m, self.out.dtype
+        if m.op.family.name == "rows":  # (whole rows, never the element alone: rowrelief.py)
+            scale, where, device = rows_relief(m, self.out, self.inputs, flat)
+        else:
+            ins = self._gather(flat)
+            scale = m.op.golden_f64(ins).scale
+            where, device = m.op.device_edges(ins)
+        den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
         abs_err = errs.abs[idx].astype(np.float64)
         rel = abs_err / den
         accepted = gi  # what each element is judged against: the golden, or the device's edge result
         cleared = np.zeros(idx.size, dtype=bool)
-        where, device = m.op.device_edges(ins)
         if where.any():
             alt = round_from_f64(device, dtype).astype(np.float64)
             same_special = (np.isnan(alt) & np.isnan(ai)) | (np.isinf(alt) & (alt == ai))
@@ -316,8 +342,10 @@ class Comparison:
         """The inputs feeding logical output elements `flat`, as float64. mapped: through a memory map of each
         storage (many elements); else a large contiguous storage is read element by element (the report's
         few sample elements: a map's pages would count toward RSS)."""
-        shape = self.m.output.layout.shape
+        shape = self.out.layout.shape
         values = {}
+        if self.m.op.family.name == "rows":
+            return values
         with np.errstate(invalid="ignore"):
             for t in self.m.inputs:
                 f = self.inputs[t.name]
@@ -341,9 +369,9 @@ def _plain(value):
     return str(value)
 
 
-def writes_outside_view(m: M.CaseManifest) -> str | None:
+def writes_outside_view(m: M.CaseManifest, out: M.TensorEntry | None = None) -> str | None:
     """Storage elements outside the output view that the device changed (compared bit for bit)."""
-    out = m.output
+    out = out or m.output
     if out.layout.is_contiguous:
         return None
     check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
@@ -357,29 +385,35 @@ def writes_outside_view(m: M.CaseManifest) -> str | None:
     return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
 
 
-def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None) -> dict:
+def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None,
+                     out: M.TensorEntry | None = None) -> dict:
     """Coordinates, inputs, expected and actual value, and errors of one logical element.
 
     judged_rel: the relative error the verdict used for it (after the op's relief and with the
     case's floor); the element then reports that, so what a person reads is what was judged.
     """
-    out = m.output
+    out = out or m.output
     shape = out.layout.shape
+    rows = m.op.family.name == "rows"  # (its element depends on whole rows: no inputs per element)
     with np.errstate(all="ignore"):
         ins = {}
-        for t in m.inputs:
+        for t in () if rows else m.inputs:
             with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
                 ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
         with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
             a = f.read(out.layout, flat, flat + 1)
-        if std.against == "emulator":
+        if std.against == "emulator" and rows:
+            from ..device.emulate_rows import emulated_range
+
+            g = emulated_range(m, out, None, flat, flat + 1)
+        elif std.against == "emulator":
             from ..device.emulate import kernel_output
 
             g = kernel_output(m, ins)
         else:
             with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
                 g = f.read(out.layout, flat, flat + 1)
-        e = element_errors(a, g, tolerance_dtype(m)[1], out.dtype)
+        e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
     expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
     element = {"index": flat, "coords": list(out.layout.coords(flat)),
                "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 import shlex
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, che
                          compare_range, describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
 from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
+from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
 from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from ..storage import check_file_sha256, check_size
@@ -50,9 +51,13 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
 
 
 def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None) -> CaseResult:
-    """Judge one case. With a Runner, a large case's ranges are compared by its workers."""
-    std, params = case_standard(m, opts)
-    out = m.output
+    """Judge one case. With a Runner, a large case's ranges are compared by its workers.
+
+    A case with several outputs (a Rows op's dx and dgamma) judges each on its own, against its own
+    allowance; the case passes when every output does, and its reason names each output."""
+    outs = m.judged or (m.output,)
+    out = outs[0]
+    std, params = case_standard(m, opts, out)
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), sys.intern(m.product), PASS, std.name, "",
                         params=params, path=str(m.dir), repro=_repro(m, opts), kind=_kind(m))
     run_verdict = read_verdict(m.dir)  # the device run of this case did not complete (aclnn-cli run)
@@ -65,21 +70,23 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     _check_status(result, status_path, 0, required=False)  # optional for a positive case: absent is fine
     if result.status != PASS:
         return result
-    if out.dump_path is None or not os.path.lexists(out.dump_path):
-        result.status, result.reason = MISSING, f"no dump at {out.dump}"
-        return result
-    n = out.layout.numel
-    if is_large(n) or not out.layout.is_contiguous:  # (small contiguous cases: the sizes are checked on open)
-        try:
-            check_size(out.dump, out.dtype.np_dtype, out.layout.storage_size, "dump")
-            check_size(out.golden, out.dtype.np_dtype, out.layout.storage_size, "golden")
-            for t in m.inputs:
-                check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
-        except UserError as exc:
-            result.status, result.reason = ERROR, str(exc)
+    for o in outs:
+        if o.dump_path is None or not os.path.lexists(o.dump_path):
+            result.status, result.reason = MISSING, f"no dump at {o.dump}"
             return result
+    try:
+        for o in outs:
+            if is_large(o.layout.numel) or not o.layout.is_contiguous:  # (small contiguous: checked on open)
+                check_size(o.dump, o.dtype.np_dtype, o.layout.storage_size, "dump")
+                check_size(o.golden, o.dtype.np_dtype, o.layout.storage_size, "golden")
+                for t in m.inputs:
+                    if not t.null:
+                        check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}")
+    except UserError as exc:
+        result.status, result.reason = ERROR, str(exc)
+        return result
     digests = checksummed_names(m)
-    nbytes = out.layout.storage_size * out.dtype.itemsize + sum(
+    nbytes = sum(o.layout.storage_size * o.dtype.itemsize for o in outs) + sum(
         t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
     worth = nbytes >= statcache.WORTH_BYTES  # (a small case has no record to read, nor one worth writing)
     recorded = worth and statcache.unchanged(str(m.dir), digests)
@@ -87,41 +94,81 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     before = None if proven or not worth else statcache.snapshot(str(m.dir), list(digests))
     if recorded:  # (--rehash of files the record already vouches for: the same record would be written again)
         before = None
-    if n == 0:
+    judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
+    if all(v is None for _, v in judged):
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
     else:
-        pieces = ranges(n) if run is not None and is_large(n) else [(0, n)]
-        if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
-            sums = [] if proven else [run.submit(check_file_sha256, *item) for item in checksummed_files(m)]
-            parts = run.map(compare_range, [(m, opts, s, e, False) for s, e in pieces])
-            for f in sums:
-                f.result()
-        else:
-            parts = [compare_range(m, opts, 0, n, not proven, (std, params))]
-        metrics, bench, rows = parts[0]
-        for other, other_bench, other_rows in parts[1:]:
-            metrics.merge(other)
-            if bench is not None:
-                bench.merge(other_bench)
-            rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
-        verdict = std.judge(metrics, params, tolerance_dtype(m)[0], bench)
-        result.status, result.reason = (PASS if verdict.passed else FAIL), verdict.reason
-        result.metrics, result.benchmark = metrics.to_json(), bench.to_json() if bench else None
-        result.errors = metrics.errors.summary(verdict.passed) if metrics.errors else None  # (the HTML report's)
-        if not verdict.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
-            result.worst = [describe_element(m, std, i, rel) for i, rel in metrics.worst_items()]
-        result.error_rows = rows
-        if verdict.passed:
-            doubt = mistrust(m, metrics, opts.strict)
-            if doubt:
-                result.status, result.reason = MISTRUSTED, doubt
+        _settle(result, m, judged, opts.strict)
     if before is not None:  # every digest checked out: a later verify need not hash these files again
         statcache.record(str(m.dir), before, digests)
-    outside = writes_outside_view(m)
-    if outside:
-        result.status, result.reason = LAYOUT, f"{outside}; values inside the view: {result.reason}"
+    for o in outs:
+        outside = writes_outside_view(m, o)
+        if outside:
+            name = f"{o.name}: " if len(outs) > 1 else ""
+            result.status, result.reason = LAYOUT, f"{name}{outside}; values inside the view: {result.reason}"
+            break
     return result
+
+
+@dataclass
+class _OutputVerdict:
+    """One output's judgement (the case's verdict is made from these)."""
+
+    std: object
+    passed: bool
+    reason: str
+    metrics: object
+    bench: object
+    rows: list
+
+
+def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Runner | None, proven: bool,
+                  first: bool) -> _OutputVerdict | None:
+    """Compare one output (None: it is empty). first: its comparison also hashes the inputs."""
+    n = out.layout.numel
+    if n == 0:
+        return None
+    std, params = case_standard(m, opts, out)
+    pieces = ranges(n) if run is not None and is_large(n) else [(0, n)]
+    if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
+        sums = [] if proven else [run.submit(check_file_sha256, *item) for item in checksummed_files(m)
+                                  if first or item[2] == "golden" and item[0] == out.golden]
+        parts = run.map(compare_range, [(m, opts, s, e, False, None, out.name) for s, e in pieces])
+        for f in sums:
+            f.result()
+    else:
+        parts = [compare_range(m, opts, 0, n, not proven, (std, params), out.name, first)]
+    metrics, bench, rows = parts[0]
+    for other, other_bench, other_rows in parts[1:]:
+        metrics.merge(other)
+        if bench is not None:
+            bench.merge(other_bench)
+        rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
+    verdict = std.judge(metrics, params, tolerance_dtype(m, out)[0], bench)
+    return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows)
+
+
+def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -> None:
+    """The case's verdict from its outputs': the first failing output's metrics (else the first's), and a
+    reason naming each output when there are several."""
+    several = len(judged) > 1
+    failing = [(o, v) for o, v in judged if v is not None and not v.passed]
+    out, v = failing[0] if failing else next((o, v) for o, v in judged if v is not None)
+    result.status = PASS if v.passed else FAIL
+    result.reason = "; ".join(f"{o.name}: {w.reason}" for o, w in judged if w is not None) if several else v.reason
+    if several and out is not judged[0][0]:
+        result.dtype, result.shape = out.dtype.name, list(out.layout.shape)
+    metrics = v.metrics
+    result.metrics, result.benchmark = metrics.to_json(), v.bench.to_json() if v.bench else None
+    result.errors = metrics.errors.summary(v.passed) if metrics.errors else None  # (the HTML report's)
+    if not v.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
+        result.worst = [describe_element(m, v.std, i, rel, out) for i, rel in metrics.worst_items()]
+    result.error_rows = v.rows
+    if v.passed and not failing:
+        doubt = mistrust(m, metrics, strict)
+        if doubt:
+            result.status, result.reason = MISTRUSTED, doubt
 
 
 def _check_status(result: CaseResult, path: str, expected: int, required: bool) -> CaseResult:
@@ -202,7 +249,7 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
 
 
 def _stage(opts: Options) -> Stage:
-    return Stage(size=output_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,))
+    return Stage(size=case_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,))
 
 
 def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:

@@ -213,6 +213,12 @@ class OpSpec:
         """The first output (the only one of most ops)."""
         return next(t for t in self.tensors if t.role == "output")
 
+    def by_output(self, result) -> dict:
+        """A function's result as {output name: result} (ops with one output may return it bare)."""
+        if isinstance(result, Mapping):
+            return dict(result)
+        return {self.output.name: result}
+
     @property
     def dtypes(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}

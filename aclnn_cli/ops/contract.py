@@ -80,6 +80,11 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
         rule = op.contract.attribute_rule(effective)
         if rule:
             return Outcome(INVALID, rule, "attributes")
+    if op.contract.shape_rule is not None:
+        effective = {a.name: a.default if attributes.get(a.name) is None else attributes[a.name] for a in op.attributes}
+        rule = op.contract.shape_rule(tensors, effective)
+        if rule:
+            return Outcome(INVALID, rule, "shape")
     return Outcome(SUCCESS)
 
 
@@ -118,6 +123,8 @@ def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> 
             return "input shapes " + ", ".join(f"{n} {list(tensors[n].shape)}" for n in ins) + " do not broadcast"
         if tensors[out].shape != b:
             return f"{out} shape {list(tensors[out].shape)} is not the broadcast shape {list(b)}"
+        return None
+    if op.family.name == "rows":  # the shapes of its rows, dgamma, rstd differ: the op's shape_rule decides
         return None
     shapes = {tensors[t.name].shape for t in op.tensors}
     if len(shapes) > 1:

@@ -72,7 +72,21 @@ class Rows:
     axes: Callable[[Shapes, Mapping], tuple[int, int]]
     per_row: tuple[str, ...] = ()
     across_rows: tuple[str, ...] = ()
+    # Shapes of other tensors for a case that gives only the driver's shape: (driver shape, attrs) ->
+    # {name: shape} (RmsNorm's gamma: the last axis). The rest default as `default_shapes` says.
+    shapes: Callable[[tuple[int, ...], Mapping], Mapping[str, tuple[int, ...]]] | None = None
     name: str = "rows"
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """Every tensor's shape from the driver's: the op's own `shapes` first; then per-row inputs take the
+        axes before the reduced ones, across-rows outputs the reduced ones and after, the rest the driver's."""
+        shapes = {self.driver: tuple(shape), **(self.shapes(tuple(shape), attrs) if self.shapes else {})}
+        lo, hi = self.axes(shapes, attrs)
+        for name in names:
+            if name not in shapes:
+                shapes[name] = (tuple(shape[:lo]) if name in self.per_row else
+                                tuple(shape[lo:]) if name in self.across_rows else tuple(shape))
+        return shapes
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
         shape = tuple(shapes[self.driver])

@@ -1,0 +1,125 @@
+"""Goldens of Rows-family ops (ops/families.py): whole blocks in, every output's certified golden out.
+
+The inputs are binary floats, so each output is a fixed function of them and its exact value exists. The
+op's float64 `reference` gives value and bound per element; where value - bound and value + bound round
+to one output value, that is the correctly rounded result. Elsewhere the op's `exact` recomputes the
+block (Fractions, or Decimal where exp is involved) and the exact value is rounded once. Outputs summed
+over every row (dgamma) are accumulated block by block: values, bounds and scales added, plus a bound for
+the float64 additions themselves; their uncertain elements are recomputed exactly over every block.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
+
+from ..dtypes import DType, round_fraction, round_from_f64
+from ..ops.base import OpSpec, Reference
+
+F64_UNIT = 2.0**-53
+
+
+def certify(value: np.ndarray, bound: np.ndarray, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
+    """(value rounded to dtype, where that rounding is not proven to be the exact result's)."""
+    with np.errstate(all="ignore"):
+        rounded = round_from_f64(value, dtype)
+        as64 = rounded.astype(np.float64)
+        lo = round_from_f64(value - bound, dtype).astype(np.float64)
+        hi = round_from_f64(value + bound, dtype).astype(np.float64)
+        uncertain = np.isfinite(value) & ((lo != as64) | (hi != as64))
+        uncertain |= (as64 == 0) & (value != 0) & (bound >= np.abs(value))  # a tiny value's sign
+    return rounded, uncertain
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return np.issubdtype(a.dtype, np.floating) or a.dtype.kind == "V" or str(a.dtype) == "bfloat16"
+
+
+def widened(blocks: Mapping[str, np.ndarray], dtype=np.float64) -> dict[str, np.ndarray]:
+    """Float inputs widened (exactly, for float64) to dtype; integer inputs as they are."""
+    return {k: v.astype(dtype) if _is_float(v) else v for k, v in blocks.items()}
+
+
+def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mapping) -> dict[str, Reference]:
+    """The op's float64 reference on whole blocks, per output. Blocks where an input the kernel reads is not
+    finite take the IEEE formula (op.ieee, else the kernel, in float64) with bound 0: their sums are NaN or
+    infinite as the device's are, and there is nothing to certify."""
+    wide = widened(blocks)
+    read = [t.name for t in op.inputs if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64]
+    k = next(iter(wide.values())).shape[0] if wide else 0
+    finite = np.ones(k, dtype=bool)
+    for name in read:
+        finite &= np.isfinite(wide[name]).reshape(k, -1).all(axis=1)
+    with np.errstate(all="ignore"):
+        if finite.all():
+            return op.by_output(op.reference({**wide, **attrs}))
+        good = _take(wide, finite)
+        bad = _take(wide, ~finite)
+        special = op.by_output((op.ieee or op.kernel or _value_of(op))({**bad, **attrs}))
+        ref = op.by_output(op.reference({**good, **attrs})) if finite.any() else {}
+    across = set(op.family.across_rows)
+    out: dict[str, Reference] = {}
+    for t in op.outputs:
+        sv = np.asarray(special[t.name], dtype=np.float64)
+        if t.name in across:
+            r = ref.get(t.name)
+            value = sv + (r.value if r is not None else 0.0)
+            bound = r.bound if r is not None else np.zeros_like(sv)
+            scale = np.abs(sv) + (r.scale if r is not None else 0.0)
+            out[t.name] = Reference(value, np.broadcast_to(bound, value.shape).copy(), scale)
+            continue
+        value = np.empty((k, *sv.shape[1:]))
+        bound, scale = np.zeros_like(value), np.abs(value)
+        value[~finite], scale[~finite] = sv, np.abs(sv)
+        if finite.any():
+            r = ref[t.name]
+            value[finite], bound[finite], scale[finite] = r.value, r.bound, r.scale
+        out[t.name] = Reference(value, bound, scale)
+    return out
+
+
+def _take(arrays: Mapping[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[rows] for k, v in arrays.items()}
+
+
+def _value_of(op: OpSpec):
+    return lambda t: {k: r.value for k, r in op.by_output(op.reference(t)).items()}
+
+
+def exact_block(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping) -> dict[str, np.ndarray]:
+    """op.exact on one block (k = 1): float inputs as Fraction object arrays, integers as they are."""
+    frac = {}
+    for k, v in block.items():
+        if _is_float(v):
+            flat = [Fraction(float(x)) for x in v.astype(np.float64).reshape(-1)]
+            frac[k] = np.array(flat + [None], dtype=object)[:-1].reshape(v.shape)
+        else:
+            frac[k] = v
+    exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attrs.items()}
+    return {k: np.asarray(v, dtype=object) for k, v in op.by_output(op.exact({**frac, **exact_attrs})).items()}
+
+
+def round_exact(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Exact values (Fraction or Decimal) rounded once to dtype, as float64."""
+    return np.array([round_fraction(Fraction(v), dtype) for v in values.reshape(-1)], dtype=np.float64)
+
+
+class AcrossRows:
+    """One output summed over every row: the float64 partials of each block added, with their bounds."""
+
+    def __init__(self, size: int) -> None:
+        self.value, self.bound, self.scale = np.zeros(size), np.zeros(size), np.zeros(size)
+        self.additions = 0
+
+    def add(self, r: Reference) -> None:
+        self.value += r.value.reshape(-1)
+        self.bound += r.bound.reshape(-1)
+        self.scale += r.scale.reshape(-1)
+        self.additions += 1
+
+    def total_bound(self) -> np.ndarray:
+        """The partials' bounds plus each float64 addition's rounding (at most F64_UNIT of the running sum,
+        itself at most the scale so far; scales and bounds are added with errors far below this slack)."""
+        return (self.bound + self.additions * 2 * F64_UNIT * self.scale) * (1 + 2.0**-40)

@@ -1,0 +1,56 @@
+"""Relief for Rows-family ops: what a flagged element is judged against, from whole rows.
+
+An element of a row output depends on its whole row, so the op's reference is evaluated on every block
+that holds a flagged element, never on the element alone (docs/families.md). An element of an output
+summed over every row (dgamma) depends on every row: its term scale was recorded by gen (the scale file,
+checked against its sha256 when read), and verify does not re-read the case for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import manifest as M
+from ..golden.rows import reference_blocks, widened
+from ..pipeline import gather_blocks, geometry
+from ..wholefiles import LoadedFile
+
+
+def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(term scale, where the device may differ, the device's value there) of logical elements `flat` of
+    output `out`. files: input name -> an open storage reader."""
+    if out.name in m.op.family.across_rows:
+        return across_scale(m, out)[flat], np.zeros(flat.size, bool), np.full(flat.size, np.nan)
+    geo = geometry(m)
+    block_of = flat // geo.block
+    wanted = np.unique(block_of)
+    pieces = [gather_blocks(m, files, geo, int(b), int(b) + 1) for b in wanted]
+    blocks = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]} if pieces else {}
+    attrs = m.attribute_values
+    with np.errstate(all="ignore"):
+        ref = reference_blocks(m.op, blocks, attrs)[out.name]
+        at = np.searchsorted(wanted, block_of) * geo.block + flat % geo.block
+        scale = ref.scale.reshape(-1)[at]
+        where, device = np.zeros(flat.size, bool), np.full(flat.size, np.nan)
+        if m.op.edge is not None:
+            edges = m.op.by_output(m.op.edge({**widened(blocks), **attrs}))
+            if out.name in edges:
+                w, d = edges[out.name]
+                where = np.asarray(w, bool).reshape(-1)[at]
+                device = np.asarray(d, np.float64).reshape(-1)[at]
+    return scale, where, device
+
+
+def across_scale(m: M.CaseManifest, out: M.TensorEntry) -> np.ndarray:
+    """The recorded term scale of an across-rows output (float64 per element), its checksum checked."""
+    if out.scale_path is None:
+        raise ValueError(f"{out.name}: no scale file recorded (gen wrote this case before it had one)")
+    f = LoadedFile(out.scale_path, np.float64, out.layout.numel, sha256=m.recorded_sha256(out.name, "scale_sha256"),
+                   what=f"{out.name} scale")
+    try:
+        values = np.array(f.map)
+        f.check_sha256()
+    finally:
+        f.close()
+    return values
