@@ -26,8 +26,9 @@ from ..dtypes import DType, round_from_f64
 from ..pipeline import gather_inputs
 from ..errors import UserError
 from ..layout import source_positions
-from ..ops.contract import compute_dtype
 from .standards import DEFAULT_STANDARD, Standard, find_standard
+from .judgeddtype import tolerance_dtype
+from .elements import describe_element, writes_outside_view  # noqa: F401  (verify's, from here)
 from .rowrelief import rows_relief
 from ..storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
 from ..wholefiles import SMALL_FILE, LoadedFile
@@ -46,30 +47,6 @@ class Options:
     chunk: int = CHUNK
     strict: bool = False  # MISTRUSTED fails the run (by default it is a warning)
     rehash: bool = False  # hash every golden and input, whatever the stat cache proves (statcache.py)
-
-
-def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[DType, float]:
-    """(dtype whose thresholds apply, relative-error floor).
-
-    A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
-    more precise than it: thresholds follow the coarser precision, the floor the larger one.
-    """
-    out = out or m.output
-    mine = m.__dict__.get("_tolerance_dtype")  # asked four times per case: kept on the manifest
-    if mine is not None and mine[0] == out.name:
-        return mine[1]
-    key = (m.op.name, out.name, tuple(t.dtype.name for t in m.tensors))
-    if key not in _TOLERANCE_DTYPES:
-        dtype = out.dtype
-        # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between)
-        inner = dtype if m.op.family.name == "rows" else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
-        _TOLERANCE_DTYPES[key] = (min((dtype, inner), key=lambda d: d.precision),
-                                  max(dtype.smallest_normal, inner.smallest_normal))
-    m.__dict__["_tolerance_dtype"] = (out.name, _TOLERANCE_DTYPES[key])
-    return _TOLERANCE_DTYPES[key]
-
-
-_TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtypes): thousands of cases share a few
 
 
 def case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None = None) -> tuple[Standard, dict]:
@@ -368,62 +345,3 @@ def _plain(value):
         return list(value)
     return str(value)
 
-
-def writes_outside_view(m: M.CaseManifest, out: M.TensorEntry | None = None) -> str | None:
-    """Storage elements outside the output view that the device changed (compared bit for bit)."""
-    out = out or m.output
-    if out.layout.is_contiguous:
-        return None
-    check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
-    check_file_sha256(out.file, m.recorded_sha256(out.name, "sha256"), "initial output storage")
-    size = out.layout.storage_size
-    dump = LoadedFile(out.dump_path, out.dtype.uint_dtype, size, what="dump").map
-    initial = LoadedFile(out.file_path, out.dtype.uint_dtype, size, what="initial output storage").map
-    changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
-    if not changed.size:
-        return None
-    return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
-
-
-def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None,
-                     out: M.TensorEntry | None = None) -> dict:
-    """Coordinates, inputs, expected and actual value, and errors of one logical element.
-
-    judged_rel: the relative error the verdict used for it (after the op's relief and with the
-    case's floor); the element then reports that, so what a person reads is what was judged.
-    """
-    out = out or m.output
-    shape = out.layout.shape
-    rows = m.op.family.name == "rows"  # (its element depends on whole rows: no inputs per element)
-    with np.errstate(all="ignore"):
-        ins = {}
-        for t in () if rows else m.inputs:
-            with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
-                ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
-        with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
-            a = f.read(out.layout, flat, flat + 1)
-        if std.against == "emulator" and rows:
-            from ..device.emulate_rows import emulated_range
-
-            g = emulated_range(m, out, None, flat, flat + 1)
-        elif std.against == "emulator":
-            from ..device.emulate import kernel_output
-
-            g = kernel_output(m, ins)
-        else:
-            with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
-                g = f.read(out.layout, flat, flat + 1)
-        e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
-    expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
-    element = {"index": flat, "coords": list(out.layout.coords(flat)),
-               "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
-               "expected": expected, "actual": actual,
-               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]) if judged_rel is None else judged_rel,
-               "ulp_error": float(e.ulp[0])}
-    if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
-        element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
-    return element
-
-
-def _name(x: float) -> str:
-    return "NaN" if np.isnan(x) else f"{x:.8g}"

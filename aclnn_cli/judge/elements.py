@@ -1,0 +1,73 @@
+"""What verify says about single elements and the storage around a view: the worst elements described
+for a person (coordinates, inputs, expected, actual, errors) and writes outside the output view."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import manifest as M
+from .compare import element_errors
+from .judgeddtype import tolerance_dtype
+from .standards import Standard
+from ..storage import StorageFile, check_file_sha256, check_size, in_view_mask
+from ..wholefiles import LoadedFile
+
+
+def writes_outside_view(m: M.CaseManifest, out: M.TensorEntry | None = None) -> str | None:
+    """Storage elements outside the output view that the device changed (compared bit for bit)."""
+    out = out or m.output
+    if out.layout.is_contiguous:
+        return None
+    check_size(out.file, out.dtype.np_dtype, out.layout.storage_size, "initial output storage")
+    check_file_sha256(out.file, m.recorded_sha256(out.name, "sha256"), "initial output storage")
+    size = out.layout.storage_size
+    dump = LoadedFile(out.dump_path, out.dtype.uint_dtype, size, what="dump").map
+    initial = LoadedFile(out.file_path, out.dtype.uint_dtype, size, what="initial output storage").map
+    changed = np.flatnonzero(~in_view_mask(out.layout) & (dump != initial))
+    if not changed.size:
+        return None
+    return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
+
+
+def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None,
+                     out: M.TensorEntry | None = None) -> dict:
+    """Coordinates, inputs, expected and actual value, and errors of one logical element.
+
+    judged_rel: the relative error the verdict used for it (after the op's relief and with the
+    case's floor); the element then reports that, so what a person reads is what was judged.
+    """
+    out = out or m.output
+    shape = out.layout.shape
+    rows = m.op.family.name == "rows"  # (its element depends on whole rows: no inputs per element)
+    with np.errstate(all="ignore"):
+        ins = {}
+        for t in () if rows else m.inputs:
+            with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
+                ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
+        with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
+            a = f.read(out.layout, flat, flat + 1)
+        if std.against == "emulator" and rows:
+            from ..device.emulate_rows import emulated_range
+
+            g = emulated_range(m, out, None, flat, flat + 1)
+        elif std.against == "emulator":
+            from ..device.emulate import kernel_output
+
+            g = kernel_output(m, ins)
+        else:
+            with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
+                g = f.read(out.layout, flat, flat + 1)
+        e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
+    expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
+    element = {"index": flat, "coords": list(out.layout.coords(flat)),
+               "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
+               "expected": expected, "actual": actual,
+               "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]) if judged_rel is None else judged_rel,
+               "ulp_error": float(e.ulp[0])}
+    if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
+        element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
+    return element
+
+
+def _name(x: float) -> str:
+    return "NaN" if np.isnan(x) else f"{x:.8g}"

@@ -1,0 +1,32 @@
+"""Which dtype's thresholds judge an output, and the relative-error floor (shared by the comparison and
+the element descriptions)."""
+
+from __future__ import annotations
+
+from .. import manifest as M
+from ..dtypes import DType
+from ..ops.contract import compute_dtype
+
+
+def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[DType, float]:
+    """(dtype whose thresholds apply, relative-error floor).
+
+    A result rounded through a narrower compute dtype (Hardsigmoid's promoted type) can be no
+    more precise than it: thresholds follow the coarser precision, the floor the larger one.
+    """
+    out = out or m.output
+    mine = m.__dict__.get("_tolerance_dtype")  # asked four times per case: kept on the manifest
+    if mine is not None and mine[0] == out.name:
+        return mine[1]
+    key = (m.op.name, out.name, tuple(t.dtype.name for t in m.tensors))
+    if key not in _TOLERANCE_DTYPES:
+        dtype = out.dtype
+        # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between)
+        inner = dtype if m.op.family.name == "rows" else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+        _TOLERANCE_DTYPES[key] = (min((dtype, inner), key=lambda d: d.precision),
+                                  max(dtype.smallest_normal, inner.smallest_normal))
+    m.__dict__["_tolerance_dtype"] = (out.name, _TOLERANCE_DTYPES[key])
+    return _TOLERANCE_DTYPES[key]
+
+
+_TOLERANCE_DTYPES: dict[tuple, tuple[DType, float]] = {}  # per (op, tensor dtypes): thousands of cases share a few
