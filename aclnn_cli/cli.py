@@ -165,9 +165,11 @@ def select_cases(cases, patterns: tuple[str, ...]):
 @click.argument("out", type=PATH)
 @click.option("--defect", metavar="NAME", default=None,
               help="Emulate a broken kernel (or a legitimate variant): see 'aclnn-cli defects'.")
+@click.option("--json", "json_path", type=PATH, default=None,
+              help="Write what was emulated (cases, defect, ops whose reference was replayed) as JSON.")
 @JOBS
 @SHARD
-def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
+def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | None) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
     from . import shardout
     from .device.emulate import emulate_all, emulate_dirs
@@ -175,6 +177,10 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     from .progress import Progress
 
     with _one_line_errors():
+        if json_path is not None:
+            from .storage import check_output_paths
+
+            check_output_paths(json_path)
         try:  # (the catalogue includes user ops' variants, loaded after import: not a fixed Choice)
             variant = find_variant(defect) if defect else None
         except KeyError as exc:
@@ -195,13 +201,25 @@ def emulate(out: Path, defect: str | None, jobs: int, shard) -> None:
     done = total - len(errors)
     click.echo(f"emulated {done} cases in {out}" + (f" with defect '{defect}'" if defect else "")
                + (f"; {len(errors)} cases have bad files (above)" if errors else ""))
-    if variant is not None and variant.op_kernel:
-        from .ops import OPS
+    from .ops import OPS
 
+    if variant is not None and variant.op_kernel:
         having = ops_with_kernel(variant, OPS.values())
         if len(having) < len(OPS):
             click.echo(f"note: '{defect}' is the kernel of {', '.join(having)} only; "
                        "cases of other ops ran their correct kernel")
+    names = {Path(d).name for d in chosen.dirs}
+    replayed = sorted(op.name for op in OPS.values() if op.kernel is None and any(
+        n.startswith(op.key + "-") for n in names))
+    for name in replayed:
+        click.echo(f"warning: {name} declares no kernel: emulate replayed its reference (float64 rounded to "
+                   f"float32), so this loop cannot catch a wrong golden; give the op a `kernel` or run the device",
+                   err=True)
+    if json_path is not None:
+        from .storage import atomic_write_text
+
+        atomic_write_text(json_path, json.dumps({"emulated": done, "errors": len(errors), "defect": defect,
+                                                 "replayed_reference": replayed}, indent=1) + "\n")
     sys.exit(2 if errors else 0)
 
 

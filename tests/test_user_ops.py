@@ -138,3 +138,20 @@ def test_a_variant_named_like_a_defect_but_declared_legitimate_is_refused(tmp_pa
     assert done.returncode == 2
     assert "variant 'sign-slip' is Legitimate here but a Defect in the catalogue" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_emulate_of_an_op_without_a_kernel_says_it_replays_the_reference(generated, tmp_path):
+    """Such a loop cannot catch a wrong golden: emulate says so on stderr and in its JSON (issue 19, item 8);
+    an op with a kernel of its own (the bundled ones) gets no such line."""
+    out = tmp_path / "out"
+    shutil.copytree(generated, out)
+    done = cli("--ops", OP_FILE, "emulate", out, "--json", tmp_path / "e.json")
+    assert done.returncode == 0, done.stderr
+    assert "warning: aclnnMyHardtanhBackward declares no kernel: emulate replayed its reference" in done.stderr
+    report = json.loads((tmp_path / "e.json").read_text())
+    assert report["replayed_reference"] == ["aclnnMyHardtanhBackward"] and report["emulated"] > 0
+    bundled = tmp_path / "b"
+    assert cli("gen", Path(__file__).parents[1] / "aclnn_cli/cases/silu_backward.yaml", "-o", bundled,
+               "--case", "silu_backward-*float32*").returncode == 0
+    done = cli("emulate", bundled, "--json", tmp_path / "b.json")
+    assert "warning" not in done.stderr and json.loads((tmp_path / "b.json").read_text())["replayed_reference"] == []
