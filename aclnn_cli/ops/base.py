@@ -23,7 +23,7 @@ F64_UNIT = 2.0**-53
 # Outputs this far below the incoming gradient are beyond what a kernel with
 # float32 intermediates can resolve: exp overflows at |x| ~ 88.7, i.e. e^-88.7 ~ 2^-128.
 GRAD_RELATIVE_FLOOR = 2.0**-100
-GRADIENT = "gradOutput"  # the incoming gradient of backward ops (the dy in dy * f(x))
+GRADIENT = "gradOutput"  # the name most backward ops give their incoming gradient (OpSpec.gradient: the first input)
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,11 @@ class OpSpec:
         return self.header or f"aclnnop/aclnn_{self.key}.h"
 
     @property
+    def gradient(self) -> str:
+        """The incoming gradient's name: the first input, whatever the header calls it (gradOutput, dy, gradOut)."""
+        return self.inputs[0].name
+
+    @property
     def inputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "input")
 
@@ -239,16 +244,17 @@ class OpSpec:
         if self.edge is not None:
             where, device = (np.array(a) for a in self.edge(inputs))
             where, device = where.astype(bool), device.astype(np.float64)
-        dy = inputs.get(GRADIENT)
+        grad = self.gradient
+        dy = inputs.get(grad)
         if dy is not None:
             inf_grad = np.isinf(dy) & ~where
             for t in self.inputs:
-                if t.read_by_kernel and t.name != GRADIENT:
+                if t.read_by_kernel and t.name != grad:
                     inf_grad &= np.isfinite(inputs[t.name])
             if inf_grad.any():
                 attrs = self.attribute_values(inputs)
                 unit = {**{k: v[inf_grad] for k, v in inputs.items() if k not in attrs}, **attrs}
-                unit[GRADIENT] = np.ones(int(inf_grad.sum()))
+                unit[grad] = np.ones(int(inf_grad.sum()))
                 with np.errstate(all="ignore"):
                     factor = self.golden_f64(unit).value
                 tiny = np.zeros(shape, dtype=bool)
