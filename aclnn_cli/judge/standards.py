@@ -21,7 +21,7 @@ import numpy as np
 from .compare import Metrics, Rule, Verdict
 from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
                          Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
-from ..cases.yamlsafe import clip
+from ..values.yamlsafe import clip
 from ..dtypes import DType
 
 MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}

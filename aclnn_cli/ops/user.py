@@ -20,7 +20,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from ..cases.yamlsafe import clip, show
+from ..values.yamlsafe import clip, show
 from ..errors import UserError
 from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS

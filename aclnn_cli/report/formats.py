@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__, jsonsafe
-from ..cases.yamlsafe import clip
+from ..values.yamlsafe import clip
 from ..errors import UserError
 from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
 from ..jsonsafe import JsonRefused
