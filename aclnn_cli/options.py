@@ -36,7 +36,7 @@ class StandardName(click.ParamType):
     name = "standard"
 
     def _names(self) -> list[str]:
-        from .judge.standards import STANDARDS
+        from .standards import STANDARDS
 
         return list(STANDARDS)
 

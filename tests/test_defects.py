@@ -9,7 +9,7 @@ import pytest
 
 from aclnn_cli.judge.defects import CATALOGUE
 from aclnn_cli.judge.matrix import defect_matrix
-from aclnn_cli.judge.standards import DEFAULT_STANDARD, STANDARDS
+from aclnn_cli.standards import DEFAULT_STANDARD, STANDARDS
 
 from helpers import run_cli, write_yaml
 

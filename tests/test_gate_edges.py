@@ -16,7 +16,7 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
-from aclnn_cli.judge.standards import STANDARDS, find_standard
+from aclnn_cli.standards import STANDARDS, find_standard
 
 from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, outside_values,
                         suite_yaml, write_broken)

@@ -25,7 +25,7 @@ from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
-from ..judge.tolerances import ToleranceError
+from ..tolerances import ToleranceError
 from ..values.yamlsafe import clip, key_path, printable_path, read_file, show, unknown_key
 from ..values.yamlsafe import parse as parse_yaml
 

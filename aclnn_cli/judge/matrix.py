@@ -15,7 +15,7 @@ from .. import manifest as M
 from .defects import CATALOGUE, find_variant
 from ..device.emulate import emulate_case
 from ..ops import find_op
-from .standards import DEFAULT_STANDARD, STANDARDS
+from ..standards import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case
 

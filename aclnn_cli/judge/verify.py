@@ -22,7 +22,7 @@ from .mistrust import mistrust
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
-from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
+from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from ..storage import check_file_sha256, check_size
 
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",

@@ -285,7 +285,7 @@ def _task(c: CaseResult) -> dict | None:
 def draw(task: dict) -> tuple[bytes | None, str, bool]:
     """(the PNG of a case's plots or None, why not, whether errors are relative to the term scale): on a
     worker, from the verify JSON's data alone."""
-    from ..judge.standards import STANDARDS
+    from ..standards import STANDARDS
     from ..ops import find_op
     from .plots import case_figure
 

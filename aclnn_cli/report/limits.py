@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ..dtypes import DTYPES
-from ..judge.standards import balance_limit
+from ..standards import balance_limit
 
 
 @dataclass(frozen=True)

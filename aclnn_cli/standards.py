@@ -18,11 +18,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .compare import Metrics, Rule, Verdict
+from .judge.compare import Metrics, Rule
 from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
                          Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
-from ..values.yamlsafe import clip
-from ..dtypes import DType
+from .values.yamlsafe import clip
+from .dtypes import DType
 
 MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}
 ALLCLOSE = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1.3e-6, 1e-5)}
