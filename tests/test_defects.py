@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from aclnn_cli.judge.defects import CATALOGUE
+from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.judge.matrix import defect_matrix
 from aclnn_cli.standards import DEFAULT_STANDARD, STANDARDS
 
@@ -78,7 +78,7 @@ def test_junit_json_and_csv_outputs(broken):
     failure = cases["silu_backward-bad"].find("failure")
     assert failure.get("type") == "FAIL" and "MERE" in failure.get("message") and "repro:" in failure.text
     data = json.loads(js.read_text())
-    assert data["schema"] == "aclnn-cli/verify/3" and data["summary"] == {
+    assert data["schema"] == "aclnn-cli/verify/4" and data["summary"] == {
         "total": 2, "PASS": 1, "FAIL": 1, "LAYOUT": 0, "MISTRUSTED": 0, "MISSING": 0, "STATUS": 0, "CRASH": 0, "TIMEOUT": 0,
         "ERROR": 0}
     bad = next(c for c in data["cases"] if c["status"] == "FAIL")
