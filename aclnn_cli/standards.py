@@ -155,6 +155,10 @@ def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
     return Verdict(True, ", ".join(r.text() for r in said), tuple(rows))
 
 
+def _at(m: Metrics) -> str:
+    return f"at element {m.max_rel_at}" if m.max_rel > 0 and m.max_rel_at >= 0 else ""
+
+
 def _specials(m: Metrics) -> Row:
     return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=",
                 f"(first at element {m.first_special})" if m.special_mismatches else "")
@@ -164,7 +168,7 @@ def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
     t, balance = p["T"], m.error_balance
     side = "toward zero (truncation?)" if balance < 0 else "away from zero"
     return _verdict([_specials(m), _row("MERE", m.mere, t, "<"),
-                     _row("MARE", m.max_rel, p["mare"] * t, "<", f"at element {m.max_rel_at}"),
+                     _row("MARE", m.max_rel, p["mare"] * t, "<", _at(m)),
                      _row("|error balance|", abs(balance), balance_limit(p, dtype, m.compared), "<=",
                           f"(results biased {side})" if balance else "")])
 
@@ -203,7 +207,7 @@ def _thousandth(m: Metrics, p, dtype, bench) -> Verdict:
 
 def _msopst(m: Metrics, p, dtype, bench) -> Verdict:
     return _verdict([_specials(m), _row(f"share with relative diff > {p['rel']:g}", _share(m), p["share"], "<="),
-                     _row("max relative diff", m.max_rel, p["max_rel"], "<", f"at element {m.max_rel_at}")])
+                     _row("max relative diff", m.max_rel, p["max_rel"], "<", _at(m))])
 
 
 def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, float]:
