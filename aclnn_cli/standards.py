@@ -1,4 +1,8 @@
-"""The precision standards, as data: per-dtype parameters, a per-element rule and a verdict.
+"""The precision standards, as data: per-dtype parameters, a per-element rule and a verdict with its rows.
+
+Below cases/ (a case file names its standard and tolerances) and judge/ (which measures the Metrics
+these judge): each judge function builds a Verdict's rows (metric, value, limit, within) and the
+reason from them; the reports render those rows and restate none of these numbers.
 
 Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
 default's additions (floor, relief, error balance), documented in README.
@@ -6,7 +10,7 @@ default's additions (floor, relief, error balance), documented in README.
 Each standard also says which tolerance values it accepts (`ranges`, and `joints` for keys that
 combine, e.g. mere-mare's mare*T <= 1/2): only values with which a sign-flipped and an all-zero
 result of ordinary magnitude still FAIL, for every op and dtype, and none that no result could meet
-(thousandth's share >= 1, a benchmark ratio under 1). judge/tolerances.py holds the numbers and the
+(thousandth's share >= 1, a benchmark ratio under 1). tolerances.py holds the numbers and the
 meaning of "ordinary"; docs/decisions.md derives each range; tests/test_gate_edges.py proves them.
 """
 

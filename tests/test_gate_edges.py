@@ -3,7 +3,7 @@
 A tolerance value is accepted only if, with it, a sign-flipped and an all-zero result of ordinary
 magnitude still FAIL, for every standard, op and dtype, from the command line and from YAML; values
 just outside are refused (one line, exit 2, naming the key, the standard and the range), and so are
-values no result could meet. The ranges and the meaning of "ordinary" are in judge/tolerances.py.
+values no result could meet. The ranges and the meaning of "ordinary" are in tolerances.py.
 """
 
 from __future__ import annotations
