@@ -143,10 +143,11 @@ def _fields(r: Row) -> tuple:
     return (r.output, r.metric, r.value, r.limit, r.comparison, r.within, r.note)
 
 
-def _row(metric: str, value, limit: float, comparison: str, note: str = "") -> Row:
+def _row(metric: str, value, limit: float, comparison: str, note: str = "", over: str = "") -> Row:
+    """A row; `over` (where, why) is said only when the value is over its limit (a pass repeats its notes)."""
     value = float(value)
     within = value < limit if comparison == "<" else value <= limit if comparison == "<=" else value > limit
-    return Row("", metric, value, float(limit), comparison, bool(within), note)
+    return Row("", metric, value, float(limit), comparison, bool(within), note if within or not over else over)
 
 
 def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
@@ -160,21 +161,20 @@ def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
 
 
 def _at(m: Metrics) -> str:
-    return f"at element {m.max_rel_at}" if m.max_rel > 0 and m.max_rel_at >= 0 else ""
+    return f"at element {m.max_rel_at}"
 
 
 def _specials(m: Metrics) -> Row:
-    return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=",
-                f"(first at element {m.first_special})" if m.special_mismatches else "")
+    return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=", over=f"(first at element {m.first_special})")
 
 
 def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
     t, balance = p["T"], m.error_balance
     side = "toward zero (truncation?)" if balance < 0 else "away from zero"
     return _verdict([_specials(m), _row("MERE", m.mere, t, "<"),
-                     _row("MARE", m.max_rel, p["mare"] * t, "<", _at(m)),
+                     _row("MARE", m.max_rel, p["mare"] * t, "<", over=_at(m)),
                      _row("|error balance|", abs(balance), balance_limit(p, dtype, m.compared), "<=",
-                          f"(results biased {side})" if balance else "")])
+                          over=f"(results biased {side})")])
 
 
 def balance_limit(p, dtype: DType, n: int) -> float:
@@ -183,8 +183,8 @@ def balance_limit(p, dtype: DType, n: int) -> float:
 
 def _no_violations(label: str):
     def judge(m: Metrics, p, dtype, bench) -> Verdict:
-        first = f"(of {m.compared}; first at element {m.first_violation})" if m.violations else f"(of {m.compared})"
-        return _verdict([_specials(m), _row(f"elements over the {label} bound", m.violations, 0, "<=", first)])
+        return _verdict([_specials(m), _row(f"elements over the {label} bound", m.violations, 0, "<=",
+                                            over=f"(of {m.compared}; first at element {m.first_violation})")])
     return judge
 
 
@@ -193,8 +193,8 @@ def _share(m: Metrics) -> float:
 
 
 def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
-    first = f"(first at element {m.first_violation})" if m.violations else ""
-    rows = [_specials(m), _row(f"share over {p['ulps']:g} ulp", _share(m), p["share"], "<", first)]
+    rows = [_specials(m), _row(f"share over {p['ulps']:g} ulp", _share(m), p["share"], "<",
+                               over=f"(first at element {m.first_violation})")]
     if "mean_ulps" in p:
         rows.append(_row("mean ulp error", m.mean_ulp, p["mean_ulps"], "<", "(either passes)"))
     passed = rows[0].within and any(r.within for r in rows[1:])
@@ -204,14 +204,13 @@ def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
 
 
 def _thousandth(m: Metrics, p, dtype, bench) -> Verdict:
-    first = f"(first outside at element {m.first_violation})" if m.violations else ""
     return _verdict([_specials(m), _row(f"share within relative error {p['rel']:g}", 1 - _share(m), p["share"], ">",
-                                        first)])
+                                        over=f"(first outside at element {m.first_violation})")])
 
 
 def _msopst(m: Metrics, p, dtype, bench) -> Verdict:
     return _verdict([_specials(m), _row(f"share with relative diff > {p['rel']:g}", _share(m), p["share"], "<="),
-                     _row("max relative diff", m.max_rel, p["max_rel"], "<", _at(m))])
+                     _row("max relative diff", m.max_rel, p["max_rel"], "<", over=_at(m))])
 
 
 def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, float]:

@@ -175,8 +175,9 @@ _ROW_TYPES = (str, str, float, float, str, bool, str)
 
 
 class _Rows(tuple):
-    """A verdict's rows (dicts of ROW_KEYS) as a shared tuple of value tuples: a run's passing cases repeat
-    the same metric names, comparisons and limits."""
+    """A verdict's rows (dicts of ROW_KEYS) as (a shared tuple of each row's words: output, metric, comparison,
+    within, note; their values and limits as doubles in one bytes object). A run's passing cases repeat
+    the same words; a row's notes vary only when it is over its limit."""
 
 
 def _pack_rows(obj, value):
@@ -184,14 +185,21 @@ def _pack_rows(obj, value):
         return None
     if isinstance(value, list) and all(type(r) is dict and tuple(r) == ROW_KEYS
                                        and tuple(map(type, r.values())) == _ROW_TYPES for r in value):
-        return _share(_Rows(_share(tuple(r.values())) for r in value))  # (exact types: 1 == 1.0 == True)
+        words = _share(tuple(_share((r["output"], r["metric"], r["comparison"], r["within"], r["note"]))
+                             for r in value))  # (exact types checked: 1 == 1.0 == True as keys)
+        return _Rows((words, struct.pack(f"<{2 * len(value)}d", *(x for r in value for x in (r["value"], r["limit"])))))
     return value
 
 
 def _unpack_rows(obj, value):
     if value is None:
         return []
-    return [dict(zip(ROW_KEYS, r)) for r in value] if type(value) is _Rows else value
+    if type(value) is not _Rows:
+        return value
+    words, numbers = value
+    pairs = struct.unpack(f"<{2 * len(words)}d", numbers)
+    return [{"output": o, "metric": m, "value": pairs[2 * i], "limit": pairs[2 * i + 1], "comparison": c,
+             "within": w, "note": n} for i, (o, m, c, w, n) in enumerate(words)]
 
 
 @dataclass(frozen=True)
