@@ -163,3 +163,10 @@ def find_variant(name: str) -> Variant:
     if name not in catalogue():
         raise KeyError(f"unknown defect '{name}' (known: {', '.join(CATALOGUE)})")
     return CATALOGUE[name]
+
+
+try:  # the variants of the ops registered so far (every bundled op): CATALOGUE as complete as before
+    add_op_variants(list(OPS.values()))
+    _ADDED.update(OPS)
+except ValueError:  # (a user op's variant without its kind: catalogue() says so, in one line)
+    pass
