@@ -387,11 +387,3 @@ class Metrics:
             "zero_golden_share": self.zero_goldens / self.compared if self.compared else 0.0,
             "relieved": self.relieved,
         }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    reason: str  # which rule decided, with the numbers
-
-

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .families import ELEMENTWISE, Elementwise, Rows
-from ..cases.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
+from ..values.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
 
 Arrays = Mapping[str, np.ndarray]
 
