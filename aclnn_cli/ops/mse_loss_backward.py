@@ -144,8 +144,21 @@ def _v2_cof(t):
     return _kernel(t, float(F32(F32(1.0) / F32(int(t["numel"]))) * F32(2.0)))
 
 
+def _aten_formula(t):
+    """Legitimate: PyTorch's CPU mse_backward_cpu_kernel (aten/src/ATen/native/cpu/PointwiseOpsKernel.cpp),
+    scalar_val * (self - target) * grad with scalar_val = (2. / numel, a double) .to<float>(): in float32
+    the 950 kernel's values (the same roundings, the products commuted)."""
+    x = t["self"]
+    ft = x.dtype.type
+    norm = 2.0 / _divisor(t)
+    with np.errstate(all="ignore"):
+        return (ft(norm) * (x - t["target"])) * t["gradOutput"]
+
+
 def _dy_first(t):
-    """Legitimate: another float32 order, (dy * (x - y)) * cof: three roundings, as the kernel."""
+    """Legitimate: another float32 order, (dy * (x - y)) * cof: three roundings, as the kernel's.
+    (Outside float32's range it parts from the kernel: dy (x - y) may overflow where the mean result does
+    not; no bundled case has such inputs.)"""
     x = t["self"]
     ft = x.dtype.type
     with np.errstate(all="ignore"):
@@ -153,7 +166,8 @@ def _dy_first(t):
 
 
 def _divide_last(t):
-    """Legitimate: the doc's order in float32, ((x - y) * 2 * dy) / fl32(N) (one division, no cof)."""
+    """Defect (overflow): the doc's order in float32, ((x - y) * 2 * dy) / fl32(N): within 2 ulps on ordinary
+    inputs, but (x - y) * 2 * dy overflows where the mean result is finite (x - y = 3e38, dy = 1e-5)."""
     x = t["self"]
     ft = x.dtype.type
     n = _divisor(t)
@@ -171,6 +185,7 @@ VARIANTS = {
     "cof-in-half": _cof_in_half,
     "graph-input-order": _graph_input_order,
     "v2-cof": _v2_cof,
+    "aten-formula": _aten_formula,
     "dy-first": _dy_first,
     "divide-last": _divide_last,
 }
