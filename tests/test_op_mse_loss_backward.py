@@ -26,6 +26,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.mse_loss_backward import CONTRACT_NOTES, SPEC
 
 from helpers import logical, manifest, run_cli, tensor, write_yaml
+import harness
 
 F32 = np.float32
 U = 2.0**-24
@@ -101,7 +102,7 @@ def test_reference_bound_and_scale_against_the_oracle(dtype):
 
 def independent_aten(t: dict, reduction: int, n: int) -> np.ndarray:
     """ATen's CPU formula in float32: norm = (2. / numel) as float, then norm * (x - y) * dy, left to right."""
-    norm = F32(2.0 / n if reduction == 1 else 2.0)
+    norm = F32((2.0 / n if n else math.inf) if reduction == 1 else 2.0)  # (C++: 2. / 0 is inf)
     x, y, dy = (np.asarray(t[k], dtype=F32) for k in ("self", "target", "gradOutput"))
     with np.errstate(all="ignore"):
         return norm * (x - y) * dy
@@ -174,7 +175,7 @@ def test_golden_is_the_exact_value_rounded_once():
 SCENARIOS = {  # the bundled cases' kinds: (reduction, numel, numel_out, inputs)
     **{f"random-r{r}": (r, 231, 231, None) for r in (0, 1, 2)},
     "broadcast_self": (1, 8, 48, None),
-    "large_mean": (1, 300000, 300000, None),
+    "large_mean": (1, 1126400, 1126400, None),
     "intermediates": (1, 6, 6, {"self": [3.0e38, -3.0e38, 2.0e38, 1.0e-38, 1.0e-30, 1.0],
                                 "target": [-3.0e38, 3.0e38, -1.0e38, 0.0, -1.0e-30, 0.5],
                                 "gradOutput": [1.0e-10, 1.0e-10, 1.0e-5, 1.0e30, 1.0e25, 1.0]}),
@@ -305,3 +306,28 @@ def test_loop_passes_the_kernel_and_legitimate_variants_and_fails_every_defect(b
 
 
 
+
+
+def aten_device(op: str, ins: dict, tensors: dict, attrs: dict) -> np.ndarray:
+    """tests/harness.py's kernel: ATen's float32 formula from the manifest alone (N = numel of self's shape),
+    rounded to self's dtype, then cast to out's (the op_api's l0op::Cast)."""
+    assert op == "aclnnMseLossBackward"
+    n = math.prod(tensors["self"]["shape"])
+    result = independent_aten(ins, attrs["reduction"], n)
+    inner = D.lookup(tensors["self"]["dtype"]).np_dtype
+    out = D.lookup(tensors["out"]["dtype"]).np_dtype
+    with np.errstate(all="ignore"):
+        return result.astype(inner).astype(np.float32).astype(out)
+
+
+def test_independent_float32_implementation_passes_every_bundled_case(bundled, tmp_path):
+    from aclnn_cli import manifest as M
+    from aclnn_cli.judge.verify import verify_dirs
+
+    out = Path(shutil.copytree(bundled, tmp_path / "out"))
+    positive = [d for d in M.find_cases(out) if manifest(d)["expect_status"] == 0]
+    for d in positive:
+        harness.run_case(d, aten_device)
+    run = verify_dirs(positive)
+    bad = [(c.case_id, c.status, c.reason) for c in run.cases if c.status != "PASS"]
+    assert not bad and len(run.cases) > 100
