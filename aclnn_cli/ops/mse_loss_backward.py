@@ -125,8 +125,8 @@ def _integer_cof(t):
 
 
 def _cof_in_half(t):
-    """Defect: cof held in float16 (a half Muls operand, as the V2 kernel's native branch
-    static_cast<inType>(cof) would be for fp16): up to 2^-11 off, and a subnormal or 0 for N > 2^15."""
+    """Defect: cof held in float16 (a half Muls operand: the V2 kernel's native branch, Muls(..., static_cast<inType>(cof)),
+    instantiated for half; the source takes it for float only): up to 2^-11 off, subnormal for N > 2^15, 0 past 2^26."""
     return _kernel(t, float(np.float16(cof_950(t))))
 
 
@@ -150,7 +150,8 @@ def _aten_formula(t):
     the 950 kernel's values (the same roundings, the products commuted)."""
     x = t["self"]
     ft = x.dtype.type
-    norm = 2.0 / _divisor(t)
+    n = _divisor(t)
+    norm = 2.0 / n if n else math.inf  # (C++: 2. / 0 is inf; an empty self never launches)
     with np.errstate(all="ignore"):
         return (ft(norm) * (x - t["target"])) * t["gradOutput"]
 
