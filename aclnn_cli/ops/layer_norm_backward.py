@@ -35,14 +35,15 @@ TINY = 2.0**-1074
 
 
 def _axes(shapes, attrs) -> tuple[int, int]:
-    """The trailing len(normalizedShape) axes of input (clamped: a negative case may ask for more)."""
+    """The trailing len(normalizedShape) axes of input (clamped, and none for a null normalizedShape: negative
+    cases are shaped too)."""
     ndim = len(shapes[X])
-    return max(0, ndim - len(attrs[NORM])), ndim
+    return max(0, ndim - len(attrs[NORM] or ())), ndim
 
 
 def _shapes(shape: tuple[int, ...], attrs) -> dict[str, tuple[int, ...]]:
     """mean, rstd [A1..Ai, 1..1] (the doc's shape); weight, bias the normalized axes."""
-    n = min(len(attrs[NORM]), len(shape))
+    n = min(len(attrs[NORM] or ()), len(shape))
     lead, tail = tuple(shape[:len(shape) - n]), tuple(shape[len(shape) - n:])
     return {MEAN: lead + (1,) * n, RSTD: lead + (1,) * n, W: tail, B: tail}
 
