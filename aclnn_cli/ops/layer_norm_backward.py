@@ -52,8 +52,9 @@ def _parts(t):
     """(dy, a = dy * gamma, x̂, rstd) in the inputs' float type, as Normalize and the gamma multiply compute them."""
     dy, rstd = t[DY], t[RSTD]
     g = t.get(W)
-    a = dy * g if g is not None else dy  # a null weight is Fill(ones): dy * 1 is dy
-    return dy, a, (t[X] - t[MEAN]) * rstd, rstd
+    with np.errstate(all="ignore"):
+        a = dy * g if g is not None else dy  # a null weight is Fill(ones): dy * 1 is dy
+        return dy, a, (t[X] - t[MEAN]) * rstd, rstd
 
 
 def _dx(a, xh, rstd, s1, s2, divisor=None):
@@ -120,21 +121,15 @@ def _exact(t) -> dict:
 def _edge(t) -> dict:
     """gradInput where a float32 intermediate of the kernel overflows (x̂, a * N, a sum, x̂ * s2) while every input
     of the row is finite: the exact result may be finite there; the device value is the float32 kernel's."""
-    f32 = {k: (np.asarray(v).astype(np.float32) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
-           for k, v in t.items()}
+    f32 = {k: v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in t.items()}
     dy, a, xh, rstd = _parts(f32)
+    k = a.shape[0]
     with np.errstate(all="ignore"):
         s1, s2 = tree_sum(a), tree_sum(xh * a)
-        n = np.float32(a.shape[1])
-        inter = [xh, a * n, xh * s2, s1 + 0 * a, s2 + 0 * a, (a * n) - s1]
+        inter = (xh, a * np.float32(a.shape[1]), xh * s2, s1, s2)
         device = _dx(a, xh, rstd, s1, s2).astype(np.float64)
-    finite = np.ones(a.shape[0], dtype=bool)
-    for name in (DY, X, MEAN, RSTD, W):
-        if name in t:
-            finite &= np.isfinite(np.asarray(t[name], dtype=np.float64)).reshape(a.shape[0], -1).all(axis=1)
-    over = np.zeros(a.shape[0], dtype=bool)
-    for v in inter:
-        over |= ~np.isfinite(v).reshape(a.shape[0], -1).all(axis=1)
+    finite = np.logical_and.reduce([np.isfinite(t[n]).reshape(k, -1).all(axis=1) for n in (DY, X, MEAN, RSTD, W) if n in t])
+    over = np.logical_or.reduce([~np.isfinite(v).reshape(k, -1).all(axis=1) for v in inter])
     where = np.broadcast_to((finite & over).reshape(-1, 1, 1), a.shape)
     return {GI: (where, device)}
 
@@ -172,7 +167,9 @@ def _sums_across_rows(t):
 def _last_axis_only(t):
     """Defect: the wrong axes: with a 2-d or longer normalizedShape, s1 and s2 reduced over its last axis only
     (N kept as the product): what a kernel indexing one axis as the row does."""
-    last = int(t[NORM][-1]) if t[NORM] else 1
+    last = int(t[NORM][-1]) if t[NORM] else 0
+    if last == 0:
+        return _compute(t)
 
     def partial(v, axis):
         k, n = v.shape[0], v.shape[1]
@@ -227,6 +224,16 @@ def _sequential(t):
     return _compute(t, row_sum=_seq, col_sum=_seq)
 
 
+def _doc_order(t):
+    """Legitimate: the doc's order, means first: (a - fl(s1 / N) - fl(x̂ * fl(s2 / N))) * rstd, with numpy's
+    float32 pairwise sums (another summation order)."""
+    def means(a, xh, r, s1, s2):
+        n = a.dtype.type(max(a.shape[1], 1))
+        return (a - s1 / n - xh * (s2 / n)) * r
+    return _compute(t, row_sum=lambda v, axis: v.sum(axis=axis, keepdims=True), col_sum=lambda v, axis:
+                    v.sum(axis=axis, keepdims=True), dx=means)
+
+
 def _aten(t):
     """Legitimate: ATen's CPU formula (aten/src/ATen/native/cpu/layer_norm_kernel.cpp,
     LayerNormBackwardKernelImplInternal) in float32: ds = sum(a x), db = sum(a) in order; b = (db mean - ds)
@@ -255,6 +262,7 @@ VARIANTS = {
     "ln-mean-rstd-swapped": _stats_swapped,
     "ln-gamma-in-weight-grad": _gamma_in_weight_grad,
     "ln-sequential": _sequential,
+    "ln-doc-order": _doc_order,
     "ln-aten-formula": _aten,
 }
 
@@ -356,13 +364,12 @@ SPEC = register(OpSpec(
     edge=_edge,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
-    special_values="The doc defines none. The kernel's IEEE arithmetic: a NaN or inf anywhere in a row (gradOut, "
-                   "input, weight, that row's mean or rstd) reaches both row sums, so the whole row of gradInputOut "
-                   "is NaN or +-inf, and the columns it touches of gradWeightOut (and, for gradOut, gradBiasOut) "
-                   "take it too. rstd = 0 gives a gradInputOut row of zeros and no gradWeight contribution; "
-                   "input equal to mean gives x̂ = 0. mean and rstd are used as given, consistent with input or "
-                   "not. Where a float32 intermediate overflows (x̂, a * N, a row sum) while the inputs are finite, "
-                   "the golden is exact; verify also accepts the kernel's value. A masked-off output is not written.",
+    special_values="The doc defines none; the kernel's IEEE arithmetic: a NaN anywhere in a row (gradOut, input, "
+                   "weight, its mean or rstd) reaches both row sums, so that row of gradInputOut is NaN, and so are the "
+                   "columns it touches of gradWeightOut (and, from gradOut, gradBiasOut). An infinity gives inf or NaN "
+                   "by the formula's order (inf - inf). rstd = 0 gives a row of zeros. mean and rstd are used as given. "
+                   "Where a float32 intermediate overflows (x̂, a * N, a row sum) while the inputs are finite, the "
+                   "golden is exact; verify also accepts the kernel's value. A masked-off output is not written.",
 ))
 
 CONTRACT_NOTES = """\
