@@ -351,12 +351,11 @@ def _logical(case: Path, t: dict, key: str) -> np.ndarray:
 
 def _round(q: Fraction, dtype: str, rounders: dict) -> float:
     """q rounded once to dtype: mpmath at 24 bits for float32 (normal range), the oracle's Rounder for 16 bits."""
-    if dtype == "float32":
-        with mpmath.workprec(24):
-            return float(mpmath.mpf(q.numerator) / q.denominator)
+    if dtype == "float32":  # (fdiv rounds the exact quotient of the two integers once)
+        return float(mpmath.fdiv(q.numerator, q.denominator, prec=24, rounding="n"))
     r = rounders.setdefault(dtype, Rounder(D.lookup(dtype).np_dtype))
     with mpmath.workprec(200):
-        bits = r(mpmath.mpf(q.numerator) / q.denominator)
+        bits = r(mpmath.fdiv(q.numerator, q.denominator))
     return float(np.array(bits, dtype=np.uint16).view(D.lookup(dtype).np_dtype))
 
 
@@ -366,7 +365,7 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
     for case in sorted(suite.iterdir()):
         m = json.loads((case / "case.json").read_text())
         ts = {t["name"]: t for t in m["tensors"]}
-        if m["expect_status"] != 0 or math.prod(ts["input"]["shape"]) > 4000 or 0 in ts["input"]["shape"]:
+        if m["expect_status"] != 0 or math.prod(ts["input"]["shape"]) > 2500 or 0 in ts["input"]["shape"]:
             continue
         norm = next(a["value"] for a in m["attributes"] if a["name"] == "normalizedShape")
         rows, n = math.prod(ts["input"]["shape"]) // math.prod(norm), math.prod(norm)
