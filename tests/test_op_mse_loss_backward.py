@@ -21,7 +21,7 @@ from aclnn_cli import dtypes as D
 from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.cases.loader import load_file
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.judge.defects import CATALOGUE, variant_kind
+from aclnn_cli.device.defects import CATALOGUE, variant_kind
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.mse_loss_backward import CONTRACT_NOTES, SPEC
 
