@@ -1,4 +1,4 @@
-// libnnopbase of the stub: aclTensor, aclScalar and aclIntArray.
+// libnnopbase of the stub: aclTensor, aclScalar, aclIntArray and aclBoolArray.
 #include <map>
 #include <mutex>
 
@@ -135,5 +135,17 @@ aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size) {
 }
 
 aclnnStatus aclDestroyIntArray(const aclIntArray* array) { return Untrack(array, "aclDestroyIntArray", "int array"); }
+
+aclBoolArray* aclCreateBoolArray(const bool* value, uint64_t size) {
+    if (value == nullptr && size > 0) {
+        stub::ReportError("aclCreateBoolArray: null value with size " + std::to_string(size));
+        return nullptr;
+    }
+    auto* a = new aclBoolArray;
+    if (size > 0) a->values.assign(value, value + size);
+    return Track(a, "bool array");
+}
+
+aclnnStatus aclDestroyBoolArray(const aclBoolArray* array) { return Untrack(array, "aclDestroyBoolArray", "bool array"); }
 
 }  // extern "C"
