@@ -140,10 +140,16 @@ def test_an_unknown_kind_is_one_line():
 
 # ---------------------------------------------------------------- the runner, driven by hand-written requests
 
-@pytest.fixture(scope="module")
-def runner(project, tmp_path_factory) -> Path:
-    root = build_stub(tmp_path_factory.mktemp("stub6"))
-    return build_runner(project, tmp_path_factory.mktemp("build6"), root)
+SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+
+@pytest.fixture(scope="module", params=["plain", "asan"])
+def runner(request, project, tmp_path_factory) -> Path:
+    """The runner against the stub, and both built with -fsanitize=address,undefined (drive() then also
+    requires a clean exit: no sanitizer report, no leak)."""
+    asan = request.param == "asan"
+    root = build_stub(tmp_path_factory.mktemp("stub6"), sanitize=asan)
+    return build_runner(project, tmp_path_factory.mktemp("build6"), root, SANITIZE if asan else "")
 
 
 class Request:
@@ -179,7 +185,10 @@ class Request:
 def drive(runner: Path, *requests: Request) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACLNN_STUB_")}
     done = subprocess.run([str(runner)], input="".join(r.text() for r in requests), capture_output=True, text=True,
-                          env=env, timeout=60)
+                          env=env, timeout=120)
+    fatal = any(line.startswith("fatal") for line in done.stdout.splitlines())
+    assert done.returncode == (2 if fatal else 0), done.stderr[-3000:]
+    assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-3000:]
     return done.stdout.splitlines()[1:]  # after "ready"
 
 
