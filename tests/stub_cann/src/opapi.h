@@ -1,8 +1,7 @@
 // Internals of libopapi (not installed): what the operator files (ops_*.cpp) share.
 //
 // An operator is an OpDef (its aclnn name and host kernels) plus a phase-one check
-// function. Every operator here is elementwise in (gradOutput, x) -> out, so one
-// executor and one phase two serve them all:
+// function. The elementwise ones, (gradOutput, x) -> out, share one executor and phase two:
 //
 //   phase one  PhaseOne(def, ..., dy, x, out, check): the null workspaceSize/executor and
 //              device checks, then `check` (the op's rules, on a Checker, which may set the
@@ -10,6 +9,9 @@
 //   phase two  PhaseTwo(def, ...): the runtime checks, defects, then for each output view
 //              position: load dy and x (broadcast) converted to the compute type, the kernel,
 //              the rounding to the compute dtype, the cast to the output dtype.
+//
+// The others (softmax, losses, norms) go through PhaseOneJob: their check, then a Job (copies of
+// their tensors and a float32 computation) that the same PhaseTwo runs after the runtime checks.
 #pragma once
 
 #include <functional>
