@@ -156,17 +156,17 @@ class Request:
     """One case in the runner's line format (run.py writes the same from a manifest)."""
 
     def __init__(self, work: Path, op: str, case: str = "c1") -> None:
-        self.work, self.lines, self.dumps = work, [f"case {case}", f"op {op}"], {}
+        self.work, self.case, self.lines, self.dumps = work, case, [f"case {case}", f"op {op}"], {}
 
     def tensor(self, name: str, value, role: str = "in") -> "Request":
         a = np.asarray(value)
-        path = self.work / f"{name}.bin"
+        path = self.work / f"{self.case}-{name}.bin"
         a.tofile(path)
         strides = [int(np.prod(a.shape[i + 1:], dtype=np.int64)) for i in range(a.ndim)]
         self.lines.append(" ".join(map(str, ["tensor", role, ACL_IDS[a.dtype], 2, a.dtype.itemsize, a.ndim, *a.shape,
                                              *strides, 0, 1, a.size, path])))
         if role == "out":
-            self.dumps[name] = (self.work / f"{name}.dump.bin", a.dtype, a.shape)
+            self.dumps[name] = (self.work / f"{self.case}-{name}.dump.bin", a.dtype, a.shape)
             self.lines.append(f"dump {self.dumps[name][0]}")
         return self
 
@@ -175,19 +175,19 @@ class Request:
         return self
 
     def text(self) -> str:
-        return "\n".join(self.lines + [f"status {self.work / 'status.txt'}", "end", ""])
+        return "\n".join(self.lines + [f"status {self.work / (self.case + '-status.txt')}", "end", ""])
 
     def result(self, name: str) -> np.ndarray:
         path, dtype, shape = self.dumps[name]
         return np.fromfile(path, dtype=dtype).reshape(shape)
 
 
-def drive(runner: Path, *requests: Request) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACLNN_STUB_")}
+def drive(runner: Path, *requests: Request, exit_code: int | None = None, **stub_env: str) -> list[str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ACLNN_STUB_")}, **stub_env}
     done = subprocess.run([str(runner)], input="".join(r.text() for r in requests), capture_output=True, text=True,
                           env=env, timeout=120)
     fatal = any(line.startswith("fatal") for line in done.stdout.splitlines())
-    assert done.returncode == (2 if fatal else 0), done.stderr[-3000:]
+    assert done.returncode == (exit_code if exit_code is not None else 2 if fatal else 0), done.stderr[-3000:]
     assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-3000:]
     return done.stdout.splitlines()[1:]  # after "ready"
 
@@ -222,6 +222,26 @@ def test_layer_norm_int_list_bool_list_nulls_and_three_outputs(runner, tmp_path)
     assert drive(runner, r) == ["done c1 0"]
     np.testing.assert_array_equal(r.result("dx"), [[-0.25, 0, 0.25, 0]] * 2)
     np.testing.assert_array_equal(r.result("db"), [2, 4, 6, 8])
+
+
+def test_defects_reach_the_new_ops(runner, tmp_path):
+    """wrong-values negates every output the op writes; crash kills the runner in that op's phase two only."""
+    def rms(case):
+        return (Request(tmp_path, "aclnnRmsNormGrad", case).tensor("dy", np.array([[1, 2]], F32))
+                .tensor("x", np.array([[1, 1]], F32)).tensor("rstd", np.array([0.5], F32))
+                .tensor("gamma", np.array([1, 1], F32)).tensor("dx", np.zeros((1, 2), F32), "out")
+                .tensor("dg", np.zeros(2, F32), "out"))
+    r = rms("w")
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnRmsNormGrad") == ["done w 0"]
+    np.testing.assert_array_equal(r.result("dx"), [[-0.3125, -0.8125]])
+    np.testing.assert_array_equal(r.result("dg"), [-0.5, -1])
+    other = (Request(tmp_path, "aclnnMseLossBackward", "m").tensor("dy", np.array(0.5, F32))
+             .tensor("x", np.array([3, 1], F32)).tensor("y", np.array([1, 2], F32)).line("int 2")
+             .tensor("out", np.zeros(2, F32), "out"))
+    replies = drive(runner, other, rms("c"), exit_code=-11, ACLNN_STUB_DEFECT="crash",
+                    ACLNN_STUB_DEFECT_OP="aclnnRmsNormGrad")
+    assert replies == ["done m 0"]  # then SIGSEGV in RmsNormGrad's phase two: no reply
+    np.testing.assert_array_equal(other.result("out"), [2, -1])
 
 
 def test_layer_norm_mask_asking_for_a_null_output_is_161001(runner, tmp_path):
