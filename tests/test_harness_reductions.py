@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 from aclnn_cli.device.harness import ops_source, write_harness
+from aclnn_cli.device.run import attribute_line
+from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
 from cann_build import STUB_DIR, build_runner, build_stub, tools_missing
@@ -197,7 +199,7 @@ F32 = np.float32
 
 def test_softmax_int_dim(runner, tmp_path):
     r = (Request(tmp_path, "aclnnSoftmaxBackward").tensor("dy", np.array([[1, 2, 3], [2, 2, 2]], F32))
-         .tensor("y", np.array([[0.25, 0.5, 0.25]] * 2, F32)).line("int -1").tensor("out", np.zeros((2, 3), F32), "out"))
+         .tensor("y", np.array([[0.25, 0.5, 0.25]] * 2, F32)).line(attr("int", -1)).tensor("out", np.zeros((2, 3), F32), "out"))
     assert drive(runner, r) == ["done c1 0"]
     np.testing.assert_array_equal(r.result("out"), [[-0.25, 0, 0.25], [0, 0, 0]])
 
@@ -213,11 +215,23 @@ def test_nll_int64_target_and_two_ints(runner, tmp_path):
     np.testing.assert_array_equal(r.result("out"), want)
 
 
+def attr(kind: str, value) -> str:
+    """The request line `aclnn-cli run` writes for an attribute (run.attribute_line)."""
+    return attribute_line(AttrSpec("a", kind), value, Path("case"))
+
+
+def test_attribute_lines():
+    assert [attr("int", -1), attr("int", 2**63 - 1), attr("int_list", (10, 30)), attr("bool_list", (True, False)),
+            attr("int_list", ()), attr("bool_list", None)] == [
+        "int -1", f"int {2**63 - 1}", "int_list 2 10 30", "bool_list 2 1 0", "int_list 0", "null"]
+
+
 def test_layer_norm_int_list_bool_list_nulls_and_three_outputs(runner, tmp_path):
     """normalizedShape [4], outputMask [true, false, true]: gradWeightOut and weightOptional are null pointers."""
     r = (Request(tmp_path, "aclnnLayerNormBackward").tensor("dy", np.array([[1, 2, 3, 4]] * 2, F32))
-         .tensor("x", np.array([[0, 1, 2, 5]] * 2, F32)).line("int_list 1 4").tensor("mean", np.full((2, 1), 2, F32))
-         .tensor("rstd", np.full((2, 1), 0.5, F32)).line("null").line("null").line("bool_list 3 1 0 1")
+         .tensor("x", np.array([[0, 1, 2, 5]] * 2, F32)).line(attr("int_list", (4,)))
+         .tensor("mean", np.full((2, 1), 2, F32)).tensor("rstd", np.full((2, 1), 0.5, F32)).line("null").line("null")
+         .line(attr("bool_list", (True, False, True)))
          .tensor("dx", np.zeros((2, 4), F32), "out").line("null").tensor("db", np.zeros(4, F32), "out"))
     assert drive(runner, r) == ["done c1 0"]
     np.testing.assert_array_equal(r.result("dx"), [[-0.25, 0, 0.25, 0]] * 2)
