@@ -13,6 +13,9 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+import pytest
+
+from cann_build import build_stub
 
 ACL_IDS = {np.dtype("float32"): 0, np.dtype("float16"): 1, np.dtype(ml_dtypes.bfloat16): 27, np.dtype("float64"): 11,
            np.dtype("int32"): 3, np.dtype("int64"): 9, np.dtype("uint8"): 4, np.dtype("int8"): 2}
@@ -143,8 +146,28 @@ class Stub:
         self.live.clear()
 
 
+_SHARED: dict[str, Stub] = {}
+
+
+def shared_stub(build) -> Stub:
+    """The one Stub of this test process (the stub's libraries load once: a second copy would be another
+    runtime); `build()` returns the toolkit root the first time."""
+    if "stub" not in _SHARED:
+        _SHARED["stub"] = Stub(build())
+    return _SHARED["stub"]
+
+
 class Handle:
     """An aclIntArray* / aclBoolArray* argument (not an int64_t)."""
 
     def __init__(self, value: int) -> None:
         self.value = value
+
+
+@pytest.fixture
+def stub(tmp_path_factory, monkeypatch) -> Stub:
+    """The process's stub (import this fixture), on the default product (A2); a test's tensors are freed after it."""
+    monkeypatch.delenv("ACLNN_STUB_SOC", raising=False)
+    s = shared_stub(lambda: build_stub(tmp_path_factory.mktemp("cann-ctypes")))
+    yield s
+    s.release()
