@@ -133,3 +133,10 @@ def ln_call(stub, mask=(True, True, True), norm=(4,), **change):
 def test_layer_norm_statuses(stub, soc, case, status):
     soc("Ascend910B1")
     assert ln_call(stub, **case) == status, stub.error()
+
+
+@pytest.mark.parametrize("name, status", [("Ascend910A", INVALID), ("Ascend310P3", INVALID), ("Ascend910B1", 0)])
+def test_layer_norm_bf16_per_product(stub, soc, name, status):
+    soc(name)
+    b16 = {k: zeros(v, BF16) for k, v in (("dy", (2, 4)), ("x", (2, 4)), ("dx", (2, 4)))}
+    assert ln_call(stub, **b16) == status, stub.error()

@@ -168,7 +168,8 @@ aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, const aclTenso
 }
 STUB_PHASE_TWO(aclnnRmsNormGrad, kRms)
 
-// 950, A3, A2 (bf16 too); 910, 310P (fp32, fp16). Order (op_api): nulls; outputMask length 3; requested
+// 950, A3, A2 (bf16 too); 910, 310P (fp32, fp16: the doc's table; the op_api has no SoC check, but those
+// products' kernels have no bf16). Order (op_api): nulls; outputMask length 3; requested
 // outputs non-null (161001); dtypes; shapes (dims <= 8, normalizedShape 1-8 long, input's trailing dims as
 // the source compares them, weight/bias, gradOut = input, mean = rstd with M values, outputs). All masks
 // false: success, nothing launched. N = 0: success, nothing computed;
@@ -198,6 +199,9 @@ aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(const aclTensor* gradOut, con
         if (stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16).empty()) return c.Unsupported();
         RETURN_IF_FAILED(c.DtypesIn(stub::kFloats, {a, x, mu, r}));
         RETURN_IF_FAILED(c.SameDtype({a, x}));
+        if (input->dtype == ACL_BF16 && !stub::OneOf(c.product(), "950 A3 A2")) {  // the doc's table (see README)
+            return c.Invalid("input BFLOAT16 is not supported on " + c.product());
+        }
         if (weightOptional != nullptr) {
             RETURN_IF_FAILED(c.DtypesIn(stub::kFloats, {{"weightOptional", weightOptional}}));
             if (weightOptional->dtype != ACL_FLOAT) RETURN_IF_FAILED(c.SameDtype({{"weightOptional", weightOptional}, x}));
