@@ -63,6 +63,10 @@ def attribute_line(attr: AttrSpec, value, where: Path) -> str:
         return f"bool {int(value)}"
     if attr.kind == "string":
         return f"string {_line_safe(value, 'string attribute', where)}" if value else "string "
+    if attr.kind == "int":
+        return f"int {int(value)}"
+    if attr.kind in ("int_list", "bool_list"):
+        return " ".join([attr.kind, str(len(value)), *(str(int(v)) for v in value)])
     raise UserError(f"attribute {attr.name!r} of kind {attr.kind!r} cannot be passed to the runner", where=str(where))
 
 
