@@ -388,6 +388,7 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
 @click.option("--json", "as_json", is_flag=True, help="Print the operator table as JSON.")
 def ops(as_json: bool) -> None:
     """List the operators: signature, dtypes per product, dims, empty, broadcast and mixed-dtype rules."""
+    from rich.markup import escape
     from rich.table import Table
 
     from .ops import OPS
@@ -400,7 +401,7 @@ def ops(as_json: bool) -> None:
     for col in ("op", "signature", "dtypes per product", "dims", "empty", "broadcast", "mixed dtypes"):
         table.add_column(col, overflow="fold")
     for d in data:
-        sig = ", ".join(_param_text(p, d) for p in d["signature"])
+        sig = escape(", ".join(_param_text(p, d) for p in d["signature"]))  # ([dtypes] is not markup)
         prods = "\n".join(f"{p}: {' '.join(v)}" for p, v in d["products"].items())
         table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no",
                       ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"])
