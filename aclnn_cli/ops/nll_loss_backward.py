@@ -72,6 +72,8 @@ def _picked(t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _check_targets(t) -> None:
     w, target = t["weight"], _first(t["target"]).astype(np.int64)
     classes = w.shape[1]
+    if classes == 0:  # an empty self: nothing is written
+        return
     bad = (target != int(t["ignoreIndex"])) & ((target < 0) | (target >= classes))
     if bad.any():
         row = int(np.flatnonzero(bad.reshape(-1))[0])
