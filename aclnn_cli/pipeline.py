@@ -195,7 +195,7 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
             continue
         f = files[t.name]
         if t.name in family.per_row:
-            values = f.read(t.layout, b0, b1).reshape(k, 1, 1)
+            values = (np.repeat(f.read(t.layout, 0, 1), k) if t.layout.numel == 1 else f.read(t.layout, b0, b1)).reshape(k, 1, 1)
         else:
             values = f.gather(t.layout, shape, b0 * geo.block, b1 * geo.block).reshape(k, geo.r, geo.a0)
         if np.issubdtype(values.dtype, np.integer):
