@@ -91,7 +91,7 @@ def _f64_to_f32_round_to_odd(x: np.ndarray) -> np.ndarray:
     sticky = ((bits & _LOW29) != 0).astype(np.uint64) << np.uint64(29)
     out = ((bits & ~_LOW29) | sticky).view(np.float64).astype(np.float32)
     with np.errstate(invalid="ignore"):
-        tiny = np.flatnonzero(np.abs(x) < 2.0**-126)
+        tiny = np.abs(x) < 2.0**-126  # (a mask: x may have any shape, e.g. a Rows block)
     if tiny.size:
         out[tiny] = _round_to_odd_general(x[tiny])
     return out
