@@ -262,7 +262,7 @@ def test_out_of_range_target_is_one_line():
 
     t = block(np.random.default_rng(6), 2, 3, D.FLOAT32, NONE, ignored_share=0.0)
     t["target"][1] = 3
-    with pytest.raises(UserError, match=r"target 3 \(row 1 of a block\) is outside \[0, 3\)"):
+    with pytest.raises(UserError, match=r"a target is 3, outside \[0, 3\) and not ignoreIndex -100"):
         SPEC.reference(t)
 
 

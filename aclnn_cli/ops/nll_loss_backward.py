@@ -76,9 +76,9 @@ def _check_targets(t) -> None:
         return
     bad = (target != int(t["ignoreIndex"])) & ((target < 0) | (target >= classes))
     if bad.any():
-        row = int(np.flatnonzero(bad.reshape(-1))[0])
-        raise UserError(f"{NAME}: target {int(target.reshape(-1)[row])} (row {row} of a block) is outside [0, "
-                        f"{classes}) and is not ignoreIndex {int(t['ignoreIndex'])}: the kernel's write is undefined")
+        value = int(target[bad][0])
+        raise UserError(f"{NAME}: a target is {value}, outside [0, {classes}) and not ignoreIndex "
+                        f"{int(t['ignoreIndex'])}: the kernel's write there is undefined (give targets in [0, C - 1])")
 
 
 def _reference(t) -> Reference:
