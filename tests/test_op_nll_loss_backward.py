@@ -10,8 +10,14 @@ gradOutput (k, 1, 1).
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -19,6 +25,7 @@ import pytest
 
 from aclnn_cli import dtypes as D
 from aclnn_cli.ops.nll_loss_backward import SPEC, VARIANTS
+from aclnn_cli.ops.nll_loss_backward import __file__ as SPEC_FILE
 
 U = 2.0**-24
 FP32_T = 2.0**-13  # mere-mare's T for float32: a defect must be off by more than this somewhere
@@ -304,3 +311,92 @@ def test_shape_rule(changes, attrs, rule):
 @pytest.mark.parametrize("reduction, ok", [(0, True), (1, True), (2, True), (3, False), (-1, False)])
 def test_attribute_rule(reduction, ok):
     assert (SPEC.contract.attribute_rule({"reduction": reduction, "ignoreIndex": -100}) is None) == ok
+
+
+# (e) the bundled cases through gen -> emulate -> verify, as a user runs them (one CLI process each)
+
+BUNDLED = Path(SPEC_FILE).parent.parent / "cases" / "nll_loss_backward.yaml"
+INTEGERS = {"int64": np.int64, "int32": np.int32, "uint8": np.uint8}
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
+    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True, env=env)
+
+
+def view(case: Path, t: dict, key: str = "file") -> np.ndarray:
+    """A tensor's logical values through its manifest's shape, strides and offset."""
+    dtype = INTEGERS.get(t["dtype"]) or D.lookup(t["dtype"]).np_dtype
+    storage = np.fromfile(case / t[key], dtype=dtype)
+    item = storage.itemsize
+    return np.lib.stride_tricks.as_strided(storage[t["offset"]:], t["shape"], [s * item for s in t["strides"]]).copy()
+
+
+def round_to(q: Fraction, dtype: D.DType) -> float:
+    """q to nearest, ties to even, subnormals included: a multiple of the quantum of q's binade (or of the
+    smallest normal's, below it), overflow to inf."""
+    if q == 0:
+        return 0.0
+    a = abs(q)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    e -= Fraction(2) ** e > a  # now 2^e <= a < 2^(e + 1)
+    quantum = Fraction(2) ** (max(e, dtype.emin) - dtype.precision + 1)
+    r = float(round(a / quantum) * quantum)  # Fraction rounds half to even
+    return math.copysign(r if r <= dtype.max_finite else math.inf, q)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("nll") / "out"
+    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
+        r = cli(*args)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_bundled_cases_pass_with_the_950_kernel(suite):
+    r = cli("verify", suite)
+    assert r.returncode == 0 and "all cases pass" in r.stdout, r.stdout[-3000:]
+    negative = [json.loads((d / "case.json").read_text())["expect_status"] for d in suite.iterdir()]
+    assert negative.count(0) >= 100 and len(negative) - negative.count(0) >= 15
+
+
+def test_bundled_goldens_against_the_oracle(suite):
+    """Every positive case with finite inputs and a nonzero totalWeight: golden = the oracle rounded once."""
+    checked = 0
+    for case in sorted(suite.iterdir()):
+        m = json.loads((case / "case.json").read_text())
+        if m["expect_status"] != 0:
+            continue
+        ts = {t["name"]: t for t in m["tensors"]}
+        attrs = {a["name"]: a["value"] for a in m["attributes"]}
+        ins = {n: view(case, ts[n]).astype(np.float64 if n != "target" else np.int64)
+               for n in ("gradOutput", "weight", "totalWeight", "target")}
+        if not all(np.isfinite(ins[n]).all() for n in ("gradOutput", "weight", "totalWeight")) \
+                or (attrs["reduction"] == MEAN and ins["totalWeight"].reshape(-1)[0] == 0):
+            continue
+        out = ts["out"]
+        if 0 in out["shape"]:
+            continue
+        dtype = D.lookup(out["dtype"])
+        gold = view(case, out, "golden").astype(np.float64).reshape(-1, max(out["shape"][-1:] or [1]))
+        want = np.zeros(gold.shape)
+        g, w, tw = ins["gradOutput"].reshape(-1), ins["weight"].reshape(-1), ins["totalWeight"].reshape(-1)[0]
+        for i, ti in enumerate(ins["target"].reshape(-1)):
+            if ti != attrs["ignoreIndex"]:
+                q = -Fraction(g[i if g.size > 1 else 0]) * Fraction(w[ti])
+                want[i, ti] = round_to(q / Fraction(tw) if attrs["reduction"] == MEAN else q, dtype)
+        assert np.array_equal(gold, want), case.name
+        checked += 1
+    assert checked >= 100
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants_through_verify(suite, tmp_path, name):
+    """Each defect makes verify fail (exit 1) on the bundled cases; each legitimate variant passes."""
+    copy = Path(shutil.copytree(suite, tmp_path / "out"))
+    r = cli("emulate", copy, "--defect", name)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("verify", copy)
+    legit = VARIANTS[name].__doc__.startswith("Legitimate")
+    assert r.returncode == (0 if legit else 1), r.stdout[-3000:]
