@@ -60,14 +60,22 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:
-    """An across-rows output's golden and scale file; uncertain elements summed exactly over every block."""
+    """An across-rows output's golden and scale file; uncertain elements summed exactly over every block.
+
+    An across-rows output is column-local (docs/families.md): its element (r, a0) depends on that column
+    of each row input and on per-row inputs only. So the exact pass hands `exact` only the uncertain
+    columns, as (k, columns, 1) arrays, a chunk of rows at a time: a handful of columns of a huge case
+    cost a handful of Fractions per row, not the whole case's."""
     rounded, unsure = certify(acc.value, acc.total_bound(), t.dtype)
     where = np.flatnonzero(unsure)
     if where.size and case.op.exact is not None:
         exact = np.zeros(where.size, dtype=object)
-        for b0, b1 in block_chunks(geo, 0, geo.a1, 1):  # (one block at a time: exact is called per block)
-            one = gather_blocks(case, ins, geo, b0, b1)
-            exact += exact_block(case.op, one, case.attribute_values)[t.name].reshape(-1)[where]
+        per_row = set(case.op.family.per_row)
+        for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
+            blocks = gather_blocks(case, ins, geo, b0, b1)
+            columns = {k: v if k in per_row else v.reshape(b1 - b0, -1)[:, where].reshape(b1 - b0, where.size, 1)
+                       for k, v in blocks.items()}
+            exact += exact_block(case.op, columns, case.attribute_values)[t.name].reshape(-1)
         rounded = rounded.copy()
         rounded[where] = round_exact(exact, t.dtype)
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:

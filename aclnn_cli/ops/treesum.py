@@ -9,6 +9,8 @@ aside: a row of -0 sums to +0 here as on the device's zero-filled tail).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 LANES = 64
@@ -37,3 +39,19 @@ def tree_sum(x: np.ndarray, axis: int = 1, keepdims: bool = True) -> np.ndarray:
         lanes = lanes[..., :width] + lanes[..., width:2 * width]
     total = lanes[..., 0]
     return np.expand_dims(total, axis) if keepdims else total
+
+
+def exact_sum_factor(n: int) -> float:
+    """A safe bound on numpy's float64 pairwise sum of n terms, in units of 2^-53 * sum|terms|.
+
+    numpy sums a contiguous run pairwise: up to 8 terms in order, up to 128 in 8 interleaved running sums
+    added at the end, longer runs split in halves. Each term passes through at most 16 + ceil(log2(n/128))
+    + 3 additions, so log2(n) + 20 covers every n (Higham, Accuracy and Stability, 4.2)."""
+    return math.log2(max(n, 2)) + 20
+
+
+def row_sum64(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Sum along `axis` in float64, pairwise (the axis made contiguous first: along any other axis numpy adds
+    in order, and exact_sum_factor would not bound it), keepdims."""
+    moved = np.ascontiguousarray(np.moveaxis(x, axis, -1))
+    return np.expand_dims(moved.sum(axis=-1), axis)

@@ -6,25 +6,27 @@ import numpy as np
 
 from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, register
 from aclnn_cli.ops.families import Rows, dim_axis
+from aclnn_cli.ops.treesum import exact_sum_factor, row_sum64
 
 U = 2.0**-53
 
 
 def reference(t):
-    """float64 on whole rows (k, R, A0). np.sum's pairwise sum of R terms is within R*u*sum|dy| of the
-    exact sum (a loose but safe bound); dividing by R and subtracting add two roundings."""
+    """float64 on whole rows (k, R, A0). row_sum64's pairwise sum of R terms is within
+    exact_sum_factor(R) u sum|dy| of the exact sum; dividing by R and subtracting add two roundings. A tight
+    bound matters: gen computes exactly every row whose rounding the bound leaves open."""
     dy = t["gradOutput"]
     r = dy.shape[1]
-    total = dy.sum(axis=1, keepdims=True)
-    magnitude = np.abs(dy).sum(axis=1, keepdims=True)
+    total = row_sum64(dy)
+    magnitude = row_sum64(np.abs(dy))
     mean = total / r
     value = dy - mean
-    bound = (r + 2) * U * (magnitude / r) + 2 * U * (np.abs(dy) + np.abs(mean))
+    bound = (exact_sum_factor(r) + 2) * U * (magnitude / r) + 2 * U * (np.abs(dy) + np.abs(mean))
     scale = np.abs(dy) + magnitude / r
-    shift = dy.sum(axis=0, keepdims=True)  # across rows: this block's partial sum (k rows)
-    shift_scale = np.abs(dy).sum(axis=0, keepdims=True)
+    shift = row_sum64(dy, axis=0)  # across rows: this block's partial sum (k rows)
+    shift_scale = row_sum64(np.abs(dy), axis=0)
     return {"gradInput": Reference(value, bound, scale),
-            "gradShift": Reference(shift, dy.shape[0] * U * shift_scale, shift_scale)}
+            "gradShift": Reference(shift, exact_sum_factor(dy.shape[0]) * U * shift_scale, shift_scale)}
 
 
 def exact(t):
