@@ -219,7 +219,8 @@ def int_fill(values: Sequence[float | int]) -> dict:
     3+ values -> values. A NaN or infinity has no integer: validation refuses what is left of it."""
     if len(values) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         lo, hi = math.ceil(min(values)), math.floor(max(values))
-        return {"randint": [lo, hi]} if lo < hi else {"constant": lo}
+        if lo <= hi:  # (else no integer lies in the range: the values as given, which validation refuses)
+            return {"randint": [lo, hi]} if lo < hi else {"constant": lo}
     if len(values) == 1:
         return {"constant": yaml_number(values[0])}
     return {"values": [yaml_number(v) for v in values]}
