@@ -2,7 +2,7 @@
 fills, a tensor's own dtype list, optional tensors, int and bool_list attributes (case files, ids, manifest),
 the contract's rules and rejections for them, and register's checks.
 
-The ops are tests/reduction_standins.py's stand-ins (the real names and signatures; zero references),
+The ops are tests/kinds_standins.py's stand-ins (the real names and signatures; zero references),
 added to the registry for each test and removed after it; CLI runs load them with --ops.
 """
 
@@ -21,13 +21,13 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.cases import attributes as A
-from aclnn_cli.cases.fill import BLOCK, generate, parse_fill
+from aclnn_cli.values.fill import BLOCK, generate, parse_fill
 from aclnn_cli.cases.loader import cases_from_doc
 from aclnn_cli.errors import CaseError
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
-import reduction_standins as S
+import kinds_standins as S
 
 STANDINS = Path(__file__).parent / "user_ops" / "reduction_standins.py"
 
