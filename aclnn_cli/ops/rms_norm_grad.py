@@ -113,9 +113,9 @@ def _edge(t) -> dict:
     difference) while every input of the row is finite: the exact result may be finite there; the device value
     is the float32 kernel's."""
     f32 = {k: v.astype(np.float32) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in t.items()}
-    a, b, dy, r = _parts(f32)
-    k = a.shape[0]
     with np.errstate(all="ignore"):
+        a, b, dy, r = _parts(f32)
+        k = a.shape[0]
         s = tree_sum(a * b)
         neg_mean = s * -(np.float32(1) / np.float32(a.shape[1]))
         inner = a + b * neg_mean
@@ -298,8 +298,9 @@ def _shape_rule(d, attrs) -> str | None:
         return f"x has {len(xs)} dims; it takes 1-8"
     if not 1 <= len(gs) <= len(xs):
         return f"gamma has {len(gs)} dims; it takes 1 to x's {len(xs)}"
-    if len(ys) != len(xs) or len(d[DX].shape) != len(xs) or len(d[DG].shape) != len(gs):
-        return "dy and dxOut must have x's dims, dgammaOut gamma's"
+    for name, like in ((DY, X), (DX, X), (DG, G)):
+        if len(d[name].shape) != len(d[like].shape):
+            return f"{name} has {len(d[name].shape)} dims; it must have {like}'s {len(d[like].shape)}"
     if ys != xs or d[DX].shape != xs:
         return f"dy {list(ys)}, x {list(xs)} and dxOut {list(d[DX].shape)} shapes must be identical"
     if xs[-1] == 0:
