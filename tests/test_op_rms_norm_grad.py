@@ -294,7 +294,8 @@ def test_bundled_cases_pass_with_the_950_kernel(suite):
 
 def rounded_once(q: Fraction, dtype: str) -> float:
     """q rounded to nearest (ties to even) in dtype, by comparing the exact q with the neighbours of a guess."""
-    np_dtype, uint = D.lookup(dtype).np_dtype, {4: np.uint32, 2: np.uint16}[D.lookup(dtype).np_dtype(0).itemsize]
+    np_dtype = D.lookup(dtype).np_dtype
+    uint = {4: np.uint32, 2: np.uint16}[np.dtype(np_dtype).itemsize]
     sign, a = (-1 if q < 0 else 1), abs(q)
     bits = int(np.array(float(a), np.float64).astype(np.float32).astype(np_dtype).view(uint))
     cands = [b for b in (bits - 1, bits, bits + 1) if b >= 0]
@@ -316,7 +317,7 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
         m = json.loads((case / "case.json").read_text())
         ts = {t["name"]: t for t in m["tensors"]}
         xs, gs = ts["x"]["shape"], ts["gamma"]["shape"]
-        if m["expect_status"] != 0 or math.prod(xs) > 3000 or 0 in xs:
+        if m["expect_status"] != 0 or math.prod(xs) > 5000 or 0 in xs:
             continue
         n = math.prod(gs)
         rows = math.prod(xs) // n
