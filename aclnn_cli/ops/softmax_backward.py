@@ -57,6 +57,24 @@ _kernel = _combine(C.row_sum32)
 _kernel.__doc__ = "The 950 kernel in float32: p = y*dy, S = 950 row sum of p, p + (-y)*S (MulAddDst, unfused)."
 
 
+_overflow = C.overflow_edge(_kernel)
+
+
+def _edge(t):
+    """The kernel's inf/NaN where it has one (C.overflow_edge); where output is +-inf, ATen's order instead:
+    p - y*S (the 950's) and (dy - S)*y (ATen's) are both IEEE results there, one NaN (inf - inf), the other
+    +-inf, and the doc defines neither: the golden takes the 950's, verify accepts either."""
+    where, device = _overflow(t)
+    y32 = np.asarray(t[Y]).astype(np.float32)
+    inf_y = np.isinf(y32)
+    if inf_y.any():
+        with np.errstate(all="ignore"):
+            aten = _aten_sequential({**t, DY: np.asarray(t[DY]).astype(np.float32), Y: y32})
+        where = where | inf_y
+        device = np.where(inf_y, aten.astype(np.float64), device)
+    return where, device
+
+
 def _flipped_sum(t):
     """Defect: the reduction term's sign flipped: p + y * S."""
     p = t[Y] * t[DY]
@@ -139,11 +157,13 @@ SPEC = register(OpSpec(
     reference=_reference,
     exact=_exact,
     kernel=_kernel,
-    edge=C.overflow_edge(_kernel),
+    edge=_edge,
     variants=VARIANTS,
     contract=Contract(dtypes="same", shape_rule=C.rules_in_order(C.dim_rule, C.shapes_rule)),
     special_values="A row holding inf or NaN in gradOutput or output gives inf/NaN in every element of that row "
-                   "(the sum is not finite; 0 * inf is NaN), as IEEE arithmetic in the kernel's order gives them. "
+                   "(the sum is not finite; 0 * inf is NaN), as IEEE arithmetic in the kernel's order gives them; where "
+                   "output is +-inf verify also accepts ATen's order ((dy - S) * y: -inf or +inf where the 950's "
+                   "p - y*S is inf - inf = NaN). "
                    "Where a float32 intermediate overflows on finite inputs (y * dy or the row sum beyond 3.4e38) "
                    "the golden is exact; verify also accepts the kernel's inf/NaN there. gradOutput constant "
                    "along a row of a true softmax gives an exact result near 0 that a float32 kernel only "
