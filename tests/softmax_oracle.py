@@ -81,15 +81,19 @@ def as_float(v) -> float:
 
 # ------------------------------------------------------------------ inputs
 
-def random_rows(rng: np.random.Generator, dtype: D.DType, kind: str, rows: int = 3000) -> list[dict]:
-    """Blocks of (k, R, A0) inputs in dtype (as float64) for kind 'softmax' or 'log_softmax': R from 1 to 4096,
-    A0 1 or 3, and a share of rows that cancel (dy_i ~ the sum's term)."""
+SHAPES = ((1, 1), (2, 1), (3, 1), (7, 1), (16, 1), (33, 1), (64, 1), (129, 1), (5, 3), (40, 3), (4096, 1))
+SMALL_SHAPES = ((1, 1), (2, 1), (3, 1), (7, 1), (16, 1), (5, 3), (33, 1), (512, 1))  # (mpmath's exp is slow)
+
+
+def random_rows(rng: np.random.Generator, dtype: D.DType, kind: str, rows: int = 3000, shapes=SHAPES,
+                per_block: int = 8192) -> list[dict]:
+    """Blocks of (k, R, A0) inputs in dtype (as float64) for kind 'softmax' or 'log_softmax': (R, A0) cycling
+    through `shapes`, k <= 120 rows of at most per_block elements, every third block of rows that cancel."""
     blocks, left = [], rows
-    shapes = [(1, 1), (2, 1), (3, 1), (7, 1), (16, 1), (33, 1), (64, 1), (129, 1), (5, 3), (40, 3), (4096, 1)]
     i = 0
     while left > 0:
         r, a0 = shapes[i % len(shapes)]
-        k = max(1, min(left, 120, 8192 // (r * a0)))
+        k = max(1, min(left, 120, per_block // (r * a0)))
         shape = (k, r, a0)
         style = i % 3  # 0 random, 1 like-signed, 2 cancelling
         if kind == "softmax":
@@ -175,8 +179,87 @@ def sum_terms(kernel: str, shape: tuple[int, int, int]) -> float:
     return r + 8
 
 
+def err_over_scale(result: np.ndarray, exact: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """|result - exact| / scale (0 where both are 0: y = 0)."""
+    want = np.array([as_float(q) for q in exact.reshape(-1)]).reshape(exact.shape)
+    err = np.abs(np.asarray(result, dtype=np.float64) - want)
+    return np.divide(err, scale, out=np.where(err == 0, 0.0, np.inf), where=scale > 0)
+
+
+def kinds(draws: dict, exact_fn, seed: int = 7) -> dict:
+    """{(dtype name, kind): (block, exact, exact rounded)} for blocks drawn as bundled cases' fills are:
+    draws = {kind: ((k, R, A0), draw(rng, shape) -> (dy, y))}."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for dtype in (D.FLOAT32, D.FLOAT16, D.BFLOAT16):
+        for name, (shape, draw) in draws.items():
+            dy, y = draw(rng, shape)
+            block = {DY: _in(dy, dtype), Y: _in(y, dtype)}
+            exact = exact_fn(block[DY], block[Y])
+            rounded = np.array([round_to(q, dtype) for q in exact.reshape(-1)]).reshape(exact.shape)
+            out[dtype.name, name] = block, exact, rounded
+    return out
+
+
+def defect_excess(spec, kinds_: dict, defect: str, dtype: D.DType) -> float:
+    """The largest |defect rounded - exact rounded| / max(|exact|, scale) over dtype's blocks of `kinds_`."""
+    worst = 0.0
+    for (name, _), (block, _, want) in kinds_.items():
+        if name != dtype.name:
+            continue
+        ref = spec.reference({**block, "dim": -1})
+        f32 = {k: v.astype(F32) for k, v in block.items()}
+        with np.errstate(all="ignore"):  # (inf - inf where both overflow: not over)
+            got = D.round_from_f32(np.asarray(spec.variants[defect]({**f32, "dim": -1}), dtype=F32), dtype, "rint")
+            excess = np.abs(got.astype(np.float64) - want) / np.maximum(np.abs(want), ref.scale)
+            worst = max(worst, float(np.nanmax(excess)))
+    return worst
+
+
+def contract_descs(shape=(3, 4), dtype=D.FLOAT32, **changes):
+    """{name: TensorDesc} of a valid call, with changes."""
+    from aclnn_cli.ops.contract import TensorDesc
+
+    d = {n: TensorDesc(dtype, tuple(shape)) for n in (DY, Y, "out")}
+    d.update(changes)
+    return d
+
+
 # ------------------------------------------------------------------ the pipeline
 
 def verify_report(path) -> dict[str, dict]:
     """{case id: case record} of a verify --json report."""
     return {c["case_id"]: c for c in json.loads(path.read_text())["cases"]}
+
+
+def loop(run_cli, suite, tmp_path, defect: str | None) -> tuple[int, dict]:
+    """emulate (with a defect) and verify a generated directory: (verify's exit code, {case id: record})."""
+    emulate = ["emulate", suite, "--jobs", "1"] + (["--defect", defect] if defect else [])
+    assert run_cli(*emulate).exit_code == 0
+    report = tmp_path / "v.json"
+    done = run_cli("verify", suite, "--jobs", "1", "--json", report)
+    return done.exit_code, verify_report(report)
+
+
+def check_bundled_goldens(suite, exact_fn, logical, manifest, skip=("special", "overflow")) -> int:
+    """Every small positive case's golden equals exact_fn's value rounded once; returns how many were checked."""
+    checked = 0
+    for case in sorted(suite.iterdir()):
+        m = manifest(case)
+        if m["expect_status"] != 0 or any(w in case.name for w in skip):
+            continue
+        t = {x["name"]: x for x in m["tensors"]}
+        dim = next(a["value"] for a in m["attributes"] if a["name"] == "dim")
+        dy, y = (logical(case, t[n]).astype(np.float64) for n in (DY, Y))
+        if dy.size > 3000 or dy.size == 0:
+            continue
+        shape = dy.shape or (1,)
+        lo = dim % len(shape)
+        cut = (math.prod(shape[:lo]), shape[lo], math.prod(shape[lo + 1:]))
+        exact = exact_fn(dy.reshape(cut), y.reshape(cut))
+        dtype = D.lookup(t["out"]["dtype"])
+        want = np.array([round_to(q, dtype) for q in exact.reshape(-1)])
+        got = logical(case, t["out"], "golden").astype(np.float64).reshape(-1)
+        np.testing.assert_array_equal(got, want, err_msg=case.name)
+        checked += 1
+    return checked

@@ -7,7 +7,6 @@ independent float32 kernels are ATen's CPU order (vectorised 8-lane sum, or a ru
 
 from __future__ import annotations
 
-import math
 import shutil
 from fractions import Fraction
 
@@ -79,13 +78,6 @@ def test_goldens_are_the_oracle_rounded_once(oracle_rows):
     assert fallbacks > 0  # (the cancelling rows need the exact path)
 
 
-def _err_over_scale(result: np.ndarray, exact: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """|result - exact| / scale (0 where both are 0: y = 0)."""
-    want = np.array([float(q) for q in exact.reshape(-1)]).reshape(exact.shape)
-    err = np.abs(np.asarray(result, dtype=np.float64) - want)
-    return np.divide(err, scale, out=np.where(err == 0, 0.0, np.inf), where=scale > 0)
-
-
 @pytest.mark.parametrize("kernel", ["950", "aten", "sequential"])
 def test_float32_kernels_are_within_the_gates_premise(oracle_rows, kernel):
     """|kernel - exact| <= c(R) u scale: the 950 kernel's order and two independent ones, c(R) as their sums
@@ -97,7 +89,7 @@ def test_float32_kernels_are_within_the_gates_premise(oracle_rows, kernel):
     worst = 0.0
     for block, exact in rows:
         ref = SPEC.reference(_attrs(block))
-        err = _err_over_scale(run(block), exact, ref.scale) / (O.sum_terms(kernel, block[O.DY].shape) * O.U24)
+        err = O.err_over_scale(run(block), exact, ref.scale) / (O.sum_terms(kernel, block[O.DY].shape) * O.U24)
         worst = max(worst, float(err.max()))
     assert worst <= 1.0
 
@@ -111,16 +103,7 @@ BUNDLED_KINDS = {  # blocks shaped as bundled cases, drawn as their fills are
 
 @pytest.fixture(scope="module")
 def bundled_kinds():
-    rng = np.random.default_rng(7)
-    out = {}
-    for dtype in DTYPES:
-        for name, (shape, draw) in BUNDLED_KINDS.items():
-            dy, y = draw(rng, shape)
-            block = {O.DY: O._in(dy, dtype), O.Y: O._in(y, dtype)}
-            exact = O.softmax_exact(block[O.DY], block[O.Y])
-            rounded = np.array([O.round_to(q, dtype) for q in exact.reshape(-1)]).reshape(exact.shape)
-            out[dtype.name, name] = block, exact, rounded
-    return out
+    return O.kinds(BUNDLED_KINDS, O.softmax_exact)
 
 
 DEFECTS = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Defect"))
@@ -132,16 +115,8 @@ LEGIT = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Legi
 def test_each_defect_is_over_the_gate_somewhere(bundled_kinds, defect, dtype):
     """On some element of some row of the bundled cases' kind, the defect's result (rounded to the dtype) is off
     by more than the dtype's T times max(|exact|, scale): the relief cannot forgive it."""
-    worst = 0.0
-    for (name, kind), (block, exact, want) in bundled_kinds.items():
-        if name != dtype.name:
-            continue
-        ref = SPEC.reference(_attrs(block))
-        got = D.round_from_f32(np.asarray(SPEC.variants[defect](_attrs({k: v.astype(np.float32) for k, v in block.items()})),
-                                          dtype=np.float32), dtype, "rint").astype(np.float64)
-        with np.errstate(all="ignore"):  # (inf - inf where both overflow float16: not over)
-            worst = max(worst, float(np.nanmax(np.abs(got - want) / np.maximum(np.abs(want), ref.scale))))
-    assert worst > MERE_T[dtype.name], (defect, dtype.name, worst)
+    excess = O.defect_excess(SPEC, bundled_kinds, defect, dtype)
+    assert excess > MERE_T[dtype.name], (defect, dtype.name, excess)
 
 
 def test_legitimate_variants_stay_within_the_premise(bundled_kinds):
@@ -150,7 +125,7 @@ def test_legitimate_variants_stay_within_the_premise(bundled_kinds):
         for name in LEGIT:
             got = SPEC.variants[name](_attrs({k: v.astype(np.float32) for k, v in block.items()}))
             terms = O.sum_terms("sequential" if "sequential" in name else "950", block[O.DY].shape)
-            assert _err_over_scale(got, exact, ref.scale).max() <= terms * O.U24, (name, kind)
+            assert O.err_over_scale(got, exact, ref.scale).max() <= terms * O.U24, (name, kind)
 
 
 def test_kernel_by_hand_and_ieee_rows():
@@ -169,10 +144,7 @@ def test_kernel_by_hand_and_ieee_rows():
 
 # ------------------------------------------------------------------ the contract
 
-def _descs(shape=(3, 4), dtype=D.FLOAT32, **changes) -> dict:
-    d = {n: TensorDesc(dtype, tuple(shape)) for n in (O.DY, O.Y, "out")}
-    d.update(changes)
-    return d
+_descs = O.contract_descs
 
 
 @pytest.mark.parametrize("descs,attrs,product,status,words", [
@@ -226,35 +198,11 @@ def suite(tmp_path_factory):
 
 
 def _loop(suite, tmp_path, defect: str | None) -> tuple[int, dict]:
-    emulate = ["emulate", suite, "--jobs", "1"] + (["--defect", defect] if defect else [])
-    assert run_cli(*emulate).exit_code == 0
-    report = tmp_path / "v.json"
-    done = run_cli("verify", suite, "--jobs", "1", "--json", report)
-    return done.exit_code, O.verify_report(report)
+    return O.loop(run_cli, suite, tmp_path, defect)
 
 
 def test_bundled_goldens_are_the_oracle_rounded_once(suite):
-    checked = 0
-    for case in sorted(suite.iterdir()):
-        m = manifest(case)
-        if m["expect_status"] != 0 or "special" in case.name or "overflow" in case.name:
-            continue
-        t = {x["name"]: x for x in m["tensors"]}
-        dim = next(a["value"] for a in m["attributes"] if a["name"] == "dim")
-        dy, y = (logical(case, t[n]).astype(np.float64) for n in (O.DY, O.Y))
-        if dy.size > 3000 or dy.size == 0:
-            continue
-        nd = max(dy.ndim, 1)
-        lo = dim % nd
-        shape = dy.reshape(-1).shape if dy.ndim == 0 else dy.shape
-        cut = (math.prod(shape[:lo]), shape[lo], math.prod(shape[lo + 1:]))
-        exact = O.softmax_exact(dy.reshape(cut), y.reshape(cut))
-        dtype = D.lookup(t["out"]["dtype"])
-        want = np.array([O.round_to(q, dtype) for q in exact.reshape(-1)])
-        got = logical(case, t["out"], "golden").astype(np.float64).reshape(-1)
-        np.testing.assert_array_equal(got, want, err_msg=case.name)
-        checked += 1
-    assert checked >= 40
+    assert O.check_bundled_goldens(suite, O.softmax_exact, logical, manifest) >= 40
 
 
 def test_bundled_cases_pass_the_950_kernel(suite, tmp_path):
