@@ -63,7 +63,7 @@ def test_goldens_are_the_oracle_rounded_once(oracle_rows):
 
     dtype, rows = oracle_rows
     fallbacks = 0
-    for block, exact in rows[:24]:
+    for block, exact in rows:
         typed = {k: v.astype(dtype.np_dtype) for k, v in block.items()}
         r = reference_blocks(SPEC, typed, {"dim": -1})["out"]
         got, unsure = certify(r.value, r.bound, dtype)
@@ -75,7 +75,7 @@ def test_goldens_are_the_oracle_rounded_once(oracle_rows):
             fallbacks += where.size
         want = np.array([O.round_to(q, dtype) for q in exact.reshape(-1)]).reshape(exact.shape)
         np.testing.assert_array_equal(got, want)
-    assert fallbacks > 0  # (the cancelling rows need the exact path)
+    assert fallbacks > 0 or dtype is not D.FLOAT32  # (float32's cancelling rows need the exact path)
 
 
 @pytest.mark.parametrize("kernel", ["950", "aten", "sequential"])
