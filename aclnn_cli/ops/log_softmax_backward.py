@@ -20,7 +20,7 @@ from . import softmax_common as C
 from .base import FLOATS, Contract, OpSpec, Reference
 from .exact import dec
 from .registry import register
-from .treesum import exact_sum_factor, row_sum64
+from .treesum import row_sum64
 from ..dtypes import lookup, round_from_f64
 
 DY, Y = C.DY, C.Y
@@ -33,19 +33,20 @@ EXP_ULPS = 4  # numpy's float64 exp is within this many ulps (tests/test_op_log_
 
 
 def _reference(t):
-    """dy - e * s in float64, e = exp(clip(y)), s = row_sum64(dy).
+    """dy - e * s in float64, e = exp(clip(y)), s the row sum of dy by C.row_sum_bounded.
 
-    |s64 - s| <= F u M (F = exact_sum_factor(R), M = sum |dy|), |e64 - e| <= 2 EXP_ULPS u e, the product and
-    the difference one rounding each: |value - exact| <= u (|value| + (F + 2 EXP_ULPS + 2) e M64) with slack
-    for M64's own rounding. scale = |dy| + e M: the sum's error (log2 R u M), exp's (a few u e |s|) and the
-    roundings are proportional to it, and it bounds |exact|.
+    |s64 - s| <= B (u |s64| by math.fsum, F u M pairwise on short rows; M = sum |dy|), |e64 - e| <= 2 EXP_ULPS
+    u e, the product and the difference one rounding each: |value - exact| <= u |value| (1 + 2u) + u e |s64|
+    + e B + 2 EXP_ULPS u e |s| <= u (|value| + (2 EXP_ULPS + 2) e |s64|) + e B (1 + 2^-30 slack for |s| vs
+    |s64| and the products of u's). scale = |dy| + e M: the sum's error (log2 R u M), exp's (a few u e |s|)
+    and the roundings are proportional to it, and it bounds |exact|.
     """
     dy, y = t[DY], t[Y]
     e = np.exp(np.clip(y, Y_LO, Y_HI))
     big_m = row_sum64(np.abs(dy))
-    value = dy - e * row_sum64(dy)
-    factor = exact_sum_factor(dy.shape[1]) + 2 * EXP_ULPS + 4
-    bound = C.U * (np.abs(value) + factor * e * big_m) * (1 + 2.0**-30)
+    total, err = C.row_sum_bounded(dy, big_m)
+    value = dy - e * total
+    bound = (C.U * (np.abs(value) + (2 * EXP_ULPS + 3) * e * np.abs(total)) + e * err) * (1 + 2.0**-30)
     return Reference(value, bound, (np.abs(dy) + e * big_m) * (1 + 2.0**-30))
 
 

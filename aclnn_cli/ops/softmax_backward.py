@@ -15,7 +15,7 @@ import numpy as np
 from . import softmax_common as C
 from .base import Contract, OpSpec, Reference
 from .registry import register
-from .treesum import exact_sum_factor, row_sum64
+from .treesum import row_sum64
 
 DY, Y = C.DY, C.Y
 
@@ -23,19 +23,19 @@ DY, Y = C.DY, C.Y
 def _reference(t):
     """y * (dy - S) in float64, S = sum of p = y * dy along the row.
 
-    Each p_j is exact in float64 (two 24-bit significands, no over- or underflow for float32 inputs).
-    row_sum64 gives S64 with |S64 - S| <= F u P, F = exact_sum_factor(R), P = sum |p_j| (and P64, summed the
-    same way, is within (1 + 2 F u) of P). d = fl(dy - S64) adds u|d|, value = fl(y d) adds u|y d|, so
-    |value - exact| <= u (2|y d| + F (1 + 2 F u) |y| P64) <= u (3 |value| + (F + 1) |y| P64).
+    Each p_j is exact in float64 (two 24-bit significands, no over- or underflow for float32 inputs), and
+    C.row_sum_bounded gives S64 with |S64 - S| <= B (u |S64| by math.fsum, or F u P pairwise on short rows;
+    P = sum |p_j| in float64). d = fl(dy - S64) adds u|d|, value = fl(y d) adds u|y d| <= u|value| (1 + 2u):
+    |value - exact| <= u (2|y d| + ...) + |y| B <= 3 u |value| + |y| B, with |y d| <= |value| (1 + 2u).
     scale = |y| (|dy| + P): a float32 kernel's error is ~ (log2 R + c) u |y| P from the sum plus a few u |p|;
-    it bounds |exact| (|dy - S| <= |dy| + P), with slack for P64's rounding.
+    it bounds |exact| (|dy - S| <= |dy| + P), with slack for P's float64 rounding.
     """
     dy, y = t[DY], t[Y]
     p = y * dy
     big_p = row_sum64(np.abs(p))
-    value = y * (dy - row_sum64(p))
-    factor = exact_sum_factor(dy.shape[1])
-    bound = C.U * (3 * np.abs(value) + (factor + 1) * np.abs(y) * big_p)
+    total, err = C.row_sum_bounded(p, big_p)
+    value = y * (dy - total)
+    bound = (3 * C.U * np.abs(value) + np.abs(y) * err) * (1 + 2.0**-30)
     return Reference(value, bound, np.abs(y) * (np.abs(dy) + big_p) * (1 + 2.0**-30))
 
 

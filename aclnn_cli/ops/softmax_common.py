@@ -19,7 +19,7 @@ import numpy as np
 
 from .base import AttrSpec, TensorSpec, products
 from .families import Rows, dim_axis
-from .treesum import tree_sum
+from .treesum import exact_sum_factor, row_sum64, tree_sum
 
 DY, Y, OUT = "gradOutput", "output", "out"
 U = 2.0**-53  # float64 unit roundoff
@@ -87,6 +87,27 @@ def trailing_sum(x: np.ndarray) -> np.ndarray:
     """Defect helper: the sum taken along the axes after `dim` (A0) instead of along `dim` (with `dim` the
     last axis each element is a row of its own)."""
     return np.broadcast_to(x.sum(axis=2, keepdims=True, dtype=np.float32), x.shape)
+
+
+# ------------------------------------------------------------------ float64 row sums for the references
+
+FSUM_MIN_R = 16  # rows at least this long are summed by math.fsum; shorter ones pairwise (a Python call per row)
+
+
+def row_sum_bounded(x: np.ndarray, magnitude: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(S, B): the sum of (k, R, A0) float64 terms along axis 1 (keepdims) and a bound B >= |S - exact sum|.
+
+    Rows of R >= FSUM_MIN_R: math.fsum, correctly rounded (CPython's Modules/mathmodule.c), so B = u |S|; a
+    tight B keeps gen's exact pass for the rare element within it of a rounding boundary. Shorter rows:
+    treesum.row_sum64 with B = exact_sum_factor(R) u magnitude (magnitude = row_sum64 of |x|, which is at most
+    (1 + 2 F u) of the exact sum of |x|: the slack is in the factor's + 20)."""
+    r = x.shape[1]
+    if r < FSUM_MIN_R:
+        return row_sum64(x), exact_sum_factor(r) * U * magnitude * (1 + 2.0**-40)
+    rows = np.ascontiguousarray(np.moveaxis(x, 1, -1)).reshape(-1, r).tolist()
+    total = np.array([math.fsum(row) for row in rows]).reshape(x.shape[0], x.shape[2], 1)
+    total = np.moveaxis(total, -1, 1)
+    return total, U * np.abs(total)
 
 
 # ------------------------------------------------------------------ phase one (161002 rules)
