@@ -202,7 +202,8 @@ def test_kernel_by_hand_and_edges():
     (O.contract_descs(), {"dim": 2}, "A2", INVALID, "dim 2"),  # (the doc says [-n, n]; the source [-n, n - 1])
     (O.contract_descs(), {"dim": -3}, "A2", INVALID, "dim -3"),
     (O.contract_descs(shape=()), {"dim": -2}, "A2", INVALID, "dim -2"),
-    (O.contract_descs(**{O.Y: TensorDesc(D.BFLOAT16, (3, 4))}), {"dim": -1}, "A2", INVALID, "dtypes differ"),
+    (O.contract_descs(**{O.Y: TensorDesc(D.BFLOAT16, (3, 4))}), {"dim": -1}, "A2", INVALID, "output dtype bfloat16"),
+    (O.contract_descs(out=TensorDesc(D.BFLOAT16, (3, 4))), {"dim": -1}, "A2", SUCCESS, ""),  # out's dtype: free
     (O.contract_descs(dtype=D.BFLOAT16), {"dim": -1}, "910", INVALID, "bfloat16"),
     (O.contract_descs(dtype=D.BFLOAT16), {"dim": -1}, "A3", SUCCESS, ""),
     (O.contract_descs(**{O.Y: TensorDesc(D.FLOAT32, (4, 4))}), {"dim": -1}, "A2", INVALID, "output shape"),

@@ -158,7 +158,10 @@ _descs = O.contract_descs
     (_descs(), {"dim": 2}, "A2", INVALID, "dim 2"),
     (_descs(), {"dim": -3}, "A2", INVALID, "dim -3"),
     (_descs(shape=()), {"dim": 1}, "A2", INVALID, "dim 1"),
-    (_descs(**{O.Y: TensorDesc(D.FLOAT16, (3, 4))}), {"dim": -1}, "A2", INVALID, "dtypes differ"),
+    (_descs(**{O.Y: TensorDesc(D.FLOAT16, (3, 4))}), {"dim": -1}, "A2", INVALID, "output dtype float16"),
+    (_descs(out=TensorDesc(D.FLOAT16, (3, 4))), {"dim": -1}, "A2", SUCCESS, ""),  # out's dtype is free (Cast)
+    # dtype before dim: both broken, the dtype decides
+    (_descs(**{O.Y: TensorDesc(D.FLOAT16, (3, 4))}), {"dim": 7}, "A2", INVALID, "output dtype"),
     (_descs(dtype=D.BFLOAT16), {"dim": -1}, "910", INVALID, "bfloat16"),
     (_descs(dtype=D.BFLOAT16), {"dim": -1}, "310P", INVALID, "bfloat16"),
     (_descs(dtype=D.BFLOAT16), {"dim": -1}, "950", SUCCESS, ""),

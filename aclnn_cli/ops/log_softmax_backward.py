@@ -213,7 +213,7 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     edge=C.overflow_edge(_kernel, extra=_subnormal_exp),
     variants=VARIANTS,
-    contract=Contract(dtypes="same", shape_rule=C.rules_in_order(C.shapes_rule, C.dim_rule)),
+    contract=Contract(dtypes="promote", shape_rule=C.rules_in_order(C.dtype_rule, C.shapes_rule, C.dim_rule)),
     special_values="A non-finite gradOutput makes its row's sum and every element of the row inf/NaN. With "
                    "gradOutput finite: output = +inf gives -inf * sign(sum) (NaN for a zero sum), -inf gives "
                    "gradOutput exactly, NaN gives NaN; the row's other elements stay finite. output above 88.72 "
@@ -228,7 +228,8 @@ aclnnLogSoftmaxBackward phase one (activation/log_softmax_grad/op_api/aclnn_logs
   [ASCEND910B, ASCEND910E] -> 161002; dtypes not FLOAT/FLOAT16/BF16 or gradOutput's != output's ->
   161002; gradOutput or output over 8 dims, output's or out's shape != gradOutput's -> 161002; dim
   outside [-n, n - 1] (0-d as 1; the doc says [-n, n]) -> 161002; then empty -> ACLNN_SUCCESS.
-- out's dtype is not checked (Cast after the kernel); the Contract ("same") refuses a differing one, as for
-  aclnnSoftmaxBackward. 0-d tensors are accepted (the doc says 1-8 dims).
+- out's dtype is not checked (Cast after the kernel): Contract "promote" with output's dtype tied to
+  gradOutput's by the shape_rule, as for aclnnSoftmaxBackward (and the same caveat for an out wider than the
+  inputs). 0-d tensors are accepted (the doc says 1-8 dims).
 - The kernel is registered for ascend950 only (op_host/log_softmax_grad_def.cpp).
 """

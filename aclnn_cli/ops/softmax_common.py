@@ -116,6 +116,14 @@ def _ndim(d) -> int:
     return max(len(d.shape), 1)
 
 
+def dtype_rule(descs: Mapping, attrs: Mapping) -> str | None:
+    """OP_CHECK_DTYPE_NOT_MATCH / _NOT_SAME: output's dtype is gradOutput's (out's is free: the result is Cast)."""
+    dy, y = descs[DY].dtype, descs[Y].dtype
+    if dy != y:
+        return f"output dtype {y.name} is not gradOutput's {dy.name}"
+    return None
+
+
 def dim_rule(descs: Mapping, attrs: Mapping) -> str | None:
     """CheckDim: dim in [-n, n - 1], n = gradOutput's dims (a 0-d tensor counts as 1-d)."""
     n, dim = _ndim(descs[DY]), int(attrs["dim"])
