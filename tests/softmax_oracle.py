@@ -160,11 +160,14 @@ def aten_softmax(dy: np.ndarray, y: np.ndarray, sequential: bool = False) -> np.
     return (dy - total) * y
 
 
-def aten_log_softmax(dy: np.ndarray, y: np.ndarray, sequential: bool = False) -> np.ndarray:
-    """ATen: sum = reduce_all(dy) (last dim) or in order; dy - exp(y) * sum."""
+def aten_log_softmax(dy: np.ndarray, y: np.ndarray, sequential: bool = False, exp_ulps: int = 0) -> np.ndarray:
+    """ATen: sum = reduce_all(dy) (last dim) or in order; dy - exp(y) * sum (exp_ulps: Exp that many ulps high)."""
     dy, y = dy.astype(F32), y.astype(F32)
     total = in_order(dy) if sequential or dy.shape[2] > 1 else aten_reduce(dy)
-    return dy - np.exp(y) * total
+    e = np.exp(y)
+    for _ in range(exp_ulps):
+        e = np.nextafter(e, F32(np.inf))
+    return dy - e * total
 
 
 def sum_terms(kernel: str, shape: tuple[int, int, int]) -> float:
@@ -225,6 +228,24 @@ def contract_descs(shape=(3, 4), dtype=D.FLOAT32, **changes):
     return d
 
 
+def independent(kind: str, sequential: bool = False, exp_ulps: int = 0):
+    """A tests/harness.py kernel: ATen's order (or a plain running sum) on the case's rows along dim, in float32,
+    rounded once to out's dtype half to even. exp_ulps: Exp that many float32 ulps high (LogSoftmax)."""
+    def kernel(op, ins, ts, attrs):
+        dy, y = ins[DY], ins[Y]
+        shape = dy.shape or (1,)
+        lo = int(attrs["dim"]) % len(shape)
+        cut = (math.prod(shape[:lo]), shape[lo], math.prod(shape[lo + 1:]))
+        with np.errstate(all="ignore"):
+            if kind == "softmax":
+                r = aten_softmax(dy.reshape(cut), y.reshape(cut), sequential)
+            else:
+                r = aten_log_softmax(dy.reshape(cut), y.reshape(cut), sequential, exp_ulps)
+            out = D.lookup(ts["out"]["dtype"])
+            return D.round_from_f32(np.asarray(r, dtype=F32).reshape(-1), out, "rint").reshape(dy.shape)
+    return kernel
+
+
 # ------------------------------------------------------------------ the pipeline
 
 def verify_report(path) -> dict[str, dict]:
@@ -263,3 +284,21 @@ def check_bundled_goldens(suite, exact_fn, logical, manifest, skip=("special", "
         np.testing.assert_array_equal(got, want, err_msg=case.name)
         checked += 1
     return checked
+
+
+def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
+    """Every positive case of a generated directory (or one case) through tests/harness.py with `kernel` (a copy),
+    then verify: {case id: record}."""
+    import shutil
+
+    import harness
+    from helpers import run_cli
+
+    work = tmp_path / "indep"
+    shutil.copytree(suite if only is None else suite / only, work if only is None else work / only)
+    for d in sorted(work.iterdir()):
+        if d.is_dir():
+            harness.run_case(d, kernel)
+    report = tmp_path / "i.json"
+    run_cli("verify", work, "--jobs", "1", "--json", report)
+    return verify_report(report)

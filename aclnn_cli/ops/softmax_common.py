@@ -70,6 +70,28 @@ def sequential_sum(x: np.ndarray, dtype=np.float32) -> np.ndarray:
     return acc.astype(np.float32)
 
 
+def lanes_sum(x: np.ndarray, lanes: int = 8) -> np.ndarray:
+    """Sum along axis 1 of (k, R, A0) as a SIMD loop does: `lanes` running sums in index order (element j into
+    lane j % lanes), then the lanes halved pairwise (ATen's vec::reduce_all over Vectorized<float>, AVX2).
+    Only for A0 = 1 rows; keepdims, in x's dtype."""
+    k, n, _ = x.shape
+    pad = -n % lanes
+    acc = np.zeros((k, lanes), dtype=x.dtype)
+    body = np.concatenate([x[:, :, 0], np.zeros((k, pad), dtype=x.dtype)], axis=1).reshape(k, -1, lanes)
+    for j in range(body.shape[1]):
+        acc = acc + body[:, j]
+    while acc.shape[1] > 1:
+        half = acc.shape[1] // 2
+        acc = acc[:, :half] + acc[:, half:]
+    return acc.reshape(k, 1, 1)
+
+
+def aten_sum(x: np.ndarray) -> np.ndarray:
+    """ATen's CPU order (aten/src/ATen/native/cpu/SoftMaxKernel.cpp): 8 lanes along the last dim
+    (_vec_host_softmax_backward_lastdim), a running sum per column otherwise (_vec_softmax_backward)."""
+    return lanes_sum(x) if x.shape[2] == 1 else sequential_sum(x, x.dtype)
+
+
 HALF = np.float16
 
 
