@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
 import os
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -15,60 +13,13 @@ import click
 from . import __version__
 from .errors import UserError
 from .cli_group import Commands as _Commands
+from .cli_common import JOBS, SHARD, console as _console, fail as _fail, one_line_errors as _one_line_errors, select_cases
 from .options import PATH, StandardName, default_jobs
 
 # Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
 # command's own start) pays for click alone, not for numpy, rich, yaml and every op (issue 20).
 
 BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
-
-
-def _parse_shard(ctx, param, value: str | None):
-    if value is None:
-        return (0, 1)
-    try:
-        i, n = (int(x) for x in value.split("/"))
-    except ValueError:
-        raise click.BadParameter("use I/N, e.g. 2/4 (shards are numbered 1..N)") from None
-    if not 1 <= i <= n:
-        raise click.BadParameter(f"shard {i}/{n}: I must be between 1 and N")
-    return (i - 1, n)
-
-
-JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs(), show_default="number of cores",
-                    help="Worker processes; large cases are split into ranges across them.")
-SHARD = click.option("--shard", callback=_parse_shard, metavar="I/N", default=None,
-                     help="Only this runner's share of the cases (balanced by size, each case in exactly one shard). "
-                          "gen records it in OUT; emulate, run and verify then take all of OUT's cases and check "
-                          "I/N against the record.")
-
-
-def _console():
-    """Wide enough for the tables in CI logs, where there is no terminal to size them."""
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
-
-
-def _fail(exc: UserError) -> None:
-    for line in getattr(exc, "problems", None) or [exc]:  # (report's shard problems: one line each)
-        click.echo(f"aclnn-cli: error: {line}", err=True)
-    sys.exit(exc.exit_code)
-
-
-@contextmanager
-def _one_line_errors():
-    """Bad input, a full disk or an unwritable path: one line naming what and where, exit 2."""
-    try:
-        yield
-    except UserError as exc:
-        _fail(exc)
-    except OSError as exc:
-        where = exc.filename or ""
-        _fail(UserError(exc.strerror or str(exc), where=str(where)))
-    except MemoryError:
-        _fail(UserError("out of memory (is a size in the input beyond reason?)"))
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,6 +37,7 @@ def main(op_paths: tuple[Path, ...]) -> None:
     harness   write the C++ runner project that calls the real aclnn API
     run       drive a built runner over the cases (crash and timeout isolated)
     """
+    from .device.defects import catalogue
     from .ops import user
     from .tuning import tune_allocator
 
@@ -96,6 +48,7 @@ def main(op_paths: tuple[Path, ...]) -> None:
             known = [p for p in os.environ.get(user.ENV, "").split(os.pathsep) if p]
             os.environ[user.ENV] = os.pathsep.join(known + [str(p.resolve()) for p in op_paths])
         user.load_configured()
+        catalogue()  # (a user op's variant without its kind: one line now, not at its first emulate)
 
 
 def _size(ctx, param, value):
@@ -152,15 +105,6 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
     click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
 
 
-def select_cases(cases, patterns: tuple[str, ...]):
-    if not patterns:
-        return cases
-    chosen = [c for c in cases if any(fnmatch.fnmatchcase(c.case_id, p) for p in patterns)]
-    if not chosen:
-        raise UserError(f"no case id matches {', '.join(patterns)}")
-    return chosen
-
-
 @main.command()
 @click.argument("out", type=PATH)
 @click.option("--defect", metavar="NAME", default=None,
@@ -173,7 +117,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
     """Write every output dump under OUT as the device kernels would compute it."""
     from . import shardout
     from .device.emulate import emulate_all, emulate_dirs
-    from .judge.defects import find_variant, ops_with_kernel
+    from .device.defects import find_variant, ops_with_kernel
     from .progress import Progress
 
     with _one_line_errors():
@@ -279,12 +223,12 @@ def defects() -> None:
     """List the defects and legitimate variants 'emulate --defect' can play."""
     from rich.table import Table
 
-    from .judge.defects import CATALOGUE
+    from .device.defects import catalogue
 
     table = Table(title="emulate --defect")
     for col in ("name", "kind", "what the kernel does"):
         table.add_column(col)
-    for v in CATALOGUE.values():
+    for v in catalogue().values():
         table.add_row(v.name, "legitimate" if v.legit else "defect", v.description)
     _console().print(table)
 

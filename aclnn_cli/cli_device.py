@@ -13,6 +13,7 @@ import click
 
 from . import shardout
 from .device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
+from .cli_common import one_line_errors, parse_shard, select_cases
 from .errors import UserError
 from .device.harness import select_ops, write_harness
 from .options import PATH
@@ -35,9 +36,7 @@ def harness(out: Path, op_names: tuple[str, ...]) -> None:
     A runner built with --op answers cases of other ops with ERROR (generated without them); use it
     where the toolkit lacks some ops' libraries or headers.
     """
-    from .cli import _one_line_errors
-
-    with _one_line_errors():
+    with one_line_errors():
         files = write_harness(out, select_ops(op_names))
     src, build = shlex.quote(str(out)), shlex.quote(str(out / "build"))
     runner = shlex.quote(str(out / "build" / "aclnn-runner"))
@@ -74,9 +73,7 @@ def _signals_interrupt():
 
 
 def _shard(ctx, param, value):
-    from .cli import _parse_shard  # the same I/N as gen, emulate and verify
-
-    return _parse_shard(ctx, param, value)
+    return parse_shard(ctx, param, value)  # the same I/N as gen, emulate and verify
 
 
 @click.command()
@@ -104,9 +101,8 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
     or got one of those verdicts (or the runner ended badly, e.g. a sanitizer report, or left
     processes behind), 2 on bad input.
     """
-    from .cli import _one_line_errors, select_cases
 
-    with _one_line_errors(), _signals_interrupt():
+    with one_line_errors(), _signals_interrupt():
         if not runner.is_file():
             raise UserError("no runner here (build it: aclnn-cli harness -o DIR, then cmake)", where=str(runner))
         manifests, broken = shardout.select(out, shard).loaded()

@@ -30,13 +30,13 @@ def default_jobs() -> int:
 
 
 class StandardName(click.ParamType):
-    """A precision standard's name, checked against judge/standards.py only when an option is given (or
+    """A precision standard's name, checked against standards.py only when an option is given (or
     its help shown): a plain click.Choice would import the judge, and numpy with it, at every start."""
 
     name = "standard"
 
     def _names(self) -> list[str]:
-        from .judge.standards import STANDARDS
+        from .standards import STANDARDS
 
         return list(STANDARDS)
 

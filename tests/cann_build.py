@@ -120,3 +120,14 @@ def compile_program(root: Path, sources: Sequence[Path], output: Path, *, saniti
     _run([cxx, "-O1", *extra, *(str(s) for s in sources), "-o", str(output), *consumer_flags(root, sanitize=sanitize)],
          f"compiling {output.name}")
     return output
+
+
+def build_runner(source: Path, build: Path, root: Path, cxx_flags: str = "") -> Path:
+    """Configure and build a generated runner project (`aclnn-cli harness -o source`) against the toolkit at
+    `root`, as a user would with cmake; return the executable."""
+    configure = ["cmake", "-S", str(source), "-B", str(build), f"-DASCEND_PATH={root}", "-DCMAKE_BUILD_TYPE=Debug"]
+    if cxx_flags:
+        configure += [f"-DCMAKE_CXX_FLAGS={cxx_flags}", f"-DCMAKE_EXE_LINKER_FLAGS={cxx_flags}"]
+    _run(configure, "cmake configure (runner)")
+    _run(["cmake", "--build", str(build), "-j2"], "cmake build (runner)")
+    return Path(build) / "aclnn-runner"

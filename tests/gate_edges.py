@@ -13,7 +13,7 @@ import numpy as np
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.comparison import tolerance_dtype
-from aclnn_cli.judge.standards import STANDARDS, Standard
+from aclnn_cli.standards import STANDARDS, Standard
 from aclnn_cli.ops import OPS
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -60,7 +60,7 @@ def inputs_f64(m: M.CaseManifest) -> dict[str, np.ndarray]:
 def informative(m: M.CaseManifest) -> tuple[np.ndarray, np.ndarray]:
     """(informative mask, |golden|): finite golden, normal in the judged dtype, at least 1/RELIEF_SCALE of
     its term scale, and not where the device's documented edge result differs."""
-    from aclnn_cli.judge.tolerances import RELIEF_SCALE
+    from aclnn_cli.tolerances import RELIEF_SCALE
     out = m.output
     g = np.fromfile(out.golden, dtype=out.dtype.np_dtype).astype(np.float64)
     ins = inputs_f64(m)
@@ -74,7 +74,7 @@ def informative(m: M.CaseManifest) -> tuple[np.ndarray, np.ndarray]:
 
 def assert_ordinary(m: M.CaseManifest) -> None:
     """The case meets the definition the ranges are derived for (tolerances.py)."""
-    from aclnn_cli.judge.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
+    from aclnn_cli.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
     mask, mag = informative(m)
     assert mask.mean() >= ORDINARY_SHARE, (m.case_id, mask.mean())
     assert (mag[mask] >= ORDINARY_MAGNITUDE).any(), m.case_id

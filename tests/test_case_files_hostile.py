@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aclnn_cli.cases import yamlsafe
+from aclnn_cli.values import yamlsafe
 from aclnn_cli.cases.loader import MAX_CASES, MAX_ID_BYTES, cases_from_doc, load_cases, load_file
 from aclnn_cli.errors import CaseError, UserError
 from aclnn_cli.layout import MAX_ELEMENTS, from_spec

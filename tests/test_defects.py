@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from aclnn_cli.judge.defects import CATALOGUE
+from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.judge.matrix import defect_matrix
-from aclnn_cli.judge.standards import DEFAULT_STANDARD, STANDARDS
+from aclnn_cli.standards import DEFAULT_STANDARD, STANDARDS
 
 from helpers import run_cli, write_yaml
 
@@ -78,7 +81,7 @@ def test_junit_json_and_csv_outputs(broken):
     failure = cases["silu_backward-bad"].find("failure")
     assert failure.get("type") == "FAIL" and "MERE" in failure.get("message") and "repro:" in failure.text
     data = json.loads(js.read_text())
-    assert data["schema"] == "aclnn-cli/verify/3" and data["summary"] == {
+    assert data["schema"] == "aclnn-cli/verify/4" and data["summary"] == {
         "total": 2, "PASS": 1, "FAIL": 1, "LAYOUT": 0, "MISTRUSTED": 0, "MISSING": 0, "STATUS": 0, "CRASH": 0, "TIMEOUT": 0,
         "ERROR": 0}
     bad = next(c for c in data["cases"] if c["status"] == "FAIL")
@@ -135,3 +138,37 @@ cases:
     assert bad.exit_code == 2 and "no tolerance 'rtol'" in bad.output
     typo = write_yaml(tmp_path, "op: aclnnLogSigmoidBackward\ncases:\n  - {name: t, shape: [4], tolerance: {rtl: 1}}\n", "t.yaml")
     assert run_cli("gen", typo, "-o", tmp_path / "o2").exit_code == 2
+
+
+def _user_op(tmp_path, doc: str):
+    """A copy of the worked user op whose one variant has this docstring, under a name of its own."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "user_ops" / "my_hardtanh_backward.py").read_text()
+    text = text.replace("aclnnMyHardtanhBackward", "aclnnMyHardtanhBackward2").replace(
+        '"my_hardtanh_backward"', '"my_hardtanh_backward2"')
+    text = re.sub(r'def _inclusive\(t\):\n    """[^"]*"""', f'def _inclusive(t):\n    """{doc}"""', text)
+    path = tmp_path / "op.py"
+    path.write_text(text)
+    return path
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    """aclnn-cli in a process of its own: user ops load once per process."""
+    env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
+    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_the_catalogue_takes_a_user_ops_variants_from_the_registry(tmp_path):
+    """The ops do not push their variants into the device's catalogue (it sits above them): it reads them."""
+    r = _cli("--ops", _user_op(tmp_path, "Defect: the window closed at both ends"), "defects")
+    assert r.returncode == 0, r.stderr
+    assert "inclusive-window" in r.stdout and "aclnnMyHardtanhBackward2" in r.stdout.replace("\n", "")
+
+
+def test_a_user_variant_without_its_kind_is_one_line_when_the_op_loads(tmp_path):
+    r = _cli("--ops", _user_op(tmp_path, "the window closed at both ends"), "ops")
+    assert r.returncode == 2 and r.stderr == ("aclnn-cli: error: aclnnMyHardtanhBackward2: variant 'inclusive-window' "
+                                              "needs a docstring starting with 'Defect' or 'Legitimate'\n"), r.stderr

@@ -177,7 +177,7 @@ def test_verify_json_carries_the_error_data_of_the_skipped_tile(tmp_path):
     assert run_cli("emulate", out, "--defect", "partial-tile-unwritten").exit_code == 0
     assert run_cli("verify", out, "--json", tmp_path / "v.json").exit_code == 1
     data = json.loads((tmp_path / "v.json").read_text())
-    assert data["schema"] == "aclnn-cli/verify/3"
+    assert data["schema"] == "aclnn-cli/verify/4"
     errors = data["cases"][0]["errors"]
     assert errors["judged_dtype"] == "float16" and errors["attributes"] == {}
     flagged = np.array(errors["map"]["flagged"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import yaml
 from hypothesis import strategies as st
 
-from aclnn_cli.cases import yamlsafe
+from aclnn_cli.values import yamlsafe
 from aclnn_cli.cases.loader import cases_from_doc
 from aclnn_cli.errors import UserError
 

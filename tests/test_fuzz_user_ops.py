@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from aclnn_cli.cases.attributes import case_combos, from_manifest, to_manifest
 from aclnn_cli.cli import op_info
 from aclnn_cli.errors import UserError
-from aclnn_cli.judge.defects import CATALOGUE
+from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, register
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 from aclnn_cli.ops.user import load_paths

@@ -3,7 +3,7 @@
 A tolerance value is accepted only if, with it, a sign-flipped and an all-zero result of ordinary
 magnitude still FAIL, for every standard, op and dtype, from the command line and from YAML; values
 just outside are refused (one line, exit 2, naming the key, the standard and the range), and so are
-values no result could meet. The ranges and the meaning of "ordinary" are in judge/tolerances.py.
+values no result could meet. The ranges and the meaning of "ordinary" are in tolerances.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
-from aclnn_cli.judge.standards import STANDARDS, find_standard
+from aclnn_cli.standards import STANDARDS, find_standard
 
 from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, outside_values,
                         suite_yaml, write_broken)

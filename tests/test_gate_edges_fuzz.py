@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from aclnn_cli import dtypes as D
 from aclnn_cli.cases.loader import load_file
 from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
-from aclnn_cli.judge.standards import STANDARDS, find_standard
+from aclnn_cli.standards import STANDARDS, find_standard
 
 from fuzzing import allowed_outcome, fuzz_target, scratch
 from gate_edges import case_dirs, write_broken

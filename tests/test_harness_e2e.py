@@ -25,7 +25,7 @@ import pytest
 from aclnn_cli.cli import BUNDLED
 from aclnn_cli.ops import OPS as REGISTERED
 
-from cann_build import build_stub, stub_ops, tools_missing
+from cann_build import build_runner, build_stub, stub_ops, tools_missing
 from helpers import run_cli, write_yaml
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
@@ -35,14 +35,7 @@ SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", 
 SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 
-def cmake_build(source: Path, build: Path, root: Path, cxx_flags: str = "") -> Path:
-    configure = ["cmake", "-S", str(source), "-B", str(build), f"-DASCEND_PATH={root}", "-DCMAKE_BUILD_TYPE=Debug"]
-    if cxx_flags:
-        configure += [f"-DCMAKE_CXX_FLAGS={cxx_flags}", f"-DCMAKE_EXE_LINKER_FLAGS={cxx_flags}"]
-    for cmd in (configure, ["cmake", "--build", str(build), "-j2"]):
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stdout}\n{done.stderr}"
-    return build / "aclnn-runner"
+cmake_build = build_runner
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ import pytest
 
 from aclnn_cli import manifest as M
 from aclnn_cli.device.emulate import emulate_case
-from aclnn_cli.judge.defects import find_variant
+from aclnn_cli.device.defects import find_variant
 
 from helpers import run_cli, write_yaml
 

@@ -11,7 +11,7 @@ from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.cli import BUNDLED
-from aclnn_cli.cases.fill import generate
+from aclnn_cli.values.fill import generate
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import check, rejections, TensorDesc

@@ -22,7 +22,7 @@ from aclnn_cli.device.emulate import emulate_dirs
 from aclnn_cli.judge.results import CaseResult, Repro
 from aclnn_cli.storage import StorageFile
 from aclnn_cli.wholefiles import LoadedFile
-from aclnn_cli.cases.yamlsafe import parse
+from aclnn_cli.values.yamlsafe import parse
 
 from helpers import write_yaml
 

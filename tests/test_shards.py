@@ -271,7 +271,7 @@ def test_gen_refuses_to_mix_suites_or_splits_in_one_out(copy, tmp_path):
 
 def test_results_say_which_shard_of_which_suite_they_cover(shards, tmp_path):
     data = json.loads((shards / "r1.json").read_text())
-    assert data["schema"] == "aclnn-cli/verify/3"
+    assert data["schema"] == "aclnn-cli/verify/4"
     assert data["coverage"] == {"suite": digest_of(SUITE), "suite_cases": 6, "count": 2, "shards": [1],
                                 "cases": split(SUITE)[1]}
     out = tmp_path / "out"

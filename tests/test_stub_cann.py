@@ -21,6 +21,8 @@ SELFTEST = STUB_DIR / "selftest"
 SELFTEST_SOURCES = [SELFTEST / "selftest.cpp", SELFTEST / "selftest_next.cpp"]
 NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "leaky_relu_backward",
                 "sigmoid_backward", "gelu_backward_v2")
+REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
+                     "rms_norm_grad", "layer_norm_backward")  # their kernels: test_stub_reductions.py
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -56,7 +58,7 @@ def test_installed_layout(stub_root):
                 "include/aclnnop/aclnn_util.h", "include/aclnnop/aclnn_silu_backward.h",
                 "include/aclnnop/aclnn_fast_gelu_backward.h", "include/aclnnop/aclnn_logsigmoid_backward.h",
                 "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
-                "lib64/libopapi.so", *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS)):
+                "lib64/libopapi.so", *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS + REDUCTION_HEADERS)):
         assert (stub_root / rel).is_file(), rel
     assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
 
@@ -77,7 +79,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 19 and p.returncode == 0, p.stderr
+    assert len(units) == 25 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli.cases.yamlsafe import clip
+from aclnn_cli.values.yamlsafe import clip
 from aclnn_cli.errors import UserError
 from aclnn_cli.judge.results import CaseResult, Repro
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, register
@@ -273,7 +273,7 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
     """One list of kinds (ops/base.ATTRIBUTE_KINDS): register accepts each, and the one reader gen (case
     files) and verify (manifests) share has each; before, an unknown kind was written by gen and refused by
     verify."""
-    from aclnn_cli.cases.attrvalues import PARSERS
+    from aclnn_cli.values.attrvalues import PARSERS
 
     assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list", "int", "bool_list")
     defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2), "int": -1, "bool_list": (True, False)}

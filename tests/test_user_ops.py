@@ -97,9 +97,9 @@ def test_the_harness_glue_of_a_user_op_compiles(tmp_path):
     ops_cpp = (h / "src" / "ops.cpp").read_text()
     assert ('aclnnMyHardtanhBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.scalar(2), a.scalar(3), a.tensor(4), '
             'workspaceSize, executor)') in ops_cpp
-    assert '{"aclnnMyHardtanhBackward", 5, aclnnMyHardtanhBackward_phase_one, aclnnMyHardtanhBackward}' in ops_cpp
+    assert '{"aclnnMyHardtanhBackward", 5, "ttsst", aclnnMyHardtanhBackward_phase_one, aclnnMyHardtanhBackward}' in ops_cpp
     stub = Path(__file__).parent / "stub_cann" / "include"
-    for source in ("ops.cpp", "runner.cpp"):
+    for source in ("ops.cpp", "runner.cpp", "request.cpp"):
         done = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
                                f"-I{h / 'src'}", f"-I{DATA / 'include'}", f"-I{stub}", f"-I{stub / 'aclnn'}",
                                f"-I{stub / 'aclnnop'}",  # (aclnn_util.h, beside the toolkit's own op headers)

@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .. import dtypes as D
-from .fill import parse_number
+from ..values.fill import parse_number
 from ..ops.base import AttrSpec, OpSpec
-from .attrvalues import parse_value
-from .yamlsafe import clip, key_path, show, unknown_key
+from ..values.attrvalues import parse_value
+from ..values.yamlsafe import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
 

@@ -18,16 +18,16 @@ from typing import Any
 
 from .. import dtypes as D
 from .attributes import Combo, id_part, values as attribute_values, with_case_values
-from ..errors import CaseError
+from ..errors import CaseError, UserError
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
-from .fill import Constant, Fill, Uniform, all_values_count, check_fits
+from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits
 from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
-from ..judge.tolerances import ToleranceError
-from .yamlsafe import clip, collect_files, key_path, printable_path, read_file, show, unknown_key
-from .yamlsafe import parse as parse_yaml
+from ..tolerances import ToleranceError
+from ..values.yamlsafe import clip, key_path, printable_path, read_file, show, unknown_key
+from ..values.yamlsafe import parse as parse_yaml
 
 __all__ = ["Case", "TensorCase", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",
            "load_cases", "load_file", "parse_yaml"]
@@ -316,6 +316,27 @@ def _shared(t: TensorCase) -> TensorCase:
         return _TENSORS.setdefault(key, t)
     except TypeError:  # (an unhashable value: not shared)
         return t
+
+
+def collect_files(paths: list[str | Path]) -> list[Path]:
+    """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
+    importer recognises by content, sorted). Only regular files: a FIFO or device would block or never end."""
+    from . import importers  # (they read cases with this module)
+
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.suffix in (".yaml", ".yml")
+                                                                           or importers.recognises(q))))
+        elif p.is_file():
+            files.append(p)
+        elif p.exists():
+            raise UserError("not a regular file or directory (device, FIFO or socket)", where=printable_path(p))
+        else:
+            raise UserError("no such file or directory", where=printable_path(p))
+    if not files:
+        raise UserError("no case files (*.yaml) found", where=", ".join(printable_path(Path(p)) for p in paths))
+    return files
 
 
 def load_cases(paths: list[str | Path]) -> list[Case]:

@@ -11,11 +11,11 @@ from .. import dtypes as D
 from ..aclnn_status import BY_NAME
 from .attributes import case_combos
 from ..errors import CaseError
-from .fill import Fill, parse_fill, parse_number
+from ..values.fill import Fill, parse_fill, parse_number
 from ..ops import OpSpec
-from ..judge.standards import DEFAULT_STANDARD, find_standard
-from ..judge.tolerances import ToleranceError
-from .yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
+from ..standards import DEFAULT_STANDARD, find_standard
+from ..tolerances import ToleranceError
+from ..values.yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
              "standard", "tolerance", "contract")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import manifest as M
-from ..judge.defects import Variant
+from .defects import Variant
 from .emulate_rows import emulate_rows_case
 from .run import forget_run_verdict
 from ..ops.contract import compute_dtype

@@ -17,10 +17,13 @@ from ..ops import OPS, OpSpec
 from ..ops.declcheck import API_NAME, HEADER  # (register checks the same: one pattern each)
 from ..storage import atomic_write_text
 
-CORE_FILES = {"CMakeLists.txt": "CMakeLists.txt", "runner.cpp": "src/runner.cpp", "runner.h": "src/runner.h"}
+CORE_FILES = {"CMakeLists.txt": "CMakeLists.txt", "runner.cpp": "src/runner.cpp", "runner.h": "src/runner.h",
+              "request.cpp": "src/request.cpp", "request.h": "src/request.h"}
 
-
-ACCESSORS = {"tensor": "tensor", "scalar": "scalar", "bool": "flag", "string": "text"}
+# kind -> (the CallArgs accessor that yields the C++ argument, the kind's letter in OpEntry::kinds).
+# Tensors pass as aclTensor*, which also binds to a header's `const aclTensor*` output (RmsNormGrad).
+ACCESSORS = {"tensor": ("tensor", "t"), "scalar": ("scalar", "s"), "bool": ("flag", "b"), "string": ("text", "c"),
+             "int": ("integer", "i"), "int_list": ("int_array", "l"), "bool_list": ("bool_array", "m")}
 
 
 def call_arguments(op: OpSpec) -> list[str]:
@@ -29,8 +32,13 @@ def call_arguments(op: OpSpec) -> list[str]:
     for i, (name, kind) in enumerate(op.api_params):
         if kind not in ACCESSORS:
             raise UserError(f"{op.name}: the harness cannot pass {name} ({kind}) yet")
-        args.append(f"a.{ACCESSORS[kind]}({i})")
+        args.append(f"a.{ACCESSORS[kind][0]}({i})")
     return args
+
+
+def kinds(op: OpSpec) -> str:
+    """OpEntry::kinds: one letter per API argument, which the runner checks each request against."""
+    return "".join(ACCESSORS[kind][1] for _, kind in op.api_params)
 
 
 def ops_source(ops: list[OpSpec]) -> str:
@@ -57,7 +65,7 @@ def ops_source(ops: list[OpSpec]) -> str:
             "",
         ]
     lines += ["}  // namespace", "", "const OpEntry kOps[] = {"]
-    lines += [f'    {{"{op.name}", {len(op.api_params)}, {op.name}_phase_one, {op.name}}},' for op in ops]
+    lines += [f'    {{"{op.name}", {len(op.api_params)}, "{kinds(op)}", {op.name}_phase_one, {op.name}}},' for op in ops]
     lines += ["};", "const size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);", "", "}  // namespace runner", ""]
     return "\n".join(lines)
 
@@ -79,7 +87,7 @@ or pass `-DASCEND_PATH=<toolkit root>`. Then drive it over generated cases:
     aclnn-cli run OUT --runner build/aclnn-runner
     aclnn-cli verify OUT
 
-`src/ops.cpp` is generated; `src/runner.cpp` and `src/runner.h` are the hand-written core.
+`src/ops.cpp` is generated; `src/runner.cpp`, `src/request.cpp` and their headers are the hand-written core.
 The request/reply format is "The harness contract" in aclnn-cli's README.
 """
 

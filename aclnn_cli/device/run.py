@@ -25,7 +25,7 @@ from .. import manifest as M
 from ..errors import UserError
 from ..manifest import CaseManifest
 from ..ops.base import AttrSpec
-from ..cases.yamlsafe import clip
+from ..values.yamlsafe import clip
 from .outcome import RUN_VERDICT_FILE, check_done, forget_run_verdict, read_verdict, write_verdict
 from .process import RunnerGone, RunnerProcess
 from .replies import SHOW, MalformedReply, parse_reply, quote
@@ -63,6 +63,10 @@ def attribute_line(attr: AttrSpec, value, where: Path) -> str:
         return f"bool {int(value)}"
     if attr.kind == "string":
         return f"string {_line_safe(value, 'string attribute', where)}" if value else "string "
+    if attr.kind == "int":
+        return f"int {int(value)}"
+    if attr.kind in ("int_list", "bool_list"):
+        return " ".join([attr.kind, str(len(value)), *(str(int(v)) for v in value)])
     raise UserError(f"attribute {attr.name!r} of kind {attr.kind!r} cannot be passed to the runner", where=str(where))
 
 

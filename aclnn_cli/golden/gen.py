@@ -21,7 +21,7 @@ from .. import jsonsafe, manifest as M
 from ..cases.loader import Case
 from ..errors import UserError
 from ..jsonsafe import JsonRefused
-from ..cases.fill import generate
+from ..values.fill import generate
 from .fingerprint import fingerprint
 from .rounding import golden
 from ..parallel import Runner, paused_gc

@@ -190,7 +190,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         is_zero = np.equal(a, 0, out=buf("is_zero", bool, n))
         zeros = np.flatnonzero(is_zero) if is_zero.any() else _NONE
         if zeros.size:
-            flushed = zeros[(golden_abs[zeros] < max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
+            flushed = zeros[(golden_abs[zeros] <= max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
             for arr in (abs_err, rel, signed, ulp):
                 arr[flushed] = 0
     if signed_zeros:
@@ -387,11 +387,3 @@ class Metrics:
             "zero_golden_share": self.zero_goldens / self.compared if self.compared else 0.0,
             "relieved": self.relieved,
         }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    reason: str  # which rule decided, with the numbers
-
-

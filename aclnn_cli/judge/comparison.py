@@ -26,7 +26,7 @@ from ..dtypes import DType, round_from_f64
 from ..pipeline import gather_inputs
 from ..errors import UserError
 from ..layout import source_positions
-from .standards import DEFAULT_STANDARD, Standard, find_standard
+from ..standards import DEFAULT_STANDARD, Standard, find_standard
 from .judgeddtype import tolerance_dtype
 from .elements import describe_element, writes_outside_view  # noqa: F401  (verify's, from here)
 from .rowrelief import rows_relief

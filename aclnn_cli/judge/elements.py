@@ -8,7 +8,7 @@ import numpy as np
 from .. import manifest as M
 from .compare import element_errors
 from .judgeddtype import tolerance_dtype
-from .standards import Standard
+from ..standards import Standard
 from ..storage import StorageFile, check_file_sha256, check_size, in_view_mask
 from ..wholefiles import LoadedFile
 

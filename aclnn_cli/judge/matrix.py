@@ -12,10 +12,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .. import manifest as M
-from .defects import CATALOGUE, find_variant
+from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
 from ..ops import find_op
-from .standards import DEFAULT_STANDARD, STANDARDS
+from ..standards import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case
 
@@ -62,7 +62,7 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
                   jobs: int = 2) -> dict[str, dict[str, int]]:
     """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row."""
     cases = matrix_cases(suite)
-    names: list[str | None] = [None, *(variants or list(CATALOGUE))]
+    names: list[str | None] = [None, *(variants or list(catalogue()))]
     stds = standards or list(STANDARDS)
     tasks = [(n, _cases_for(n, cases), stds) for n in names]
     if jobs <= 1:
@@ -81,7 +81,7 @@ def markdown(table: dict[str, dict[str, int]], cases: int) -> str:
     head = "| kernel | kind | " + " | ".join(f"`{s}`" + (" (default)" if s == DEFAULT_STANDARD else "") for s in stds) + " |"
     lines = [head, "|" + "---|" * (len(stds) + 2)]
     for name, row in table.items():
-        v = CATALOGUE.get(name)
+        v = catalogue().get(name)
         kind = "defect" if v and not v.legit else "legitimate"
         cells = []
         for s in stds:

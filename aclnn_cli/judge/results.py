@@ -168,6 +168,40 @@ def _unpack_errors(obj, value):
     return PackedErrors(data[1:]).json() if data[:1] == b"P" else marshal.loads(data[1:])
 
 
+ROW_KEYS = ("output", "metric", "value", "limit", "comparison", "within", "note")  # standards.Row.to_json's
+
+
+_ROW_TYPES = (str, str, float, float, str, bool, str)
+
+
+class _Rows(tuple):
+    """A verdict's rows (dicts of ROW_KEYS) as (a shared tuple of each row's words: output, metric, comparison,
+    within, note; their values and limits as doubles in one bytes object). A run's passing cases repeat
+    the same words; a row's notes vary only when it is over its limit."""
+
+
+def _pack_rows(obj, value):
+    if not value:
+        return None
+    if isinstance(value, list) and all(type(r) is dict and tuple(r) == ROW_KEYS
+                                       and tuple(map(type, r.values())) == _ROW_TYPES for r in value):
+        words = _share(tuple(_share((r["output"], r["metric"], r["comparison"], r["within"], r["note"]))
+                             for r in value))  # (exact types checked: 1 == 1.0 == True as keys)
+        return _Rows((words, struct.pack(f"<{2 * len(value)}d", *(x for r in value for x in (r["value"], r["limit"])))))
+    return value
+
+
+def _unpack_rows(obj, value):
+    if value is None:
+        return []
+    if type(value) is not _Rows:
+        return value
+    words, numbers = value
+    pairs = struct.unpack(f"<{2 * len(words)}d", numbers)
+    return [{"output": o, "metric": m, "value": pairs[2 * i], "limit": pairs[2 * i + 1], "comparison": c,
+             "within": w, "note": n} for i, (o, m, c, w, n) in enumerate(words)]
+
+
 @dataclass(frozen=True)
 class Repro:
     """The repro line of a case, less what its result already holds (case id and path): one per run.
@@ -200,7 +234,7 @@ class CaseResult:
     # Slots, not a __dict__: a run holds one per case. Fields with a default are _Compact descriptors kept
     # in the slot of their name with an underscore (a class attribute cannot share a slot's name).
     __slots__ = ("case_id", "op", "dtype", "product", "status", "standard", "reason", "_shape", "_params", "_metrics",
-                 "_benchmark", "_worst", "_repro", "_path", "_kind", "_error_rows", "_errors")
+                 "_benchmark", "_worst", "_repro", "_path", "_kind", "_rows", "_error_rows", "_errors")
     case_id: str
     op: str
     dtype: str
@@ -216,6 +250,8 @@ class CaseResult:
     repro: str = _Compact(_pack_repro, _unpack_repro, "")
     path: str = _Compact(_pack_path, _unpack_path, "")
     kind: str = _Compact(_same, _same, "precision")  # or "contract": a negative case, judged on phase one's status only
+    # what the standard judged, per output: dicts of ROW_KEYS (standards.Row); the reports render these
+    rows: list = _Compact(_pack_rows, _unpack_rows, None)  # (None: [])
     error_rows: list = field(default=_Compact(_pack_list, _unpack_list, None), repr=False)  # (None: [])
     # the report's data (errorstats.ErrorStats.summary): ulp histogram, sample, map; None without a comparison
     errors: dict | None = field(default=_Compact(_pack_errors, _unpack_errors, None), repr=False)

@@ -22,7 +22,7 @@ from .mistrust import mistrust
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
-from .standards import DEFAULT_STANDARD, STANDARDS, find_standard
+from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from ..storage import check_file_sha256, check_size
 
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
@@ -121,6 +121,7 @@ class _OutputVerdict:
     metrics: object
     bench: object
     rows: list
+    verdict_rows: tuple = ()  # the standard's rows (standards.Row), naming this output
 
 
 def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Runner | None, proven: bool,
@@ -146,7 +147,7 @@ def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Run
             bench.merge(other_bench)
         rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
     verdict = std.judge(metrics, params, tolerance_dtype(m, out)[0], bench)
-    return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows)
+    return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows, verdict.named(out.name).rows)
 
 
 def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -> None:
@@ -165,6 +166,7 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
     if not v.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
         result.worst = [describe_element(m, v.std, i, rel, out) for i, rel in metrics.worst_items()]
     result.error_rows = v.rows
+    result.rows = [r.to_json() for _, w in judged if w is not None for r in w.verdict_rows]  # (every output's)
     if v.passed and not failing:
         doubt = mistrust(m, metrics, strict)
         if doubt:

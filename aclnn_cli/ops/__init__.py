@@ -14,10 +14,6 @@ for _mod in pkgutil.iter_modules(__path__):
     if _mod.name not in _SUPPORT:
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-from ..judge.defects import add_op_variants  # noqa: E402  (after every op is registered)
-
-add_op_variants(OPS.values())
-
 
 def find_op(name: str) -> OpSpec:
     """Look an op up by API name ('aclnnSiluBackward'), bare name ('SiluBackward') or key ('silu_backward')."""

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .families import ELEMENTWISE, Elementwise, Rows
-from ..cases.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
+from ..values.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -193,8 +193,8 @@ class OpSpec:
         return self.exact is not None
 
     def attribute_values(self, values: Mapping) -> dict:
-        """The attributes among the values an op function receives (the rest are tensors)."""
-        return {a.name: values[a.name] for a in self.attributes if a.name in values}
+        """The attributes and case values among the values an op function receives (the rest are tensors)."""
+        return {k: v for k, v in values.items() if k not in {t.name for t in self.tensors}}
 
     @property
     def api_header(self) -> str:

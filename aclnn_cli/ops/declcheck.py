@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes as D
-from ..cases.attrvalues import parse_value
-from ..cases.fill import parse_fill
-from ..cases.yamlsafe import clip, show
+from ..values.attrvalues import parse_value
+from ..values.fill import parse_fill
+from ..values.yamlsafe import clip, show
 from ..errors import UserError
 from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
 

@@ -15,7 +15,7 @@ DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (it
 
 def register(spec: OpSpec) -> OpSpec:
     """Add an op, checked whole first (declcheck: one line naming the file and the field, a UserError).
-    Its variants join the defect catalogue (defects.add_op_variants checks them). An op declared outside
+    Its variants join the defect catalogue (device/defects.catalogue checks them). An op declared outside
     aclnn_cli is registered with its functions guarded (guard.py): use the returned spec."""
     file = sys._getframe(1).f_globals.get("__file__") or ""
     check(spec, OPS, DECLARED_IN, str(file))

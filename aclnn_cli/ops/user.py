@@ -20,7 +20,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from ..cases.yamlsafe import clip, show
+from ..values.yamlsafe import clip, show
 from ..errors import UserError
 from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS
@@ -110,11 +110,9 @@ def _import_file(file: Path) -> None:
 
 def load_paths(paths) -> None:
     """Import the op modules at these paths (files, folders, packages); each registers its ops."""
-    before = set(OPS)
     for raw in paths:
         for file in _module_files(Path(raw)):
             _import_file(file)
-    _add_variants(before)
 
 
 def load_configured() -> None:
@@ -122,19 +120,8 @@ def load_configured() -> None:
     if "<configured>" in _loaded:
         return
     _loaded.add("<configured>")
-    before = set(OPS)
     paths = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
     if paths:
         load_paths(paths)
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         _user_code(ep.load, f"entry point {clip(ep.name, 60)} ({clip(ep.value, 120)})")
-    _add_variants(before)
-
-
-def _add_variants(before: set[str]) -> None:
-    from ..judge.defects import add_op_variants
-
-    try:
-        add_op_variants([OPS[n] for n in OPS if n not in before])
-    except ValueError as exc:
-        raise UserError(str(exc)) from None

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__, jsonsafe
-from ..cases.yamlsafe import clip
+from ..values.yamlsafe import clip
 from ..errors import UserError
 from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
 from ..jsonsafe import JsonRefused
@@ -25,11 +25,14 @@ from ..regular import TooLarge, kind, read_regular
 from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
+from .rows import row_lines, rows_problem
 
 # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report; 3: `coverage`, the shard(s) of
 # which suite the results must hold (shard.py)
-VERIFY_SCHEMA = "aclnn-cli/verify/3"
-READABLE_SCHEMAS = ("aclnn-cli/verify/1", "aclnn-cli/verify/2", VERIFY_SCHEMA)  # (version 1 results draw no plots)
+VERIFY_SCHEMA = "aclnn-cli/verify/4"  # 4: each case's verdict rows (`rows`)
+READABLE_SCHEMAS = ("aclnn-cli/verify/1", "aclnn-cli/verify/2", "aclnn-cli/verify/3", VERIFY_SCHEMA)
+# (version 1 results draw no plots; before version 4 they have no rows: the report shows no limits for them)
+COVERAGE_SCHEMAS = READABLE_SCHEMAS[2:]
 STYLE = {"PASS": "green", "FAIL": "bold red", "LAYOUT": "bold red", "MISTRUSTED": "yellow", "MISSING": "yellow",
          "STATUS": "bold red", "CRASH": "bold red", "TIMEOUT": "bold red", "ERROR": "bold magenta"}
 
@@ -150,6 +153,8 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
         out.append(c.status, style=STYLE[c.status])
         judged = "contract" if is_contract(c) else _text(c.standard)  # a negative case meets no precision standard
         out.append(f" {_text(c.case_id)} ({judged}): {_text(c.reason)}\n")
+        for line in row_lines(c.rows) if any(not r["within"] for r in c.rows) else ():  # (failed on a bound)
+            out.append(f"    {_text(line)}\n", style=None if line.startswith("within") else "red")
         for w in c.worst if isinstance(c.worst, list) else ():
             out.append(f"    {_text(_element(w))}\n")
         if c.repro:
@@ -237,6 +242,7 @@ def _testcase(c: dict) -> ET.Element:
         tag = "error" if c["status"] == "ERROR" else "failure"
         el = ET.SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
         lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
+        lines += row_lines(c.get("rows") or [])
         lines += [_element(w) for w in c.get("worst") or []]
         if c.get("repro"):
             lines.append(f"repro: {c['repro']}")
@@ -328,7 +334,7 @@ def load_shard_results(paths: list[Path]) -> tuple[list[dict], Coverage | None]:
         if not isinstance(data.get("cases"), list):
             raise UserError("'cases' must be a list of case results", where=str(f))
         coverage = None
-        if data["schema"] == VERIFY_SCHEMA and data.get("coverage") is not None:
+        if data["schema"] in COVERAGE_SCHEMAS and data.get("coverage") is not None:
             coverage = Coverage.from_json(data["coverage"], str(f))
         for i, c in enumerate(data["cases"]):
             problem = _bad_result(c)
@@ -387,7 +393,7 @@ def _bad_result(c) -> str | None:
             return f"'{key}' must be a {kind.__name__}"
     if not all(isinstance(w, dict) for w in c.get("worst") or []):
         return "'worst' must be a list of objects"
-    return errors_problem(c.get("errors"))
+    return rows_problem(c.get("rows")) or errors_problem(c.get("errors"))
 
 
 _OPTIONAL = {"worst": list, "params": dict, "metrics": dict, "benchmark": dict, "errors": dict, "repro": str,

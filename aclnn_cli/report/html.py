@@ -28,13 +28,12 @@ from ..parallel import Runner
 from ..progress import Progress
 from ..storage import atomic_write_text
 from .errordata import read_errors, term_scale
-from .limits import case_limits
+from .rows import INFO, as_row, number
 from .palette import HISTOGRAM_LEGEND, SCATTER_LEGEND
 
 INSTALL_HINT = "--html needs matplotlib: pip install 'aclnn-cli[report]' (or pip install matplotlib)"
 ORDER = {s: i for i, s in enumerate((FAIL, LAYOUT, STATUS, CRASH, TIMEOUT, MISSING, ERROR, MISTRUSTED, PASS))}
 COLOUR = {PASS: "#1a7f37", MISTRUSTED: "#9a6700", MISSING: "#9a6700", ERROR: "#8250df"}  # others: red
-ELEMENT_LIMIT = {"mere-mare": "T", "thousandth": "rel", "msopst": "rel", "absolute-threshold": "rtol"}
 AHEAD = 8  # plots drawn ahead of the page writer, per worker
 PLOT_BUDGET = 2000  # cases drawn at most, those that did not pass first: the page's time and size stay bounded
 QUANTIZED_COLOURS = 64  # a palette PNG: a quarter of the bytes, no visible loss for flat-coloured plots
@@ -172,7 +171,7 @@ def _case(i: int, c: CaseResult, figure: str) -> str:
              f"<h3>{_badge(c.status)}{_e(c.case_id)}</h3>\n", _facts(c),
              f'<p class="reason">{_e(c.reason)}</p>\n']
     if isinstance(c.metrics, dict):
-        parts.append(_limits_table(c))
+        parts.append(_rows_table(c))
     if c.worst:
         parts.append(_worst_table(c.worst))
     if c.repro:
@@ -188,23 +187,23 @@ def _passing(i: int, c: CaseResult, figure: str) -> str:
             f'<span class="fact">&ndash; {_e(c.reason)}</span></summary>\n{_facts(c)}{body}</details>\n')
 
 
-def _fmt(x) -> str:
-    """A metric: whole numbers as integers (counts), others to 4 significant digits."""
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.4g}" if isinstance(x, float) else str(x)
-
-
-def _limits_table(c: CaseResult) -> str:
-    errors = c.errors if isinstance(c.errors, dict) else {}
-    rows = case_limits(c.standard, c.params, c.metrics, c.benchmark, errors.get("judged_dtype") or c.dtype)
-    out = ['<table class="metrics"><tr><th>metric</th><th>value</th><th>limit</th><th></th></tr>\n']
-    for r in (r for r in rows if r.limit):
-        verdict = "" if r.within is None else ("within" if r.within else "over")
-        out.append(f'<tr><td>{_e(r.metric)}</td><td class="num {verdict}">{_e(_fmt(r.value))}</td>'
-                   f'<td>{_e(r.limit)}</td><td class="{verdict}">{_e(verdict)}</td></tr>\n')
-    out.append("</table>\n")
-    info = " &middot; ".join(f"{_e(r.metric)} {_e(_fmt(r.value))}" for r in rows if not r.limit)
+def _rows_table(c: CaseResult) -> str:
+    """The verdict's rows (what the standard judged, per output), then the metrics every standard counts."""
+    several = len({r["output"] for r in c.rows}) > 1
+    out = []
+    if c.rows:
+        out.append(f'<table class="metrics"><tr>{"<th>output</th>" if several else ""}<th>metric</th><th>value</th>'
+                   '<th>limit</th><th></th><th></th></tr>\n')
+        for r in map(as_row, c.rows):
+            verdict = "within" if r.within else "over"
+            out.append(f'<tr>{f"<td>{_e(r.output)}</td>" if several else ""}<td>{_e(r.metric)}</td>'
+                       f'<td class="num {verdict}">{_e(number(r.value))}</td><td>{_e(r.comparison)} '
+                       f'{_e(number(r.limit))}</td><td class="{verdict}">{verdict}</td><td>{_e(r.note)}</td></tr>\n')
+        out.append("</table>\n")
+    else:
+        out.append('<p class="note">no limits: results written before aclnn-cli/verify/4 carry no verdict rows</p>\n')
+    info = " &middot; ".join(f"{_e(k)} {_e(number(c.metrics[k]))}" for k in INFO
+                             if isinstance(c.metrics.get(k), (int, float, str)))
     out.append(f'<p class="note">{info}</p>\n' if info else "")
     return "".join(out)
 
@@ -285,7 +284,7 @@ def _task(c: CaseResult) -> dict | None:
 def draw(task: dict) -> tuple[bytes | None, str, bool]:
     """(the PNG of a case's plots or None, why not, whether errors are relative to the term scale): on a
     worker, from the verify JSON's data alone."""
-    from ..judge.standards import STANDARDS
+    from ..standards import STANDARDS
     from ..ops import find_op
     from .plots import case_figure
 
@@ -293,7 +292,7 @@ def draw(task: dict) -> tuple[bytes | None, str, bool]:
         data = read_errors(task["errors"])
         std = STANDARDS.get(task["standard"])
         scale = term_scale(task["op"], data) if std is not None and std.relief else None
-        key = ELEMENT_LIMIT.get(task["standard"])
+        key = std.element_limit if std is not None else None
         limit = task["params"].get(key) if key else None
         try:
             read = [t.name for t in find_op(task["op"]).inputs if t.read_by_kernel and t.name in data.inputs]

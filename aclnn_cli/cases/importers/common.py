@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ... import dtypes as D
-from .. import yamlsafe
+from ...values import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op
 from ...ops.contract import broadcast_shape

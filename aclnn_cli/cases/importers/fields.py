@@ -12,7 +12,7 @@ import difflib
 import math
 from typing import Any, Callable, Sequence
 
-from .. import yamlsafe
+from ...values import yamlsafe
 from ...errors import CaseError
 from .common import clip, show
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "request.h"
 #include "runner.h"
 
 namespace runner {
@@ -32,11 +33,6 @@ namespace {
 
 // The protocol version in the "ready" line; aclnn-cli refuses a runner that speaks another.
 constexpr const char* kProtocol = "aclnn-runner/1";
-
-// A case that cannot run (unreadable file, failed allocation, phase one's bookkeeping): the runner goes on.
-struct Failure : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
 
 // Something went wrong once the kernel was launched: the stream and context may be unusable,
 // so after this case the process ends and aclnn-cli starts a fresh runner.
@@ -54,28 +50,6 @@ void check_acl(aclError ret, const char* what) {
         throw Failure(std::string(what) + " returned " + std::to_string(ret) + recent_error());
     }
 }
-
-// One argument of a case, as the request describes it: a tensor, an attribute, or a null pointer.
-enum class Kind { Null, Tensor, Scalar, Bool, String };
-
-struct Param {
-    Kind kind = Kind::Null;
-    bool output = false;
-    aclDataType dtype = ACL_FLOAT;
-    aclFormat format = ACL_FORMAT_ND;
-    size_t itemsize = 0;
-    std::vector<int64_t> dims, strides, storage_dims;
-    int64_t offset = 0;
-    size_t storage_bytes = 0;
-    std::string file;  // storage bytes to load (the initial output storage, for an output)
-    std::string dump;  // where the whole output storage goes after the call
-    std::string value;  // a scalar's number as text (hex floats exact), a bool's 0/1, a string
-};
-
-struct CaseRequest {
-    std::string id, op, status_path;
-    std::vector<Param> params;
-};
 
 // Device memory that frees itself.
 class DeviceBuffer {
@@ -101,6 +75,15 @@ struct TensorDeleter {
     void operator()(aclTensor* t) const { aclDestroyTensor(t); }
 };
 using TensorHandle = std::unique_ptr<aclTensor, TensorDeleter>;
+
+struct IntArrayDeleter {
+    void operator()(aclIntArray* a) const { aclDestroyIntArray(a); }
+};
+struct BoolArrayDeleter {
+    void operator()(aclBoolArray* a) const { aclDestroyBoolArray(a); }
+};
+using IntArrayHandle = std::unique_ptr<aclIntArray, IntArrayDeleter>;
+using BoolArrayHandle = std::unique_ptr<aclBoolArray, BoolArrayDeleter>;
 
 struct ScalarDeleter {
     void operator()(aclScalar* s) const { aclDestroyScalar(s); }
@@ -179,100 +162,54 @@ void write_atomically(const std::string& path, const void* data, size_t size) {
     }
 }
 
-size_t storage_size(const std::vector<int64_t>& dims, size_t itemsize) {
-    size_t bytes = itemsize;
-    for (int64_t d : dims) {
-        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes) || bytes > (size_t{1} << 48)) {
-            throw Failure("malformed tensor line: storage size out of range");
-        }
-    }
-    return bytes;
-}
-
-// "tensor <in|out> <acl_dtype> <acl_format> <itemsize> <ndim> <dims..> <strides..> <offset>
-//         <storage_ndim> <storage_dims..> <file>"
-Param parse_tensor(std::istringstream& in) {
-    Param t;
-    std::string role;
-    int dtype = 0, format = 0;
-    size_t ndim = 0;
-    in >> role >> dtype >> format >> t.itemsize >> ndim;
-    if (!in || (role != "in" && role != "out") || ndim > 64) throw Failure("malformed tensor line");
-    t.kind = Kind::Tensor;
-    t.output = role == "out";
-    t.dtype = static_cast<aclDataType>(dtype);
-    t.format = static_cast<aclFormat>(format);
-    t.dims.resize(ndim);
-    t.strides.resize(ndim);
-    for (auto& d : t.dims) in >> d;
-    for (auto& s : t.strides) in >> s;
-    size_t storage_ndim = 0;
-    in >> t.offset >> storage_ndim;
-    if (!in || storage_ndim > 64) throw Failure("malformed tensor line");
-    t.storage_dims.resize(storage_ndim);
-    for (auto& d : t.storage_dims) in >> d;
-    if (!in || t.itemsize == 0 || t.itemsize > 16) throw Failure("malformed tensor line");
-    t.storage_bytes = storage_size(t.storage_dims, t.itemsize);
-    in >> std::ws;
-    std::getline(in, t.file);
-    if (t.file.empty()) throw Failure("malformed tensor line: no storage file");
-    return t;
-}
-
-// Reads one case; false at the end of input.
-bool read_request(std::istream& in, CaseRequest& req) {
-    req = CaseRequest();
-    std::string line;
-    bool started = false;
-    while (std::getline(in, line)) {
-        std::istringstream words(line);
-        std::string key;
-        words >> key;
-        std::string rest;
-        words >> std::ws;
-        if (key.empty()) continue;
-        started = true;
-        if (key == "end") return true;
-        if (key == "tensor") {
-            req.params.push_back(parse_tensor(words));
-            continue;
-        }
-        if (key == "scalar") {  // "scalar <acl_dtype> <number>"
-            Param p;
-            int dtype = 0;
-            words >> dtype >> p.value;
-            if (!words) throw Failure("malformed scalar line: " + line);
-            p.kind = Kind::Scalar;
-            p.dtype = static_cast<aclDataType>(dtype);
-            req.params.push_back(p);
-            continue;
-        }
-        std::getline(words, rest);
-        if (key == "case") req.id = rest;
-        else if (key == "op") req.op = rest;
-        else if (key == "null") req.params.emplace_back();
-        else if (key == "bool" && (rest == "0" || rest == "1")) {
-            req.params.emplace_back();
-            req.params.back().kind = Kind::Bool;
-            req.params.back().value = rest;
-        } else if (key == "string") {
-            req.params.emplace_back();
-            req.params.back().kind = Kind::String;
-            req.params.back().value = rest;
-        } else if (key == "status") req.status_path = rest;
-        else if (key == "dump" && !req.params.empty() && req.params.back().output) req.params.back().dump = rest;
-        else throw Failure("unexpected request line: " + line);
-    }
-    if (started) throw Failure("request for case " + req.id + " ended without 'end'");
-    return false;
-}
-
 const OpEntry& find_op(const std::string& name) {
     for (size_t i = 0; i < kOpCount; ++i) {
         if (name == kOps[i].name) return kOps[i];
     }
     throw Failure("this runner was generated without " + name + " (run 'aclnn-cli harness' again)");
 }
+
+// The request's argument i must be what the API takes there (a null where it takes a pointer).
+void check_kind(const OpEntry& op, size_t i, Kind kind) {
+    char want = op.kinds[i], got = kind_code(kind);
+    bool pointer = want == 't' || want == 's' || want == 'c' || want == 'l' || want == 'm';
+    if (got != want && !(got == 'n' && pointer)) {
+        throw Failure(std::string(op.name) + " argument " + std::to_string(i + 1) + ": the request gives kind '" +
+                      got + "', the API takes '" + want + "' (run 'aclnn-cli harness' again)");
+    }
+}
+
+// The attribute objects of one call (aclScalar, aclIntArray, aclBoolArray), destroyed with it.
+struct Attributes {
+    std::vector<ScalarHandle> scalars;
+    std::vector<IntArrayHandle> int_arrays;
+    std::vector<BoolArrayHandle> bool_arrays;
+
+    // Fills `arg` from an attribute parameter (tensors are made by run_case).
+    void set(const Param& t, Arg& arg) {
+        if (t.kind == Kind::Scalar) {
+            scalars.push_back(make_scalar(t.dtype, t.value));
+            arg.scalar = scalars.back().get();
+        } else if (t.kind == Kind::Bool) {
+            arg.flag = t.value == "1";
+        } else if (t.kind == Kind::String) {
+            arg.text.assign(t.value.begin(), t.value.end());
+            arg.text.push_back('\0');
+        } else if (t.kind == Kind::Int) {
+            arg.integer = t.integer;
+        } else if (t.kind == Kind::IntList) {
+            int_arrays.emplace_back(aclCreateIntArray(t.ints.data(), t.ints.size()));
+            if (!int_arrays.back()) throw Failure("aclCreateIntArray returned nullptr" + recent_error());
+            arg.ints = int_arrays.back().get();
+        } else if (t.kind == Kind::BoolList) {
+            std::unique_ptr<bool[]> values(new bool[t.ints.size() + 1]);
+            for (size_t k = 0; k < t.ints.size(); ++k) values[k] = t.ints[k] != 0;
+            bool_arrays.emplace_back(aclCreateBoolArray(values.get(), t.ints.size()));
+            if (!bool_arrays.back()) throw Failure("aclCreateBoolArray returned nullptr" + recent_error());
+            arg.bools = bool_arrays.back().get();
+        }
+    }
+};
 
 // One case: tensors onto the device, phase one, status, then phase two and the output storage back.
 aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
@@ -283,22 +220,16 @@ aclnnStatus run_case(const CaseRequest& req, aclrtStream stream) {
     }
     std::vector<std::unique_ptr<DeviceBuffer>> storage;
     std::vector<TensorHandle> handles;
-    std::vector<ScalarHandle> scalars;
+    Attributes attributes;
     CallArgs args;
-    for (const Param& t : req.params) {
+    for (size_t i = 0; i < req.params.size(); ++i) {
+        const Param& t = req.params[i];
+        check_kind(op, i, t.kind);
         storage.emplace_back();
         handles.emplace_back();
         args.args.emplace_back();
         Arg& arg = args.args.back();
-        if (t.kind == Kind::Scalar) {
-            scalars.push_back(make_scalar(t.dtype, t.value));
-            arg.scalar = scalars.back().get();
-        } else if (t.kind == Kind::Bool) {
-            arg.flag = t.value == "1";
-        } else if (t.kind == Kind::String) {
-            arg.text.assign(t.value.begin(), t.value.end());
-            arg.text.push_back('\0');
-        }
+        attributes.set(t, arg);
         if (t.kind != Kind::Tensor) continue;
         size_t bytes = t.storage_bytes;
         std::vector<char> host = read_file(t.file, bytes);

@@ -11,12 +11,16 @@
 
 namespace runner {
 
-// One argument of a call: a tensor, an aclScalar, a bool or a string (null pointers stay nullptr).
+// One argument of a call: a tensor, an aclScalar, a bool, a string, an int64_t, an aclIntArray or an
+// aclBoolArray (null pointers stay nullptr).
 struct Arg {
     aclTensor* tensor = nullptr;
     aclScalar* scalar = nullptr;
     bool flag = false;
     std::vector<char> text;  // NUL-terminated; the API takes char*
+    int64_t integer = 0;
+    aclIntArray* ints = nullptr;
+    aclBoolArray* bools = nullptr;
 };
 
 // The arguments of one call, in the API's order. Generated code reads them by position.
@@ -26,6 +30,9 @@ struct CallArgs {
     aclScalar* scalar(size_t i) const { return args.at(i).scalar; }
     bool flag(size_t i) const { return args.at(i).flag; }
     char* text(size_t i) { return args.at(i).text.empty() ? nullptr : args.at(i).text.data(); }
+    int64_t integer(size_t i) const { return args.at(i).integer; }
+    aclIntArray* int_array(size_t i) const { return args.at(i).ints; }
+    aclBoolArray* bool_array(size_t i) const { return args.at(i).bools; }
 };
 
 // Phase one of an aclnn API (aclnnXxxGetWorkspaceSize), adapted to CallArgs by generated code.
@@ -36,6 +43,9 @@ using PhaseTwo = aclnnStatus (*)(void* workspace, uint64_t workspaceSize, aclOpE
 struct OpEntry {
     const char* name;     // the aclnn API name, as in case.json's "op"
     size_t param_count;   // how many arguments the API takes before workspaceSize (tensors and attributes)
+    // Their kinds, one letter each: t tensor, s scalar, b bool, c string, i int64_t, l aclIntArray*,
+    // m aclBoolArray*. A request's argument must be of that kind, or null where the API takes a pointer.
+    const char* kinds;
     PhaseOne phase_one;
     PhaseTwo phase_two;
 };

@@ -1,4 +1,4 @@
-// libnnopbase of the stub: aclTensor, aclScalar and aclIntArray.
+// libnnopbase of the stub: aclTensor, aclScalar, aclIntArray and aclBoolArray.
 #include <map>
 #include <mutex>
 
@@ -35,6 +35,18 @@ aclnnStatus Untrack(const T* object, const char* api, const char* what) {
     Live().erase(it);
     delete object;
     return ACLNN_SUCCESS;
+}
+
+// aclCreateIntArray / aclCreateBoolArray: a tracked copy of `size` values (null `value` with size > 0: nullptr).
+template <class A, class V>
+A* CreateArray(const V* value, uint64_t size, const char* api, const char* what) {
+    if (value == nullptr && size > 0) {
+        stub::ReportError(std::string(api) + ": null value with size " + std::to_string(size));
+        return nullptr;
+    }
+    auto* a = new A;
+    if (size > 0) a->values.assign(value, value + size);
+    return Track(a, what);
 }
 
 aclTensor* Refuse(const std::string& why) {
@@ -125,15 +137,15 @@ aclScalar* aclCreateScalar(void* value, aclDataType dataType) {
 aclnnStatus aclDestroyScalar(const aclScalar* scalar) { return Untrack(scalar, "aclDestroyScalar", "scalar"); }
 
 aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size) {
-    if (value == nullptr && size > 0) {
-        stub::ReportError("aclCreateIntArray: null value with size " + std::to_string(size));
-        return nullptr;
-    }
-    auto* a = new aclIntArray;
-    if (size > 0) a->values.assign(value, value + size);
-    return Track(a, "int array");
+    return CreateArray<aclIntArray>(value, size, "aclCreateIntArray", "int array");
 }
 
 aclnnStatus aclDestroyIntArray(const aclIntArray* array) { return Untrack(array, "aclDestroyIntArray", "int array"); }
+
+aclBoolArray* aclCreateBoolArray(const bool* value, uint64_t size) {
+    return CreateArray<aclBoolArray>(value, size, "aclCreateBoolArray", "bool array");
+}
+
+aclnnStatus aclDestroyBoolArray(const aclBoolArray* array) { return Untrack(array, "aclDestroyBoolArray", "bool array"); }
 
 }  // extern "C"

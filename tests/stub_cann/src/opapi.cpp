@@ -1,6 +1,7 @@
 // libopapi of the stub: what every operator shares (see opapi.h): the phase-one checks,
 // executors, phase two (runtime checks, the elementwise loop, rounding, views) and the defects.
 #include "opapi.h"
+#include "elements.h"
 
 #include <algorithm>
 #include <csignal>
@@ -18,6 +19,7 @@ struct aclOpExecutor {
     bool ties_away;
     stub::Attrs attrs;
     uint64_t workspace;
+    std::shared_ptr<const stub::Job> job;  // an op that is not elementwise: its tensors and computation
 };
 
 namespace stub {
@@ -26,21 +28,6 @@ const DTypes kFloats = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16};
 const DTypes kFp32Fp16 = {ACL_FLOAT, ACL_FLOAT16};
 const DTypes kOutputTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE};
 
-namespace {
-
-std::string ShapeStr(const std::vector<int64_t>& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-    return r + "]";
-}
-
-int64_t Numel(const std::vector<int64_t>& dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return n;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- phase one checks
 
@@ -190,8 +177,10 @@ std::set<aclOpExecutor*>& Executors() {
 
 }  // namespace
 
-aclnnStatus PhaseOne(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const aclTensor* dy,
-                     const aclTensor* x, const aclTensor* out, const Check& check) {
+namespace {
+
+// What every phase one starts with: the null workspaceSize/executor and device checks.
+aclnnStatus Admit(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor) {
     std::string api = std::string(def.api) + "GetWorkspaceSize: ";
     if (workspaceSize == nullptr || executor == nullptr) {
         ReportError(api + "workspaceSize and executor must not be null");
@@ -201,11 +190,12 @@ aclnnStatus PhaseOne(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** 
         ReportError(api + "no device set (aclInit, aclrtSetDevice)");
         return ACLNN_ERR_RUNTIME_ERROR;
     }
-    Checker c(def);
-    RETURN_IF_FAILED(check(c));
-    auto* e = new aclOpExecutor{&def, *dy, *x, *out, c.compute, c.ties_away, c.attrs, 0};
-    if (e->compute == ACL_DT_UNDEFINED) e->compute = out->dtype;
-    e->workspace = Numel(out->view) > 0 ? kWorkspaceBytes : 0;
+    return ACLNN_SUCCESS;
+}
+
+// A live executor asking for a workspace if the call computes anything.
+aclnnStatus Issue(aclOpExecutor* e, int64_t numel, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    e->workspace = numel > 0 ? kWorkspaceBytes : 0;
     {
         std::lock_guard<std::mutex> lock(executors_mu);
         Executors().insert(e);
@@ -215,66 +205,44 @@ aclnnStatus PhaseOne(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** 
     return ACLNN_SUCCESS;
 }
 
+}  // namespace
+
+aclnnStatus PhaseOne(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const aclTensor* dy,
+                     const aclTensor* x, const aclTensor* out, const Check& check) {
+    RETURN_IF_FAILED(Admit(def, workspaceSize, executor));
+    Checker c(def);
+    RETURN_IF_FAILED(check(c));
+    auto* e = new aclOpExecutor{&def, *dy, *x, *out, c.compute, c.ties_away, c.attrs, 0, nullptr};
+    if (e->compute == ACL_DT_UNDEFINED) e->compute = out->dtype;
+    return Issue(e, Numel(out->view), workspaceSize, executor);
+}
+
+int Job::Add(const aclTensor* t, bool output) {
+    if (t == nullptr) return -1;
+    tensors.push_back(*t);
+    if (output) outputs.push_back(tensors.size() - 1);
+    return static_cast<int>(tensors.size() - 1);
+}
+
+int64_t Job::Work() const {
+    int64_t n = 0;
+    for (size_t i : outputs) n += Numel(tensors[i].view);
+    return n;
+}
+
+aclnnStatus PhaseOneJob(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const Check& check,
+                        const std::function<Job(const Checker&)>& make) {
+    RETURN_IF_FAILED(Admit(def, workspaceSize, executor));
+    Checker c(def);
+    RETURN_IF_FAILED(check(c));
+    auto job = std::make_shared<const Job>(make(c));
+    auto* e = new aclOpExecutor{&def, {}, {}, {}, ACL_FLOAT, false, c.attrs, 0, job};
+    return Issue(e, job->run ? job->Work() : 0, workspaceSize, executor);
+}
+
 // ---------------------------------------------------------------- phase two
 
 namespace {
-
-uint64_t StorageBytes(const aclTensor& t) { return static_cast<uint64_t>(Numel(t.storage)) * ElementSize(t.dtype); }
-
-uint8_t* ElementPtr(const aclTensor& t, int64_t index) {
-    return static_cast<uint8_t*>(t.data) + index * static_cast<int64_t>(ElementSize(t.dtype));
-}
-
-// An element as a double: exact, except INT64 beyond 2^53 (nearest).
-double LoadDouble(const aclTensor& t, int64_t index) {
-    const uint8_t* p = ElementPtr(t, index);
-    switch (t.dtype) {
-        case ACL_DOUBLE: return Raw<double>(p);
-        case ACL_FLOAT: return Raw<float>(p);
-        case ACL_FLOAT16: return HalfToFloat(Raw<uint16_t>(p));
-        case ACL_BF16: return Bf16ToFloat(Raw<uint16_t>(p));
-        case ACL_INT8: return Raw<int8_t>(p);
-        case ACL_INT16: return Raw<int16_t>(p);
-        case ACL_INT32: return Raw<int32_t>(p);
-        case ACL_INT64: return static_cast<double>(Raw<int64_t>(p));
-        case ACL_UINT8: return Raw<uint8_t>(p);
-        case ACL_BOOL: return Raw<uint8_t>(p) != 0 ? 1.0 : 0.0;
-        default: return 0.0;  // phase one admits no other dtype
-    }
-}
-
-// An element cast to float32 in one rounding to nearest even (16-bit floats: exact).
-float LoadFloat(const aclTensor& t, int64_t index) {
-    const uint8_t* p = ElementPtr(t, index);
-    switch (t.dtype) {
-        case ACL_FLOAT: return Raw<float>(p);
-        case ACL_FLOAT16: return HalfToFloat(Raw<uint16_t>(p));
-        case ACL_BF16: return Bf16ToFloat(Raw<uint16_t>(p));
-        case ACL_INT64: return static_cast<float>(Raw<int64_t>(p));
-        default: return static_cast<float>(LoadDouble(t, index));
-    }
-}
-
-// Rounds to nearest even (bf16: ties away from zero if asked); a DOUBLE output is exact.
-void StoreFloat(const aclTensor& t, int64_t index, float v, bool ties_away) {
-    uint8_t* p = ElementPtr(t, index);
-    if (t.dtype == ACL_FLOAT) {
-        std::memcpy(p, &v, 4);
-    } else if (t.dtype == ACL_DOUBLE) {
-        double d = v;
-        std::memcpy(p, &d, 8);
-    } else {
-        uint16_t h = t.dtype == ACL_FLOAT16 ? FloatToHalf(v) : FloatToBf16(v, ties_away);
-        std::memcpy(p, &h, 2);
-    }
-}
-
-// v rounded to `type` (and back to float).
-float RoundTo(float v, aclDataType type, bool ties_away) {
-    if (type == ACL_FLOAT16) return HalfToFloat(FloatToHalf(v));
-    if (type == ACL_BF16) return Bf16ToFloat(FloatToBf16(v, ties_away));
-    return v;
-}
 
 // An input element as the kernel sees it: l0op::Cast to the compute dtype (an integer bound
 // for a 16-bit float goes through float32), widened to T exactly.
@@ -306,55 +274,6 @@ void Store(const aclOpExecutor& e, int64_t index, double v) {
     }
 }
 
-// Walks the output view in row-major order, keeping each operand's storage
-// index; an input of lower rank or with size-1 dims is broadcast (stride 0).
-class Walker {
- public:
-    Walker(const std::vector<int64_t>& dims, const std::vector<const aclTensor*>& operands)
-        : dims_(dims), idx_(dims.size(), 0) {
-        size_t n = dims.size();
-        for (const aclTensor* t : operands) {
-            std::vector<int64_t> s(n, 0);
-            size_t lead = n - t->view.size();
-            for (size_t i = lead; i < n; ++i) s[i] = t->view[i - lead] == 1 ? 0 : t->strides[i - lead];
-            strides_.push_back(s);
-            pos_.push_back(t->offset);
-        }
-    }
-
-    int64_t At(size_t operand) const { return pos_[operand]; }
-
-    void Next() {
-        for (size_t d = dims_.size(); d-- > 0;) {
-            ++idx_[d];
-            for (size_t k = 0; k < pos_.size(); ++k) pos_[k] += strides_[k][d];
-            if (idx_[d] < dims_[d]) return;
-            for (size_t k = 0; k < pos_.size(); ++k) pos_[k] -= strides_[k][d] * dims_[d];
-            idx_[d] = 0;
-        }
-    }
-
- private:
-    std::vector<int64_t> dims_, idx_, pos_;
-    std::vector<std::vector<int64_t>> strides_;
-};
-
-// A storage element of t outside its view (-1 if the view covers the storage):
-// the one after the view's last element, else the one before its first, else a gap.
-int64_t OutsideView(const aclTensor& t) {
-    int64_t storage = Numel(t.storage), last = t.offset;
-    for (size_t i = 0; i < t.view.size(); ++i) last += (t.view[i] - 1) * t.strides[i];
-    if (last + 1 < storage) return last + 1;
-    if (t.offset > 0) return t.offset - 1;
-    if (storage > (int64_t{1} << 26)) return -1;
-    std::vector<bool> covered(static_cast<size_t>(storage), false);
-    Walker w(t.view, {&t});
-    for (int64_t i = Numel(t.view); i > 0; --i, w.Next()) covered[static_cast<size_t>(w.At(0))] = true;
-    for (int64_t i = 0; i < storage; ++i) {
-        if (!covered[static_cast<size_t>(i)]) return i;
-    }
-    return -1;
-}
 
 bool DefectApplies(const Defect& d, const OpDef& def, int64_t numel) {
     return d.kind != DefectKind::kNone && (d.op.empty() || d.op == def.api) && (d.numel < 0 || d.numel == numel);
@@ -379,15 +298,6 @@ void Compute(const aclOpExecutor& e, T (*kernel)(T, T, const Attrs&), bool wrong
     for (int64_t i = 0; i < n; ++i, w.Next()) Store(e, w.At(0), result[static_cast<size_t>(i)]);
 }
 
-void CorruptOutside(const aclTensor& out, int64_t n) {
-    int64_t at = n == 0 ? 0 : OutsideView(out);
-    if (at < 0) {  // the view covers the whole storage: corrupt its last element instead
-        at = out.offset;
-        for (size_t i = 0; i < out.view.size(); ++i) at += (out.view[i] - 1) * out.strides[i];
-    }
-    uint8_t* p = ElementPtr(out, at);
-    for (uint64_t b = 0; b < ElementSize(out.dtype); ++b) p[b] = static_cast<uint8_t>(~p[b]);
-}
 
 }  // namespace
 
@@ -414,7 +324,12 @@ aclnnStatus PhaseTwo(const OpDef& api, void* workspace, uint64_t workspaceSize, 
             return RunFailed(ACLNN_ERR_RUNTIME_ERROR, def, "workspace is not device memory of that size");
         }
     }
-    for (const aclTensor* t : {&e->dy, &e->x, &e->out}) {
+    std::vector<const aclTensor*> touched = {&e->dy, &e->x, &e->out};
+    if (e->job) {
+        touched.clear();
+        for (const aclTensor& t : e->job->tensors) touched.push_back(&t);
+    }
+    for (const aclTensor* t : touched) {
         uint64_t bytes = StorageBytes(*t);
         if (bytes > 0 && !IsDeviceRange(t->data, bytes)) {
             return RunFailed(ACLNN_ERR_RUNTIME_ERROR, def, "a tensor's storage (" + std::to_string(bytes) +
@@ -423,22 +338,26 @@ aclnnStatus PhaseTwo(const OpDef& api, void* workspace, uint64_t workspaceSize, 
     }
 
     const Defect& defect = DefectConfig();
-    int64_t n = Numel(e->out.view);
+    bool silent = e->job && e->job->outputs.empty();  // nothing to write (LayerNorm's outputMask all false)
+    const aclTensor& out = e->job && !silent ? e->job->First() : e->out;  // the output a defect corrupts
+    int64_t n = silent ? 0 : Numel(out.view);
     DefectKind kind = DefectApplies(defect, def, n) ? defect.kind : DefectKind::kNone;
     if (kind == DefectKind::kCrash) {
         std::signal(SIGSEGV, SIG_DFL);  // not a sanitizer's handler: die of the signal itself
         std::raise(SIGSEGV);
     }
-    if (n > 0) {
-        std::memset(workspace, 0xa5, e->workspace);  // the kernel scribbles on its workspace
-        bool wrong = kind == DefectKind::kWrongValues;
+    bool wrong = kind == DefectKind::kWrongValues;
+    if (e->workspace > 0) std::memset(workspace, 0xa5, e->workspace);  // the kernel scribbles on its workspace
+    if (e->job) {
+        if (e->job->run) e->job->run(*e->job, wrong);
+    } else if (n > 0) {
         if (e->compute == ACL_DOUBLE) {
             Compute(*e, def.kernel64, wrong);
         } else {
             Compute(*e, def.kernel, wrong);
         }
     }
-    if (kind == DefectKind::kWriteOutside && StorageBytes(e->out) > 0) CorruptOutside(e->out, n);
+    if (kind == DefectKind::kWriteOutside && !silent && StorageBytes(out) > 0) CorruptOutside(out, n);
     if (kind == DefectKind::kHang) HangStream(stream);
     if (kind == DefectKind::kSyncError) FaultStream(stream);
     return ACLNN_SUCCESS;

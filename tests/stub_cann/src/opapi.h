@@ -1,8 +1,7 @@
 // Internals of libopapi (not installed): what the operator files (ops_*.cpp) share.
 //
 // An operator is an OpDef (its aclnn name and host kernels) plus a phase-one check
-// function. Every operator here is elementwise in (gradOutput, x) -> out, so one
-// executor and one phase two serve them all:
+// function. The elementwise ones, (gradOutput, x) -> out, share one executor and phase two:
 //
 //   phase one  PhaseOne(def, ..., dy, x, out, check): the null workspaceSize/executor and
 //              device checks, then `check` (the op's rules, on a Checker, which may set the
@@ -10,6 +9,9 @@
 //   phase two  PhaseTwo(def, ...): the runtime checks, defects, then for each output view
 //              position: load dy and x (broadcast) converted to the compute type, the kernel,
 //              the rounding to the compute dtype, the cast to the output dtype.
+//
+// The others (softmax, losses, norms) go through PhaseOneJob: their check, then a Job (copies of
+// their tensors and a float32 computation) that the same PhaseTwo runs after the runtime checks.
 #pragma once
 
 #include <functional>
@@ -89,6 +91,25 @@ using Check = std::function<aclnnStatus(Checker&)>;
 // The whole phase one: argument and device checks, `check`, an executor for (dy, x, out).
 aclnnStatus PhaseOne(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const aclTensor* dy,
                      const aclTensor* x, const aclTensor* out, const Check& check);
+
+// A call of an operator that is not elementwise (ops_softmax.cpp, ops_loss.cpp, ops_norm.cpp): copies of
+// the non-null tensors it touches (the caller may destroy its own between the phases), which of them it
+// writes, and its computation, run by phase two after the runtime checks (negate: the wrong-values defect).
+struct Job {
+    std::vector<aclTensor> tensors;
+    std::vector<size_t> outputs;  // indices into tensors, in the op's order; the first is what defects corrupt
+    std::function<void(const Job&, bool negate)> run;  // empty: nothing is launched (e.g. outputMask all false)
+
+    int Add(const aclTensor* t, bool output = false);  // its index, or -1 for nullptr
+    const aclTensor& T(int i) const { return tensors[static_cast<size_t>(i)]; }
+    const aclTensor& First() const { return tensors[outputs.at(0)]; }
+    int64_t Work() const;  // elements the outputs hold
+};
+
+// Phase one of such an op: the null workspaceSize/executor and device checks, `check`, then the job
+// `make` builds from the checked arguments. A 1 KiB workspace if the outputs hold any element.
+aclnnStatus PhaseOneJob(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const Check& check,
+                        const std::function<Job(const Checker&)>& make);
 
 aclnnStatus PhaseTwo(const OpDef& def, void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                      aclrtStream stream);

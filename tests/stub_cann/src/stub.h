@@ -1,7 +1,7 @@
 // Internals shared by the three stub libraries (not installed: no consumer sees this).
 //
 //   libascendcl  runtime.cpp  init/device/stream/memory on host memory, error messages, env config
-//   libnnopbase  meta.cpp     aclTensor / aclScalar / aclIntArray
+//   libnnopbase  meta.cpp     aclTensor / aclScalar / aclIntArray / aclBoolArray
 //   libopapi     opapi.cpp    phase one helpers, executors, phase two, defects (opapi.h)
 //                ops_*.cpp    the operators by family: checks, float32 kernels, the API
 #pragma once
@@ -36,6 +36,10 @@ struct aclScalar {
 
 struct aclIntArray {
     std::vector<int64_t> values;
+};
+
+struct aclBoolArray {
+    std::vector<bool> values;
 };
 
 namespace stub {

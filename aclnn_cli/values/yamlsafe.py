@@ -126,28 +126,6 @@ def read_file(path: Path, where: str) -> bytes:
     return data
 
 
-def collect_files(paths: list[str | Path]) -> list[Path]:
-    """Case files from files and directories (directories: every *.yaml / *.yml, and every file an
-    importer recognises by content, sorted). Only regular files: a FIFO or device would block or never end."""
-    from . import importers
-    from ..errors import UserError
-
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.suffix in (".yaml", ".yml")
-                                                                           or importers.recognises(q))))
-        elif p.is_file():
-            files.append(p)
-        elif p.exists():
-            raise UserError("not a regular file or directory (device, FIFO or socket)", where=printable_path(p))
-        else:
-            raise UserError("no such file or directory", where=printable_path(p))
-    if not files:
-        raise UserError("no case files (*.yaml) found", where=", ".join(printable_path(Path(p)) for p in paths))
-    return files
-
-
 class _Built(ScalarNode):
     """A mapping that was constructed as soon as it was composed (see _Guards.compose_node): its value."""
 

@@ -13,7 +13,10 @@ from typing import Callable
 import numpy as np
 
 from .. import dtypes as D
+from ..errors import UserError
 from ..layout import Layout
+from ..ops import OPS
+from ..ops.user import load_configured
 from ..storage import view_positions, write_view
 
 TILE = 256  # elements per tile of the "last partial tile" defect
@@ -102,8 +105,25 @@ def variant_kind(name: str, fn) -> bool | None:
     return _declared_kind(fn)
 
 
+_ADDED: dict[str, object] = {}  # op name -> the OpSpec whose variants are in CATALOGUE
+
+
+def catalogue() -> dict[str, Variant]:
+    """CATALOGUE with the own variants of every op registered so far (user ops too), so that adding an op
+    touches only its module. The ops do not push their variants here: the registry sits below the device.
+    A variant without its kind is one line (UserError), as the CLI checks it when user ops load."""
+    load_configured()
+    new = [op for name, op in OPS.items() if _ADDED.get(name) is not op]
+    try:
+        add_op_variants(new)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    _ADDED.update((op.name, op) for op in new)
+    return CATALOGUE
+
+
 def add_op_variants(ops) -> None:
-    """Add every op's own variants to the catalogue, so adding an op touches only its module.
+    """Add these ops' own variants to the catalogue.
 
     A variant the catalogue does not define needs a docstring starting with "Defect" or
     "Legitimate": without it, `emulate --defect` could not say which it is.
@@ -140,6 +160,13 @@ def ops_with_kernel(variant: Variant, ops) -> list[str]:
 
 
 def find_variant(name: str) -> Variant:
-    if name not in CATALOGUE:
+    if name not in catalogue():
         raise KeyError(f"unknown defect '{name}' (known: {', '.join(CATALOGUE)})")
     return CATALOGUE[name]
+
+
+try:  # the variants of the ops registered so far (every bundled op): CATALOGUE as complete as before
+    add_op_variants(list(OPS.values()))
+    _ADDED.update(OPS)
+except ValueError:  # (a user op's variant without its kind: catalogue() says so, in one line)
+    pass

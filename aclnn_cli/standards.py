@@ -1,4 +1,8 @@
-"""The precision standards, as data: per-dtype parameters, a per-element rule and a verdict.
+"""The precision standards, as data: per-dtype parameters, a per-element rule and a verdict with its rows.
+
+Below cases/ (a case file names its standard and tolerances) and judge/ (which measures the Metrics
+these judge): each judge function builds a Verdict's rows (metric, value, limit, within) and the
+reason from them; the reports render those rows and restate none of these numbers.
 
 Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
 default's additions (floor, relief, error balance), documented in README.
@@ -6,7 +10,7 @@ default's additions (floor, relief, error balance), documented in README.
 Each standard also says which tolerance values it accepts (`ranges`, and `joints` for keys that
 combine, e.g. mere-mare's mare*T <= 1/2): only values with which a sign-flipped and an all-zero
 result of ordinary magnitude still FAIL, for every op and dtype, and none that no result could meet
-(thousandth's share >= 1, a benchmark ratio under 1). judge/tolerances.py holds the numbers and the
+(thousandth's share >= 1, a benchmark ratio under 1). tolerances.py holds the numbers and the
 meaning of "ordinary"; docs/decisions.md derives each range; tests/test_gate_edges.py proves them.
 """
 
@@ -14,15 +18,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
-from .compare import Metrics, Rule, Verdict
 from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
                          Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
-from ..cases.yamlsafe import clip
-from ..dtypes import DType
+from .values.yamlsafe import clip
+from .dtypes import DType
+
+if TYPE_CHECKING:  # (what the judge measures: the judge package sits above the standards)
+    from .judge.compare import Metrics, Rule
 
 MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}
 ALLCLOSE = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1.3e-6, 1e-5)}
@@ -53,6 +59,7 @@ class Standard:
     benchmark: bool = False  # also measure the emulated kernel against the golden
     flush_ok: bool = True  # a zero where the golden is subnormal counts as exact
     aliases: Mapping[str, str] = None  # --rtol / --atol -> parameter name
+    element_limit: str | None = None  # the parameter an element's relative error is held to (the plots draw it)
 
     def params(self, dtype: DType, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """Default parameters for dtype with overrides applied, each in its range and jointly valid.
@@ -84,31 +91,90 @@ class Standard:
         return canonical
 
 
-def _specials(m: Metrics) -> Verdict | None:
-    if m.special_mismatches:
-        return Verdict(False, f"{m.special_mismatches} NaN/Inf mismatches (first at element {m.first_special})")
-    return None
+@dataclass(frozen=True)
+class Row:
+    """One bound a standard judged: `metric` of output `output` was `value`, to be `comparison` `limit`.
+
+    The verdict's reason, and every report (console, JSON, JUnit, HTML), is made from these rows: no
+    renderer restates a standard's numbers. `output` is "" until verify names it (Verdict.named).
+    """
+
+    output: str
+    metric: str
+    value: float
+    limit: float
+    comparison: str  # "<", "<=" or ">": how value must stand to limit
+    within: bool
+    note: str = ""  # where or why: "at element 7", "either passes", "biased toward zero (truncation?)"
+
+    def text(self) -> str:
+        """The row in words: 'MERE 0.0207 (limit < 0.000122, 170x) at element 7'."""
+        head = f"{self.output}: " if self.output else ""
+        if self.within:
+            body = f"{self.metric} {_g(self.value)} {self.comparison} {_g(self.limit)}"
+        else:
+            times = f", {self.value / self.limit:.2f}x" if self.comparison != ">" and self.limit > 0 else ""
+            body = f"{self.metric} {_g(self.value)} (limit {self.comparison} {_g(self.limit)}{times})"
+        return head + body + (f" {self.note}" if self.note else "")
+
+    def to_json(self) -> dict:
+        return {"output": self.output, "metric": self.metric, "value": self.value, "limit": self.limit,
+                "comparison": self.comparison, "within": self.within, "note": self.note}
 
 
-def _over(value: float, limit: float) -> str:
-    return f"{value:.3g} (limit {limit:.3g}, {value / limit:.2f}x)" if limit else f"{value:.3g}"
+def _g(x: float) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A standard's judgement of one output: whether it passed, why in words, and the rows it judged."""
+
+    passed: bool
+    reason: str  # which rule decided, with the numbers (made from the rows)
+    rows: tuple[Row, ...] = ()
+
+    def named(self, output: str) -> "Verdict":
+        """The verdict with its rows naming `output` (a case with several outputs concatenates these)."""
+        return Verdict(self.passed, self.reason, tuple(Row(output, *_fields(r)[1:]) for r in self.rows))
+
+
+def _fields(r: Row) -> tuple:
+    return (r.output, r.metric, r.value, r.limit, r.comparison, r.within, r.note)
+
+
+def _row(metric: str, value, limit: float, comparison: str, note: str = "", over: str = "") -> Row:
+    """A row; `over` (where, why) is said only when the value is over its limit (a pass repeats its notes)."""
+    value = float(value)
+    within = value < limit if comparison == "<" else value <= limit if comparison == "<=" else value > limit
+    return Row("", metric, value, float(limit), comparison, bool(within), note if within or not over else over)
+
+
+def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
+    """passed (default: every row within) with its reason: the first row over its limit when it failed;
+    else each row, less the empty counts (NaN/Inf mismatches 0 <= 0) when other rows have something to say."""
+    passed = all(r.within for r in rows) if passed is None else passed
+    if not passed:
+        return Verdict(False, next(r for r in rows if not r.within).text(), tuple(rows))
+    said = [r for r in rows if r.value or r.limit] or rows
+    return Verdict(True, ", ".join(r.text() for r in said), tuple(rows))
+
+
+def _at(m: Metrics) -> str:
+    return f"at element {m.max_rel_at}"
+
+
+def _specials(m: Metrics) -> Row:
+    return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=", over=f"(first at element {m.first_special})")
 
 
 def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
-    bad = _specials(m)
-    if bad:
-        return bad
-    t = p["T"]
-    if m.mere >= t:
-        return Verdict(False, f"MERE {_over(m.mere, t)} >= T")
-    if m.max_rel >= p["mare"] * t:
-        return Verdict(False, f"MARE {_over(m.max_rel, p['mare'] * t)} >= {p['mare']:g}T at element {m.max_rel_at}")
-    limit = balance_limit(p, dtype, m.compared)
-    if abs(m.error_balance) > limit:
-        side = "toward zero (truncation?)" if m.error_balance < 0 else "away from zero"
-        return Verdict(False, f"error balance {_over(abs(m.error_balance), limit)}: results are biased {side}")
-    return Verdict(True, f"MERE {m.mere:.3g} < {t:.3g}, MARE {m.max_rel:.3g} < {p['mare'] * t:.3g}, "
-                         f"|balance| {abs(m.error_balance):.2g} <= {limit:.2g}")
+    t, balance = p["T"], m.error_balance
+    side = "toward zero (truncation?)" if balance < 0 else "away from zero"
+    return _verdict([_specials(m), _row("MERE", m.mere, t, "<"),
+                     _row("MARE", m.max_rel, p["mare"] * t, "<", over=_at(m)),
+                     _row("|error balance|", abs(balance), balance_limit(p, dtype, m.compared), "<=",
+                          over=f"(results biased {side})")])
 
 
 def balance_limit(p, dtype: DType, n: int) -> float:
@@ -117,13 +183,8 @@ def balance_limit(p, dtype: DType, n: int) -> float:
 
 def _no_violations(label: str):
     def judge(m: Metrics, p, dtype, bench) -> Verdict:
-        bad = _specials(m)
-        if bad:
-            return bad
-        if m.violations:
-            return Verdict(False, f"{m.violations} of {m.compared} elements break the {label} bound "
-                                  f"(first at element {m.first_violation})")
-        return Verdict(True, f"all {m.compared} finite elements within the {label} bound")
+        return _verdict([_specials(m), _row(f"elements over the {label} bound", m.violations, 0, "<=",
+                                            over=f"(of {m.compared}; first at element {m.first_violation})")])
     return judge
 
 
@@ -132,38 +193,24 @@ def _share(m: Metrics) -> float:
 
 
 def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
-    bad = _specials(m)
-    if bad:
-        return bad
-    share = _share(m)
-    if share < p["share"]:
-        return Verdict(True, f"{share:.3g} of elements over {p['ulps']:g} ulp (< {p['share']:g})")
-    if "mean_ulps" in p and m.mean_ulp < p["mean_ulps"]:
-        return Verdict(True, f"mean ulp error {m.mean_ulp:.3g} < {p['mean_ulps']:g}")
-    return Verdict(False, f"{_over(share, p['share'])} of elements over {p['ulps']:g} ulp (first at element {m.first_violation})")
+    rows = [_specials(m), _row(f"share over {p['ulps']:g} ulp", _share(m), p["share"], "<",
+                               over=f"(first at element {m.first_violation})")]
+    if "mean_ulps" in p:
+        rows.append(_row("mean ulp error", m.mean_ulp, p["mean_ulps"], "<", "(either passes)"))
+    passed = rows[0].within and any(r.within for r in rows[1:])
+    if passed and not rows[1].within:  # (the reason names the bound that let it pass)
+        return Verdict(True, rows[2].text(), tuple(rows))
+    return _verdict(rows, passed)
 
 
 def _thousandth(m: Metrics, p, dtype, bench) -> Verdict:
-    bad = _specials(m)
-    if bad:
-        return bad
-    within = 1 - _share(m)
-    if within > p["share"]:
-        return Verdict(True, f"{within:.6g} of elements within relative error {p['rel']:g} (> {p['share']:g})")
-    return Verdict(False, f"only {within:.6g} of elements within relative error {p['rel']:g} (need > {p['share']:g}); "
-                          f"first outside at element {m.first_violation}")
+    return _verdict([_specials(m), _row(f"share within relative error {p['rel']:g}", 1 - _share(m), p["share"], ">",
+                                        over=f"(first outside at element {m.first_violation})")])
 
 
 def _msopst(m: Metrics, p, dtype, bench) -> Verdict:
-    bad = _specials(m)
-    if bad:
-        return bad
-    share = _share(m)
-    if share > p["share"]:
-        return Verdict(False, f"{_over(share, p['share'])} of elements with relative diff > {p['rel']:g}")
-    if m.max_rel >= p["max_rel"]:
-        return Verdict(False, f"max relative diff {_over(m.max_rel, p['max_rel'])} at element {m.max_rel_at}")
-    return Verdict(True, f"{share:.3g} of elements err (<= {p['share']:g}), max rel diff {m.max_rel:.3g} < {p['max_rel']:g}")
+    return _verdict([_specials(m), _row(f"share with relative diff > {p['rel']:g}", _share(m), p["share"], "<="),
+                     _row("max relative diff", m.max_rel, p["max_rel"], "<", over=_at(m))])
 
 
 def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, float]:
@@ -180,16 +227,14 @@ def benchmark_ratios(dev: Metrics, bench: Metrics, dtype: DType) -> dict[str, fl
 
 
 def _benchmark(m: Metrics, p, dtype, bench: Metrics | None) -> Verdict:
-    bad = _specials(m)
-    if bad:
-        return bad
     ratios = benchmark_ratios(m, bench, dtype)
-    over = {k: r for k, r in ratios.items() if r > (p["max_rel_ratio"] if k == "max_rel_error" else p["ratio"])}
-    text = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
-    if over:
-        return Verdict(False, "device/benchmark over the limit: " + ", ".join(f"{k} {r:.2f}x" for k, r in over.items())
-                       + f" (limits {p['ratio']:g}x, max_rel_error {p['max_rel_ratio']:g}x)")
-    return Verdict(True, f"device/benchmark: {text}")
+    rows = [_specials(m)] + [_row(f"{k} device/benchmark", r, p["max_rel_ratio" if k == "max_rel_error" else "ratio"],
+                                  "<=", "(floored)") for k, r in ratios.items()]
+    if rows[0].within and not all(r.within for r in rows):
+        over = [r for r in rows if not r.within]
+        return Verdict(False, "device/benchmark over the limit: " + ", ".join(
+            f"{r.metric.split()[0]} {r.value:.2f}x (limit {r.limit:g}x)" for r in over), tuple(rows))
+    return _verdict(rows)
 
 
 STANDARDS: dict[str, Standard] = {}
@@ -206,6 +251,7 @@ _register(Standard(
     defaults=lambda d: {"T": MERE_T[d.name], "mare": 10.0, "balance": MERE_T[d.name] * BALANCE_T,
                         "balance_noise": BALANCE_NOISE},
     rule=lambda p: (lambda e: e.rel >= p["T"]), judge=_mere_mare, relief=True, aliases={"rtol": "T"},
+    element_limit="T",
     ranges={"T": relative(), "mare": factor(), "balance": Range("a mean relative error", 0.0, 1.0),
             "balance_noise": factor()},
     joints=(Joint(("mare", "T"), MARE_T_MAX, "a zero result's error, relieved, is at least 1/2 where the golden "
@@ -216,7 +262,7 @@ _register(Standard(
     "(2^-16, 2^-16, 2^-30) where |g| <= small value (2^-10, 2^-10, 2^-20)", "msprobe API accuracy checker",
     defaults=lambda d: dict(zip(("rtol", "small", "atol"), ABS_THRESHOLD[d.name])),
     rule=lambda p: (lambda e: np.where(e.golden_abs > p["small"], e.abs > p["rtol"] * e.golden_abs, e.abs > p["atol"])),
-    judge=_no_violations("absolute-threshold"),
+    judge=_no_violations("absolute-threshold"), element_limit="rtol",
     ranges={"rtol": relative(), "small": Range("a magnitude", 0.0, SMALL_MAX),
             "atol": Range("an absolute error", 0.0, ABSOLUTE_MAX)},
 ))
@@ -233,7 +279,7 @@ _register(Standard(
     "thousandth", "share of elements with relative error < 0.001 must be > 0.999 (fp32 variant: 1e-4 and 0.9999)",
     "msprobe / CANN double thousandths",
     defaults=lambda d: {"rel": 1e-3, "share": 0.999} if d.itemsize == 2 else {"rel": 1e-4, "share": 0.9999},
-    rule=lambda p: (lambda e: e.rel >= p["rel"]), judge=_thousandth, aliases={"rtol": "rel"},
+    rule=lambda p: (lambda e: e.rel >= p["rel"]), judge=_thousandth, aliases={"rtol": "rel"}, element_limit="rel",
     ranges={"rel": relative(), "share": Range("a fraction of elements", 1 - ORDINARY_SHARE, 1.0, closed_lo=True,
                                                             open_hi=True)},
 ))
@@ -248,7 +294,7 @@ _register(Standard(
 _register(Standard(
     "msopst", "an element errs if its relative diff > 0.01; pass if <= 5% err and max relative diff < 0.1",
     "CANN msOpST", defaults=lambda d: {"rel": 0.01, "share": 0.05, "max_rel": 0.1},
-    rule=lambda p: (lambda e: e.rel > p["rel"]), judge=_msopst, aliases={"rtol": "rel"},
+    rule=lambda p: (lambda e: e.rel > p["rel"]), judge=_msopst, aliases={"rtol": "rel"}, element_limit="rel",
     ranges={"rel": relative(), "share": Range("a fraction of elements", 0.0, 1.0), "max_rel": relative()},
 ))
 _register(Standard(

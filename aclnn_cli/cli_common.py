@@ -1,0 +1,70 @@
+"""What every command module shares (cli.py, cli_device.py): one-line errors, the console, --jobs,
+--shard and --case selection. Below them both, so neither imports the other."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from contextlib import contextmanager
+
+import click
+
+from .errors import UserError
+from .options import default_jobs
+
+
+def parse_shard(ctx, param, value: str | None):
+    if value is None:
+        return (0, 1)
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise click.BadParameter("use I/N, e.g. 2/4 (shards are numbered 1..N)") from None
+    if not 1 <= i <= n:
+        raise click.BadParameter(f"shard {i}/{n}: I must be between 1 and N")
+    return (i - 1, n)
+
+
+JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs(), show_default="number of cores",
+                    help="Worker processes; large cases are split into ranges across them.")
+SHARD = click.option("--shard", callback=parse_shard, metavar="I/N", default=None,
+                     help="Only this runner's share of the cases (balanced by size, each case in exactly one shard). "
+                          "gen records it in OUT; emulate, run and verify then take all of OUT's cases and check "
+                          "I/N against the record.")
+
+
+def console():
+    """Wide enough for the tables in CI logs, where there is no terminal to size them."""
+    from rich.console import Console
+
+    here = Console(highlight=False)
+    return here if here.is_terminal else Console(highlight=False, width=160)
+
+
+def fail(exc: UserError) -> None:
+    for line in getattr(exc, "problems", None) or [exc]:  # (report's shard problems: one line each)
+        click.echo(f"aclnn-cli: error: {line}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@contextmanager
+def one_line_errors():
+    """Bad input, a full disk or an unwritable path: one line naming what and where, exit 2."""
+    try:
+        yield
+    except UserError as exc:
+        fail(exc)
+    except OSError as exc:
+        where = exc.filename or ""
+        fail(UserError(exc.strerror or str(exc), where=str(where)))
+    except MemoryError:
+        fail(UserError("out of memory (is a size in the input beyond reason?)"))
+
+
+def select_cases(cases, patterns: tuple[str, ...]):
+    if not patterns:
+        return cases
+    chosen = [c for c in cases if any(fnmatch.fnmatchcase(c.case_id, p) for p in patterns)]
+    if not chosen:
+        raise UserError(f"no case id matches {', '.join(patterns)}")
+    return chosen

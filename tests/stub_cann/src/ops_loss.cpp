@@ -1,0 +1,171 @@
+// libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad) and
+// NLLLossBackward (loss/nll_loss_grad).
+//
+// Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
+// to self's dtype, then cast to out's (l0op::Cast).
+#include <cmath>
+
+#include "aclnnop/aclnn_mse_loss_backward.h"
+#include "aclnnop/aclnn_nll_loss_backward.h"
+#include "elements.h"
+#include "opapi.h"
+
+namespace {
+
+using stub::Arg;
+using stub::Checker;
+
+const stub::OpDef kMse{"aclnnMseLossBackward", nullptr, nullptr};
+const stub::OpDef kNll{"aclnnNLLLossBackward", nullptr, nullptr};
+
+constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
+
+aclnnStatus CheckReduction(const Checker& c, int64_t reduction) {
+    if (reduction < kNone || reduction > kSum) {
+        return c.Invalid("reduction " + std::to_string(reduction) + " is not 0 (none), 1 (mean) or 2 (sum)");
+    }
+    return ACLNN_SUCCESS;
+}
+
+// The broadcast shape of a and b (NumPy rules), false if they do not broadcast.
+bool BroadcastShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
+    size_t n = std::max(a.size(), b.size());
+    out->assign(n, 1);
+    for (size_t i = 0; i < n; ++i) {
+        int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+        int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+        if (da != db && da != 1 && db != 1) return false;
+        (*out)[i] = da == 1 ? db : da;
+    }
+    return true;
+}
+
+// mse_loss_grad_dag.h: d = x - y; t = d*cof; out = t*dy, cof = fl32(2.0/N) (mean, N = numel(self), via double)
+// or 2; all three broadcast to out.
+stub::Job MseJob(const aclTensor* dy, const aclTensor* x, const aclTensor* y, const aclTensor* out, int64_t reduction) {
+    stub::Job job;
+    int idy = job.Add(dy), ix = job.Add(x), iy = job.Add(y), iout = job.Add(out, true);
+    if (stub::Numel(x->view) == 0 || stub::Numel(dy->view) == 0 || stub::Numel(y->view) == 0) return job;
+    float cof = reduction == kMean ? static_cast<float>(2.0 / static_cast<double>(stub::Numel(x->view))) : 2.0f;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        std::vector<float> g = stub::ReadFloats(j.T(idy), o.view), xs = stub::ReadFloats(j.T(ix), o.view),
+                           ys = stub::ReadFloats(j.T(iy), o.view);
+        for (size_t i = 0; i < g.size(); ++i) {
+            float d = xs[i] - ys[i];
+            float t = d * cof;
+            g[i] = t * g[i];
+        }
+        stub::WriteFloats(o, g, j.T(ix).dtype, negate);
+    };
+    return job;
+}
+
+// nll_loss_grad.h (SIMT): zero-fill; each row whose target t != ignoreIndex (int64 compare) gets, at column t,
+// none -(g_i*w_t), sum -(g_0*w_t), mean q = g_0/tw once, then -(q*w_t). A target outside [0, C) that is not
+// ignoreIndex meets only an ASSERT on the device (release behaviour unverified): the stub leaves that row 0.
+stub::Job NllJob(const aclTensor* dy, const aclTensor* self, const aclTensor* target, const aclTensor* weight,
+                 const aclTensor* tw, const aclTensor* out, int64_t reduction, int64_t ignore) {
+    stub::Job job;
+    int idy = job.Add(dy), it = job.Add(target), iw = job.Add(weight), itw = job.Add(tw), iout = job.Add(out, true);
+    if (stub::Numel(self->view) == 0) return job;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        int64_t classes = o.view.back(), rows = stub::Numel(o.view) / classes;
+        std::vector<float> g = stub::ReadFloats(j.T(idy), j.T(idy).view), w = stub::ReadFloats(j.T(iw), {classes});
+        std::vector<int64_t> t = stub::ReadInts(j.T(it));
+        float q = g[0];
+        if (reduction == kMean) q = g[0] / stub::ReadFloats(j.T(itw), j.T(itw).view)[0];
+        std::vector<float> res(static_cast<size_t>(rows * classes), 0.0f);
+        for (int64_t i = 0; i < rows; ++i) {
+            int64_t c = t[static_cast<size_t>(i)];
+            if (c == ignore || c < 0 || c >= classes) continue;
+            float gi = reduction == kNone && g.size() == static_cast<size_t>(rows) ? g[static_cast<size_t>(i)] : q;
+            res[static_cast<size_t>(i * classes + c)] = -(gi * w[static_cast<size_t>(c)]);
+        }
+        stub::WriteFloats(o, res, j.T(iw).dtype, negate);  // weight's dtype is self's
+    };
+    return job;
+}
+
+}  // namespace
+
+extern "C" {
+
+// 950, A3, A2 (fp32, fp16, bf16); 310P (fp32, fp16); not 910 (the doc's list). Order: nulls; gradOutput and
+// target = self's dtype; self, out in the list; reduction in [0, 2]; dims <= 8; broadcast, out = the broadcast
+// shape. An empty self, gradOutput or target: success, nothing computed.
+aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                 const aclTensor* target, int64_t reduction, aclTensor* out,
+                                                 uint64_t* workspaceSize, aclOpExecutor** executor) {
+    auto check = [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({a, s, t, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "310P", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        RETURN_IF_FAILED(c.SameDtype({s, a}));
+        RETURN_IF_FAILED(c.SameDtype({s, t}));
+        RETURN_IF_FAILED(c.DtypesIn(ok, {s, o}));
+        RETURN_IF_FAILED(CheckReduction(c, reduction));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, s, t}));
+        std::vector<int64_t> first, shape;
+        if (!BroadcastShape(gradOutput->view, self->view, &first) || !BroadcastShape(target->view, first, &shape)) {
+            return c.Invalid("gradOutput " + stub::ShapeStr(gradOutput->view) + ", self " + stub::ShapeStr(self->view) +
+                             " and target " + stub::ShapeStr(target->view) + " do not broadcast");
+        }
+        if (out->view != shape) {
+            return c.Invalid("out " + stub::ShapeStr(out->view) + " is not the broadcast shape " + stub::ShapeStr(shape));
+        }
+        return ACLNN_SUCCESS;
+    };
+    return stub::PhaseOneJob(kMse, workspaceSize, executor, check,
+                             [&](const Checker&) { return MseJob(gradOutput, self, target, out, reduction); });
+}
+STUB_PHASE_TWO(aclnnMseLossBackward, kMse)
+
+// 950, A3, A2 (fp32, fp16, bf16); 910 (fp32, fp16); not 310P (the doc's list). Order: nulls (gradOutput,
+// self, target, weight, totalWeight, out); weight, gradOutput, totalWeight = self's dtype; self castable to
+// out; self in the list; target INT64, UINT8 or INT32; reduction; shapes (CheckShape); an empty self: success.
+aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                 const aclTensor* target, const aclTensor* weight, int64_t reduction,
+                                                 int64_t ignoreIndex, const aclTensor* totalWeight, aclTensor* out,
+                                                 uint64_t* workspaceSize, aclOpExecutor** executor) {
+    auto check = [&](Checker& c) {
+        Arg g{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, w{"weight", weight},
+            tw{"totalWeight", totalWeight}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({g, s, t, w, tw, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        RETURN_IF_FAILED(c.SameDtype({s, w}));
+        RETURN_IF_FAILED(c.SameDtype({s, g}));
+        RETURN_IF_FAILED(c.SameDtype({s, tw}));
+        if (!stub::CanCast(self->dtype, out->dtype) || !stub::In(out->dtype, stub::kOutputTypes)) {
+            return c.Invalid("self " + stub::DTypeName(self->dtype) + " cannot cast to out " + stub::DTypeName(out->dtype));
+        }
+        RETURN_IF_FAILED(c.DtypesIn(ok, {s}));
+        RETURN_IF_FAILED(c.DtypesIn({ACL_INT64, ACL_UINT8, ACL_INT32}, {t}));
+        RETURN_IF_FAILED(CheckReduction(c, reduction));
+        const auto &xs = self->view, &ts = target->view, &gs = gradOutput->view;
+        if (xs.empty() || xs.size() > 2) return c.Invalid("self must be 1-D or 2-D, not " + stub::ShapeStr(xs));
+        if (ts.size() > 1) return c.Invalid("target must be 0-D or 1-D, not " + stub::ShapeStr(ts));
+        if (!(xs.size() == 1 && ts.empty()) && (ts.empty() || ts[0] != xs[0])) {
+            return c.Invalid("target " + stub::ShapeStr(ts) + " does not match self " + stub::ShapeStr(xs));
+        }
+        if (weight->view != std::vector<int64_t>{xs.back()}) {
+            return c.Invalid("weight " + stub::ShapeStr(weight->view) + " is not one weight per class");
+        }
+        if (stub::Numel(totalWeight->view) != 1) return c.Invalid("totalWeight is not a single element");
+        if (reduction == kNone && xs.size() == 2) {
+            if (gs != std::vector<int64_t>{xs[0]}) return c.Invalid("gradOutput " + stub::ShapeStr(gs) + " is not [N]");
+        } else if (gs.size() > 1 || stub::Numel(gs) != 1) {
+            return c.Invalid("gradOutput " + stub::ShapeStr(gs) + " is not a single element");
+        }
+        return c.SameShape({s, o});
+    };
+    return stub::PhaseOneJob(kNll, workspaceSize, executor, check, [&](const Checker&) {
+        return NllJob(gradOutput, self, target, weight, totalWeight, out, reduction, ignoreIndex);
+    });
+}
+STUB_PHASE_TWO(aclnnNLLLossBackward, kNll)
+
+}  // extern "C"
