@@ -332,6 +332,7 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
 @click.option("--json", "as_json", is_flag=True, help="Print the operator table as JSON.")
 def ops(as_json: bool) -> None:
     """List the operators: signature, dtypes per product, dims, empty, broadcast and mixed-dtype rules."""
+    from rich.markup import escape
     from rich.table import Table
 
     from .ops import OPS
@@ -344,11 +345,22 @@ def ops(as_json: bool) -> None:
     for col in ("op", "signature", "dtypes per product", "dims", "empty", "broadcast", "mixed dtypes"):
         table.add_column(col, overflow="fold")
     for d in data:
-        sig = ", ".join(f"{t['name']}" + ("*" if t["role"] == "output" else "") for t in d["tensors"])
+        sig = escape(", ".join(_param_text(p, d) for p in d["signature"]))  # ([dtypes] is not markup)
         prods = "\n".join(f"{p}: {' '.join(v)}" for p, v in d["products"].items())
         table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no",
                       ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"])
     _console().print(table)
+
+
+def _param_text(name: str, d: dict) -> str:
+    """One API argument in the ops table: out* for an output, ? for an optional tensor, [dtypes] for a
+    tensor's own list, name: kind for an attribute."""
+    t = next((t for t in d["tensors"] if t["name"] == name), None)
+    if t is None:
+        a = next(a for a in d["attributes"] if a["name"] == name)
+        return f"{name}: {a['kind']}" + ("?" if a["optional"] else "")
+    own = f" [{' '.join(t['dtypes'])}]" if t["dtypes"] else ""
+    return name + ("*" if t["role"] == "output" else "") + ("?" if t["optional"] else "") + own
 
 
 def op_info(s) -> dict:
@@ -356,8 +368,12 @@ def op_info(s) -> dict:
     mixed = ("promoted (fp16+bf16 -> fp32, any+fp32 -> fp32), cast to the output's dtype" if c.dtypes == "promote"
              else f"on {', '.join(c.mixed_fp32_on)}: gradOutput != self needs a float32 output" if c.mixed_fp32_on
              else "no: all identical")
-    return {"op": s.name, "formula": s.formula,
-            "tensors": [{"name": t.name, "role": t.role, "read": t.read_by_kernel} for t in s.tensors],
+    return {"op": s.name, "formula": s.formula, "signature": [name for name, _ in s.api_params],
+            "tensors": [{"name": t.name, "role": t.role, "read": t.read_by_kernel, "optional": t.optional,
+                         "dtypes": list(t.dtypes) if t.dtypes is not None else None} for t in s.tensors],
+            "attributes": [{"name": a.name, "kind": a.kind, "optional": a.optional,
+                            "default": list(a.default) if isinstance(a.default, tuple) else a.default}
+                           for a in s.attributes],
             "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims), "empty": s.empty_ok,
             "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values}
 

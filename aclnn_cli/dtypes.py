@@ -57,6 +57,19 @@ class DType:
     def uint_dtype(self) -> np.dtype:
         return np.dtype(f"<u{self.itemsize}")
 
+    @property
+    def is_integer(self) -> bool:
+        """An integer tensor dtype (class indices): no rounding, no float fills beyond its integers."""
+        return self.np_dtype.kind in "iu"
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """(min, max) of an integer dtype; for a float dtype, the integers it holds exactly (+-2^precision)."""
+        if self.is_integer:
+            info = np.iinfo(self.np_dtype)
+            return int(info.min), int(info.max)
+        return -(1 << self.precision), 1 << self.precision
+
 
 FLOAT32 = DType("float32", np.dtype("<f4"), 0, "ACL_FLOAT", 24, -126, float(np.finfo(np.float32).max))
 FLOAT16 = DType("float16", np.dtype("<f2"), 1, "ACL_FLOAT16", 11, -14, 65504.0)
@@ -65,9 +78,16 @@ BFLOAT16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), 27, "ACL_BF16", 8, -1
 # float64 exists for the API's rejection cases (ACL_DOUBLE): no op here accepts it.
 FLOAT64 = DType("float64", np.dtype("<f8"), 11, "ACL_DOUBLE", 53, -1022, float(np.finfo(np.float64).max))
 
-DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64)}
+# Integer tensors (NLL's class indices). precision: the value bits (every integer of the dtype is exact);
+# emin 0 and max_finite the largest value keep the float-only fields meaningful where they are read.
+INT64 = DType("int64", np.dtype("<i8"), 9, "ACL_INT64", 63, 0, float(2**63 - 1))
+INT32 = DType("int32", np.dtype("<i4"), 3, "ACL_INT32", 31, 0, float(2**31 - 1))
+UINT8 = DType("uint8", np.dtype("u1"), 4, "ACL_UINT8", 8, 0, 255.0)
+INTEGERS = ("int64", "int32", "uint8")
+
+DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, UINT8)}
 _ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-            "fp64": "float64", "double": "float64"}
+            "fp64": "float64", "double": "float64", "long": "int64", "int": "int32"}
 
 
 def lookup(name: str) -> DType:
@@ -113,6 +133,8 @@ def _round_to_odd_general(x: np.ndarray) -> np.ndarray:
 def round_from_f64(x: np.ndarray, dtype: DType) -> np.ndarray:
     """Round float64 values to `dtype` once, to nearest, ties to even."""
     x = np.asarray(x, dtype=np.float64)
+    if dtype.is_integer:  # (fills check first that every value is an integer of the dtype)
+        return x.astype(dtype.np_dtype)
     if dtype is BFLOAT16:
         return _f64_to_f32_round_to_odd(x).astype(BFLOAT16.np_dtype)
     return x.astype(dtype.np_dtype)

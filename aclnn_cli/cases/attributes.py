@@ -22,6 +22,7 @@ from ..values.attrvalues import parse_value
 from ..values.yamlsafe import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
+LIST_KINDS = ("int_list", "bool_list")  # kinds whose one value is a list (aclIntArray*, aclBoolArray*)
 
 
 def case_combos(op: OpSpec, given: Mapping, err: Callable[[str, str], Exception]) -> list[Combo]:
@@ -40,8 +41,9 @@ def case_combos(op: OpSpec, given: Mapping, err: Callable[[str, str], Exception]
             choices.append([attr.default])
             continue
         raw = given[attr.name]
-        listed = raw if isinstance(raw, list) and attr.kind != "int_list" else [raw]
-        if attr.kind == "int_list" and isinstance(raw, list) and raw and all(isinstance(v, list) for v in raw):
+        is_list_kind = attr.kind in LIST_KINDS  # one value is a list: a list of lists expands
+        listed = raw if isinstance(raw, list) and not is_list_kind else [raw]
+        if is_list_kind and isinstance(raw, list) and raw and all(isinstance(v, list) for v in raw):
             listed = raw
         if not listed:
             raise err(f"'{attr.name}' is an empty list, which expands to no cases", key)
@@ -81,8 +83,10 @@ def id_part(name: str, value: Any) -> str:
         short = np.float32(value)  # a float32 value's shortest spelling: beta1.2, not beta1.2000000476837158
         text = (str(short) if float(short) == value else repr(value)) if math.isfinite(value) else str(value)
         return f"{name}{text}"
-    if isinstance(value, tuple):
-        return f"{name}{'x'.join(map(str, value))}"
+    if isinstance(value, tuple):  # normalizedShape4x8, outputMask1x0x1; an empty list: normalizedShape-empty
+        return f"{name}{'x'.join(str(int(v)) for v in value)}" if value else f"{name}-empty"
+    if isinstance(value, int):  # dim-1, dim0, reduction2, ignoreIndex-100
+        return f"{name}{value}"
     return f"{name}-{clip(str(value), 40)}"
 
 

@@ -14,13 +14,14 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .. import dtypes as D
 from .attributes import Combo, id_part, values as attribute_values, with_case_values
 from ..errors import CaseError, UserError
+from ..ops.declcheck import describe
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
-from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits
+from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits, parse_fill
 from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
@@ -174,7 +175,7 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
                  "shape": len(spec.shapes) > 1, "product": len(spec.products) > 1}
         for dtype, shape, attrs in itertools.product(dtype_list, spec.shapes, combos):
             for combo in itertools.product(*(per_tensor[n] for n in per_tensor)):
-                dtypes = {t.name: dtype for t in op.tensors} | dict(zip(per_tensor, combo))
+                dtypes = {t.name: own_dtype(t, dtype) for t in op.tensors} | dict(zip(per_tensor, combo))
                 parts = [op.key, spec.name]
                 if multi["dtype"]:
                     parts.append(dtype.name)
@@ -193,8 +194,29 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
     return cases
 
 
+def own_dtype(t, dtype: D.DType) -> D.DType:
+    """A tensor's dtype where the case gives only the case-level one: that one, unless the tensor has its own
+    dtype list without it (NLL's target beside a float32 case: int64; RmsNorm's rstd: float32), then the list's first."""
+    if t.dtypes is None or dtype.name in t.dtypes:
+        return dtype
+    return D.lookup(t.dtypes[0])
+
+
 def _short(d: D.DType) -> str:
-    return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64"}[d.name]
+    return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
+            "int32": "i32", "uint8": "u8"}.get(d.name, d.name)
+
+
+def fill_for(spec: _Spec, name: str, shapes: Mapping[str, tuple[int, ...]], values: Mapping) -> Fill:
+    """An input's fill for one case: the case's, or the op's default (a callable one called with the case's
+    tensor shapes and attribute values)."""
+    fill = spec.fills[name]
+    if isinstance(fill, Fill):
+        return fill
+    try:
+        return parse_fill(fill(dict(shapes), dict(values)))
+    except Exception as exc:  # (the op's own function: any failure is one line naming it)
+        raise spec.err(f"{spec.op.name}'s default fill for {name}: {describe(exc, 200)}", f"inputs.{name}") from None
 
 
 def _exhaustive_shape(spec: _Spec, dtypes: dict[str, D.DType]) -> tuple[int, ...]:
@@ -218,11 +240,15 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         shapes[out] = spec.overrides.get(out, {}).get("shape", shape if b is None else b)  # an explicit () counts
     descs = {t.name: TensorDesc(dtypes[t.name], shapes[t.name], spec.overrides.get(t.name, {}).get("nullptr", False))
              for t in op.tensors}
+    values = attribute_values(op, attrs)
+    fills = {t.name: fill_for(spec, t.name, shapes, values) for t in op.inputs}
     for t in op.inputs:
-        problem = check_fits(spec.fills[t.name], dtypes[t.name])
+        if descs[t.name].null:
+            continue
+        problem = check_fits(fills[t.name], dtypes[t.name])
         if problem:
             raise spec.err(problem, f"inputs.{t.name}")
-        if spec.fills[t.name].kind == "all_values" and math.prod(shapes[t.name]) != all_values_count(dtypes[t.name]):
+        if fills[t.name].kind == "all_values" and math.prod(shapes[t.name]) != all_values_count(dtypes[t.name]):
             raise spec.err(f"all_values gives {all_values_count(dtypes[t.name])} elements; shape {list(shapes[t.name])} "
                            f"holds {math.prod(shapes[t.name])} (leave shape out)", f"inputs.{t.name}")
     outcome = check(op, product, descs, dict(attrs))
@@ -230,7 +256,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
     if spec.contract:
         if status != SUCCESS:
             raise spec.err(f"'contract: true' needs a valid base case, but {rule} ({status})", "contract")
-        return [_case(spec, product, r.tensors, parts + [r.label], r.status, r.rule, attrs)
+        return [_case(spec, product, r.tensors, parts + [r.label], r.status, r.rule, attrs, fills)
                 for r in rejections(op, product, descs, dict(attrs))]
     if status != spec.status:
         names = STATUS_NAMES
@@ -247,7 +273,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         raise spec.err(f"{op.name} does not support empty tensors (shape {list(shapes[out])})", "shape")
     if status == SUCCESS:
         _check_tolerance(spec, dtypes)
-    return [_case(spec, product, descs, parts, status, rule, attrs)]
+    return [_case(spec, product, descs, parts, status, rule, attrs, fills)]
 
 
 def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
@@ -269,7 +295,7 @@ def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
 
 
 def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[str], status: int, rule: str,
-          attrs: Combo = ()) -> Case:
+          attrs: Combo = (), fills: Mapping[str, Fill] | None = None) -> Case:
     case_id = "-".join(parts)
     if len(case_id.encode()) > MAX_ID_BYTES:
         raise spec.err(f"case id '{clip(case_id)}' is {len(case_id.encode())} bytes, but it names a directory "
@@ -286,9 +312,9 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
             key = f"tensors.{t.name}.layout" if layout_spec is not None else \
                 f"tensors.{t.name}.shape" if "shape" in override else "shape"
             raise spec.err(str(exc), key) from None
-        fill = spec.fills.get(t.name, Constant((0.0,)))
-        if fill.kind == "all_values" and not d.dtype.is16bit:
-            fill = Uniform((-1.0, 1.0))  # a rejection case that changed the dtype: any values do
+        fill = (fills or {}).get(t.name, Constant((0.0,)))
+        if status != SUCCESS and fill.check(d.dtype):  # a rejection case that changed the dtype: any values do
+            fill = Uniform((-1.0, 1.0)) if not d.dtype.is_integer else Constant((0.0,))
         tensors.append(_shared(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null)))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,
                 tuple(tensors), rule, spec.tolerance, attrs)

@@ -5,7 +5,7 @@ loader.py expands into `Case` objects. Every problem is a CaseError naming file,
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from .. import dtypes as D
 from ..aclnn_status import BY_NAME
@@ -98,7 +98,8 @@ class Spec:
             raise self.err(f"'{key.rsplit('.', 1)[-1]}' is an empty list, which expands to no cases", key)
         return values
 
-    def _fills(self) -> dict[str, Fill]:
+    def _fills(self) -> dict[str, Fill | Callable]:
+        """Each input's fill; an op's callable default_fill stays a callable, resolved per case (loader.fill_for)."""
         inputs = self._mapping("inputs", "input names to generators")
         names = tuple(t.name for t in self.op.inputs)
         for key in inputs:
@@ -106,6 +107,9 @@ class Spec:
                 raise self.err(unknown_key(key, names), f"inputs.{key_path(key)}")
         fills = {}
         for t in self.op.inputs:
+            if t.name not in inputs and callable(t.default_fill):
+                fills[t.name] = t.default_fill
+                continue
             try:
                 fills[t.name] = parse_fill(inputs.get(t.name, t.default_fill))
             except ValueError as exc:
@@ -164,7 +168,7 @@ class Spec:
 
     def _shapes(self) -> list[tuple[int, ...] | None]:
         if "shape" not in self.raw:
-            if any(f.kind == "all_values" for f in self.fills.values()):
+            if any(getattr(f, "kind", "") == "all_values" for f in self.fills.values()):
                 return [None]  # every bit pattern: the shape follows from the dtype
             raise self.err("missing 'shape' (only an all_values input makes it optional)", "shape")
         return [self._one_shape(s, "shape") for s in self._list("shape", self.raw["shape"], is_single_shape)]

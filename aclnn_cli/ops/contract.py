@@ -53,22 +53,28 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     """
     attributes = attributes or {}
     for t in op.tensors:
-        if tensors[t.name].null:
+        if tensors[t.name].null and not t.optional:
             return Outcome(NULLPTR, f"{t.name} is a null pointer", "null")
     for a in op.attributes:
         if attributes.get(a.name) is None and not a.optional and a.name in attributes:
             return Outcome(NULLPTR, f"{a.name} is a null pointer", "null")
-    supported = op.products[product] + op.contract.also_accepts
+    product_dtypes = op.products[product] + op.contract.also_accepts
     for t in op.tensors:
+        if tensors[t.name].null:
+            continue
         d = tensors[t.name].dtype
+        supported = product_dtypes if t.dtypes is None else t.dtypes
         if d.name not in supported:
-            return Outcome(INVALID, f"{t.name} dtype {d.name} is not supported on {product} "
+            where = f"on {product} " if t.dtypes is None else ""
+            return Outcome(INVALID, f"{t.name} dtype {d.name} is not supported {where}"
                                     f"(supported: {', '.join(supported)})", "dtype")
     rule = _dtype_rule(op, product, tensors)
     if rule:
         return Outcome(INVALID, rule, "dtype")
     lo, hi = op.dims if op.contract.checks_dims else (0, 1 << 30)
     for t in op.tensors:
+        if tensors[t.name].null:
+            continue
         n = len(tensors[t.name].shape)
         if not lo <= n <= hi:
             return Outcome(INVALID, f"{t.name} has {n} dims; {op.name} takes {lo}-{hi}", "shape")
@@ -93,21 +99,27 @@ def second_input(op: OpSpec) -> str:
     return op.inputs[1].name
 
 
+def related(op: OpSpec, tensors: Mapping[str, TensorDesc] | None = None) -> list[str]:
+    """The tensors the "same"/"promote" relation ties: those without a dtype list of their own, and not null."""
+    return [t.name for t in op.tensors if t.dtypes is None and not (tensors is not None and tensors[t.name].null)]
+
+
 def _dtype_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> str | None:
     c = op.contract
     if c.dtypes == "promote":  # any supported float inputs; every float is castable to any float output
-        promoted = compute_dtype(op, {n: d.dtype for n, d in tensors.items()})
-        out = tensors[op.output.name].dtype
-        if c.out_is_promoted and out != promoted:
-            return f"{op.output.name} dtype {out.name} is not the promoted input dtype {promoted.name}"
+        promoted = compute_dtype(op, {n: d.dtype for n, d in tensors.items() if not d.null})
+        out = tensors[op.output.name]
+        if c.out_is_promoted and not out.null and out.dtype != promoted:
+            return f"{op.output.name} dtype {out.dtype.name} is not the promoted input dtype {promoted.name}"
         return None
-    x_name = second_input(op)
-    dy, x, out = (tensors[n].dtype for n in ("gradOutput", x_name, op.output.name))
-    if product in c.mixed_fp32_on and dy != x:
-        return None if out.name == "float32" else (
-            f"gradOutput {dy.name} and {x_name} {x.name} differ: on {product} that needs a float32 "
-            f"{op.output.name}, not {out.name}")
-    names = [t.name for t in op.tensors]
+    names = related(op, tensors)
+    grad, x_name, out_name = op.gradient, second_input(op), op.output.name
+    if product in c.mixed_fp32_on and {grad, x_name, out_name} <= set(names):
+        dy, x, out = (tensors[n].dtype for n in (grad, x_name, out_name))
+        if dy != x:
+            return None if out.name == "float32" else (
+                f"{grad} {dy.name} and {x_name} {x.name} differ: on {product} that needs a float32 "
+                f"{out_name}, not {out.name}")
     kinds = {tensors[n].dtype.name for n in names}
     if len(kinds) > 1:
         return "dtypes differ: " + ", ".join(f"{n} {tensors[n].dtype.name}" for n in names) + " must be identical"
@@ -126,9 +138,9 @@ def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> 
         return None
     if op.family.name == "rows":  # the shapes of its rows, dgamma, rstd differ: the op's shape_rule decides
         return None
-    shapes = {tensors[t.name].shape for t in op.tensors}
-    if len(shapes) > 1:
-        return "shapes differ: " + ", ".join(f"{t.name} {list(tensors[t.name].shape)}" for t in op.tensors) + " must be identical"
+    live = [t.name for t in op.tensors if not tensors[t.name].null]
+    if len({tensors[n].shape for n in live}) > 1:
+        return "shapes differ: " + ", ".join(f"{n} {list(tensors[n].shape)}" for n in live) + " must be identical"
     return None
 
 
@@ -139,7 +151,10 @@ def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
     """
     if op.contract.dtypes != "promote":
         return dtypes[op.output.name]
-    kinds = {dtypes[t.name] for t in op.inputs if t.read_by_kernel}
+    kinds = {dtypes[t.name] for t in op.inputs if t.read_by_kernel and t.dtypes is None and t.name in dtypes
+             and not dtypes[t.name].is_integer}  # (tensors with their own list are outside the promotion)
+    if not kinds:
+        return dtypes.get(op.output.name, lookup("float32"))
     if len(kinds) == 1:
         kind = kinds.pop()
         return kind if kind.name in FLOATS else lookup("float32")  # (float64 and others: computed in float32)
@@ -156,54 +171,67 @@ class Rejection:
 
 def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
                attributes: Mapping | None = None) -> list[Rejection]:
-    """Every documented rejection, as a mutation of a valid call. Each one is checked against `check`."""
-    names = [t.name for t in op.tensors]
-    out = op.output.name
-    out_list: list[tuple[str, dict]] = []
+    """Every documented rejection, as a mutation of a valid call. Each one is checked against `check`.
+
+    A null for each required tensor; unsupported dtypes for the tensors tied by the contract, and for each
+    tensor with its own dtype list one outside it; the contract's dtype and shape relations; 9 dims. The
+    generic shape mutations of a rows op are kept only where its shape_rule rejects them."""
+    grad, out = op.gradient, op.output.name
+    tied = [n for n in related(op, base)]
+    must: list[tuple[str, dict]] = []  # mutations every contract of this form rejects
+    maybe: list[tuple[str, dict]] = []  # a rows op's shape_rule decides these
 
     def mutated(**changes: TensorDesc) -> dict:
         return {**base, **changes}
 
-    for n in names:
-        out_list.append((f"null_{n}", mutated(**{n: replace(base[n], null=True)})))
-    f64 = lookup("float64")
-    if "float64" not in op.contract.also_accepts:
-        out_list.append(("dtype_float64", {n: replace(base[n], dtype=f64) for n in names}))
+    def retyped(names: list[str], dtype: DType) -> dict:
+        return mutated(**{n: replace(base[n], dtype=dtype) for n in names})
+
+    for t in op.tensors:
+        if not t.optional:
+            must.append((f"null_{t.name}", mutated(**{t.name: replace(base[t.name], null=True)})))
+    if tied and "float64" not in op.contract.also_accepts:
+        must.append(("dtype_float64", retyped(tied, lookup("float64"))))
     for d in FLOATS:
-        if d not in op.products[product]:
-            out_list.append((f"dtype_{d}_on_{product}", {n: replace(base[n], dtype=lookup(d)) for n in names}))
-    if op.contract.dtypes == "same":
+        if tied and d not in op.products[product]:
+            must.append((f"dtype_{d}_on_{product}", retyped(tied, lookup(d))))
+    for t in op.tensors:
+        if t.dtypes is not None and not base[t.name].null:
+            wrong = next(d for d in ("float64", "float32", "int64") if d not in t.dtypes)
+            must.append((f"dtype_{wrong}_{t.name}", retyped([t.name], lookup(wrong))))
+    if op.contract.dtypes == "same" and grad in tied and len(tied) > 1:
         supported = [lookup(d) for d in op.products[product]]
-        other = next(d for d in supported if d != base["gradOutput"].dtype)
-        if product in op.contract.mixed_fp32_on:
+        other = next((d for d in supported if d != base[grad].dtype), None)
+        if other is not None and product in op.contract.mixed_fp32_on and out in tied:
             not_fp32 = next(d for d in supported if d.name != "float32")
-            dy = other if other != base[second_input(op)].dtype else base["gradOutput"].dtype
-            out_list.append(("mixed_dtypes_without_float32_out", mutated(
-                gradOutput=replace(base["gradOutput"], dtype=dy), **{out: replace(base[out], dtype=not_fp32)})))
-        else:
-            out_list.append(("dtype_mismatch_gradOutput", mutated(gradOutput=replace(base["gradOutput"], dtype=other))))
-        wrong_out = next(d for d in supported if d != base[out].dtype)
-        out_list.append((f"dtype_mismatch_{out}", mutated(**{out: replace(base[out], dtype=wrong_out)})))
+            dy = other if other != base[second_input(op)].dtype else base[grad].dtype
+            must.append(("mixed_dtypes_without_float32_out", mutated(
+                **{grad: replace(base[grad], dtype=dy), out: replace(base[out], dtype=not_fp32)})))
+        elif other is not None:
+            must.append((f"dtype_mismatch_{grad}", retyped([grad], other)))
+        wrong_out = next((d for d in supported if d != base[out].dtype), None)
+        if out in tied and wrong_out is not None:
+            must.append((f"dtype_mismatch_{out}", retyped([out], wrong_out)))
+    shapes = maybe if op.family.name == "rows" else must
     shape = base[out].shape or (1,)
     bigger = shape[:-1] + (shape[-1] + 1,)
-    if len(base[out].shape) >= 1:
-        out_list.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
+    x = second_input(op)
+    if len(base[out].shape) >= 1 and not base[out].null:
+        shapes.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
         if product in op.contract.broadcast_on:
             a, b = shape[:-1] + (max(shape[-1], 2),), shape[:-1] + (max(shape[-1], 2) + 1,)
-            x = second_input(op)
-            out_list.append(("shapes_not_broadcastable", mutated(
-                gradOutput=replace(base["gradOutput"], shape=a), **{x: replace(base[x], shape=b)},
-                **{out: replace(base[out], shape=a)})))
-        else:
-            x = second_input(op)
-            out_list.append((f"shape_mismatch_{x}", mutated(**{x: replace(base[x], shape=bigger)})))
-    nine = (1,) * 8 + (2,)
+            shapes.append(("shapes_not_broadcastable", mutated(
+                **{grad: replace(base[grad], shape=a), x: replace(base[x], shape=b), out: replace(base[out], shape=a)})))
+        elif not base[x].null:
+            shapes.append((f"shape_mismatch_{x}", mutated(**{x: replace(base[x], shape=bigger)})))
     if op.contract.checks_dims:
-        out_list.append(("dims_9", {n: replace(base[n], shape=nine) for n in names}))
+        must.append(("dims_9", mutated(**{t.name: replace(base[t.name], shape=(1,) * 8 + (2,)) for t in op.tensors})))
     result = []
-    for label, tensors in out_list:
+    for label, tensors in must + maybe:
         outcome = check(op, product, tensors, attributes)
         if outcome.status == SUCCESS:
+            if (label, tensors) in maybe:
+                continue
             raise AssertionError(f"{op.name} on {product}: mutation {label} is accepted by the contract")
         result.append(Rejection(label, outcome.status, outcome.rule, tensors))
     return result

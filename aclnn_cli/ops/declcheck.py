@@ -21,6 +21,7 @@ from ..values.fill import parse_fill
 from ..values.yamlsafe import clip, show
 from ..errors import UserError
 from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
+from .families import Elementwise, Rows
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
 KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # case ids and file names are made of it
@@ -33,6 +34,7 @@ MESSAGE_LIMIT = 300  # a user module's or function's own message, in the one err
 ROLES = ("input", "output")
 CAST_MODES = ("rint", "round")
 CONTRACT_DTYPES = ("same", "promote")
+SCALAR_DTYPES = (*FLOATS, "float64")  # an aclScalar the harness makes (integer tensors are not scalars)
 BUNDLED_DIR = Path(__file__).resolve().parent
 
 
@@ -107,6 +109,9 @@ class _Check:
             self.choice("cast_mode", dtype, tuple(D.DTYPES))
             self.choice(f"cast_mode[{dtype}]", mode, CAST_MODES)
         self.contract(s.contract)
+        self.family(s.family)
+        self.function("case_values", s.case_values)
+        self.signature(self.items("signature", s.signature))
         for name, fn in self.items("variants", s.variants, Mapping):
             self.text("variants", name, VARIANT, "a variant name (letters, digits, _ . -)")
             self.function(f"variants[{name}]", fn, required=True)
@@ -121,13 +126,18 @@ class _Check:
             self.text(f"{field}.name", t.name, IDENT, "an identifier")
             self.choice(f"{field}.role", t.role, ROLES)
             self.flag(f"{field}.read_by_kernel", t.read_by_kernel)
-            try:
-                parse_fill(t.default_fill)
-            except (ValueError, TypeError) as exc:
-                self.fail(f"{field}.default_fill", str(exc))
+            self.flag(f"{field}.optional", t.optional)
+            if not callable(t.default_fill):  # (a callable one is called per case, with the case's shapes)
+                try:
+                    parse_fill(t.default_fill)
+                except (ValueError, TypeError) as exc:
+                    self.fail(f"{field}.default_fill", str(exc))
+            if t.dtypes is not None:
+                self.names(f"{field}.dtypes", t.dtypes, tuple(D.DTYPES))
+                if not t.dtypes or len(set(t.dtypes)) != len(t.dtypes):
+                    self.fail(f"{field}.dtypes", f"expected distinct dtypes, at least one, got {show(t.dtypes)}")
         outputs = [t for t in tensors if t.role == "output"]
-        family = getattr(self.spec, "family", None)
-        many = family is not None and family.name != "elementwise"  # (Rows: several outputs allowed)
+        many = isinstance(getattr(self.spec, "family", None), Rows)  # (Rows: several outputs allowed)
         if not outputs or (len(outputs) != 1 and not many) or len(outputs) == len(tensors):
             inputs = len(tensors) - len(outputs)
             self.fail("tensors", f"expected one or more inputs and exactly one output (several only in the rows family), got {inputs} inputs and "
@@ -141,7 +151,7 @@ class _Check:
             self.text(f"{field}.name", a.name, IDENT, "an identifier")
             self.choice(f"{field}.kind", a.kind, ATTRIBUTE_KINDS)
             self.flag(f"{field}.optional", a.optional)
-            self.choice(f"{field}.scalar_dtype", a.scalar_dtype, tuple(D.DTYPES))
+            self.choice(f"{field}.scalar_dtype", a.scalar_dtype, SCALAR_DTYPES)
             for j, choice in enumerate(self.items(f"{field}.choices", a.choices)):
                 self.text(f"{field}.choices[{j}]", choice, re.compile(r"\S(.{0,62}\S)?"),
                           "a printable string without surrounding spaces, up to 64 characters")
@@ -178,6 +188,36 @@ class _Check:
         self.flag("contract.out_is_promoted", c.out_is_promoted)
         self.flag("contract.checks_dims", c.checks_dims)
         self.function("contract.attribute_rule", c.attribute_rule)
+        self.function("contract.shape_rule", c.shape_rule)
+
+    def family(self, f: Any) -> None:
+        """Elementwise or Rows; a Rows family's names are the op's tensors in the right role."""
+        if not isinstance(f, (Elementwise, Rows)):
+            self.fail("family", f"expected Elementwise() or Rows(...), got {show(f)}")
+        if isinstance(f, Elementwise):
+            return
+        ins = tuple(t.name for t in self.spec.inputs)
+        outs = tuple(t.name for t in self.spec.outputs)
+        self.choice("family.driver", f.driver, ins)
+        self.function("family.axes", f.axes, required=True)
+        self.function("family.shapes", f.shapes)
+        self.names("family.per_row", f.per_row, ins)
+        self.names("family.across_rows", f.across_rows, outs)
+        if f.driver in f.per_row:
+            self.fail("family.per_row", f"the driver {f.driver} is cut into rows; it cannot be per-row too")
+
+    def signature(self, names: tuple) -> None:
+        """Empty, or every tensor and attribute name once (the header's order)."""
+        if not names:
+            return
+        every = [t.name for t in self.spec.tensors] + [a.name for a in self.spec.attributes]
+        for i, name in enumerate(names):
+            self.choice(f"signature[{i}]", name, tuple(every))
+        missing = [n for n in every if n not in names]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if missing or twice:
+            self.fail("signature", f"expected every tensor and attribute name once; "
+                                   + (f"missing {', '.join(missing)}" if missing else f"twice: {', '.join(twice)}"))
 
 
 def _aliases(spec: OpSpec) -> set[str]:

@@ -3,7 +3,8 @@
 Random fills are drawn in fixed blocks of BLOCK elements, each seeded from
 (seed, tensor slot, block number). Any chunk of a tensor can therefore be
 produced on its own, and the bytes never depend on chunk size, worker count
-or machine. Values are drawn in float64 and rounded once into the dtype.
+or machine. Values are drawn in float64 and rounded once into the dtype; `randint` draws integers
+(an integer tensor's fill; float fills on one must give integers of its range).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Fill:
 
     def check(self, dtype: DType) -> str | None:
         """Why these values cannot be represented in dtype, or None."""
+        if dtype.is_integer:
+            return _integers(self.params, dtype, self.kind)
         for v in self.params:
             if math.isfinite(v) and abs(v) > dtype.max_finite:
                 return f"value {v:g} overflows {dtype.name} (max {dtype.max_finite:g})"
@@ -63,6 +66,11 @@ class _Random(Fill):
     @classmethod
     def _check_args(cls, a: float, b: float, arg) -> None:
         pass
+
+    def check(self, dtype: DType) -> str | None:
+        if dtype.is_integer:
+            return f"'{self.kind}' draws non-integers; {dtype.name} tensors take randint, constant or values"
+        return super().check(dtype)
 
     def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
         return round_from_f64(self._scale(_draws(self._draw, seed, slot, start, stop)), dtype)
@@ -107,6 +115,8 @@ class Normal(_Random):
             raise ValueError(f"'normal' needs std >= 0, got {show(arg)}")
 
     def check(self, dtype: DType) -> str | None:
+        if dtype.is_integer:
+            return super().check(dtype)
         mean, std = self.params
         span = abs(mean) + 6 * std
         return None if span <= dtype.max_finite else \
@@ -177,7 +187,81 @@ class AllValues(Fill):
         return np.arange(start, stop, dtype=np.int64).astype(dtype.uint_dtype).view(dtype.np_dtype)
 
 
-GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues)}
+@dataclass(frozen=True)
+class RandInt(Fill):
+    """{randint: [lo, hi]} (inclusive), optionally with sprinkle: {value: v, share: p} (a share p of the
+    elements set to v: NLL's ignoreIndex among class indices). Params: (lo, hi) or (lo, hi, v, p).
+
+    Integers come from the same per-block streams as the float fills (chunk-independent); the sprinkle
+    from a second stream per block, so the drawn integers are the same with or without it."""
+
+    kind: ClassVar[str] = "randint"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        spec = arg if isinstance(arg, dict) else {"randint": arg}
+        extra = [k for k in spec if k not in ("randint", "sprinkle")]
+        if extra:
+            raise ValueError(f"'randint' takes only 'sprinkle' beside it, got {show(extra[0])}")
+        bounds = spec["randint"]
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or not all(_is_int(v) for v in bounds):
+            raise ValueError(f"'randint' takes two integers [lo, hi], got {show(bounds)}")
+        lo, hi = (int(v) for v in bounds)
+        if lo > hi:
+            raise ValueError(f"'randint' needs lo <= hi, got {show(bounds)}")
+        if not (-2**63 <= lo and hi < 2**63):
+            raise ValueError(f"'randint' bounds must be int64 integers, got {show(bounds)}")
+        if "sprinkle" not in spec:
+            return cls((lo, hi))
+        sp = spec["sprinkle"]
+        if not isinstance(sp, dict) or set(sp) != {"value", "share"}:
+            raise ValueError(f"'sprinkle' is {{value: v, share: p}}, got {show(sp)}")
+        value, share = sp["value"], sp["share"]
+        if not _is_int(value) or not -2**63 <= value < 2**63:
+            raise ValueError(f"'sprinkle' value must be an int64 integer, got {show(value)}")
+        p = parse_number(share)
+        if not 0 <= p <= 1:
+            raise ValueError(f"'sprinkle' share must be in [0, 1], got {show(share)}")
+        return cls((lo, hi, int(value), p))
+
+    def check(self, dtype: DType) -> str | None:
+        return _integers(self.params[:2] + self.params[2:3], dtype, self.kind)
+
+    def describe(self) -> dict:
+        out: dict = {"randint": list(self.params[:2])}
+        if len(self.params) == 4:
+            out["sprinkle"] = {"value": self.params[2], "share": self.params[3]}
+        return out
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        lo, hi = self.params[:2]
+        ints = _draws(lambda rng, n: rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64),
+                      seed, slot, start, stop, np.int64)
+        if len(self.params) == 4:
+            hit = _draws(lambda rng, n: rng.random(n), seed, slot, start, stop, stream=1) < self.params[3]
+            ints[hit] = self.params[2]
+        if dtype.is_integer:
+            return ints.astype(dtype.np_dtype)  # (check: every value is in the dtype's range)
+        return round_from_f64(ints.astype(np.float64), dtype)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _integers(values: tuple, dtype: DType, kind: str) -> str | None:
+    """Why a fill's values are not all integers dtype holds exactly (an integer tensor; randint on a float one)."""
+    lo, hi = dtype.int_range
+    for v in values:
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+            return f"'{kind}' value {v:g} is not an integer, as {dtype.name} needs"
+        if not lo <= v <= hi:
+            held = "holds" if dtype.is_integer else "holds exactly"
+            return f"'{kind}' value {int(v)} is outside what {dtype.name} {held}, [{lo}, {hi}]"
+    return None
+
+
+GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt)}
 KINDS = tuple(GENERATORS)
 
 
@@ -215,6 +299,8 @@ def parse_number(value) -> float:
 
 def parse_fill(spec) -> Fill:
     """Parse `{uniform: [lo, hi]}` and friends; ValueError says what is wrong."""
+    if isinstance(spec, dict) and "randint" in spec:  # (the one generator with an option beside it: sprinkle)
+        return RandInt.parse(spec)
     if not isinstance(spec, dict) or len(spec) != 1:
         raise ValueError(f"a generator is one of {{{', '.join(KINDS)}}} with its argument, got {show(spec)}")
     (kind, arg), = spec.items()
@@ -237,12 +323,14 @@ def generate(fill: Fill, dtype: DType, seed: int, slot: int, start: int, stop: i
     return fill.generate(dtype, seed, slot, start, stop)
 
 
-def _draws(draw, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
-    """Raw draws for logical elements [start, stop): block by block, each from its own seeded stream."""
-    out = np.empty(stop - start, dtype=np.float64)
+def _draws(draw, seed: int, slot: int, start: int, stop: int, dtype=np.float64, stream: int = 0) -> np.ndarray:
+    """Raw draws for logical elements [start, stop): block by block, each from its own seeded stream
+    (stream > 0: another stream of the same blocks, e.g. randint's sprinkle)."""
+    out = np.empty(stop - start, dtype=dtype)
     first, last = start // BLOCK, (stop - 1) // BLOCK if stop > start else start // BLOCK - 1
     for block in range(first, last + 1):
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, slot, block])))
+        key = [seed, slot, block] + ([stream] if stream else [])
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
         lo, hi = max(start, block * BLOCK), min(stop, (block + 1) * BLOCK)
         # Draws are sequential: the first k of a block are the same however many are drawn, so a small
         # tensor draws only what it needs (pinned across the block boundary by tests).

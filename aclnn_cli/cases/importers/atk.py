@@ -2,7 +2,10 @@
 
 A file is a JSON list of cases: {id, name, aclnn_name, api_type, standard, inputs: [{name, type,
 required, dtype, shape, range_values, backward, align_32B, outlier_values}]}. Inputs carry aclnn
-names (gradOutput, self, buffer), so they map by name. docs/importing.md has the field-by-field table.
+names (gradOutput, self, buffer), so they map by name (common.api_name: any case, a few aliases). An
+input of type "attr" is an attribute (range_values its value); a list of "attrs" entries one int or bool
+array (normalizedShape, outputMask); an optional tensor with required false or shape null is nullptr.
+docs/importing.md has the field-by-field table.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, TensorIn, case_entry, check_format, dtype_name, errors, range_fill, resolve_op,
+from .common import (Collector, api_name, check_format, dtype_name, errors, range_fill, resolve_op,
                      safe_name, seed_for, show, unit)
-from .fields import as_number, check_keys, check_types, field, int_in, int_list, numbers, text
+from .entry import TensorIn, case_entry
+from .fields import MAX_INT64, as_number, check_keys, check_types, field, int_in, int_list, numbers, text
 from .source import json_cases, json_head
 
 NAME = "ATK JSON"
@@ -28,7 +32,8 @@ ND_KEYS = ("name", "mean", "std")
 # The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
 CASE_TYPES = {"name": (str,), "api_type": (str,), "aclnn_api_type": (str,), "standard": (dict, str),
               "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,)}
-INPUT_TYPES = {"name": (str,), "type": (str,), "dtype": (str,), "required": (bool,), "backward": (bool, type(None)),
+INPUT_TYPES = {"name": (str,), "type": (str,), "dtype": (str, type(None)), "required": (bool,),
+               "backward": (bool, type(None)),
                "align_32B": (bool, type(None)), "outlier_values": (list, type(None)), "format": (str, type(None))}
 
 
@@ -64,30 +69,85 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
     if not isinstance(inputs, list) or not inputs:
         raise bad("'inputs' must be a non-empty list", "inputs")
     names = tuple(t.name for t in op.inputs)
+    kinds = {a.name: a.kind for a in op.attributes}
     tensors: dict[str, TensorIn] = {}
+    attrs: dict[str, Any] = {}
     for j, inp in enumerate(inputs):
         where_key = f"inputs[{j}]"
-        if isinstance(inp, list):
-            raise unsupported(f"a tensor list input is not supported ({op.name} takes single tensors)", where_key)
-        if not isinstance(inp, dict):
+        if isinstance(inp, list):  # a list of "attrs" entries: one aclIntArray / aclBoolArray
+            n, value = _array(op, inp, where_key, bad, unsupported)
+        elif not isinstance(inp, dict):
             raise bad(f"an input is an object, got {show(inp)}", where_key)
-        check_keys(inp, INPUT_KEYS, "ATK input", bad, f"{where_key}.")
-        check_types(inp, INPUT_TYPES, bad, f"{where_key}.")
-        n = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
-        if n not in names:
-            raise unsupported(f"{show(n)} is not an input of {op.name} (inputs: {', '.join(names)})",
-                              f"{where_key}.name")
-        if n in tensors:
+        else:
+            check_keys(inp, INPUT_KEYS, "ATK input", bad, f"{where_key}.")
+            check_types(inp, INPUT_TYPES, bad, f"{where_key}.")
+            given = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
+            n = api_name(op, given)
+            if n is None or (n not in names and n not in kinds):
+                raise unsupported(f"{show(given)} is not an input of {op.name} (inputs: "
+                                  f"{', '.join(names + tuple(kinds))})", f"{where_key}.name")
+            if inp.get("type", "tensor") == "attr" or n in kinds:
+                value = _attr(op, n, inp, stem, key, lambda m, k: bad(m, f"{n}.{k}"),
+                              lambda m, k: unsupported(m, f"{n}.{k}"))
+        if n in tensors or n in attrs:
             raise bad(f"input {show(n)} appears twice", f"{where_key}.name")
-        tensors[n] = _tensor(inp, stem, key, n, lambda m, k: bad(m, f"{n}.{k}"),
+        if n in kinds:
+            attrs[n] = value
+            continue
+        tensors[n] = _tensor(op, inp, stem, key, n, lambda m, k: bad(m, f"{n}.{k}"),
                              lambda m, k: unsupported(m, f"{n}.{k}"))
-    return op, case_entry(op, name, seed_for(stem, key), tensors)
+    return op, case_entry(op, name, seed_for(stem, key), tensors, attributes=attrs)
 
 
-def _tensor(inp: dict, stem: str, key: str, n: str, bad: Callable[..., CaseError],
+def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[..., CaseError],
+          unsupported: Callable[..., CaseError]) -> Any:
+    """An ATK "attr" entry: its range_values is the value; for an int, [lo, hi] is one integer of that range,
+    drawn per case (as ATK draws it) from the file's name and the case's id."""
+    if inp.get("type") not in ("attr", None):
+        raise unsupported(f"{n} is an attribute of {op.name}, given as ATK type {show(inp.get('type'))}", "type")
+    kind = next(a.kind for a in op.attributes if a.name == n)
+    rv = inp.get("range_values")
+    if kind == "int" and isinstance(rv, list):
+        if len(rv) not in (1, 2):
+            raise bad(f"an int attribute's range_values is a value or [lo, hi], got {show(rv)}", "range_values")
+        lo, hi = (field(bad, "range_values", int_in, v, "an int attribute's bound", -MAX_INT64 - 1) for v in
+                  (rv * 2 if len(rv) == 1 else rv))
+        if lo > hi:
+            raise bad(f"an int attribute's range_values [lo, hi] needs lo <= hi, got {show(rv)}", "range_values")
+        return lo + min(int(unit(stem, f"{key}\0{n}", "attr") * (hi - lo + 1)), hi - lo)
+    if kind == "scalar":
+        return field(bad, "range_values", as_number, rv)
+    return rv  # (int, bool, string: validation checks the value as a case file's)
+
+
+def _array(op: OpSpec, entries: list, where_key: str, bad: Callable[..., CaseError],
+           unsupported: Callable[..., CaseError]) -> tuple[str, list]:
+    """A list of ATK "attrs" entries of one name: the elements of an aclIntArray / aclBoolArray, in order."""
+    if not entries or not all(isinstance(e, dict) for e in entries):
+        raise bad("an attribute list is a non-empty list of objects", where_key)
+    given = {e.get("name") for e in entries}
+    if len(given) != 1:
+        raise bad(f"an attribute list holds one name, got {show(sorted(map(str, given)))}", where_key)
+    n = api_name(op, str(given.pop()))
+    kinds = {a.name: a.kind for a in op.attributes}
+    if n not in kinds or kinds[n] not in ("int_list", "bool_list"):
+        raise unsupported(f"a tensor or value list {show(entries[0].get('name'))} is not supported "
+                          f"({op.name} takes {', '.join(kinds) or 'no list'})", where_key)
+    for i, e in enumerate(entries):
+        check_keys(e, INPUT_KEYS, "ATK input", bad, f"{where_key}[{i}].")
+        if e.get("type") != "attrs":
+            raise bad(f"an attribute list's entries have type 'attrs', got {show(e.get('type'))}", f"{where_key}[{i}].type")
+    return n, [e.get("range_values") for e in entries]
+
+
+def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..., CaseError],
             unsupported: Callable[..., CaseError]) -> TensorIn:
     if inp.get("type", "tensor") != "tensor":
-        raise unsupported(f"ATK input type {show(inp.get('type'))} is not supported (only tensors)", "type")
+        raise unsupported(f"ATK input type {show(inp.get('type'))} is not supported for {n} (a tensor)", "type")
+    if inp.get("required") is False or inp.get("shape", ()) is None:  # an optional tensor left out: nullptr
+        if not next(t for t in op.inputs if t.name == n).optional:
+            raise unsupported(f"{n} is left out (required false or shape null), but {op.name} needs it", "required")
+        return TensorIn(null=True)
     if inp.get("align_32B") not in (None, False):
         raise unsupported(f"align_32B {show(inp['align_32B'])} is not supported (aclnn-cli writes packed storage)",
                           "align_32B")

@@ -20,7 +20,7 @@ from ... import dtypes as D
 from ...values import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op
-from ...ops.contract import broadcast_shape
+from .graphops import GRAPH_OPS, GraphOp
 
 MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
 
@@ -42,23 +42,7 @@ class Unsupported(CaseError):
         super().__init__(file, f"{message}; --skip-unsupported skips such cases", case=case, key=key)
 
 
-@dataclass(frozen=True)
-class GraphOp:
-    """A graph (GE) operator that one aclnn API computes: its inputs in order, and attributes the API fixes."""
-
-    api: str
-    inputs: tuple[str, ...]
-    fixed_attrs: tuple[tuple[str, float], ...] = ()
-
-
-# Graph op -> aclnn API. TTK kernel mode and msOpST name graph ops; the aclnn API takes the same
-# inputs in the same order (plus LogSigmoid's buffer, which the graph op does not have).
-GRAPH_OPS = {
-    "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
-    "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
-    "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
-    "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
-}
+# Graph op -> aclnn API (graphops.py): TTK kernel mode and msOpST name graph ops.
 _GRAPH_KEYS = {k.lower(): k for k in GRAPH_OPS}
 
 # TTK/msOpST soc names -> our products (prefix match, lower case, most specific first).
@@ -89,12 +73,26 @@ def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, Grap
         raise err(f"op '{clip(name)}' is not supported ({known_ops()})") from None
 
 
-def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> None:
-    """Attributes are fine only where the aclnn API fixes them to the same value (HardSigmoidGrad's alpha, beta)."""
+def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> dict:
+    """The API's attribute values for a graph op's attributes (graphops.py maps them); Unsupported (via err)
+    for one the API has not, or fixes to another value (HardSigmoidGrad's alpha, beta)."""
     fixed = dict(graph.fixed_attrs) if graph else {}
+    mapped = dict(graph.attrs or {}) if graph else {}
+    ignored = dict(graph.ignored or {}) if graph else {}
+    out: dict = {}
     for name, value in attrs.items():
+        if name in ignored:
+            continue
+        if name in mapped:
+            api_name, convert = mapped[name]
+            try:
+                out[api_name] = convert(value)
+            except ValueError as exc:
+                raise err(f"attribute {clip(name)}={show(value)} is not supported: {exc}") from None
+            continue
         if name not in fixed:
-            raise err(f"attribute '{clip(name)}' is not supported: {op.name} takes no attributes")
+            takes = ", ".join(a.name for a in op.attributes) or "no attributes"
+            raise err(f"attribute '{clip(name)}' is not supported: {op.name} takes {takes}")
         try:
             ok = math.isclose(float(value), fixed[name], rel_tol=1e-6)
         except (TypeError, ValueError):
@@ -102,6 +100,34 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
         if not ok:
             raise err(f"attribute {clip(name)}={show(value)} is not supported: "
                       f"{op.name} computes with {name}={fixed[name]:.8g}")
+    return out
+
+
+def api_attrs(op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> dict:
+    """Attributes given by the API's own names (TTK aclnn mode, ATK): each an attribute of the op."""
+    out = {}
+    for name, value in attrs.items():
+        ours = api_name(op, str(name))
+        if ours is None or ours not in [a.name for a in op.attributes]:
+            takes = ", ".join(a.name for a in op.attributes) or "no attributes"
+            raise err(f"attribute '{clip(name)}' is not supported: {op.name} takes {takes}")
+        out[ours] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def api_name(op: OpSpec, name: str) -> str | None:
+    """The op's tensor or attribute a foreign name stands for: the same name, else the same name in another
+    case (ATK's 'Output' for output), else a known alias (ATK's 'input' for RmsNormGrad's x)."""
+    names = [t.name for t in op.tensors] + [a.name for a in op.attributes]
+    if name in names:
+        return name
+    folded = {n.lower(): n for n in names}
+    alias = ALIASES.get(op.name, {}).get(name)
+    return folded.get(name.lower()) or (alias if alias in names else None)
+
+
+# Foreign spellings of an op's names (ops-nn's ATK suites), beyond a difference of case.
+ALIASES = {"aclnnRmsNormGrad": {"input": "x"}}
 
 
 def product_for(soc: str, err: Callable[[str], CaseError]) -> str:
@@ -176,6 +202,8 @@ def range_fill(values: Sequence[float | int], dtype: str) -> dict:
     [v] -> constant; [lo, hi] -> uniform (lo == hi: constant; an infinite bound is the dtype's max
     finite); anything else (3+ values, or NaN in a pair) -> values, repeated to fill the tensor.
     """
+    if D.lookup(dtype).is_integer:
+        return int_fill(values)
     vals = [fit(v, dtype) for v in values]
     finite_max = D.lookup(dtype).max_finite
     if len(vals) == 1 or (len(vals) == 2 and _same(vals[0], vals[1])):
@@ -184,6 +212,18 @@ def range_fill(values: Sequence[float | int], dtype: str) -> dict:
         lo, hi = (max(min(v, finite_max), -finite_max) if math.isinf(v) else v for v in vals)
         return {"uniform": [yaml_number(lo), yaml_number(hi)]}
     return {"values": [yaml_number(v) for v in vals]}
+
+
+def int_fill(values: Sequence[float | int]) -> dict:
+    """An integer tensor's range: [lo, hi] -> randint over the integers in it (inclusive); [v] -> constant;
+    3+ values -> values. A NaN or infinity has no integer: validation refuses what is left of it."""
+    if len(values) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        lo, hi = math.ceil(min(values)), math.floor(max(values))
+        if lo <= hi:  # (else no integer lies in the range: the values as given, which validation refuses)
+            return {"randint": [lo, hi]} if lo < hi else {"constant": lo}
+    if len(values) == 1:
+        return {"constant": yaml_number(values[0])}
+    return {"values": [yaml_number(v) for v in values]}
 
 
 def _same(a: float | int, b: float | int) -> bool:
@@ -202,66 +242,6 @@ def spread(fills: dict[str, dict], names: Sequence[str]) -> dict[str, dict]:
         out[n] = {"values": [v for v in vals for _ in range(repeat)]}
         repeat *= len(vals)
     return out
-
-
-@dataclass
-class TensorIn:
-    """One tensor of a foreign case, in our terms (dtype name, shape, generator, layout, null)."""
-
-    dtype: str | None = None
-    shape: tuple[int, ...] | None = None
-    fill: dict | None = None
-    layout: dict | None = None
-    null: bool = False
-    exact: bool = False  # fill holds the literal data (never spread)
-
-
-def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], products: Sequence[str] = ()) -> dict:
-    """One case of our YAML: case-level dtype and shape are the output's (else the first input's dtype and
-    the inputs' broadcast shape); a tensor differing from them gets a `tensors:` override."""
-    ins = [t.name for t in op.inputs]
-    out_name = op.output.name
-    out = tensors.get(out_name, TensorIn())
-    first = next((tensors[n] for n in ins if n in tensors and tensors[n].dtype), TensorIn())
-    in_shapes = [tensors[n].shape for n in ins if n in tensors and tensors[n].shape is not None]
-    bshape = broadcast_shape(*in_shapes) if in_shapes else None
-    dtype = out.dtype or first.dtype
-    shape = out.shape if out.shape is not None else (bshape if bshape is not None else first.shape)
-    entry: dict[str, Any] = {"name": name}
-    if dtype:
-        entry["dtype"] = dtype
-    if shape is not None:
-        entry["shape"] = list(shape)
-    if products:
-        entry["product"] = list(products) if len(products) > 1 else products[0]
-    entry["seed"] = seed
-    fills = spread({n: t.fill for n, t in tensors.items() if t.fill is not None and not t.exact},
-                   [n for n in ins if n in tensors])
-    inputs = {}
-    for spec in op.inputs:
-        t = tensors.get(spec.name)
-        if t is None or t.fill is None:  # not in the foreign case (LogSigmoid's buffer): the op's default
-            inputs[spec.name] = dict(spec.default_fill)
-        else:
-            inputs[spec.name] = t.fill if t.exact else fills[spec.name]
-    entry["inputs"] = inputs
-    overrides: dict[str, dict] = {}
-    for n, t in tensors.items():
-        o: dict[str, Any] = {}
-        expected_shape = (bshape if bshape is not None else shape) if n == out_name else shape
-        if t.shape is not None and tuple(t.shape) != tuple(expected_shape or ()):
-            o["shape"] = list(t.shape)
-        if t.dtype and t.dtype != dtype:
-            o["dtype"] = t.dtype
-        if t.layout:
-            o["layout"] = t.layout
-        if t.null:
-            o["nullptr"] = True
-        if o:
-            overrides[n] = o
-    if overrides:
-        entry["tensors"] = overrides
-    return entry
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, TensorIn, case_entry, check_attrs, check_format, dtype_name, errors,
+from .common import (Collector, GraphOp, api_attrs, check_attrs, check_format, dtype_name, errors,
                      range_fill, resolve_op, safe_name, seed_for, show, clip, yaml_number)
+from .entry import TensorIn, case_entry
 from .fields import check_keys, check_types, field, int_list, numbers, text
 from .source import json_cases, json_head
 
@@ -110,7 +111,9 @@ def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec
     attrs = raw.get("attr") or []
     if not isinstance(attrs, list) or not all(isinstance(a, dict) and "name" in a for a in attrs):
         raise bad("'attr' must be a list of {name, type, value}", "attr")
-    check_attrs(graph, op, {a["name"]: a.get("value") for a in attrs}, lambda m: unsupported(m, "attr"))
+    values = {a["name"]: a.get("value") for a in attrs}
+    api = check_attrs(graph, op, values, lambda m: unsupported(m, "attr")) if graph else \
+        api_attrs(op, values, lambda m: unsupported(m, "attr"))
     names = _input_names(op, graph, str(raw.get("op")), raw["input_desc"], bad)
     tensors = {}
     for j, (n, desc) in enumerate(zip(names, raw["input_desc"])):
@@ -120,13 +123,13 @@ def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec
         raise bad(f"{op.name} has one output, the case lists {len(raw['output_desc'])}", "output_desc")
     tensors[op.output.name] = _tensor(raw["output_desc"][0], sub, False, lambda m, k: bad(m, f"output_desc[0].{k}"),
                                       lambda m, k: unsupported(m, f"output_desc[0].{k}"))
-    return op, case_entry(op, name, seed_for(stem, name), tensors)
+    return op, case_entry(op, name, seed_for(stem, name), tensors, attributes=api)
 
 
 def _input_names(op: OpSpec, graph: GraphOp | None, label: str, descs: list[dict],
                  bad: Callable[..., CaseError]) -> list[str]:
     """Our input names for the descs: by their `name` (graph or aclnn spelling), else by position."""
-    ours = [t.name for t in op.inputs]
+    ours = graph.api_inputs(tuple(t.name for t in op.inputs)) if graph else [t.name for t in op.inputs]
     theirs = list(graph.inputs) if graph else ours
     if len(descs) != len(theirs):
         raise bad(f"{len(descs)} inputs for {clip(label)}, which takes {len(theirs)} "

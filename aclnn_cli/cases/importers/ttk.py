@@ -15,8 +15,9 @@ from typing import Any
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, TensorIn, case_entry, check_attrs, check_format, dtype_name, errors,
+from .common import (Collector, GraphOp, api_attrs, check_attrs, check_format, dtype_name, errors,
                      product_for, range_fill, resolve_op, safe_name, seed_for, show)
+from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, literal, read_table
 
@@ -81,21 +82,26 @@ def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpS
     products = tuple(product_for(s, lambda m: unsupported(m, "soc_series")) for s in cell.tuple("soc_series"))
     op, graph = resolve_op(row.get("api_name" if aclnn else "op_name"),
                            lambda m: unsupported(m, "api_name" if aclnn else "op_name"))
-    attrs = cell.literal("attributes") or {}
-    if not isinstance(attrs, dict):
+    raw_attrs = cell.literal("attributes") or {}
+    if not isinstance(raw_attrs, dict):
         raise bad(f"attributes must be a dict literal, got {show(row['attributes'])}", "attributes")
-    check_attrs(graph, op, attrs, lambda m: unsupported(m, "attributes"))
     if aclnn:
+        attrs = api_attrs(op, raw_attrs, lambda m: unsupported(m, "attributes"))
         tensors = _aclnn_tensors(op, cell, bad, unsupported)
     else:
+        attrs = check_attrs(graph, op, raw_attrs, lambda m: unsupported(m, "attributes"))
         tensors = _kernel_tensors(op, graph, cell, bad, unsupported)
-    return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products)
+        if graph and graph.derive:
+            attrs = {**graph.derive({n: t.shape for n, t in tensors.items() if t.shape is not None}), **attrs}
+    return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products, attrs)
 
 
 def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:
-    """Kernel mode: graph inputs in order (dy, x / grads, features) -> gradOutput, self; then the output."""
+    """Kernel mode: graph inputs in order, each the API input graphops.py maps it to (dy, x -> gradOutput, self;
+    SoftmaxGrad's softmax -> output); an optional API input the graph op lacks is null; then the outputs."""
     n_in = len(graph.inputs) if graph else len(op.inputs)
-    names = [t.name for t in op.inputs][:n_in]
+    api_ins = tuple(t.name for t in op.inputs)
+    names = graph.api_inputs(api_ins) if graph else list(api_ins)
     dtypes = cell.per_tensor("input_dtypes", n_in, one_for_all=True, required=True)
     shapes = cell.per_tensor("input_shapes", n_in, fallback="input_ori_shapes", required=True)
     ori = cell.per_tensor("input_ori_shapes", n_in, fallback="input_shapes")
@@ -110,15 +116,20 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
             raise unsupported(f"input_shapes {list(shape)} differ from input_ori_shapes {list(ori[i])}", "input_shapes")
         dtype = dtype_name(_word(dtypes[i], bad, "input_dtypes", "a dtype"), lambda m: unsupported(m, "input_dtypes"))
         tensors[n] = TensorIn(dtype, shape, _fill(ranges[i], dtype, bad))
-    out_dtypes = cell.per_tensor("output_dtypes", 1)
-    out_shapes = cell.per_tensor("output_shapes", 1, "output_ori_shapes")
-    out = TensorIn()
-    if out_dtypes[0] is not None:
-        out.dtype = dtype_name(_word(out_dtypes[0], bad, "output_dtypes", "a dtype"),
-                               lambda m: unsupported(m, "output_dtypes"))
-    if out_shapes[0] is not None:
-        out.shape = field(bad, "output_shapes", int_list, out_shapes[0])
-    tensors[op.output.name] = out
+    for t in op.inputs:
+        if t.name not in tensors and t.optional:  # (LayerNormGradV3 has no beta: biasOptional is null)
+            tensors[t.name] = TensorIn(null=True)
+    outs = graph.api_outputs(tuple(t.name for t in op.outputs)) if graph else [t.name for t in op.outputs]
+    out_dtypes = cell.per_tensor("output_dtypes", len(outs), one_for_all=True)
+    out_shapes = cell.per_tensor("output_shapes", len(outs), "output_ori_shapes")
+    for i, n in enumerate(outs):
+        out = TensorIn()
+        if out_dtypes[i] is not None:
+            out.dtype = dtype_name(_word(out_dtypes[i], bad, "output_dtypes", "a dtype"),
+                                   lambda m: unsupported(m, "output_dtypes"))
+        if out_shapes[i] is not None:
+            out.shape = field(bad, "output_shapes", int_list, out_shapes[i])
+        tensors[n] = out
     return tensors
 
 

@@ -1,0 +1,100 @@
+"""Graph (GE) operators and the aclnn API that computes each: TTK kernel mode and msOpST name graph ops.
+
+A graph op's inputs, outputs and attributes map onto the API's by name: SoftmaxGrad(softmax, grad_softmax,
+axes) is aclnnSoftmaxBackward(gradOutput, output, dim); NLLLossGrad's reduction 'sum' is the API's int64 2;
+LayerNormGradV3's normalizedShape is gamma's shape. The graph protos are ops-nn's op_graph/*_proto.h.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+Convert = Callable[[Any], Any]  # a graph attribute value -> the API's (ValueError: not expressible)
+
+
+def one_axis(value: Any) -> int:
+    """axes [k] / axis [k] (ListInt) -> dim k: the API reduces over one axis."""
+    axes = list(value) if isinstance(value, (list, tuple)) else [value]
+    if len(axes) != 1 or not isinstance(axes[0], int) or isinstance(axes[0], bool):
+        raise ValueError(f"a reduction over the axes {value!r}: the aclnn API takes one dim")
+    return axes[0]
+
+
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def reduction(value: Any) -> int:
+    """'none' / 'mean' / 'sum' (the graph's String attribute) -> the API's int64 0 / 1 / 2."""
+    key = str(value).strip().lower()
+    if key not in REDUCTIONS:
+        raise ValueError(f"reduction {value!r} is not none, mean or sum")
+    return REDUCTIONS[key]
+
+
+def integer(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def bools(value: Any) -> list[bool]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, bool) for v in value):
+        raise ValueError(f"expected a list of True/False, got {value!r}")
+    return list(value)
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    """A graph operator one aclnn API computes.
+
+    inputs / outputs: the graph's tensor names in order; to_inputs / to_outputs: the API's name of each (empty:
+    the API's inputs / outputs in order). attrs: graph attribute -> (API attribute, converter); fixed_attrs:
+    graph attributes the API fixes to a value (a case giving another is unsupported); ignored: graph
+    attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes."""
+
+    api: str
+    inputs: tuple[str, ...]
+    fixed_attrs: tuple[tuple[str, float], ...] = ()
+    to_inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    to_outputs: tuple[str, ...] = ()
+    attrs: Mapping[str, tuple[str, Convert]] = None  # type: ignore[assignment]
+    ignored: Mapping[str, str] = None  # type: ignore[assignment]
+    derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
+
+    def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str]:
+        """The API's name for each graph input, in the graph's order."""
+        return list(self.to_inputs or api_inputs[:len(self.inputs)])
+
+    def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str]:
+        return list(self.to_outputs or api_outputs)
+
+
+def _norm_shape(shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """LayerNormGradV3 has no normalizedShape: it is gamma's shape (the trailing axes gamma spans)."""
+    gamma = shapes.get("weightOptional")
+    return {} if gamma is None else {"normalizedShape": list(gamma)}
+
+
+GRAPH_OPS = {
+    "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
+    "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
+    "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
+    "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
+    "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
+                           attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
+    "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),
+                              attrs={"axis": ("dim", one_axis), "axes": ("dim", one_axis)}),
+    "MseLossGrad": GraphOp("aclnnMseLossBackward", ("predict", "label", "dout"),
+                           to_inputs=("self", "target", "gradOutput"), attrs={"reduction": ("reduction", reduction)}),
+    "RmsNormGrad": GraphOp("aclnnRmsNormGrad", ("dy", "x", "rstd", "gamma"), outputs=("dx", "dgamma"),
+                           ignored={"epsilon": "the grad takes rstd, already computed with it"}),
+    "LayerNormGradV3": GraphOp("aclnnLayerNormBackward", ("dy", "x", "rstd", "mean", "gamma"),
+                               to_inputs=("gradOut", "input", "rstd", "mean", "weightOptional"),
+                               outputs=("pd_x", "pd_gamma", "pd_beta"),
+                               attrs={"output_mask": ("outputMask", bools)}, derive=_norm_shape),
+    "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
+                           to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
+                           attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),
+}
