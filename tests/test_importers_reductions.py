@@ -2,7 +2,7 @@
 arrays (normalizedShape, outputMask), integer tensors (NLL's target), optional tensors left out, graph ops whose
 inputs, outputs and attributes map by name (SoftmaxGrad's softmax is the API's output; reduction 'sum' is 2).
 
-The ops are tests/reduction_standins.py's stand-ins (the real APIs' names and signatures), added for each test.
+The ops are tests/kinds_standins.py's stand-ins (the real APIs' names and signatures), added for each test.
 Small files written here always run; ops-nn's own ATK and TTK files for the six ops run where they are on this
 machine: ACLNN_OPS_NN_SUITES (a folder holding ops-nn's tree, or its files), else /tmp/ops-nn-suites (the
 `fetch` of hicann/ops-nn, files extracted with `git show`), else they are skipped with the reason.
@@ -20,7 +20,7 @@ from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import cases_from_doc
 from aclnn_cli.errors import CaseError
 
-import reduction_standins as S
+import kinds_standins as S
 
 SUITES = Path(os.environ.get("ACLNN_OPS_NN_SUITES", "/tmp/ops-nn-suites"))
 OPS_NN = {  # op folder in hicann/ops-nn -> its ATK and TTK files (tests/st/...)
@@ -98,7 +98,7 @@ def test_atk_int_attributes_int_and_bool_arrays_and_integer_tensors(tmp_path):
     assert sm.op.name == "aclnnSoftmaxBackward" and sm.attribute_values == {"dim": 0}
     assert tensors(sm)["output"].fill.describe() == {"uniform": [0.0, 1.0]}  # ATK's "Output"
     nll = cases["atk_probe-1"]
-    assert nll.attribute_values == {"reduction": 0, "ignoreIndex": -100}
+    assert dict(nll.attributes) == {"reduction": 0, "ignoreIndex": -100}
     target = tensors(nll)["target"]
     assert (target.dtype.name, target.fill.describe(), target.layout.shape) == ("int32", {"randint": [0, 6]}, (5,))
     ln = cases["atk_probe-2"]
@@ -169,9 +169,9 @@ def test_ttk_graph_ops_map_inputs_outputs_and_attributes_by_name(tmp_path):
     assert sm["output"].fill.describe() == {"uniform": [0.0, 1.0]}  # graph input 0 (softmax) is the API's output
     assert sm["gradOutput"].fill.describe() == {"uniform": [-5.0, -4.0]}
     mse = tensors(c["mse"])
-    assert c["mse"].attribute_values == {"reduction": 2} and mse["gradOutput"].layout.shape == ()  # dout
+    assert dict(c["mse"].attributes) == {"reduction": 2} and mse["gradOutput"].layout.shape == ()  # dout
     nll = tensors(c["nll"])
-    assert c["nll"].attribute_values == {"reduction": 1, "ignoreIndex": -100}
+    assert dict(c["nll"].attributes) == {"reduction": 1, "ignoreIndex": -100}
     assert (nll["target"].dtype.name, nll["target"].fill.describe()) == ("int32", {"randint": [0, 3]})
     assert nll["gradOutput"].layout.shape == () and nll["totalWeight"].fill.describe() == {"uniform": [1.0, 2.0]}
     ln = c["ln"]
@@ -181,7 +181,7 @@ def test_ttk_graph_ops_map_inputs_outputs_and_attributes_by_name(tmp_path):
     assert t["biasOptional"].null and t["weightOptional"].dtype.name == "float16"  # LayerNormGradV3 has no beta
     assert (t["gradWeightOut"].dtype.name, t["gradInputOut"].dtype.name) == ("float32", "float16")
     rms = tensors(c["rms"])
-    assert rms["rstd"].layout.shape == (4,) and rms["dgammaOut"].layout.shape == (16,) and c["rms"].attribute_values == {}
+    assert rms["rstd"].layout.shape == (4,) and rms["dgammaOut"].layout.shape == (16,) and dict(c["rms"].attributes) == {}
 
 
 @pytest.mark.parametrize("row, reason", [

@@ -109,6 +109,15 @@ def test_reference_and_exact_against_the_oracle(checked):
             assert list(ex[name].reshape(-1)) == o[name], (name, t["x"].shape)
 
 
+def test_exact_takes_any_columns_for_the_across_rows_pass():
+    """gen's exact pass for dgamma hands a few columns of every row, (k, columns, 1): dgamma's columns are the oracle's."""
+    t = block(np.random.default_rng(5), 6, 9, "float32", "normal")
+    cols = [1, 4, 8]
+    sub = {k: v[:, cols] if isinstance(v, np.ndarray) and v.shape[1] == 9 else v for k, v in t.items()}
+    got = SPEC.exact(as_fractions(sub))["dgammaOut"].reshape(-1)
+    assert list(got) == [oracle(t)["dgammaOut"][c] for c in cols]
+
+
 def premise_excess(result: dict, t: dict, o: dict) -> float:
     """The largest |result - exact| in units of (log2 n + 8) 2^-24 scale (<= 1 is within the gate's premise)."""
     ref = SPEC.reference(as_f64(t))
@@ -250,7 +259,7 @@ def call(dtype="float16", xs=(5, 7), gs=(7,), rs=(5,), product="950", **changes)
     ({"dy": desc("float32")}, INVALID, "dy dtype float32 differs"),
     ({"dxOut": desc("float32")}, INVALID, "dxOut dtype"),
     ({"gamma": desc("bfloat16", (7,))}, INVALID, "neither float32 nor x's"),
-    ({"rstd": desc("float16", (5,))}, INVALID, "rstd dtype float16 is not float32"),
+    ({"rstd": desc("float16", (5,))}, INVALID, "rstd dtype float16 is not"),
     ({"dgammaOut": desc("float16", (7,))}, INVALID, "dgammaOut dtype"),
     ({"xs": (5, 7), "gs": (5, 5, 7), "rs": ()}, INVALID, "gamma has 3 dims"),
     ({"dy": desc(shape=(5, 8))}, INVALID, "shapes must be identical"),
@@ -302,6 +311,17 @@ def rounded_once(q: Fraction, dtype: str) -> float:
     value = lambda b: Fraction(float(np.array(b, uint).view(np_dtype).astype(np.float64)))
     best = min(cands, key=lambda b: (abs(value(b) - a), b & 1))
     return sign * float(value(best))
+
+
+def test_rounded_once_is_correct_rounding():
+    """The goldens check's rounding against numpy's one rounding (float64 -> float32; float32 -> float16, bfloat16)."""
+    rng = np.random.default_rng(9)
+    doubles = rng.standard_normal(2000) * np.exp2(rng.integers(-140, 120, 2000))
+    assert [rounded_once(Fraction(float(v)), "float32") for v in doubles] == list(doubles.astype(np.float32).astype(float))
+    floats = (rng.standard_normal(2000) * np.exp2(rng.integers(-20, 15, 2000))).astype(np.float32)
+    for dtype in ("float16", "bfloat16"):
+        want = floats.astype(NP[dtype]).astype(np.float64)
+        assert [rounded_once(Fraction(float(v)), dtype) for v in floats] == list(want), dtype
 
 
 def logical(case: Path, t: dict, key: str) -> np.ndarray:

@@ -46,7 +46,7 @@ aclnnStatus RmsShapes(const aclTensor* dy, const aclTensor* x, const aclTensor* 
 }
 
 // rms_norm_grad_regbase_dx_full_load.h: a = dy*g, b = x*r, s = sum a*b, m = s*fl32(1/cols),
-// dx = (a - b*m)*r; dgamma = sum over rows of dy*(x*r) (pairwise). No rows: dgamma NaN (950).
+// dx = (a - b*m)*r; dgamma = sum over rows of dy*(x*r) (pairwise). No rows: dgamma zeros (950: rms_norm_grad_empty_dgamma.h, Duplicate 0.0f).
 stub::Job RmsJob(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd, const aclTensor* gamma,
                  const aclTensor* dx, const aclTensor* dgamma) {
     stub::Job job;
@@ -73,7 +73,7 @@ stub::Job RmsJob(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
                 out[at] = (a - b * m) * r[static_cast<size_t>(i)];
             }
         }
-        std::vector<float> dg(static_cast<size_t>(cols), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> dg(static_cast<size_t>(cols), 0.0f);
         for (int64_t k = 0; rows > 0 && k < cols; ++k) dg[static_cast<size_t>(k)] = stub::PairwiseSum(terms.data() + k * rows, rows, 1);
         stub::WriteFloats(j.T(idx), out, xt.dtype, negate);
         stub::WriteFloats(j.T(idg), dg, ACL_FLOAT, negate);
