@@ -276,7 +276,8 @@ cases:
 def test_an_exp_two_ulps_high_passes_rows_of_one_value(tmp_path):
     """float16 holds one y in [-5.5456, -5.5448]: all 8192 elements are 1 - 256 e^y, the same number. An Exp 2
     float32 ulps high (a correct kernel as far as anyone knows) moves that one float16 result by an ulp, 6e-4
-    of it but 3e-7 of its term scale: every element off by the same relative error, read as bias."""
+    of it but 3e-7 of its term scale: every element off by the same relative error, which an error balance
+    relative to |golden| read as bias."""
     out = tmp_path / "out"
     assert run_cli("gen", write_yaml(tmp_path, ONE_Y), "-o", out).exit_code == 0
     cases = O.independent_run(out, tmp_path, O.independent("log_softmax", exp_ulps=2))
@@ -298,7 +299,8 @@ cases:
 
 def test_long_cancelling_float32_rows_pass_the_950_kernel(tmp_path):
     """1 - 4096 e^y over 8192 elements: float32 exp's rounding, shared by the elements with one y value and
-    amplified ~10^4 times by the cancellation, stays under T element by element but not under T/16 on average."""
+    amplified ~10^4 times by the cancellation, stays under T element by element; on average it is not under
+    T/16 of |golden|, only of the term scale (the bundled cancelling_long has it too)."""
     out = tmp_path / "out"
     assert run_cli("gen", write_yaml(tmp_path, LONG_CANCEL), "-o", out).exit_code == 0
     code, cases = O.loop(run_cli, out, tmp_path, None)

@@ -95,15 +95,16 @@ def _ieee(t):
     dy, y = t[DY], t[Y]
     with np.errstate(all="ignore"):
         value = dy - np.exp(y) * dy.sum(axis=1, keepdims=True)
-        ok_dy = np.isfinite(dy).all(axis=1)  # (k, A0): columns whose sum is finite
+        ok_dy = np.isfinite(dy).all(axis=1, keepdims=True)  # (k, 1, A0): columns whose sum is finite
         if not ok_dy.any():
             return value
-        s = np.zeros((dy.shape[0], 1, dy.shape[2]))
-        for k, a0 in zip(*np.nonzero(ok_dy)):
+        cols = np.broadcast_to(ok_dy, dy.shape)
+        dy_ok = np.where(cols, dy, 0.0)
+        s, err = C.row_sum_bounded(dy_ok, row_sum64(np.abs(dy_ok)))
+        for k, _, a0 in zip(*np.nonzero(ok_dy & (np.abs(s) <= err))):  # (the sign in doubt: exactly)
             s[k, 0, a0] = math.fsum(dy[k, :, a0])
         s = np.broadcast_to(s, dy.shape)
-        cols = np.broadcast_to(ok_dy[:, None, :], dy.shape)
-        ref = _reference({DY: dy, Y: np.where(np.isfinite(y), y, 0.0)})
+        ref = _reference({DY: dy_ok, Y: np.where(np.isfinite(y), y, 0.0)})
         value = np.where(cols & np.isfinite(y), ref.value, value)
         value = np.where(cols & (y == np.inf), -np.inf * np.sign(s), value)
         value = np.where(cols & (s == 0) & (y == np.inf), np.nan, value)
