@@ -29,7 +29,7 @@ from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
 import kinds_standins as S
 
-STANDINS = Path(__file__).parent / "user_ops" / "reduction_standins.py"
+STANDINS = Path(__file__).parent / "user_ops" / "kinds_standins.py"
 
 
 @pytest.fixture
@@ -241,8 +241,10 @@ def test_null_optional_tensor_is_fine_and_a_required_one_is_161001(ops):
     ln = OPS["aclnnLayerNormBackward"]
     d, attrs = descs(ln)
     assert check(ln, "A2", d, attrs).status == SUCCESS
-    for name in ("weightOptional", "biasOptional", "gradWeightOut"):
+    for name in ("weightOptional", "biasOptional"):
         assert check(ln, "A2", {**d, name: TensorDesc(D.FLOAT64, (9, 9, 9), True)}, attrs).status == SUCCESS
+    off = {**attrs, "outputMask": (True, False, True)}  # an output switched off may be null
+    assert check(ln, "A2", {**d, "gradWeightOut": TensorDesc(D.FLOAT64, (9, 9, 9), True)}, off).status == SUCCESS
     out = check(ln, "A2", {**d, "mean": TensorDesc(D.FLOAT32, (4, 1), True)}, attrs)
     assert (out.status, out.rule, out.field) == (NULLPTR, "mean is a null pointer", "null")
 

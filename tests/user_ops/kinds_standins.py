@@ -1,5 +1,5 @@
-"""Registers tests/reduction_standins.py's stand-ins of the six reduction ops (those not bundled yet):
-`aclnn-cli --ops tests/user_ops/reduction_standins.py ...`."""
+"""Registers tests/kinds_standins.py's stand-ins of the six reduction ops (those not bundled yet):
+`aclnn-cli --ops tests/user_ops/kinds_standins.py ...`."""
 
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aclnn_cli.ops import OPS, register  # noqa: E402
-from reduction_standins import STANDINS  # noqa: E402
+from kinds_standins import STANDINS  # noqa: E402
 
 for spec in STANDINS:
     if spec.name not in OPS:
