@@ -211,7 +211,7 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "optional_without_default": (dict(attributes=(AttrSpec("alpha", "scalar", optional=True),)),
                                  "attributes[0].default: an optional attribute needs the default the op uses for null"),
     "unknown_scalar_dtype": (dict(attributes=(AttrSpec("alpha", "scalar", default=1.0, scalar_dtype="int8"),)),
-                             "attributes[0].scalar_dtype: expected one of float32, float16, bfloat16, float64, "
+                             "attributes[0].scalar_dtype: expected one of float32, float16, bfloat16, float64, int32, int64, "
                              "got 'int8'"),
     "choices_of_a_scalar": (dict(attributes=(AttrSpec("alpha", "scalar", default=1.0, choices=("a",)),)),
                             "attributes[0].choices: only a string attribute has choices (this one is a scalar)"),

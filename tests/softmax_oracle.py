@@ -1,0 +1,304 @@
+"""Oracles, inputs and independent kernels for the SoftmaxBackward and LogSoftmaxBackward tests.
+
+Nothing here calls aclnn_cli's formulas: the exact results are the docs' formulas in Fractions (Softmax:
+dy*y - sum(dy*y)*y) or mpmath (LogSoftmax: dy - sum(dy)*exp(y)), rounded by `round_to` (mpmath, ties to
+even, subnormals and overflow included); the float32 kernels follow ATen's CPU code
+(aten/src/ATen/native/cpu/SoftMaxKernel.cpp: _vec_host_softmax_backward_lastdim with vec::reduce_all /
+map2_reduce_all over Vectorized<float> of 8 lanes for dim = -1; _vec_softmax_backward's column-wise
+running sums otherwise), or plain index-order loops.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+
+from aclnn_cli import dtypes as D
+
+F32 = np.float32
+U24 = 2.0**-24
+DY, Y = "gradOutput", "output"
+LANES = 8  # ATen's Vectorized<float> on AVX2
+
+
+# ------------------------------------------------------------------ exact values and their rounding
+
+def fractions(a: np.ndarray) -> np.ndarray:
+    """An object array of the exact Fractions of a float array."""
+    flat = [Fraction(float(v)) for v in np.asarray(a, dtype=np.float64).reshape(-1)]
+    return np.array(flat + [None], dtype=object)[:-1].reshape(np.shape(a))
+
+
+def softmax_exact(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The doc's out = dy*y - sum(dy*y, axis 1)*y, in Fractions, on (k, R, A0) arrays."""
+    q_dy, q_y = fractions(dy), fractions(y)
+    prod = q_dy * q_y
+    return prod - prod.sum(axis=1, keepdims=True) * q_y
+
+
+def log_softmax_exact(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The doc's out = dy - sum(dy, axis 1)*exp(y), as mpf at a precision that leaves >= 200 bits after the
+    terms cancel (the sum is exact: 1100 bits hold any sum of float32 values of these rows)."""
+    out = np.empty(dy.shape, dtype=object)
+    with mpmath.workprec(1100):
+        sums = [[mpmath.fsum(mpmath.mpf(float(v)) for v in dy[k, :, a]) for a in range(dy.shape[2])]
+                for k in range(dy.shape[0])]
+    for k, r, a in np.ndindex(dy.shape):
+        s, d = sums[k][a], float(dy[k, r, a])
+        prec = 300
+        while True:
+            with mpmath.workprec(prec):
+                term = s * mpmath.exp(mpmath.mpf(float(y[k, r, a])))
+                v = mpmath.mpf(d) - term
+                if s == 0 or v == 0 and term == 0 or (v != 0 and abs(v) > abs(term) * mpmath.mpf(2) ** (220 - prec)):
+                    out[k, r, a] = v
+                    break
+            prec *= 2
+    return out
+
+
+def round_to(v, dtype: D.DType) -> float:
+    """v (Fraction or mpf) rounded to nearest even in dtype, with its subnormals and overflow to inf."""
+    with mpmath.workprec(2000):
+        q = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
+        if q == 0:
+            return 0.0
+        e = max(int(mpmath.frexp(q)[1]) - 1, dtype.emin)  # (q = m 2^x, 1/2 <= |m| < 1)
+        step = mpmath.mpf(2) ** (e - dtype.precision + 1)
+        r = mpmath.nint(q / step) * step
+        if abs(r) > dtype.max_finite:
+            return float("inf") if r > 0 else float("-inf")
+        return float(r)
+
+
+def as_float(v) -> float:
+    return float(v) if isinstance(v, Fraction) else float(mpmath.mpf(v))
+
+
+# ------------------------------------------------------------------ inputs
+
+SHAPES = ((1, 1), (2, 1), (3, 1), (7, 1), (16, 1), (33, 1), (64, 1), (129, 1), (5, 3), (40, 3), (4096, 1))
+SMALL_SHAPES = ((1, 1), (2, 1), (3, 1), (7, 1), (16, 1), (5, 3), (33, 1), (512, 1))  # (mpmath's exp is slow)
+
+
+def random_rows(rng: np.random.Generator, dtype: D.DType, kind: str, rows: int = 3000, shapes=SHAPES,
+                per_block: int = 8192) -> list[dict]:
+    """Blocks of (k, R, A0) inputs in dtype (as float64) for kind 'softmax' or 'log_softmax': (R, A0) cycling
+    through `shapes`, k <= 120 rows of at most per_block elements, every third block of rows that cancel."""
+    blocks, left = [], rows
+    i = 0
+    while left > 0:
+        r, a0 = shapes[i % len(shapes)]
+        k = max(1, min(left, 120, per_block // (r * a0)))
+        shape = (k, r, a0)
+        style = i % 3  # 0 random, 1 like-signed, 2 cancelling
+        if kind == "softmax":
+            y = rng.uniform(0, 2.0 / r, shape) if style else rng.uniform(0, 1, shape)
+            dy = rng.standard_normal(shape) if style == 0 else rng.uniform(0.5, 1.5, shape)
+            if style == 2:  # y a softmax (sum ~ 1), dy constant (or nearly): y (c - c sum y) ~ 0
+                y = y / y.sum(axis=1, keepdims=True)
+                dy = np.full(shape, 0.75) + rng.uniform(-2.0**-10, 2.0**-10, shape) * (i % 2)
+        else:
+            y = rng.uniform(-10, 0, shape)
+            dy = rng.standard_normal(shape) if style == 0 else rng.uniform(0.5, 1.5, shape)
+            if style == 2:
+                dy = np.ones(shape)
+                y = -np.log(r) + rng.uniform(-2.0**-12, 2.0**-12, shape)
+        blocks.append({DY: _in(dy, dtype), Y: _in(y, dtype)})
+        left -= k
+        i += 1
+    return blocks
+
+
+def _in(a: np.ndarray, dtype: D.DType) -> np.ndarray:
+    """a rounded to dtype (through float32 as gen does), returned as float64."""
+    return np.asarray(a, dtype=np.float64).astype(F32).astype(dtype.np_dtype).astype(np.float64)
+
+
+# ------------------------------------------------------------------ independent float32 kernels (not aclnn_cli's)
+
+def aten_reduce(x: np.ndarray) -> np.ndarray:
+    """vec::reduce_all over axis 1 of (k, R, A0) with A0 = 1: lanes accumulated in index order (the tail's lanes
+    added into lanes 0..t-1), then the 8 lanes halved pairwise (vec_reduce_all's shuffles). keepdims, float32."""
+    k, n, _ = x.shape
+    lanes = np.zeros((k, LANES), dtype=F32)
+    full = n - n % LANES if n >= LANES else 0
+    if n < LANES:  # (reduce_all on a short row: the scalar loop, in order)
+        acc = np.zeros(k, dtype=F32)
+        for j in range(n):
+            acc = (acc + x[:, j, 0]).astype(F32)
+        return acc.reshape(k, 1, 1)
+    lanes[:] = x[:, :LANES, 0]
+    for j in range(LANES, full, LANES):
+        lanes = (lanes + x[:, j:j + LANES, 0]).astype(F32)
+    tail = n - full
+    if tail:
+        lanes[:, :tail] = (lanes[:, :tail] + x[:, full:, 0]).astype(F32)
+    width = LANES
+    while width > 1:
+        width //= 2
+        lanes = (lanes[:, :width] + lanes[:, width:2 * width]).astype(F32)
+    return lanes[:, :1].reshape(k, 1, 1)
+
+
+def in_order(x: np.ndarray) -> np.ndarray:
+    """Sum over axis 1 in index order, float32 (ATen's _vec_softmax_backward running sum per column)."""
+    acc = np.zeros((x.shape[0], 1, x.shape[2]), dtype=F32)
+    for j in range(x.shape[1]):
+        acc = (acc + x[:, j:j + 1]).astype(F32)
+    return acc
+
+
+def aten_softmax(dy: np.ndarray, y: np.ndarray, sequential: bool = False) -> np.ndarray:
+    """ATen: sum = map2_reduce_all(dy * y) (last dim) or a running sum per column; (dy - sum) * y."""
+    dy, y = dy.astype(F32), y.astype(F32)
+    total = in_order(dy * y) if sequential or dy.shape[2] > 1 else aten_reduce(dy * y)
+    return (dy - total) * y
+
+
+def aten_log_softmax(dy: np.ndarray, y: np.ndarray, sequential: bool = False, exp_ulps: int = 0) -> np.ndarray:
+    """ATen: sum = reduce_all(dy) (last dim) or in order; dy - exp(y) * sum (exp_ulps: Exp that many ulps high)."""
+    dy, y = dy.astype(F32), y.astype(F32)
+    total = in_order(dy) if sequential or dy.shape[2] > 1 else aten_reduce(dy)
+    e = np.exp(y)
+    for _ in range(exp_ulps):
+        e = np.nextafter(e, F32(np.inf))
+    return dy - e * total
+
+
+def sum_terms(kernel: str, shape: tuple[int, int, int]) -> float:
+    """c(R) of the premise |kernel - exact| <= c(R) u scale: a tree sum's depth log2 R (the 950's) or a running
+    sum's R - 1 (Higham, Accuracy and Stability, 4.2), R / 8 + 3 for ATen's 8 lanes, plus 8 for the roundings
+    around the sum."""
+    r, a0 = shape[1], shape[2]
+    if kernel == "950":
+        return math.log2(max(r, 1)) + 8
+    if kernel == "aten" and a0 == 1:
+        return r / LANES + 3 + 8
+    return r + 8
+
+
+def err_over_scale(result: np.ndarray, exact: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """|result - exact| / scale (0 where both are 0: y = 0)."""
+    want = np.array([as_float(q) for q in exact.reshape(-1)]).reshape(exact.shape)
+    err = np.abs(np.asarray(result, dtype=np.float64) - want)
+    return np.divide(err, scale, out=np.where(err == 0, 0.0, np.inf), where=scale > 0)
+
+
+def kinds(draws: dict, exact_fn, seed: int = 7) -> dict:
+    """{(dtype name, kind): (block, exact, exact rounded)} for blocks drawn as bundled cases' fills are:
+    draws = {kind: ((k, R, A0), draw(rng, shape) -> (dy, y))}."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for dtype in (D.FLOAT32, D.FLOAT16, D.BFLOAT16):
+        for name, (shape, draw) in draws.items():
+            dy, y = draw(rng, shape)
+            block = {DY: _in(dy, dtype), Y: _in(y, dtype)}
+            exact = exact_fn(block[DY], block[Y])
+            rounded = np.array([round_to(q, dtype) for q in exact.reshape(-1)]).reshape(exact.shape)
+            out[dtype.name, name] = block, exact, rounded
+    return out
+
+
+def defect_excess(spec, kinds_: dict, defect: str, dtype: D.DType) -> float:
+    """The largest |defect rounded - exact rounded| / max(|exact|, scale) over dtype's blocks of `kinds_`."""
+    worst = 0.0
+    for (name, _), (block, _, want) in kinds_.items():
+        if name != dtype.name:
+            continue
+        ref = spec.reference({**block, "dim": -1})
+        f32 = {k: v.astype(F32) for k, v in block.items()}
+        with np.errstate(all="ignore"):  # (inf - inf where both overflow: not over)
+            got = D.round_from_f32(np.asarray(spec.variants[defect]({**f32, "dim": -1}), dtype=F32), dtype, "rint")
+            excess = np.abs(got.astype(np.float64) - want) / np.maximum(np.abs(want), ref.scale)
+            worst = max(worst, float(np.nanmax(excess)))
+    return worst
+
+
+def contract_descs(shape=(3, 4), dtype=D.FLOAT32, **changes):
+    """{name: TensorDesc} of a valid call, with changes."""
+    from aclnn_cli.ops.contract import TensorDesc
+
+    d = {n: TensorDesc(dtype, tuple(shape)) for n in (DY, Y, "out")}
+    d.update(changes)
+    return d
+
+
+def independent(kind: str, sequential: bool = False, exp_ulps: int = 0):
+    """A tests/harness.py kernel: ATen's order (or a plain running sum) on the case's rows along dim, in float32,
+    rounded once to out's dtype half to even. exp_ulps: Exp that many float32 ulps high (LogSoftmax)."""
+    def kernel(op, ins, ts, attrs):
+        dy, y = ins[DY], ins[Y]
+        shape = dy.shape or (1,)
+        lo = int(attrs["dim"]) % len(shape)
+        cut = (math.prod(shape[:lo]), shape[lo], math.prod(shape[lo + 1:]))
+        with np.errstate(all="ignore"):
+            if kind == "softmax":
+                r = aten_softmax(dy.reshape(cut), y.reshape(cut), sequential)
+            else:
+                r = aten_log_softmax(dy.reshape(cut), y.reshape(cut), sequential, exp_ulps)
+            out = D.lookup(ts["out"]["dtype"])
+            return D.round_from_f32(np.asarray(r, dtype=F32).reshape(-1), out, "rint").reshape(dy.shape)
+    return kernel
+
+
+# ------------------------------------------------------------------ the pipeline
+
+def verify_report(path) -> dict[str, dict]:
+    """{case id: case record} of a verify --json report."""
+    return {c["case_id"]: c for c in json.loads(path.read_text())["cases"]}
+
+
+def loop(run_cli, suite, tmp_path, defect: str | None) -> tuple[int, dict]:
+    """emulate (with a defect) and verify a generated directory: (verify's exit code, {case id: record})."""
+    emulate = ["emulate", suite, "--jobs", "1"] + (["--defect", defect] if defect else [])
+    assert run_cli(*emulate).exit_code == 0
+    report = tmp_path / "v.json"
+    done = run_cli("verify", suite, "--jobs", "1", "--json", report)
+    return done.exit_code, verify_report(report)
+
+
+def check_bundled_goldens(suite, exact_fn, logical, manifest, skip=("special", "overflow")) -> int:
+    """Every small positive case's golden equals exact_fn's value rounded once; returns how many were checked."""
+    checked = 0
+    for case in sorted(suite.iterdir()):
+        m = manifest(case)
+        if m["expect_status"] != 0 or any(w in case.name for w in skip):
+            continue
+        t = {x["name"]: x for x in m["tensors"]}
+        dim = next(a["value"] for a in m["attributes"] if a["name"] == "dim")
+        dy, y = (logical(case, t[n]).astype(np.float64) for n in (DY, Y))
+        if dy.size > 3000 or dy.size == 0:
+            continue
+        shape = dy.shape or (1,)
+        lo = dim % len(shape)
+        cut = (math.prod(shape[:lo]), shape[lo], math.prod(shape[lo + 1:]))
+        exact = exact_fn(dy.reshape(cut), y.reshape(cut))
+        dtype = D.lookup(t["out"]["dtype"])
+        want = np.array([round_to(q, dtype) for q in exact.reshape(-1)])
+        got = logical(case, t["out"], "golden").astype(np.float64).reshape(-1)
+        np.testing.assert_array_equal(got, want, err_msg=case.name)
+        checked += 1
+    return checked
+
+
+def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
+    """Every positive case of a generated directory (or one case) through tests/harness.py with `kernel` (a copy),
+    then verify: {case id: record}."""
+    import shutil
+
+    import harness
+    from helpers import run_cli
+
+    work = tmp_path / "indep"
+    shutil.copytree(suite if only is None else suite / only, work if only is None else work / only)
+    for d in sorted(work.iterdir()):
+        if d.is_dir():
+            harness.run_case(d, kernel)
+    report = tmp_path / "i.json"
+    run_cli("verify", work, "--jobs", "1", "--json", report)
+    return verify_report(report)
