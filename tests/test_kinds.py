@@ -29,7 +29,7 @@ from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
 import kinds_standins as S
 
-STANDINS = Path(__file__).parent / "user_ops" / "kinds_standins.py"
+STANDINS = Path(__file__).parent / "user_ops" / "_kinds_standins.py"
 
 
 @pytest.fixture
