@@ -435,3 +435,12 @@ cases:
     ln = json.loads((out / "layer_norm_backward-m" / "case.json").read_text())
     assert ln["attributes"][1] == {"name": "outputMask", "kind": "bool_list", "value": [True, False, True]}
     assert [t["name"] for t in ln["tensors"] if t.get("null")] == ["weightOptional", "gradWeightOut"]
+
+
+def test_a_callable_default_fill_that_fails_is_one_line(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text(probe(tensors=PROBE["tensors"].replace("{'randint': [0, 3]}", "lambda shapes, attrs: 1 // 0")))
+    cases = tmp_path / "c.yaml"
+    cases.write_text("op: aclnnKindsProbe\ncases:\n  - {name: c, dtype: float32, shape: [3, 4]}\n")
+    one_line(cli("gen", cases, "-o", tmp_path / "out", ops_file=f), "case 'c'", "inputs.idx",
+             "aclnnKindsProbe's default fill for idx", "ZeroDivisionError")
