@@ -190,6 +190,9 @@ def main() -> None:
     ap.add_argument("--reading-only", action="store_true",
                     help="only verify against the read floor, --rehash, a first verify, and --help (bench/reading.py)")
     ap.add_argument("--no-reading", action="store_true", help="skip the speed-of-reading part")
+    ap.add_argument("--rows-only", action="store_true", help="only the 8192 x 8192 SoftmaxBackward (bench/rows.py)")
+    ap.add_argument("--no-rows", action="store_true", help="skip the SoftmaxBackward reduction at scale")
+    ap.add_argument("--rows-shape", type=int, nargs=2, default=[8192, 8192], metavar=("ROWS", "COLS"))
     ap.add_argument("--reading-sizes", type=int, nargs="*", help="element counts for it (default 64M 256M; --quick 64M)")
     ap.add_argument("--small-suites", nargs="*", metavar="CASESxELEMENTS",
                     help="small-case suites to run, e.g. 2000x4096 10000x4 (default 2000x4096 10000x4096 10000x4; "
@@ -203,6 +206,7 @@ def main() -> None:
     ap.add_argument("--profile-out", type=Path, help="also save the raw cProfile stats here (for snakeviz, pstats)")
     args = ap.parse_args()
     import reading
+    import rows as rows_bench
     import small_cases
     if args.tmp:
         args.tmp.mkdir(parents=True, exist_ok=True)
@@ -216,6 +220,12 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
+        if not args.small_only and not args.reading_only and not args.no_rows:
+            result["reduction"] = rows_bench.run_all(Path(tmp), *args.rows_shape, args.repeat)
+            print(rows_bench.report(result["reduction"]) + "\n", flush=True)
+        if args.rows_only:
+            print(json.dumps(result["reduction"]))
+            return
         if not args.small_only and not args.no_reading:
             sizes_r = args.reading_sizes or ([1 << 26] if args.quick else [1 << 26, 1 << 28])
             result["reading"] = reading.run_all(Path(tmp), sizes_r, args.dtypes, args.repeat)

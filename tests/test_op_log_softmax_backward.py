@@ -273,7 +273,6 @@ cases:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="gate: the error balance reads one shared rounding as bias (report)")
 def test_an_exp_two_ulps_high_passes_rows_of_one_value(tmp_path):
     """float16 holds one y in [-5.5456, -5.5448]: all 8192 elements are 1 - 256 e^y, the same number. An Exp 2
     float32 ulps high (a correct kernel as far as anyone knows) moves that one float16 result by an ulp, 6e-4
@@ -297,7 +296,6 @@ cases:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="gate: the 950 kernel itself trips the error balance here (report)")
 def test_long_cancelling_float32_rows_pass_the_950_kernel(tmp_path):
     """1 - 4096 e^y over 8192 elements: float32 exp's rounding, shared by the elements with one y value and
     amplified ~10^4 times by the cancellation, stays under T element by element but not under T/16 on average."""
