@@ -179,8 +179,7 @@ def test_ttk_graph_ops_map_inputs_outputs_and_attributes_by_name(tmp_path):
     t = tensors(ln)
     assert t["rstd"].fill.describe() == {"uniform": [0.5, 3.0]} and t["mean"].fill.describe() == {"uniform": [-3.0, 3.0]}
     assert t["biasOptional"].null and t["weightOptional"].dtype.name == "float16"  # LayerNormGradV3 has no beta
-    # the graph's pd_gamma is float32; the API casts it to weightOptional's dtype (graphops.GraphOp.dtype_of)
-    assert (t["gradWeightOut"].dtype.name, t["gradInputOut"].dtype.name) == ("float16", "float16")
+    assert (t["gradWeightOut"].dtype.name, t["gradInputOut"].dtype.name) == ("float32", "float16")  # as the row says
     rms = tensors(c["rms"])
     assert rms["rstd"].layout.shape == (4,) and rms["dgammaOut"].layout.shape == (16,) and dict(c["rms"].attributes) == {}
 
@@ -231,7 +230,7 @@ def test_ops_nn_fields_map_as_docs_say():
     ln = expand(imported(suite(SUITE_FILES[9])))["layer_norm_grad_v3_recompute_504_3"]
     assert dict(ln.attributes) == {"normalizedShape": (100,), "outputMask": (False, False, True)}
     assert {t.name: t.dtype.name for t in ln.tensors if t.role == "output"} == \
-        {"gradInputOut": "bfloat16", "gradWeightOut": "bfloat16", "gradBiasOut": "bfloat16"}  # (gamma's, not fp32)
+        {"gradInputOut": "bfloat16", "gradWeightOut": "float32", "gradBiasOut": "float32"}
     sm = by_name(imported(suite(SUITE_FILES[1])))["softmax_grad_recompute_bfloat16_018"]
     assert sm["attributes"] == {"dim": 7} and sm["shape"] == [1, 2, 1, 1, 1, 4, 13, 44425]
     rms = by_name(imported(suite(SUITE_FILES[6])))["atk_aclnnRmsNormGrad-0"]

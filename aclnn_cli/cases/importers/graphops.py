@@ -62,9 +62,6 @@ class GraphOp:
     attrs: Mapping[str, tuple[str, Convert]] = None  # type: ignore[assignment]
     ignored: Mapping[str, str] = None  # type: ignore[assignment]
     derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
-    # API outputs whose dtype is another API tensor's, whatever the graph op computes in (the API casts:
-    # LayerNormGradV3's pd_gamma is float32, aclnnLayerNormBackward's gradWeightOut has weightOptional's dtype).
-    dtype_of: Mapping[str, str] = None  # type: ignore[assignment]
 
     def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str]:
         """The API's name for each graph input, in the graph's order."""
@@ -96,8 +93,7 @@ GRAPH_OPS = {
     "LayerNormGradV3": GraphOp("aclnnLayerNormBackward", ("dy", "x", "rstd", "mean", "gamma"),
                                to_inputs=("gradOut", "input", "rstd", "mean", "weightOptional"),
                                outputs=("pd_x", "pd_gamma", "pd_beta"),
-                               attrs={"output_mask": ("outputMask", bools)}, derive=_norm_shape,
-                               dtype_of={"gradWeightOut": "weightOptional", "gradBiasOut": "weightOptional"}),
+                               attrs={"output_mask": ("outputMask", bools)}, derive=_norm_shape),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),

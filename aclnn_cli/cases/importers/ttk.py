@@ -124,10 +124,7 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
     out_shapes = cell.per_tensor("output_shapes", len(outs), "output_ori_shapes")
     for i, n in enumerate(outs):
         out = TensorIn()
-        like = (graph.dtype_of or {}).get(n) if graph else None
-        if like is not None and like in tensors:  # (the API casts the graph's result to this tensor's dtype)
-            out.dtype = tensors[like].dtype
-        elif out_dtypes[i] is not None:
+        if out_dtypes[i] is not None:
             out.dtype = dtype_name(_word(out_dtypes[i], bad, "output_dtypes", "a dtype"),
                                    lambda m: unsupported(m, "output_dtypes"))
         if out_shapes[i] is not None:
