@@ -95,14 +95,14 @@ def test_atk_int_attributes_int_and_bool_arrays_and_integer_tensors(tmp_path):
     ])
     cases = expand(imported(f))
     sm = cases["atk_probe-0"]
-    assert sm.op.name == "aclnnSoftmaxBackward" and sm.attribute_values == {"dim": 0}
+    assert sm.op.name == "aclnnSoftmaxBackward" and dict(sm.attributes) == {"dim": 0}
     assert tensors(sm)["output"].fill.describe() == {"uniform": [0.0, 1.0]}  # ATK's "Output"
     nll = cases["atk_probe-1"]
     assert dict(nll.attributes) == {"reduction": 0, "ignoreIndex": -100}
     target = tensors(nll)["target"]
     assert (target.dtype.name, target.fill.describe(), target.layout.shape) == ("int32", {"randint": [0, 6]}, (5,))
     ln = cases["atk_probe-2"]
-    assert ln.attribute_values == {"normalizedShape": (6,), "outputMask": (True, False, True)}
+    assert dict(ln.attributes) == {"normalizedShape": (6,), "outputMask": (True, False, True)}
     t = tensors(ln)
     assert t["weightOptional"].null and t["biasOptional"].null and not t["mean"].null
     assert (t["mean"].dtype.name, t["input"].dtype.name) == ("float32", "float16")  # fp32 statistics beside fp16
@@ -114,9 +114,9 @@ def test_an_int_attribute_range_is_one_value_drawn_per_case(tmp_path):
     """ATK draws an attribute given as [lo, hi] per run; we draw it once per case, from the file and the case id."""
     inputs = [atk_input("gradOutput"), atk_input("self"), atk_input("target"), attr("reduction", [0, 2])]
     f = atk_file(tmp_path, [("MseLossBackward", inputs)] * 40)
-    got = [c.attribute_values["reduction"] for c in expand(imported(f)).values()]
+    got = [dict(c.attributes)["reduction"] for c in expand(imported(f)).values()]
     assert set(got) == {0, 1, 2}
-    assert got == [c.attribute_values["reduction"] for c in expand(imported(f)).values()]  # the same every import
+    assert got == [dict(c.attributes)["reduction"] for c in expand(imported(f)).values()]  # the same every import
 
 
 @pytest.mark.parametrize("inputs, reason", [
@@ -165,7 +165,7 @@ def test_ttk_graph_ops_map_inputs_outputs_and_attributes_by_name(tmp_path):
     ])
     c = expand(imported(f))
     sm = tensors(c["sm"])
-    assert c["sm"].attribute_values == {"dim": 1}
+    assert dict(c["sm"].attributes) == {"dim": 1}
     assert sm["output"].fill.describe() == {"uniform": [0.0, 1.0]}  # graph input 0 (softmax) is the API's output
     assert sm["gradOutput"].fill.describe() == {"uniform": [-5.0, -4.0]}
     mse = tensors(c["mse"])
@@ -175,11 +175,11 @@ def test_ttk_graph_ops_map_inputs_outputs_and_attributes_by_name(tmp_path):
     assert (nll["target"].dtype.name, nll["target"].fill.describe()) == ("int32", {"randint": [0, 3]})
     assert nll["gradOutput"].layout.shape == () and nll["totalWeight"].fill.describe() == {"uniform": [1.0, 2.0]}
     ln = c["ln"]
-    assert ln.attribute_values == {"normalizedShape": (6,), "outputMask": (False, True, True)}  # gamma's shape
+    assert dict(ln.attributes) == {"normalizedShape": (6,), "outputMask": (False, True, True)}  # gamma's shape
     t = tensors(ln)
     assert t["rstd"].fill.describe() == {"uniform": [0.5, 3.0]} and t["mean"].fill.describe() == {"uniform": [-3.0, 3.0]}
     assert t["biasOptional"].null and t["weightOptional"].dtype.name == "float16"  # LayerNormGradV3 has no beta
-    assert (t["gradWeightOut"].dtype.name, t["gradInputOut"].dtype.name) == ("float32", "float16")
+    assert (t["gradWeightOut"].dtype.name, t["gradInputOut"].dtype.name) == ("float32", "float16")  # as the row says
     rms = tensors(c["rms"])
     assert rms["rstd"].layout.shape == (4,) and rms["dgammaOut"].layout.shape == (16,) and dict(c["rms"].attributes) == {}
 
@@ -228,7 +228,7 @@ def test_ops_nn_fields_map_as_docs_say():
     assert nll["attributes"] == {"reduction": 2, "ignoreIndex": -100} and nll["shape"] == [12048, 2]
     assert nll["tensors"]["target"] == {"dtype": "int32"} and nll["inputs"]["target"] == {"randint": [0, 1]}
     ln = expand(imported(suite(SUITE_FILES[9])))["layer_norm_grad_v3_recompute_504_3"]
-    assert ln.attribute_values == {"normalizedShape": (100,), "outputMask": (False, False, True)}
+    assert dict(ln.attributes) == {"normalizedShape": (100,), "outputMask": (False, False, True)}
     assert {t.name: t.dtype.name for t in ln.tensors if t.role == "output"} == \
         {"gradInputOut": "bfloat16", "gradWeightOut": "float32", "gradBiasOut": "float32"}
     sm = by_name(imported(suite(SUITE_FILES[1])))["softmax_grad_recompute_bfloat16_018"]

@@ -29,7 +29,7 @@ from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
 import kinds_standins as S
 
-STANDINS = Path(__file__).parent / "user_ops" / "reduction_standins.py"
+STANDINS = Path(__file__).parent / "user_ops" / "_kinds_standins.py"
 
 
 @pytest.fixture
@@ -38,9 +38,13 @@ def ops():
         yield OPS
 
 
-def cli(*args, ops_file: Path = STANDINS) -> subprocess.CompletedProcess:
+def cli(*args, ops_file: Path | None = None) -> subprocess.CompletedProcess:
+    """A CLI run; with the stand-ins (--ops) while some of the six ops is not bundled."""
+    if ops_file is None and any(s.name not in OPS for s in S.STANDINS):
+        ops_file = STANDINS
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(ops_file), *map(str, args)],
+    ops = ["--ops", str(ops_file)] if ops_file else []
+    return subprocess.run([sys.executable, "-m", "aclnn_cli", *ops, *map(str, args)],
                           capture_output=True, text=True, env=env)
 
 
@@ -241,8 +245,10 @@ def test_null_optional_tensor_is_fine_and_a_required_one_is_161001(ops):
     ln = OPS["aclnnLayerNormBackward"]
     d, attrs = descs(ln)
     assert check(ln, "A2", d, attrs).status == SUCCESS
-    for name in ("weightOptional", "biasOptional"):  # (an output is null only where outputMask says false)
+    for name in ("weightOptional", "biasOptional"):
         assert check(ln, "A2", {**d, name: TensorDesc(D.FLOAT64, (9, 9, 9), True)}, attrs).status == SUCCESS
+    off = {**attrs, "outputMask": (True, False, True)}  # an output switched off may be null
+    assert check(ln, "A2", {**d, "gradWeightOut": TensorDesc(D.FLOAT64, (9, 9, 9), True)}, off).status == SUCCESS
     out = check(ln, "A2", {**d, "mean": TensorDesc(D.FLOAT32, (4, 1), True)}, attrs)
     assert (out.status, out.rule, out.field) == (NULLPTR, "mean is a null pointer", "null")
 
@@ -386,7 +392,7 @@ def test_the_probe_itself_registers_and_lists_its_kinds(tmp_path):
 
 
 def test_gen_emulate_verify_with_int_tensors_bool_lists_and_null_optionals(tmp_path):
-    """The whole loop on the stand-ins: verify reads back what gen wrote (attributes of every new kind, an int64,
+    """The whole loop (on the bundled ops, or the stand-ins): verify reads back what gen wrote (attributes of every new kind, an int64,
     int32 and uint8 target, a null optional weight and a switched-off output) and passes every case."""
     cases = tmp_path / "c.yaml"
     cases.write_text("""\
@@ -429,3 +435,12 @@ cases:
     ln = json.loads((out / "layer_norm_backward-m" / "case.json").read_text())
     assert ln["attributes"][1] == {"name": "outputMask", "kind": "bool_list", "value": [True, False, True]}
     assert [t["name"] for t in ln["tensors"] if t.get("null")] == ["weightOptional", "gradWeightOut"]
+
+
+def test_a_callable_default_fill_that_fails_is_one_line(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text(probe(tensors=PROBE["tensors"].replace("{'randint': [0, 3]}", "lambda shapes, attrs: 1 // 0")))
+    cases = tmp_path / "c.yaml"
+    cases.write_text("op: aclnnKindsProbe\ncases:\n  - {name: c, dtype: float32, shape: [3, 4]}\n")
+    one_line(cli("gen", cases, "-o", tmp_path / "out", ops_file=f), "case 'c'", "inputs.idx",
+             "aclnnKindsProbe's default fill for idx", "ZeroDivisionError")

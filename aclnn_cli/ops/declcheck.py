@@ -34,7 +34,7 @@ MESSAGE_LIMIT = 300  # a user module's or function's own message, in the one err
 ROLES = ("input", "output")
 CAST_MODES = ("rint", "round")
 CONTRACT_DTYPES = ("same", "promote")
-SCALAR_DTYPES = (*FLOATS, "float64")  # an aclScalar the harness makes (integer tensors are not scalars)
+SCALAR_DTYPES = (*FLOATS, "float64", "int32", "int64")  # what an aclScalar of the harness holds
 BUNDLED_DIR = Path(__file__).resolve().parent
 
 

@@ -20,6 +20,7 @@ from ... import dtypes as D
 from ...values import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op
+from ...values.fill import parse_fill
 from .graphops import GRAPH_OPS, GraphOp
 
 MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
@@ -283,14 +284,47 @@ class Collector:
             return
         if self.skip:
             try:
-                cases_from_doc(self.where, {"op": op.name, "cases": [case]})
+                problem = next(filter(None, map(outside_domain, cases_from_doc(self.where, {"op": op.name,
+                                                                                            "cases": [case]}))), None)
             except CaseError as exc:
-                self.skipped.append(Skipped(self.where, label, _reason(exc, self.where)))
+                problem = _reason(exc, self.where)
+            if problem:
+                self.skipped.append(Skipped(self.where, label, problem))
                 return
         self.docs.setdefault(op.name, []).append(case)
 
     def documents(self) -> list[dict]:
         return [{"op": op, "cases": cases} for op, cases in self.docs.items()]
+
+
+def outside_domain(case) -> str | None:
+    """Why an imported integer fill draws values the op does not define (NLL: a target outside [0, C - 1] that is
+    not ignoreIndex), or None. The op's domain is its own default fill for the case (a callable default_fill:
+    randint [lo, hi], optionally sprinkled with one value); gen would refuse such a case whole."""
+    shapes = {t.name: tuple(t.layout.shape) for t in case.tensors}
+    for spec, t in zip(case.op.tensors, case.tensors):
+        if t.null or t.layout.numel == 0 or not t.dtype.is_integer or not callable(spec.default_fill):
+            continue
+        try:
+            domain = parse_fill(spec.default_fill(shapes, case.attribute_values))
+        except Exception:  # (the op's own function: its domain is then unknown here)
+            continue
+        if domain.kind != "randint" or t.fill.kind not in ("randint", "constant", "values"):
+            continue
+        lo, hi, *spr = domain.params
+        drawn = (t.fill.params[:2] if t.fill.kind == "randint" else t.fill.params)
+        bounds = range(int(drawn[0]), int(drawn[1]) + 1) if t.fill.kind == "randint" else None
+        extra = set(spr[:1])
+        if bounds is not None:
+            bad = bounds.start < lo or bounds.stop - 1 > hi
+            bad = bad and not (len(bounds) == 1 and bounds.start in extra)
+        else:
+            bad = any(not (lo <= v <= hi or v in extra) for v in drawn)
+        if bad:
+            takes = f"[{lo}, {hi}]" + (f" or {spr[0]}" if spr else "")
+            return (f"{t.name} values {show(t.fill.describe())} reach outside what {case.op.name} defines for "
+                    f"this case, {takes} (the op refuses such a case)")
+    return None
 
 
 def _reason(exc: CaseError, where: str) -> str:

@@ -1,5 +1,5 @@
 """Registers tests/kinds_standins.py's stand-ins of the six reduction ops (those not bundled yet):
-`aclnn-cli --ops tests/user_ops/reduction_standins.py ...`."""
+`aclnn-cli --ops tests/user_ops/_kinds_standins.py ...` (a _ name: loading tests/user_ops as a folder skips it)."""
 
 import sys
 from pathlib import Path
