@@ -22,6 +22,8 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     output `out`. files: input name -> an open storage reader."""
     if out.name in m.op.family.across_rows:
         return across_scale(m, out)[flat], np.zeros(flat.size, bool), np.full(flat.size, np.nan)
+    if flat.size == 0:  # (nothing flagged in this piece)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0)
     geo = geometry(m)
     block_of = flat // geo.block
     wanted = np.unique(block_of)
