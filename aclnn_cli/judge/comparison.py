@@ -228,7 +228,7 @@ class Comparison:
         ws = Workspace(self.opts.chunk) if stop - start > self.opts.chunk else None  # (one chunk: nothing to reuse)
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
         # unless every element's errors are asked for (the report's data, the failing rows, the benchmark).
-        sparse = (not (self.opts.error_data or self.opts.error_rows) and bench is None
+        sparse = (not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all) and bench is None
                   and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor))
         native, skip = out.dtype.np_dtype, 0
         for s in range(start, stop, self.opts.chunk):
