@@ -24,7 +24,7 @@ import numpy as np
 from .base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, products
 from .families import Rows
 from .registry import register
-from .treesum import exact_sum_factor, row_sum64, tree_sum
+from .treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
 
 DY, X, MEAN, RSTD, W, B = "gradOut", "input", "mean", "rstd", "weightOptional", "biasOptional"
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
@@ -139,16 +139,6 @@ def _seq(x, axis):
     return np.take(np.cumsum(x, axis=axis, dtype=x.dtype), [-1], axis=axis) if x.shape[axis] else np.sum(x, axis=axis, keepdims=True)
 
 
-def _half_sum(dtype):
-    """A sequential sum whose accumulator is `dtype` (float16 or bfloat16), widened back."""
-    def run(x, axis):
-        acc = np.zeros(np.delete(x.shape, axis), dtype=dtype)
-        for v in np.moveaxis(x, axis, 0):
-            acc = (acc.astype(np.float32) + v.astype(np.float32)).astype(dtype)
-        return np.expand_dims(acc.astype(x.dtype), axis)
-    return run
-
-
 def _s2_sign(t):
     """Defect: the x̂ * s2 term added instead of subtracted (a flipped reduction term)."""
     return _compute(t, dx=lambda a, xh, r, s1, s2: _dx(a, xh, r, s1, -s2))
@@ -181,7 +171,7 @@ def _last_axis_only(t):
 def _fp16_accumulation(t):
     """Defect: every sum accumulated sequentially in float16 (stalls once the running sum outgrows the terms'
     ulp: a long row of positive dy loses most of its sum)."""
-    s = _half_sum(np.float16)
+    s = narrow_running_sum(np.float16)
     return _compute(t, row_sum=s, col_sum=s)
 
 
@@ -189,7 +179,7 @@ def _bf16_accumulation(t):
     """Defect: every sum accumulated sequentially in bfloat16 (8 significant bits: stalls past 256 terms of ~1)."""
     import ml_dtypes
 
-    s = _half_sum(ml_dtypes.bfloat16)
+    s = narrow_running_sum(ml_dtypes.bfloat16)
     return _compute(t, row_sum=s, col_sum=s)
 
 

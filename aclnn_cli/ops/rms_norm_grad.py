@@ -25,7 +25,7 @@ import numpy as np
 from .base import Contract, FLOATS, OpSpec, Reference, TensorSpec, products
 from .families import Rows, trailing_axes
 from .registry import register
-from .treesum import exact_sum_factor, row_sum64, tree_sum
+from .treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
 
 DY, X, RSTD, G, DX, DG = "dy", "x", "rstd", "gamma", "dxOut", "dgammaOut"
 U = 2.0**-53
@@ -132,17 +132,6 @@ def _running_sum(x, axis):
     return np.cumsum(x, axis=axis, dtype=x.dtype).take([-1], axis=axis)
 
 
-def _narrow_running_sum(dtype):
-    """A running sum whose accumulator is stored in `dtype` (float16, bfloat16) after every addition."""
-    def run(x, axis):
-        moved = np.moveaxis(x, axis, 0)
-        acc = np.zeros(moved.shape[1:], dtype=dtype)
-        for term in moved:
-            acc = (acc.astype(np.float32) + term.astype(np.float32)).astype(dtype)
-        return np.expand_dims(acc.astype(x.dtype), axis)
-    return run
-
-
 def _mean_term_sign(t):
     """Defect: the mean term added instead of subtracted: (a + b * mean) * rstd (a flipped reduction term)."""
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, r, -s))
@@ -176,7 +165,7 @@ def _last_axis_only(t):
 def _fp16_accumulation(t):
     """Defect: both sums (along the row, over the rows) accumulated sequentially in float16: the running sum
     stalls once it outgrows its terms' ulp (a long row of positive terms loses most of its sum)."""
-    s = _narrow_running_sum(np.float16)
+    s = narrow_running_sum(np.float16)
     return _compute(t, row_sum=s, col_sum=s)
 
 
@@ -184,7 +173,7 @@ def _bf16_accumulation(t):
     """Defect: both sums accumulated sequentially in bfloat16 (8 significant bits: stalls past ~256 terms of ~1)."""
     import ml_dtypes
 
-    s = _narrow_running_sum(ml_dtypes.bfloat16)
+    s = narrow_running_sum(ml_dtypes.bfloat16)
     return _compute(t, row_sum=s, col_sum=s)
 
 

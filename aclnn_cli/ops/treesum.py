@@ -55,3 +55,16 @@ def row_sum64(x: np.ndarray, axis: int = 1) -> np.ndarray:
     in order, and exact_sum_factor would not bound it), keepdims."""
     moved = np.ascontiguousarray(np.moveaxis(x, axis, -1))
     return np.expand_dims(moved.sum(axis=-1), axis)
+
+
+def narrow_running_sum(dtype):
+    """For defects: a sum(x, axis) in index order whose accumulator is stored in `dtype` (float16, bfloat16)
+    after every float32 addition; keepdims, in x's dtype. (A kernel accumulating in 16 bits stalls once the
+    running sum outgrows its terms' ulp.)"""
+    def run(x: np.ndarray, axis: int) -> np.ndarray:
+        moved = np.moveaxis(x, axis, 0)
+        acc = np.zeros(moved.shape[1:], dtype=dtype)
+        for term in moved:
+            acc = (acc.astype(np.float32) + term.astype(np.float32)).astype(dtype)
+        return np.expand_dims(acc.astype(x.dtype), axis)
+    return run
