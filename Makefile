@@ -33,8 +33,12 @@ demo: $(STAMP)
 	$(BIN)/aclnn-cli verify $(DEMO) --json $(DEMO)/verify.json
 
 # -rs: skipped tests print their reason (the browser test's, where Chromium could not be installed).
+# -n auto --dist loadfile: one pytest worker per core (pytest-xdist), each test file whole on one worker
+# (its module fixtures are built once). PYTEST_ARGS adds more (make test PYTEST_ARGS="-n 0" runs serially).
+PYTEST_ARGS ?=
+PYTEST := -m pytest -q -rs -n auto --dist loadfile $(PYTEST_ARGS)
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python $(PYTEST)
 
 # The HTML report's browser test needs Chromium (Debian's chromium package). Installed here where it can be
 # without asking (root, or sudo without a password, and apt-get); else the test is skipped, saying why.
@@ -59,8 +63,8 @@ test-latest: browser
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[test]'
-	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|hypothesis|mpmath|matplotlib)=='
-	$(LATEST)/bin/python -m pytest -q -rs
+	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|pytest.xdist|hypothesis|mpmath|matplotlib)=='
+	$(LATEST)/bin/python $(PYTEST)
 
 # Every reader of outside bytes under its structured fuzz target (tests/fuzzing.py), FUZZ_SECONDS in all
 # shared among the targets (make test runs each briefly). make fuzz FUZZ_SECONDS=3600 for an hour.

@@ -26,16 +26,24 @@ def suite(tmp_path_factory):
 
 @pytest.mark.slow
 def test_full_defect_matrix_default_gate_catches_every_defect_without_false_alarms(suite):
-    table = defect_matrix(suite, jobs=2)
+    """Every variant of the catalogue (the device's and every op's own) on every bundled positive case the
+    matrix takes, judged by the default standard: each defect fails a case, no legitimate variant does."""
+    table = defect_matrix(suite, standards=[DEFAULT_STANDARD], jobs=2)
     assert set(table) == {"(correct kernel)", *CATALOGUE}
-    assert all(set(row) == set(STANDARDS) for row in table.values())
     missed = [n for n, v in CATALOGUE.items() if not v.legit and table[n][DEFAULT_STANDARD] == 0]
     false_alarms = {n: table[n][DEFAULT_STANDARD] for n in ["(correct kernel)", *(n for n, v in CATALOGUE.items() if v.legit)]
                     if table[n][DEFAULT_STANDARD]}
     assert not missed and not false_alarms
     assert len([v for v in CATALOGUE.values() if not v.legit]) >= 12
-    # The published rules as written do raise false alarms on a correct kernel: the reason for the default.
+
+
+def test_matrix_has_a_column_per_standard_and_the_published_rules_cry_wolf(suite):
+    """The matrix's other columns (the correct kernel under every standard): the published rules as written
+    raise false alarms on a correct kernel, the reason for the default."""
+    table = defect_matrix(suite, variants=[], jobs=2)
+    assert set(table) == {"(correct kernel)"} and set(table["(correct kernel)"]) == set(STANDARDS)
     assert table["(correct kernel)"]["absolute-threshold"] > 0
+    assert table["(correct kernel)"][DEFAULT_STANDARD] == 0
 
 
 @pytest.fixture()

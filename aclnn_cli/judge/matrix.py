@@ -60,9 +60,11 @@ def _one_variant(args: tuple[str | None, list[str], list[str]]) -> tuple[str, di
 
 def defect_matrix(suite: Path, variants: list[str] | None = None, standards: list[str] | None = None,
                   jobs: int = 2) -> dict[str, dict[str, int]]:
-    """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row."""
+    """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row.
+
+    variants: the catalogue's names to run (None: all of them; [] the correct kernel only)."""
     cases = matrix_cases(suite)
-    names: list[str | None] = [None, *(variants or list(catalogue()))]
+    names: list[str | None] = [None, *(list(catalogue()) if variants is None else variants)]
     stds = standards or list(STANDARDS)
     tasks = [(n, _cases_for(n, cases), stds) for n in names]
     if jobs <= 1:
