@@ -37,7 +37,6 @@ def main(op_paths: tuple[Path, ...]) -> None:
     harness   write the C++ runner project that calls the real aclnn API
     run       drive a built runner over the cases (crash and timeout isolated)
     """
-    from .device.defects import catalogue
     from .ops import user
     from .tuning import tune_allocator
 
@@ -47,8 +46,12 @@ def main(op_paths: tuple[Path, ...]) -> None:
         if op_paths:  # workers (and anything this process starts) load the same files
             known = [p for p in os.environ.get(user.ENV, "").split(os.pathsep) if p]
             os.environ[user.ENV] = os.pathsep.join(known + [str(p.resolve()) for p in op_paths])
-        user.load_configured()
-        catalogue()  # (a user op's variant without its kind: one line now, not at its first emulate)
+        if os.environ.get(user.ENV):  # user op files: loaded (and their variants checked) now, one line each
+            from .device.defects import catalogue
+
+            user.load_configured()
+            catalogue()  # (a user op's variant without its kind: one line now, not at its first emulate)
+        # (else ops load when first looked up: entry points with the first read of the whole registry)
 
 
 def _size(ctx, param, value):
@@ -278,7 +281,6 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
     from . import shardout
     from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
     from .progress import Progress
-    from .report.html import require_matplotlib
     from .storage import check_output_paths
 
     console = _console()
@@ -287,6 +289,8 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                    rehash=rehash)
     with _one_line_errors():
         if html_path:
+            from .report.html import require_matplotlib
+
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path, csv_dir=csv_dir)
         chosen = shardout.select(out, shard)
@@ -312,7 +316,6 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
     """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
     from .report.formats import print_cases, print_summary, write_error_csvs, write_junit, write_verify_json
-    from .report.html import write_html
 
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
@@ -324,6 +327,8 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
         if csv_dir:
             write_error_csvs(csv_dir, run)
         if html[0]:
+            from .report.html import write_html
+
             write_html(html[0], run, standard, jobs=html[1], title=html[2])
     sys.exit(run.exit_code)
 

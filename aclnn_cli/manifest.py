@@ -19,7 +19,7 @@ from . import dtypes as D
 from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values, with_case_values
 from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.spec import MAX_SEED
-from .values.yamlsafe import clip
+from .values.text import clip
 from .errors import UserError
 from .jsonsafe import JsonRefused
 from .layout import Layout

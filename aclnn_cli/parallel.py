@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 from contextlib import contextmanager
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Iterable
 
 from .tuning import tune_allocator
@@ -20,7 +20,11 @@ class Runner:
     def __init__(self, jobs: int) -> None:
         tune_allocator()
         self.jobs = max(1, jobs)
-        self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator) if self.jobs > 1 else None
+        self.pool = None
+        if self.jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor  # (here: a one-process run never imports it)
+
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator)
         # Workers fork from this process: with what it holds now frozen, their garbage collector never walks
         # (and so never copies, page by page) the parent's objects. Thawed on close.
         self._froze = self.pool is not None and gc.get_freeze_count() == 0

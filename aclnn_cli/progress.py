@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 import time
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
-
 
 class Progress:
     """Counts cases (and elements, when known); prints a line per ~10% when not on a terminal."""
@@ -21,6 +19,9 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self.tty and self.total > 1:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn,
+                                       TimeRemainingColumn)  # (here: a terminal only; CI logs never load it)
+
             self._bar = RichProgress(TextColumn(f"{self.verb}"), BarColumn(), MofNCompleteColumn(),
                                      TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=True)
             self._bar.__enter__()

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .values.yamlsafe import clip, show
+from .values.text import clip, show
 from .errors import UserError
 
 MAX_COUNT = 1 << 62  # a shard count or a number of cases in files from outside

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import __version__
 from . import jsonsafe
 from . import manifest as M
-from .values.yamlsafe import clip, show
+from .values.text import clip, show
 from .errors import UserError
 from .shard import Coverage, empty_shard, shard_ids, some, suite_digest
 from .storage import atomic_write_text

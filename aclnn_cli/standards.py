@@ -24,7 +24,7 @@ import numpy as np
 
 from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
                          Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
-from .values.yamlsafe import clip
+from .values.text import clip
 from .dtypes import DType
 
 if TYPE_CHECKING:  # (what the judge measures: the judge package sits above the standards)

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aclnn_cli.values import yamlsafe
+from aclnn_cli.values import text as casetext, yamlsafe
 from aclnn_cli.cases.loader import MAX_CASES, MAX_ID_BYTES, cases_from_doc, load_cases, load_file
 from aclnn_cli.errors import CaseError, UserError
 from aclnn_cli.layout import MAX_ELEMENTS, from_spec
@@ -117,7 +117,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(p))
 
-    monkeypatch.setattr(yamlsafe, "open", denied, raising=False)
+    monkeypatch.setattr(casetext, "open", denied, raising=False)
     with pytest.raises(UserError, match=r"cannot read case file: Permission denied$"):
         load_file(p)
 
@@ -130,7 +130,7 @@ def test_unreadable_file_for_real(tmp_path):
 
 
 def test_oversized_file_is_refused_before_reading(tmp_path, monkeypatch):
-    monkeypatch.setattr(yamlsafe, "MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(casetext, "MAX_FILE_BYTES", 1 << 20)
     p = write_yaml(tmp_path, "# " + "x" * (1 << 20) + "\n" + SILU % "name: a, shape: [1]")
     with pytest.raises(UserError, match="case file is 1048[0-9]{3} bytes; at most 1 MiB"):
         load_file(p)

@@ -19,7 +19,7 @@ from .. import dtypes as D
 from ..values.fill import parse_number
 from ..ops.base import AttrSpec, OpSpec
 from ..values.attrvalues import parse_value
-from ..values.yamlsafe import clip, key_path, show, unknown_key
+from ..values.text import clip, key_path, show, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
 LIST_KINDS = ("int_list", "bool_list")  # kinds whose one value is a list (aclIntArray*, aclBoolArray*)

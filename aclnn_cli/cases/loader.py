@@ -27,7 +27,7 @@ from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
 from ..tolerances import ToleranceError
-from ..values.yamlsafe import clip, key_path, printable_path, read_file, show, unknown_key
+from ..values.text import clip, key_path, printable_path, read_file, show, unknown_key
 from ..values.yamlsafe import parse as parse_yaml
 
 __all__ = ["Case", "TensorCase", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",

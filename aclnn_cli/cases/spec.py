@@ -15,7 +15,7 @@ from ..values.fill import Fill, parse_fill, parse_number
 from ..ops import OpSpec
 from ..standards import DEFAULT_STANDARD, find_standard
 from ..tolerances import ToleranceError
-from ..values.yamlsafe import as_list, clip, is_int, key_path, show, unknown_key
+from ..values.text import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
              "standard", "tolerance", "contract")

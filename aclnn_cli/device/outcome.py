@@ -18,7 +18,7 @@ from ..errors import UserError
 from ..manifest import CaseManifest
 from ..storage import atomic_write_text
 from ..wholefiles import bounded_regular_bytes
-from ..values.yamlsafe import clip
+from ..values.text import clip
 from .replies import parse_status, quote
 
 RUN_VERDICT_FILE = "run-verdict.txt"  # first line the verdict (VERDICTS), then why

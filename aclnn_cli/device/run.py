@@ -25,7 +25,7 @@ from .. import manifest as M
 from ..errors import UserError
 from ..manifest import CaseManifest
 from ..ops.base import AttrSpec
-from ..values.yamlsafe import clip
+from ..values.text import clip
 from .outcome import RUN_VERDICT_FILE, check_done, forget_run_verdict, read_verdict, write_verdict
 from .process import RunnerGone, RunnerProcess
 from .replies import SHOW, MalformedReply, parse_reply, quote

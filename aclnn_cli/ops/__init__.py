@@ -1,33 +1,27 @@
-"""Operator declarations, one module per operator, discovered automatically."""
+"""Operator declarations, one module per operator, imported when first looked up (registry.py)."""
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 
-from .base import OpSpec
-from .registry import OPS
-
-_SUPPORT = {"base", "registry", "exact", "swish", "contract", "user"}  # shared modules, not operators
-
-for _mod in pkgutil.iter_modules(__path__):
-    if _mod.name not in _SUPPORT:
-        importlib.import_module(f"{__name__}.{_mod.name}")
+from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec
+from .registry import OPS, bundled_module, register
 
 
 def find_op(name: str) -> OpSpec:
-    """Look an op up by API name ('aclnnSiluBackward'), bare name ('SiluBackward') or key ('silu_backward')."""
-    from .user import load_configured
+    """Look an op up by API name ('aclnnSiluBackward'), bare name ('SiluBackward') or key ('silu_backward').
 
-    load_configured()  # user ops (ACLNN_CLI_OPS, entry points), once
+    A bundled op imports its own module only; any other name reads the whole registry (every bundled op,
+    ACLNN_CLI_OPS and the 'aclnn_cli.ops' entry points), where a user op cannot take a bundled name."""
     wanted = str(name).strip()
+    module = bundled_module(wanted)
+    if module is not None:
+        spec = importlib.import_module(f"{__name__}.{module}").SPEC
+        return spec
     for spec in OPS.values():
         if wanted in (spec.name, spec.name.removeprefix("aclnn"), spec.key) or wanted.lower() == spec.name.lower():
             return spec
     raise KeyError(f"unknown op '{name}' (known: {', '.join(sorted(OPS))})")
 
-
-from .base import AttrSpec, Contract, Reference, TensorSpec  # noqa: E402  (for user op modules)
-from .registry import register  # noqa: E402
 
 __all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "find_op", "register"]

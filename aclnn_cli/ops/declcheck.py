@@ -18,7 +18,7 @@ from typing import Any
 from .. import dtypes as D
 from ..values.attrvalues import parse_value
 from ..values.fill import parse_fill
-from ..values.yamlsafe import clip, show
+from ..values.text import clip, show
 from ..errors import UserError
 from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Elementwise, Rows

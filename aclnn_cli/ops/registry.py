@@ -1,7 +1,14 @@
-"""The operator registry: every module in aclnn_cli.ops that calls `register` is an operator."""
+"""The operator registry: every module in aclnn_cli.ops that calls `register` is an operator.
+
+Modules are imported when first needed (a command starts without importing every op's numerics):
+`find_op` imports the one module an op name maps to (BUNDLED); reading the registry whole (iterating
+OPS, its size, a name it lacks) imports every bundled module and the configured user ops first.
+tests/test_registry_lazy.py checks BUNDLED against the op files.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -9,8 +16,97 @@ from .base import OpSpec
 from .declcheck import BUNDLED_DIR, check
 from .guard import guarded
 
-OPS: dict[str, OpSpec] = {}
+# API name -> its declaration module in aclnn_cli.ops (the module name is the op's key)
+BUNDLED: dict[str, str] = {
+    "aclnnFastGeluBackward": "fast_gelu_backward",
+    "aclnnGeluBackwardV2": "gelu_backward_v2",
+    "aclnnHardsigmoidBackward": "hardsigmoid_backward",
+    "aclnnHardswishBackward": "hardswish_backward",
+    "aclnnLayerNormBackward": "layer_norm_backward",
+    "aclnnLeakyReluBackward": "leaky_relu_backward",
+    "aclnnLogSigmoidBackward": "log_sigmoid_backward",
+    "aclnnLogSoftmaxBackward": "log_softmax_backward",
+    "aclnnMseLossBackward": "mse_loss_backward",
+    "aclnnNLLLossBackward": "nll_loss_backward",
+    "aclnnRmsNormGrad": "rms_norm_grad",
+    "aclnnSigmoidBackward": "sigmoid_backward",
+    "aclnnSiluBackward": "silu_backward",
+    "aclnnSoftmaxBackward": "softmax_backward",
+    "aclnnSoftplusBackward": "softplus_backward",
+    "aclnnSwishBackward": "swish_backward",
+}
+
+
+class Registry(dict):
+    """name -> OpSpec, completed on first whole read (iteration, len, `in`, values, a missing name)."""
+
+    complete = False
+
+    def load_all(self) -> None:
+        """Import every bundled op module, then the configured user ops (once per process)."""
+        if self.complete:
+            return
+        self.complete = True  # (first: the modules' own register calls read the registry)
+        for module in BUNDLED.values():
+            importlib.import_module(f"aclnn_cli.ops.{module}")
+        from .user import load_configured
+
+        load_configured()
+
+    def __iter__(self):
+        self.load_all()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.load_all()
+        return super().__len__()
+
+    def __contains__(self, name) -> bool:
+        if super().__contains__(name):
+            return True
+        self.load_all()
+        return super().__contains__(name)
+
+    def __getitem__(self, name) -> OpSpec:
+        if not super().__contains__(name):
+            self.load_all()
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def keys(self):
+        self.load_all()
+        return super().keys()
+
+    def values(self):
+        self.load_all()
+        return super().values()
+
+    def items(self):
+        self.load_all()
+        return super().items()
+
+    def copy(self) -> dict:
+        self.load_all()
+        return dict(super().items())
+
+    def __repr__(self) -> str:
+        self.load_all()
+        return super().__repr__()
+
+
+OPS: Registry = Registry()
 DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (its fingerprint covers it)
+
+
+def bundled_module(wanted: str) -> str | None:
+    """The bundled module of an API name ('aclnnSiluBackward', in any case), bare name ('SiluBackward') or
+    key ('silu_backward'); None if no bundled op is called that."""
+    for name, module in BUNDLED.items():
+        if wanted in (name, name.removeprefix("aclnn"), module) or wanted.lower() == name.lower():
+            return module
+    return None
 
 
 def register(spec: OpSpec) -> OpSpec:
@@ -18,8 +114,11 @@ def register(spec: OpSpec) -> OpSpec:
     Its variants join the defect catalogue (device/defects.catalogue checks them). An op declared outside
     aclnn_cli is registered with its functions guarded (guard.py): use the returned spec."""
     file = sys._getframe(1).f_globals.get("__file__") or ""
-    check(spec, OPS, DECLARED_IN, str(file))
-    if Path(str(file)).resolve().parent != BUNDLED_DIR:
+    bundled = Path(str(file)).resolve().parent == BUNDLED_DIR
+    # a user op is checked against every op (a bundled name above all); a bundled one against those loaded
+    # (BUNDLED's names and keys are unique: tests/test_registry_lazy.py)
+    check(spec, OPS if not bundled else dict(dict.items(OPS)), DECLARED_IN, str(file))
+    if not bundled:
         spec = guarded(spec, str(file))
     OPS[spec.name] = spec
     DECLARED_IN[spec.name] = file
@@ -27,12 +126,8 @@ def register(spec: OpSpec) -> OpSpec:
 
 
 def lookup(name: str) -> OpSpec:
-    """An op by API name, importing every op module first (used to unpickle OpSpec in workers)."""
-    import importlib
-
-    importlib.import_module("aclnn_cli.ops")  # registers every op
-    if name not in OPS:
-        from .user import load_configured
-
-        load_configured()  # a user op (ACLNN_CLI_OPS, set by --ops for workers too)
-    return OPS[name]
+    """An op by API name, importing its module first (used to unpickle OpSpec in workers)."""
+    module = BUNDLED.get(name)
+    if module is not None:
+        importlib.import_module(f"aclnn_cli.ops.{module}")
+    return OPS[name]  # (a user op: reading a missing name loads ACLNN_CLI_OPS, set by --ops for workers too)

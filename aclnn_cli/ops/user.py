@@ -17,10 +17,9 @@ import importlib.util
 import os
 import stat
 import sys
-from importlib import metadata
 from pathlib import Path
 
-from ..values.yamlsafe import clip, show
+from ..values.text import clip, show
 from ..errors import UserError
 from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS
@@ -123,5 +122,7 @@ def load_configured() -> None:
     paths = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
     if paths:
         load_paths(paths)
+    from importlib import metadata  # (here: scanning installed packages costs a command's start)
+
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         _user_code(ep.load, f"entry point {clip(ep.name, 60)} ({clip(ep.value, 120)})")

@@ -6,10 +6,10 @@ import csv
 import io
 import json
 import re
-import xml.etree.ElementTree as ET
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__, jsonsafe
-from ..values.yamlsafe import clip
+from ..values.text import clip
 from ..errors import UserError
 from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
 from ..jsonsafe import JsonRefused
@@ -26,6 +26,16 @@ from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
 from .rows import row_lines, rows_problem
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
+
+def _et():
+    """xml.etree, imported by the JUnit writer only (a verify without --junit never loads it)."""
+    import xml.etree.ElementTree
+
+    return xml.etree.ElementTree
 
 # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report; 3: `coverage`, the shard(s) of
 # which suite the results must hold (shard.py)
@@ -237,10 +247,10 @@ def _case_text(case: dict) -> str:
 
 
 def _testcase(c: dict) -> ET.Element:
-    tc = ET.Element("testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
+    tc = _et().Element("testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
     if c["status"] != PASS:
         tag = "error" if c["status"] == "ERROR" else "failure"
-        el = ET.SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
+        el = _et().SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
         lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
         lines += row_lines(c.get("rows") or [])
         lines += [_element(w) for w in c.get("worst") or []]
@@ -251,7 +261,7 @@ def _testcase(c: dict) -> ET.Element:
 
 
 def _suite(statuses: list[str], name: str) -> ET.Element:
-    return ET.Element("testsuite", name=name, tests=str(len(statuses)),
+    return _et().Element("testsuite", name=name, tests=str(len(statuses)),
                       failures=str(sum(s not in (PASS, "ERROR") for s in statuses)),
                       errors=str(sum(s == "ERROR" for s in statuses)), skipped="0")
 
@@ -260,8 +270,8 @@ def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
     """JUnit XML (Jenkins, GitLab): one testcase per case; non-passing cases carry failure/error."""
     suite = _suite([c["status"] for c in cases], name)
     suite.extend(_testcase(c) for c in cases)
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+    _et().indent(suite)
+    return _et().tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def write_junit(path: Path, run: RunResult, name: str = "aclnn-cli verify") -> None:
@@ -275,10 +285,10 @@ def write_junit(path: Path, run: RunResult, name: str = "aclnn-cli verify") -> N
         for i, c in enumerate(run.cases):
             one = _suite([], name)
             one.append(_testcase(c.to_json(errors=False)))  # (the error data is not in JUnit)
-            ET.indent(one)
-            lines = ET.tostring(one, encoding="unicode", xml_declaration=i == 0).split("\n")
+            _et().indent(one)
+            lines = _et().tostring(one, encoding="unicode", xml_declaration=i == 0).split("\n")
             if i == 0:  # the declaration and the suite's opening tag, with the run's counts
-                first = ET.tostring(suite, encoding="unicode", xml_declaration=True).split("\n")
+                first = _et().tostring(suite, encoding="unicode", xml_declaration=True).split("\n")
                 yield first[0] + "\n" + first[1].replace(" />", ">") + "\n"
                 lines = lines[1:]
             yield "\n".join(lines[1:-1]) + "\n"

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .fill import parse_number
-from .yamlsafe import show
+from .text import show
 
 if TYPE_CHECKING:
     from ..ops.base import AttrSpec

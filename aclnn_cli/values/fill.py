@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..dtypes import DType, round_from_f64
-from .yamlsafe import show
+from .text import show
 
 BLOCK = 1 << 16
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 from ... import jsonsafe
 from ...errors import CaseError, UserError
 from ..spec import MAX_CASES
-from ...values.yamlsafe import MAX_FILE_BYTES, printable_path
+from ...values.text import MAX_FILE_BYTES, printable_path
 
 
 @contextmanager
