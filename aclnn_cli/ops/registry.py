@@ -100,13 +100,24 @@ OPS: Registry = Registry()
 DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (its fingerprint covers it)
 
 
+def _spellings() -> dict[str, str]:
+    """Every accepted spelling of a bundled op -> its module (built once)."""
+    if not _SPELLINGS:
+        for name, module in BUNDLED.items():
+            for spelling in (name, name.removeprefix("aclnn"), module):
+                _SPELLINGS[spelling] = module
+            _SPELLINGS[name.lower()] = module
+    return _SPELLINGS
+
+
+_SPELLINGS: dict[str, str] = {}
+
+
 def bundled_module(wanted: str) -> str | None:
     """The bundled module of an API name ('aclnnSiluBackward', in any case), bare name ('SiluBackward') or
     key ('silu_backward'); None if no bundled op is called that."""
-    for name, module in BUNDLED.items():
-        if wanted in (name, name.removeprefix("aclnn"), module) or wanted.lower() == name.lower():
-            return module
-    return None
+    table = _spellings()
+    return table.get(wanted) or table.get(wanted.lower()) if wanted.lower().startswith("aclnn") else table.get(wanted)
 
 
 def register(spec: OpSpec) -> OpSpec:
