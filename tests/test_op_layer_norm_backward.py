@@ -29,6 +29,7 @@ from aclnn_cli.ops.layer_norm_backward import SPEC, VARIANTS
 from aclnn_cli.ops.layer_norm_backward import __file__ as SPEC_FILE
 
 from oracle import Rounder
+import independent_rows  # noqa: E402
 
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
 OUTS = (GI, GW, GB)
@@ -384,3 +385,9 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
 
 
 # (Each variant through emulate and verify on the bundled cases: tests/test_defects.py's matrix.)
+
+
+def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
+    """aten_float32 (above, another summation order) on every bundled case's whole rows, through verify."""
+    wrote, records = independent_rows.run_suite(suite, tmp_path, aten_float32)
+    assert wrote >= 40 and not independent_rows.not_passing(records)

@@ -25,6 +25,7 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.ops.nll_loss_backward import SPEC, VARIANTS
 from aclnn_cli.ops.nll_loss_backward import __file__ as SPEC_FILE
+import independent_rows  # noqa: E402
 
 U = 2.0**-24
 FP32_T = 2.0**-13  # mere-mare's T for float32: a defect must be off by more than this somewhere
@@ -391,3 +392,9 @@ def test_bundled_goldens_against_the_oracle(suite):
 
 
 # (Each variant through emulate and verify on the bundled cases: tests/test_defects.py's matrix.)
+
+
+def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
+    """aten_float32 (above, another summation order) on every bundled case's whole rows, through verify."""
+    wrote, records = independent_rows.run_suite(suite, tmp_path, aten_float32)
+    assert wrote >= 40 and not independent_rows.not_passing(records)

@@ -1,0 +1,62 @@
+"""An independent float32 kernel of a Rows op (written in its test file, e.g. ATen's order) over every bundled
+case: the case's whole rows in float32, the kernel's outputs rounded once to each output's dtype and written
+as the dumps, then verify. Cases the kernel cannot take (empty ones) keep the emulated dumps; how many it
+wrote is returned, so a test can assert it covered the suite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+import harness
+from aclnn_cli import dtypes as D
+from aclnn_cli import manifest as M
+from aclnn_cli.pipeline import gather_blocks, geometry
+from aclnn_cli.storage import StorageFile
+
+
+def _blocks32(m: M.CaseManifest) -> dict:
+    """Every block of the case (k, R, A0), float inputs in float32, integer ones as int64, with the attributes."""
+    geo = geometry(m)
+    files = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs if not t.null}
+    try:
+        blocks = gather_blocks(m, files, geo, 0, geo.a1)
+    finally:
+        for f in files.values():
+            f.close()
+    wide = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in blocks.items()}
+    return {**wide, **m.attribute_values}
+
+
+def run_suite(suite: Path, tmp_path: Path, kernel) -> tuple[int, dict[str, dict]]:
+    """(cases the kernel wrote, {case id: verify record}) for a generated and emulated directory."""
+    from helpers import run_cli
+
+    work = tmp_path / "independent"
+    shutil.copytree(suite, work)
+    wrote = 0
+    for d in sorted(p.parent for p in work.glob("*/case.json")):
+        m = M.load(d)
+        if m.expect_status != 0 or geometry(m).numel == 0:
+            continue
+        with np.errstate(all="ignore"):
+            result = m.op.by_output(kernel(_blocks32(m)))
+        raw = harness.tensors(harness.load(d))
+        for out in m.judged:
+            t = raw[out.name]
+            values = np.asarray(result[out.name], dtype=np.float32).reshape(-1)
+            rounded = D.round_from_f32(values, D.lookup(t["dtype"]), "rint").reshape(t["shape"])
+            buf = harness.storage(d, t).copy()
+            harness.view(buf, t)[...] = rounded
+            buf.tofile(d / t["dump"])
+        wrote += 1
+    report = tmp_path / "independent.json"
+    run_cli("verify", work, "--jobs", "1", "--json", report)
+    return wrote, {c["case_id"]: c for c in json.loads(report.read_text())["cases"]}
+
+
+def not_passing(records: dict[str, dict]) -> list[tuple[str, str, str]]:
+    return [(cid, c["status"], c["reason"][:300]) for cid, c in records.items() if c["status"] != "PASS"]
