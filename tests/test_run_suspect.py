@@ -152,13 +152,31 @@ def run_opts(runner: Path, timeout: float = 5.0) -> RunOptions:
     return RunOptions(runner=runner, timeout=timeout, env=dict(os.environ))
 
 
+def _as_a_shell_starts_it() -> None:
+    """In the CLI's process before exec: SIGINT and SIGTERM at their defaults and nothing blocked, as from a
+    shell. (A pytest-xdist worker can hand down another state: a CLI started with SIGINT blocked or ignored
+    never sees Ctrl-C, which is what the user asked for there, not what these tests are about.)"""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _signal_state(pid: int) -> str:
+    """The blocked and ignored signal masks of a process (why it did not react to one), from /proc."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return f"no /proc status: {exc}"
+    return ", ".join(line.replace("\t", " ") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigPnd", "ShdPnd")))
+
+
 def cli(*args, timeout: float = HANG_LIMIT, signal_when=None) -> subprocess.CompletedProcess:
     """The CLI in a process group of its own; killed (with everything it started) if it outlives `timeout`.
 
     signal_when=(predicate, signal): send the signal once predicate() holds (checked every 0.05 s).
     """
     proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_a_shell_starts_it)
     try:
         if signal_when is not None:
             predicate, sig = signal_when
@@ -170,9 +188,10 @@ def cli(*args, timeout: float = HANG_LIMIT, signal_when=None) -> subprocess.Comp
             proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        state = _signal_state(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        pytest.fail(f"aclnn-cli {' '.join(map(str, args))} did not return within {timeout} s")
+        pytest.fail(f"aclnn-cli {' '.join(map(str, args))} did not return within {timeout} s ({state})")
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
