@@ -9,7 +9,6 @@ heap. Memory stays bounded: the heap only holds one chunk's temporaries (tens of
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 _done = False
@@ -22,7 +21,8 @@ def tune_allocator() -> None:
         return
     _done = True
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # (the process's own symbols, libc's among them: ctypes.util.find_library
+        # would import subprocess and tempfile, a tenth of a small command's start)
         libc.mallopt(M_MMAP_THRESHOLD, 256 << 20)
         libc.mallopt(M_TRIM_THRESHOLD, 512 << 20)
     except (OSError, AttributeError):
