@@ -315,7 +315,8 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
             html: tuple[Path | None, int, str] = (None, 1, "")) -> None:
     """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
-    from .report.formats import print_cases, print_summary, write_error_csvs, write_junit, write_verify_json
+    from .report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
+    from .report.junit import write_junit
 
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)

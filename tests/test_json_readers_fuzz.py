@@ -22,8 +22,8 @@ from rich.console import Console
 
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.verify import verify_dirs
-from aclnn_cli.report.formats import (load_results, merged_run, print_cases, print_summary, write_junit,
-                                     write_verify_json)
+from aclnn_cli.report.formats import load_results, merged_run, print_cases, print_summary, write_verify_json
+from aclnn_cli.report.junit import write_junit
 
 from fuzzing import allowed_outcome, fuzz_target, scratch
 from helpers import run_cli, write_yaml

@@ -179,7 +179,8 @@ def test_a_large_case_file_is_not_held_as_yaml_nodes():
 
 
 def test_reports_written_case_by_case_are_the_same_bytes(tmp_path):
-    from aclnn_cli.report.formats import junit_xml, verify_json, write_json, write_junit, write_verify_json
+    from aclnn_cli.report.formats import verify_json, write_json, write_verify_json
+    from aclnn_cli.report.junit import junit_xml, write_junit
     from aclnn_cli.judge.results import RunResult
     worst = {"index": 3, "coords": [0, 3], "inputs": {"self": 1.5, "gradOutput": float("nan")}, "expected": 1.0,
              "actual": float("inf"), "abs_error": 0.5, "rel_error": 0.5, "ulp_error": 2.0}

@@ -14,7 +14,8 @@ import pytest
 from aclnn_cli import dtypes as D
 from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
 from aclnn_cli.judge.results import CaseResult, RunResult
-from aclnn_cli.report.formats import junit_xml, merged_run, print_cases
+from aclnn_cli.report.formats import merged_run, print_cases
+from aclnn_cli.report.junit import junit_xml
 from aclnn_cli.standards import Row, Verdict, find_standard
 
 from helpers import run_cli, write_yaml

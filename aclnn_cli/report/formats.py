@@ -9,7 +9,6 @@ import re
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
@@ -26,16 +25,6 @@ from ..storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
 from .rows import row_lines, rows_problem
-
-if TYPE_CHECKING:
-    import xml.etree.ElementTree as ET
-
-
-def _et():
-    """xml.etree, imported by the JUnit writer only (a verify without --junit never loads it)."""
-    import xml.etree.ElementTree
-
-    return xml.etree.ElementTree
 
 # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report; 3: `coverage`, the shard(s) of
 # which suite the results must hold (shard.py)
@@ -244,57 +233,6 @@ def _case_text(case: dict) -> str:
         return json.dumps(case, indent=2, allow_nan=False)
     text = json.dumps({k: v for k, v in case.items() if k != "errors"}, indent=2, allow_nan=False)
     return f'{text[:-2]},\n  "errors": {json.dumps(case["errors"], allow_nan=False, separators=(",", ":"))}\n}}'
-
-
-def _testcase(c: dict) -> ET.Element:
-    tc = _et().Element("testcase", classname=f"{c['op']}.{c['dtype']}", name=c["case_id"])
-    if c["status"] != PASS:
-        tag = "error" if c["status"] == "ERROR" else "failure"
-        el = _et().SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
-        lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
-        lines += row_lines(c.get("rows") or [])
-        lines += [_element(w) for w in c.get("worst") or []]
-        if c.get("repro"):
-            lines.append(f"repro: {c['repro']}")
-        el.text = "\n".join(lines)
-    return tc
-
-
-def _suite(statuses: list[str], name: str) -> ET.Element:
-    return _et().Element("testsuite", name=name, tests=str(len(statuses)),
-                      failures=str(sum(s not in (PASS, "ERROR") for s in statuses)),
-                      errors=str(sum(s == "ERROR" for s in statuses)), skipped="0")
-
-
-def junit_xml(cases: list[dict], name: str = "aclnn-cli verify") -> str:
-    """JUnit XML (Jenkins, GitLab): one testcase per case; non-passing cases carry failure/error."""
-    suite = _suite([c["status"] for c in cases], name)
-    suite.extend(_testcase(c) for c in cases)
-    _et().indent(suite)
-    return _et().tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def write_junit(path: Path, run: RunResult, name: str = "aclnn-cli verify") -> None:
-    """junit_xml of the run's cases, the same bytes, written case by case (each testcase serialised
-    as it stands indented in the whole suite)."""
-    if not run.cases:
-        return atomic_write_text(path, junit_xml([], name))
-
-    def chunks():
-        suite = _suite([c.status for c in run.cases], name)
-        for i, c in enumerate(run.cases):
-            one = _suite([], name)
-            one.append(_testcase(c.to_json(errors=False)))  # (the error data is not in JUnit)
-            _et().indent(one)
-            lines = _et().tostring(one, encoding="unicode", xml_declaration=i == 0).split("\n")
-            if i == 0:  # the declaration and the suite's opening tag, with the run's counts
-                first = _et().tostring(suite, encoding="unicode", xml_declaration=True).split("\n")
-                yield first[0] + "\n" + first[1].replace(" />", ">") + "\n"
-                lines = lines[1:]
-            yield "\n".join(lines[1:-1]) + "\n"
-        yield "</testsuite>\n"
-
-    atomic_write_text(path, chunks())
 
 
 def write_error_csvs(directory: Path, run: RunResult) -> int:
