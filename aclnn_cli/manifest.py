@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.spec import MAX_SEED
 from .values.text import clip
 from .errors import UserError
+from .casedirs import MANIFEST, find_cases, join, subdirs  # noqa: F401  (find_cases, subdirs: where callers find them)
 from .jsonsafe import JsonRefused
 from .layout import Layout
 from .regular import TooLarge, read_regular
@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file load
     from .cases.loader import Case
 
 SCHEMA = "aclnn-cli/case/1"
-MANIFEST = "case.json"
 STATUS_FILE = "status.txt"
 FORMAT_ND = 2
 
@@ -272,13 +271,6 @@ def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
                         attrs)
 
 
-def join(directory: str, name: str) -> str:
-    """str(Path(directory) / name) for a directory as str(Path) writes it, without making Paths."""
-    if directory == ".":
-        return name
-    return directory + name if directory.endswith("/") else f"{directory}/{name}"
-
-
 MAX_MANIFEST_BYTES = 1 << 20
 
 
@@ -374,40 +366,6 @@ def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path
         except UserError as exc:
             bad.append((d, exc))
     return good, bad
-
-
-def find_cases(root: Path) -> list[Path]:
-    """Case directories under an output root (or the root itself if it is one), sorted."""
-    if (root / MANIFEST).is_file():
-        return [root]
-    if not root.exists():
-        raise UserError("no such directory", where=str(root))
-    if not root.is_dir():
-        raise UserError("not a directory of generated cases", where=str(root))
-    # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
-    # (os.scandir and one stat per directory: a glob makes and parses several Paths per case.)
-    text = str(root)
-    dirs = [root / n for n in subdirs(root) if os.path.exists(join(join(text, n), MANIFEST))]
-    if not dirs:
-        raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
-    return dirs
-
-
-def subdirs(root: Path) -> list[str]:
-    """The names of root's directories, sorted, hidden ones left out (gen's temporaries are hidden); none
-    if root cannot be read."""
-    try:
-        with os.scandir(root) as entries:
-            return sorted(e.name for e in entries if not e.name.startswith(".") and _is_dir(e))
-    except OSError:
-        return []
-
-
-def _is_dir(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
 
 
 def dumps_json(data: dict) -> str:

@@ -1,0 +1,51 @@
+"""Finding the case directories of an output root (one scandir, no glob: thousands of cases)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import UserError
+
+MANIFEST = "case.json"
+
+
+def join(directory: str, name: str) -> str:
+    """str(Path(directory) / name) for a directory as str(Path) writes it, without making Paths."""
+    if directory == ".":
+        return name
+    return directory + name if directory.endswith("/") else f"{directory}/{name}"
+
+
+def find_cases(root: Path) -> list[Path]:
+    """Case directories under an output root (or the root itself if it is one), sorted."""
+    if (root / MANIFEST).is_file():
+        return [root]
+    if not root.exists():
+        raise UserError("no such directory", where=str(root))
+    if not root.is_dir():
+        raise UserError("not a directory of generated cases", where=str(root))
+    # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
+    # (os.scandir and one stat per directory: a glob makes and parses several Paths per case.)
+    text = str(root)
+    dirs = [root / n for n in subdirs(root) if os.path.exists(join(join(text, n), MANIFEST))]
+    if not dirs:
+        raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
+    return dirs
+
+
+def subdirs(root: Path) -> list[str]:
+    """The names of root's directories, sorted, hidden ones left out (gen's temporaries are hidden); none
+    if root cannot be read."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(e.name for e in entries if not e.name.startswith(".") and _is_dir(e))
+    except OSError:
+        return []
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
