@@ -59,3 +59,42 @@ def test_verify_of_one_op_imports_that_op_only(tmp_path):
 def test_reading_the_registry_whole_loads_every_op():
     loaded = _modules_after("from aclnn_cli.ops import OPS; n = len(OPS)")
     assert OP_MODULES <= loaded
+
+
+def _entry_point_package(root: Path) -> Path:
+    """A package installed the way pip leaves one (a module and its .dist-info with entry_points.txt), exposing
+    tests/user_ops/my_center_backward.py in the group 'aclnn_cli.ops', on a directory for PYTHONPATH."""
+    import shutil
+
+    site = root / "site"
+    (site / "my_center_ops").mkdir(parents=True)
+    shutil.copy(Path(__file__).parent / "user_ops" / "my_center_backward.py", site / "my_center_ops" / "__init__.py")
+    info = site / "my_center_ops-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-center-ops\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[aclnn_cli.ops]\nmy_center = my_center_ops\n")
+    return site
+
+
+def test_an_entry_point_op_loads_when_its_name_is_looked_up_and_with_the_whole_registry(tmp_path):
+    """Entry points are read lazily (not at every start): gen of a case naming the op, and `ops`, find it."""
+    import os
+
+    site = _entry_point_package(tmp_path)
+    env = {**{k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}, "PYTHONPATH": str(site)}
+    cases = Path(__file__).parent / "user_ops" / "my_center_backward.yaml"
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    out = tmp_path / "out"
+    for args in (("gen", cases, "-o", out), ("emulate", out), ("verify", out)):
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stdout[-1500:], done.stderr[-1500:])
+    listed = json.loads(cli("ops", "--json").stdout)
+    assert "aclnnMyCenterBackward" in {op["op"] for op in listed}
+    without = subprocess.run([sys.executable, "-m", "aclnn_cli", "gen", str(cases), "-o", str(tmp_path / "o2")],
+                             capture_output=True, text=True, timeout=300,
+                             env={k: v for k, v in env.items() if k != "PYTHONPATH"})
+    assert without.returncode == 2 and "aclnnMyCenterBackward" in without.stderr, without.stderr[-500:]
