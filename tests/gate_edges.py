@@ -84,15 +84,8 @@ def inputs_f64(m: M.CaseManifest) -> dict[str, np.ndarray]:
 def _rows_reference(m: M.CaseManifest, out: M.TensorEntry) -> tuple[np.ndarray, np.ndarray]:
     """(term scale, device-edge mask) of a Rows op's output, from the op's reference on every block at once."""
     from aclnn_cli.golden.rows import reference_blocks, widened
-    from aclnn_cli.pipeline import gather_blocks, geometry
-    from aclnn_cli.storage import StorageFile
-    geo = geometry(m)
-    files = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs if not t.null}
-    try:
-        blocks = gather_blocks(m, files, geo, 0, geo.a1)
-    finally:
-        for f in files.values():
-            f.close()
+    from independent_rows import case_blocks
+    blocks = case_blocks(m)
     attrs = m.attribute_values
     with np.errstate(all="ignore"):
         scale = np.asarray(reference_blocks(m.op, blocks, attrs)[out.name].scale).reshape(-1)

@@ -18,16 +18,20 @@ from aclnn_cli.pipeline import gather_blocks, geometry
 from aclnn_cli.storage import StorageFile
 
 
-def _blocks32(m: M.CaseManifest) -> dict:
-    """Every block of the case (k, R, A0), float inputs in float32, integer ones as int64, with the attributes."""
+def case_blocks(m: M.CaseManifest) -> dict:
+    """Every block of a Rows case (k, R, A0) as stored (docs/families.md), null inputs absent."""
     geo = geometry(m)
     files = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs if not t.null}
     try:
-        blocks = gather_blocks(m, files, geo, 0, geo.a1)
+        return gather_blocks(m, files, geo, 0, geo.a1)
     finally:
         for f in files.values():
             f.close()
-    wide = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in blocks.items()}
+
+
+def _blocks32(m: M.CaseManifest) -> dict:
+    """Every block of the case, float inputs in float32, integer ones as int64, with the attributes."""
+    wide = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in case_blocks(m).items()}
     return {**wide, **m.attribute_values}
 
 
