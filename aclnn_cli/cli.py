@@ -316,7 +316,6 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
     """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
     from .report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
-    from .report.junit import write_junit
 
     print_cases(console, run, show_passing=verbose and not failures_only)
     print_summary(console, run)
@@ -324,6 +323,8 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
         if json_path:
             write_verify_json(json_path, run, standard)
         if junit_path:
+            from .report.junit import write_junit
+
             write_junit(junit_path, run)
         if csv_dir:
             write_error_csvs(csv_dir, run)
