@@ -26,10 +26,10 @@ from aclnn_cli import dtypes as D
 from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.layer_norm_backward import SPEC, VARIANTS
-from aclnn_cli.ops.layer_norm_backward import __file__ as SPEC_FILE
 
 from oracle import Rounder
 import independent_rows  # noqa: E402
+from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
 
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
 OUTS = (GI, GW, GB)
@@ -62,17 +62,6 @@ def block(rng, k: int, r: int, dtype: str, kind: str = "random", weight: bool = 
     if weight:
         t["weightOptional"] = np.ascontiguousarray(rounded(g, dtype))
     return t
-
-
-def as_f64(t: dict) -> dict:
-    return {k: v.astype(np.float64) if isinstance(v, np.ndarray) else v for k, v in t.items()}
-
-
-def as_fractions(t: dict) -> dict:
-    def conv(v):
-        flat = [Fraction(float(e)) for e in v.reshape(-1)]
-        return np.array(flat + [None], dtype=object)[:-1].reshape(v.shape)
-    return {k: conv(v) if isinstance(v, np.ndarray) else v for k, v in t.items()}
 
 
 def oracle(t: dict) -> dict:
@@ -316,7 +305,6 @@ def test_null_optional_tensors_are_accepted():
 
 
 # (e) the bundled cases through the whole loop.
-BUNDLED = Path(SPEC_FILE).parent.parent / "cases" / "layer_norm_backward.yaml"
 
 
 def cli(*args) -> subprocess.CompletedProcess:
@@ -327,11 +315,7 @@ def cli(*args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("layer_norm") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = cli(*args)
-        assert r.returncode == 0, r.stderr[-2000:]
-    return out
+    return bundled_suite(tmp_path_factory, "layer_norm_backward")
 
 
 def test_bundled_cases_pass_with_the_950_kernel(suite):

@@ -24,8 +24,8 @@ import pytest
 
 from aclnn_cli import dtypes as D
 from aclnn_cli.ops.nll_loss_backward import SPEC, VARIANTS
-from aclnn_cli.ops.nll_loss_backward import __file__ as SPEC_FILE
 import independent_rows  # noqa: E402
+from rowblocks import as_fractions, bundled_suite  # noqa: E402
 
 U = 2.0**-24
 FP32_T = 2.0**-13  # mere-mare's T for float32: a defect must be off by more than this somewhere
@@ -71,15 +71,6 @@ def oracle(t: dict) -> list[list[Fraction]]:
             row[ti] = v / tw if t["reduction"] == MEAN else v
         rows.append(row)
     return rows
-
-
-def as_fractions(t: dict) -> dict:
-    """A block as `exact` receives it: float inputs as object arrays of Fraction, integers as they are."""
-    def conv(v):
-        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
-            return np.array([Fraction(float(x)) for x in v.reshape(-1)] + [None], dtype=object)[:-1].reshape(v.shape)
-        return v
-    return {k: conv(v) for k, v in t.items()}
 
 
 def mp_round(q: Fraction, dtype: D.DType) -> float:
@@ -315,7 +306,6 @@ def test_attribute_rule(reduction, ok):
 
 # (e) the bundled cases through gen -> emulate -> verify, as a user runs them (one CLI process each)
 
-BUNDLED = Path(SPEC_FILE).parent.parent / "cases" / "nll_loss_backward.yaml"
 INTEGERS = {"int64": np.int64, "int32": np.int32, "uint8": np.uint8}
 
 
@@ -347,11 +337,7 @@ def round_to(q: Fraction, dtype: D.DType) -> float:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("nll") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = cli(*args)
-        assert r.returncode == 0, r.stderr[-2000:]
-    return out
+    return bundled_suite(tmp_path_factory, "nll_loss_backward")
 
 
 def test_bundled_cases_pass_with_the_950_kernel(suite):

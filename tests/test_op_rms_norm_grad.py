@@ -25,10 +25,10 @@ from aclnn_cli import dtypes as D
 from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rms_norm_grad import SPEC, VARIANTS
-from aclnn_cli.ops.rms_norm_grad import __file__ as SPEC_FILE
 
 from helpers import run_cli
 import independent_rows  # noqa: E402
+from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
 
 U32 = 2.0**-24
 T_FP32 = 2.0**-13
@@ -58,17 +58,6 @@ def block(rng, k: int, n: int, dtype: str, kind: str, last: int | None = None) -
         rstd = -rstd
     t = {"dy": dy, "x": x, "gamma": np.broadcast_to(gamma, (k, n, 1)), "rstd": rstd}
     return {**t, "gammaLastDim": last or n}
-
-
-def as_f64(t: dict) -> dict:
-    return {k: v.astype(np.float64) if isinstance(v, np.ndarray) else v for k, v in t.items()}
-
-
-def as_fractions(t: dict) -> dict:
-    def conv(v):
-        flat = [Fraction(float(e)) for e in v.reshape(-1)]
-        return np.array(flat + [None], dtype=object)[:-1].reshape(v.shape)
-    return {k: conv(v) if isinstance(v, np.ndarray) else v for k, v in t.items()}
 
 
 def oracle(t: dict) -> dict:
@@ -278,7 +267,6 @@ def test_contract_rules(kwargs, status, words):
 
 
 # (e) the bundled cases through the whole loop.
-BUNDLED = Path(SPEC_FILE).parent.parent / "cases" / "rms_norm_grad.yaml"
 
 
 def cli(*args):
@@ -288,11 +276,7 @@ def cli(*args):
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rms_norm_grad") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = cli(*args)
-        assert r.exit_code == 0, r.output[-2000:]
-    return out
+    return bundled_suite(tmp_path_factory, "rms_norm_grad")
 
 
 def test_bundled_cases_pass_with_the_950_kernel(suite):

@@ -1,0 +1,36 @@
+"""Test helpers shared by the Rows ops' test files: a block (k, R, A0) in float64 or as Fractions (as
+`exact` receives it), and an op's bundled cases generated and emulated once per test module."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from helpers import run_cli
+
+CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases"
+
+
+def as_f64(t: dict) -> dict:
+    """Float inputs widened (exactly) to float64; everything else as it is."""
+    return {k: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in t.items()}
+
+
+def as_fractions(t: dict) -> dict:
+    """A block as `exact` receives it: float inputs as object arrays of Fraction, integers as they are."""
+    def conv(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+            return np.array([Fraction(float(x)) for x in v.reshape(-1)] + [None], dtype=object)[:-1].reshape(v.shape)
+        return v
+    return {k: conv(v) for k, v in t.items()}
+
+
+def bundled_suite(tmp_path_factory, key: str) -> Path:
+    """aclnn_cli/cases/<key>.yaml generated and emulated (one worker) into a fresh directory."""
+    out = tmp_path_factory.mktemp(key) / "out"
+    for args in (("gen", CASES / f"{key}.yaml", "-o", out), ("emulate", out, "-j", "1")):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-2000:]
+    return out
