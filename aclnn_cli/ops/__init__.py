@@ -16,8 +16,7 @@ def find_op(name: str) -> OpSpec:
     wanted = str(name).strip()
     module = bundled_module(wanted)
     if module is not None:
-        spec = importlib.import_module(f"{__name__}.{module}").SPEC
-        return spec
+        return importlib.import_module(f"{__name__}.{module}").SPEC
     for spec in OPS.values():
         if wanted in (spec.name, spec.name.removeprefix("aclnn"), spec.key) or wanted.lower() == spec.name.lower():
             return spec

@@ -50,7 +50,7 @@ def _g(x, spec: str = ".3g") -> str:
     return "-" if x is None else format(_num(x), spec)
 
 
-def _element(w: dict) -> str:
+def element_line(w: dict) -> str:
     try:
         ins = ", ".join(f"{k}={_g(v, '.8g')}" for k, v in w["inputs"].items())
         head = f"{w['coords']} ({ins}): expected {_g(w['expected'], '.8g')}, got {_g(w['actual'], '.8g')}"
@@ -155,7 +155,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
         for line in row_lines(c.rows) if any(not r["within"] for r in c.rows) else ():  # (failed on a bound)
             out.append(f"    {_text(line)}\n", style=None if line.startswith("within") else "red")
         for w in c.worst if isinstance(c.worst, list) else ():
-            out.append(f"    {_text(_element(w))}\n")
+            out.append(f"    {_text(element_line(w))}\n")
         if c.repro:
             out.append(f"    repro: {_text(c.repro)}\n")
     console.print(out, soft_wrap=True, end="")

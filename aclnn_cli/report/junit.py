@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..judge.results import PASS, RunResult
 from ..storage import atomic_write_text
-from .formats import _element
+from .formats import element_line
 from .rows import row_lines
 
 
@@ -19,7 +19,7 @@ def _testcase(c: dict) -> ET.Element:
         el = ET.SubElement(tc, tag, type=c["status"], message=f"{c['status']}: {c['reason']}")
         lines = [f"{c['status']} ({c['standard']}): {c['reason']}"]
         lines += row_lines(c.get("rows") or [])
-        lines += [_element(w) for w in c.get("worst") or []]
+        lines += [element_line(w) for w in c.get("worst") or []]
         if c.get("repro"):
             lines.append(f"repro: {c['repro']}")
         el.text = "\n".join(lines)
