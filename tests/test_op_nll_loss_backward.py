@@ -264,6 +264,20 @@ def test_out_of_range_target_is_one_line():
         SPEC.reference(t)
 
 
+
+def test_out_of_range_target_from_a_case_file_names_the_file_and_case(tmp_path):
+    """A refusal of the op's functions on a case's values (here ops-nn's own ATK file draws targets in
+    [-100, 100]) is one line naming the case file and the case, exit 2, nothing left behind."""
+    text = ("op: aclnnNLLLossBackward\ncases:\n  - {name: bad, dtype: float32, shape: [4, 3], attributes: {reduction: 0},\n"
+            "     inputs: {target: {values: [0, 1, -8, 2]}}}\n")
+    cases = tmp_path / "nll.yaml"
+    cases.write_text(text)
+    r = cli("gen", cases, "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert f"{cases}: case 'nll_loss_backward-bad': aclnnNLLLossBackward: a target is -8" in r.stderr
+    out = tmp_path / "out"
+    assert not [p.name for p in (out.iterdir() if out.exists() else []) if "nll_loss_backward-bad" in p.name]  # (temporaries too)
+
 SHAPES = {"gradOutput": (4,), "self": (4, 5), "target": (4,), "weight": (5,), "totalWeight": (1,), "out": (4, 5)}
 
 

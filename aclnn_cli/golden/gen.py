@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,11 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     skipped unless `force`. When a case is rewritten with the same definition, the device's
     dumps and status file are kept (they were made from the same inputs).
     """
+    with _naming(case):
+        return _generate_case(case, out_root, chunk, force)
+
+
+def _generate_case(case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
     fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
@@ -69,6 +75,18 @@ def generate_case(case: Case, out_root: Path, chunk: int = CHUNK, force: bool = 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def _naming(case: Case):
+    """A refusal raised by an op's functions on this case's values (an NLL target out of range) names no
+    case: it gets the case file and id, as a case file's own errors do."""
+    try:
+        yield
+    except UserError as exc:
+        if exc.where:
+            raise
+        raise UserError(str(exc), where=f"{case.source}: case '{case.case_id}'") from None
 
 
 def _fits_in_memory(case: Case, chunk: int) -> bool:
@@ -151,6 +169,11 @@ def _splittable(case: Case) -> bool:
 
 
 def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
+    with _naming(case):
+        return _generate_split_case(run, case, out_root, chunk, force)
+
+
+def _generate_split_case(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:
     fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
