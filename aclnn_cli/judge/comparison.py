@@ -20,6 +20,7 @@ import numpy as np
 from .. import manifest as M
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .errorstats import ErrorStats
+from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace
 from ..dtypes import DType, round_from_f64
@@ -231,6 +232,9 @@ class Comparison:
         sparse = (not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all) and bench is None
                   and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor))
         native, skip = out.dtype.np_dtype, 0
+        # (flagged elements re-judged in batches, unless each element's final errors are wanted at once)
+        held = Held() if self.std.relief and not (self.opts.error_data or self.opts.error_rows
+                                                   or self.opts.relieve_all) and bench is None else None
         for s in range(start, stop, self.opts.chunk):
             e = min(stop, s + self.opts.chunk)
             bufs = ws.next() if ws is not None else None
@@ -244,8 +248,11 @@ class Comparison:
                 if d is not None:
                     apply_rule(d.sub, self.rule)
                     if self.std.relief and (self.opts.relieve_all or d.sub.special.size or d.sub.violation.any()):
-                        metrics.relieved += self._recheck(d.sub, s, d.at)
+                        if held is None or not held.take(d.sub, s, d.at):
+                            metrics.relieved += self._recheck(d.sub, s, d.at)
                     add_differing(metrics, d, s)
+                    if held is not None and held.full:
+                        self._release(metrics, held)
                     continue
                 skip = SPARSE_BACKOFF  # (most elements differ here: likely in the next chunks too)
             emulated = self._emulate(s, e) if self.std.against == "emulator" or bench is not None else None
@@ -253,8 +260,11 @@ class Comparison:
                 g = emulated
             errs = self._errors(a, g, bufs)
             if self.std.relief and (self.opts.relieve_all or errs.special.size or errs.violation.any()):
-                metrics.relieved += self._recheck(errs, s)
+                if held is None or not held.take(errs, s):
+                    metrics.relieved += self._recheck(errs, s)
             metrics.add(errs, s, track_small=bench is not None)
+            if held is not None and held.full:
+                self._release(metrics, held)
             if metrics.errors is not None:
                 metrics.errors.add(errs, s, self._input_values)
             if bench is not None:
@@ -263,6 +273,8 @@ class Comparison:
                 bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
                 self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
+        if held is not None:
+            self._release(metrics, held)
         if metrics.errors is not None and not all(isinstance(self.inputs.get(t.name), LoadedFile) for t in self.m.inputs):
             metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows
@@ -289,6 +301,16 @@ class Comparison:
         if self.opts.relieve_all:
             errs.relieved = np.intersect1d(errs.relieved, flagged)  # (forgiven: what the rule had flagged)
         return int(errs.relieved.size)
+
+    def _release(self, metrics: Metrics, held: Held) -> None:
+        """Re-judge the held flagged elements in one batch and fold them into metrics (heldrelief.py)."""
+        got = held.batch()
+        if got is None:
+            return
+        e, flat = got
+        with np.errstate(all="ignore"):
+            self._relieve(e, np.arange(flat.size), e.a.astype(np.float64), e.g.astype(np.float64), flat)
+        fold(metrics, e, flat, self.rule(e))
 
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""

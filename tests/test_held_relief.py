@@ -1,0 +1,89 @@
+"""Flagged elements re-judged in batches across chunks (judge/heldrelief.py) give the metrics of re-judging
+them chunk by chunk: counts, maxima, their indices and the worst elements exactly, sums to float64 rounding.
+(The two are this tool's own paths: what is proven is that batching changes nothing a verdict reads.)"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from aclnn_cli import manifest as M
+from aclnn_cli.judge import comparison as C
+from aclnn_cli.judge import heldrelief as H
+from aclnn_cli.judge.verify import verify_case
+
+from helpers import run_cli, write_yaml
+
+SUMS = ("mere", "error_balance")
+
+
+def _case(tmp_path, dtype: str, self_range, shape=(64, 4096)):
+    text = (f"op: aclnnSiluBackward\ncases:\n  - {{name: c, dtype: {dtype}, shape: {list(shape)}, seed: 7,\n"
+            f"     inputs: {{self: {{uniform: {list(self_range)}}}}}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    return M.load(out / "silu_backward-c")
+
+
+def _spoil(m: M.CaseManifest, every: int, factor: float) -> None:
+    """Scale every `every`-th element of the dump (a kernel wrong at a few places per chunk)."""
+    out = m.output
+    a = np.fromfile(out.dump_path, dtype=out.dtype.np_dtype)
+    a[::every] = (a[::every].astype(np.float64) * factor).astype(out.dtype.np_dtype)
+    a.tofile(out.dump_path)
+
+
+def _judged(m, monkeypatch, hold: int, limit: int = H.HOLD_LIMIT, chunk: int = 1 << 16):
+    with monkeypatch.context() as p:
+        p.setattr(H, "HOLD_PER_CHUNK", hold)
+        p.setattr(H, "HOLD_LIMIT", limit)
+        r = verify_case(m, C.Options(chunk=chunk)).to_json()
+    return r
+
+
+@pytest.mark.parametrize("dtype,self_range,spoil", [
+    ("float32", (-1.2785, -1.2784), None),  # (relief at work in every chunk: the result nearly cancels)
+    ("float32", (-20, 12), None),
+    ("float16", (-1.29, -1.27), None),
+    ("bfloat16", (-20, 12), 1013),
+    ("float32", (-20, 12), 997),  # (a few elements per chunk still flagged after relief)
+    ("float16", (-20, 12), 1009),
+])
+@pytest.mark.parametrize("limit", [H.HOLD_LIMIT, 3])  # (one batch per range; a batch every few chunks)
+def test_batched_relief_gives_the_per_chunk_metrics(tmp_path, monkeypatch, dtype, self_range, spoil, limit):
+    m = _case(tmp_path, dtype, self_range)
+    if spoil:
+        _spoil(m, spoil, 1.05)
+    now = _judged(m, monkeypatch, hold=0)
+    held = _judged(m, monkeypatch, hold=H.HOLD_PER_CHUNK, limit=limit)
+    assert now["metrics"]["relieved"] > 0 or now["metrics"]["violations"] > 0  # (the path under test ran)
+    assert held["status"] == now["status"]
+    assert held["worst"] == now["worst"]
+    for key, value in now["metrics"].items():
+        if key in SUMS:
+            assert math.isclose(held["metrics"][key], value, rel_tol=1e-12, abs_tol=1e-300), key
+        else:
+            assert held["metrics"][key] == value, key
+    if spoil:  # (elements still flagged after relief went through the batch)
+        assert now["metrics"]["violations"] > 0
+
+
+def test_a_chunk_with_many_flagged_elements_is_rejudged_at_once(tmp_path, monkeypatch):
+    """A broken kernel flags most of a chunk: nothing is held (one batch per chunk is no worse), and the
+    verdict is the per-chunk one."""
+    m = _case(tmp_path, "float32", (-20, 12))
+    _spoil(m, 2, 1.01)
+    taken = []
+    real = H.Held.take
+
+    def spy(self, e, base, at=None):
+        ok = real(self, e, base, at)
+        taken.append(ok)
+        return ok
+
+    monkeypatch.setattr(H.Held, "take", spy)
+    r = verify_case(m, C.Options()).to_json()
+    assert r["status"] == "FAIL" and taken and not any(taken)
