@@ -9,14 +9,13 @@ the same numbers, element by element), and metrics folded in as if the zeros wer
 
 - maxima and their first index: a maximum > 0 is one of the differing elements' (the first of them
   in index order); a maximum of 0 is at element 0, which never beats a metric's running maximum;
-- sums: numpy's float64 sum of the full chunk equals the sum of the non-zero terms whenever every
-  partial sum of them is exact (then any order gives the exact sum); when that is not proved, the
-  terms are put back among zeros and summed exactly as the full chunk would be.
+- sums: the sum of the non-zero terms, the same terms the dense pass adds in another order. They agree
+  to the sum's rounding (float64; float32 for the squares, as the dense pass rounds them), far below
+  any standard's threshold; counts, maxima and their indices are exact (decision 56).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from ..dtypes import DType
 from .compare import WORST_K, ElementErrors, Metrics, element_errors
+from .compare import _sum_squares as dense_sum_squares
 from .workspace import Buffers
 
 # (bits of |x|, exponent field all ones) per storage dtype: |x| bits >= the second means Inf or NaN.
@@ -39,7 +39,6 @@ class Differing:
     at: np.ndarray  # chunk positions of the differing elements, ascending
     sub: ElementErrors  # their errors; sub's own indices (special, nonfinite, violation) are into `at`
     zero_goldens: int  # finite elements of the chunk with a zero golden
-    bufs: Buffers | None = None  # (for sums put back among zeros)
 
 
 def differing_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *, flush_ok: bool,
@@ -59,11 +58,11 @@ def differing_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, d
         return None
     zeros = 0 if magnitude.min() else int(np.count_nonzero(magnitude == 0))
     if not at.size:  # (every element identical: a small case often is)
-        return Differing(n, at, _no_errors(dtype), zeros, bufs)
+        return Differing(n, at, _no_errors(dtype), zeros)
     sub = element_errors(a_native[at], g_native[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
     zeros -= int(np.count_nonzero(magnitude[at] == 0))  # (counted again below, as the dense path counts them)
     zeros += sub.abs.size - sub.nonzero_goldens - sub.nonfinite.size
-    return Differing(n, at, sub, zeros, bufs)
+    return Differing(n, at, sub, zeros)
 
 
 _EMPTY = np.empty(0, np.float32)
@@ -105,10 +104,10 @@ def add_differing(metrics: Metrics, d: Differing, base: int) -> None:
     metrics.elements += d.n
     metrics.compared += d.n - e.nonfinite.size
     metrics.zero_goldens += d.zero_goldens
-    metrics.sum_rel += _sum(e.rel, d, "rel")
-    metrics.sum_signed += _sum(e.signed, d, "signed")
-    metrics.sum_sq_abs += _sum_squares(e.abs, d)
-    metrics.sum_ulp += _sum(e.ulp, d, "ulp")
+    metrics.sum_rel += _sum(e.rel)
+    metrics.sum_signed += _sum(e.signed)
+    metrics.sum_sq_abs += _sum_squares(e.abs)
+    metrics.sum_ulp += _sum(e.ulp)
     where = (lambda i: base + int(at[i]))
     if e.ulp.size:
         metrics.max_ulp = max(metrics.max_ulp, float(e.ulp[e.ulp.argmax()]))
@@ -144,48 +143,12 @@ def _first_max(x: np.ndarray) -> tuple[float, int]:
     return float(x[i]), i
 
 
-def _spread(x: np.ndarray, d: Differing, name: str) -> np.ndarray:
-    """The full chunk's array: x at the differing positions, +0 elsewhere."""
-    full = d.bufs.get("spread-" + name, x.dtype, d.n) if d.bufs else np.empty(d.n, x.dtype)
-    full.fill(0)
-    full[d.at] = x
-    return full
+def _sum(x: np.ndarray) -> float:
+    """The float64 sum of the differing elements' terms (the rest are +0): the dense pass's sum of the same
+    terms, in another order (they agree to float64 rounding)."""
+    return float(np.add.reduce(x, dtype=np.float64)) if x.size else 0.0
 
 
-def _sum(x: np.ndarray, d: Differing, name: str) -> float:
-    """float(np.add.reduce(full chunk, dtype=float64)), from the non-zero terms when that is provably the same."""
-    if not x.size:
-        return 0.0
-    wide = np.abs(x.astype(np.float64))
-    total, smallest = float(wide.sum()), float(wide.min(initial=np.inf, where=wide > 0))
-    if total == 0:
-        return 0.0
-    if total * (1 + 2.0**-30) < 2.0**53 * _lsb(smallest, x.dtype):
-        return float(np.add.reduce(x, dtype=np.float64))
-    return float(np.add.reduce(_spread(x, d, name), dtype=np.float64))
-
-
-def _sum_squares(x: np.ndarray, d: Differing) -> float:
-    """compare._sum_squares(full chunk): a float32 dot product, from the non-zero terms when every square and
-    partial sum is exact in float32 (then the dot product is exact, however it is computed)."""
-    from .compare import _sum_squares as dense
-    if not x.size:
-        return 0.0
-    if x.dtype == np.float32:
-        squares = np.square(x.astype(np.float64))  # (exact: 48 significant bits at most)
-        total = float(squares.sum())
-        if total == 0:
-            return 0.0
-        smallest = float(squares.min(initial=np.inf, where=squares > 0))
-        with np.errstate(over="ignore"):
-            narrow = squares.astype(np.float32).astype(np.float64)
-        if (np.array_equal(narrow, squares) and total < 2.0**127
-                and total * (1 + 2.0**-30) < 2.0**24 * _lsb(smallest, np.dtype(np.float32))):
-            return float(np.float32(total))
-    return dense(_spread(x, d, "abs"))
-
-
-def _lsb(x: float, dtype: np.dtype) -> float:
-    """A power of two every value of `dtype` with magnitude >= x (> 0) is a multiple of (its ulp at x)."""
-    info = np.finfo(dtype)
-    return max(math.ldexp(1.0, math.frexp(x)[1] - info.nmant - 1), float(info.smallest_subnormal))
+def _sum_squares(x: np.ndarray) -> float:
+    """compare._sum_squares of the differing elements (the rest are +0): the same terms, in another order."""
+    return dense_sum_squares(x) if x.size else 0.0
