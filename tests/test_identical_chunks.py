@@ -138,7 +138,7 @@ def test_verify_from_the_differing_elements_is_the_dense_verify(tmp_path, monkey
     and with chunks of several sizes: the same result JSON as the dense pass."""
     m = _case(tmp_path, dtype, defect, self_range=self_range)
     for standard in sorted(STANDARDS):
-        for chunk in (4096, 1 << 16):
+        for chunk in (4096, 1 << 16, 0):  # (0: by the path, SPARSE_CHUNK or CHUNK)
             opts = C.Options(standard=standard, chunk=chunk)
             fast = verify_case(m, opts).to_json()
             with monkeypatch.context() as p:
