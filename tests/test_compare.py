@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors, special_mismatch, ulp_of, ulp_at
+from aclnn_cli.judge.compare import WORST_K, Metrics, apply_rule, element_errors, special_mismatch, ulp_of, ulp_at
 from aclnn_cli.standards import MERE_T, STANDARDS, benchmark_ratios, find_standard
 
 
@@ -234,3 +234,29 @@ def test_metrics_merge_equals_one_pass():
     assert merged.to_json() == pytest.approx(whole.to_json())
     assert (merged.max_rel_at, merged.first_special, merged.first_violation) == (whole.max_rel_at, 17, whole.first_violation)
     assert merged.worst_indices() == whole.worst_indices()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 4096])
+def test_the_worst_elements_do_not_depend_on_the_chunks(chunk):
+    """Many equal errors and several NaN mismatches: the worst k are the largest errors, ties going to the
+    first index, whatever the chunk size (an oracle: sort by (-error, index) over the whole tensor)."""
+    dt = D.FLOAT16
+    g = np.tile(np.array([1.0, 2.0, 4.0, 0.5], np.float16), 1024)
+    a = g.copy()
+    a[::3] = np.nextafter(g[::3], np.float16(np.inf))  # one ulp up: four distinct errors, each many times
+    a[[100, 2000, 3001, 3500, 3999, 4000, 4001]] = np.nan
+    rel = np.abs(a.astype(np.float64) - g) / np.abs(g.astype(np.float64))
+    rel[np.isnan(a)] = np.inf
+    oracle = sorted(range(g.size), key=lambda i: (-rel[i], i))[:WORST_K]
+    m = Metrics()
+    for s in range(0, g.size, chunk):
+        e = element_errors(a[s:s + chunk], g[s:s + chunk], dt.smallest_normal, dt)
+        m.add(e, s)
+    assert m.worst_indices() == oracle == [100, 2000, 3001, 3500, 3999]
+    m = Metrics()
+    for s in range(0, g.size, chunk):
+        a2 = a[s:s + chunk].copy()
+        a2[np.isnan(a2)] = g[s:s + chunk][np.isnan(a2)]  # (no NaN: the ties of the largest finite error)
+        m.add(element_errors(a2, g[s:s + chunk], dt.smallest_normal, dt), s)
+    finite = np.where(np.isinf(rel), 0, rel)
+    assert m.worst_indices() == sorted(range(g.size), key=lambda i: (-finite[i], i))[:WORST_K]

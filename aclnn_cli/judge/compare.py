@@ -251,7 +251,7 @@ class Metrics:
     max_rel: float = 0.0
     max_rel_at: int = -1
     max_ulp: float = 0.0
-    worst: list = field(default_factory=list)  # heap of (rel, index): the WORST_K largest
+    worst: list = field(default_factory=list)  # heap of (rel, -index): the WORST_K largest, ties to the first index
     errors: ErrorStats | None = None  # the report's histogram, sample and map (filled by the comparison)
 
     _COUNTS = ("elements", "compared", "special_mismatches", "violations", "relieved", "small_elements",
@@ -314,8 +314,11 @@ class Metrics:
         if chunk_max_rel <= floor:  # nothing in this chunk enters the worst k: skip the scan
             return
         cand = np.flatnonzero(rel > floor)
-        if cand.size > WORST_K:
-            cand = cand[np.argpartition(rel[cand], cand.size - WORST_K)[cand.size - WORST_K:]]
+        if cand.size > WORST_K:  # (the k largest; of those tied with the k-th, the first)
+            r = rel[cand]
+            kth = np.partition(r, r.size - WORST_K)[r.size - WORST_K]
+            above = cand[r > kth]
+            cand = np.concatenate([above, cand[r == kth][:WORST_K - above.size]])
         for i in cand:
             self._push((float(rel[i]), where(i)))
 
@@ -324,6 +327,9 @@ class Metrics:
         return self.__dict__
 
     def _push(self, item: tuple[float, int]) -> None:
+        """Offer (rel, index) for the worst k. Among equal errors the lower index is kept, so which elements
+        are named does not depend on how the tensor was cut into chunks and ranges."""
+        item = (item[0], -item[1])
         if len(self.worst) < WORST_K:
             heapq.heappush(self.worst, item)
         elif item > self.worst[0]:
@@ -345,8 +351,8 @@ class Metrics:
             mine, theirs = getattr(self, n), getattr(other, n)
             if theirs >= 0 and (mine < 0 or theirs < mine):
                 setattr(self, n, theirs)
-        for item in other.worst:
-            self._push(item)
+        for rel, neg in other.worst:
+            self._push((rel, -neg))
         if self.errors is not None and other.errors is not None:
             self.errors.merge(other.errors)
 
@@ -356,7 +362,7 @@ class Metrics:
     def worst_items(self) -> list[tuple[int, float]]:
         """(index, judged relative error) of the worst elements, worst first: the errors the verdict used."""
         self._settle()
-        return [(i, rel) for rel, i in sorted(self.worst, reverse=True)]
+        return [(-neg, rel) for rel, neg in sorted(self.worst, reverse=True)]
 
     @property
     def mere(self) -> float:

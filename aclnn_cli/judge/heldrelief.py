@@ -96,5 +96,5 @@ def fold(metrics: Metrics, e: ElementErrors, flat: np.ndarray, still: np.ndarray
     if value > metrics.max_rel or (value == metrics.max_rel and 0 <= at < metrics.max_rel_at):
         metrics.max_rel, metrics.max_rel_at = value, at
     floor = metrics.worst[0][0] if len(metrics.worst) >= WORST_K else 0.0
-    for k in np.flatnonzero(e.rel > floor):
+    for k in np.flatnonzero(e.rel >= floor if floor > 0 else e.rel > 0):  # (a tie may go to a held, lower index)
         metrics._push((float(e.rel[k]), int(flat[k])))
