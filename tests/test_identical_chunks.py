@@ -217,3 +217,18 @@ def test_a_small_case_identical_to_its_golden_computes_no_element_errors(tmp_pat
     assert [s for s in sizes if s > 16] == []  # (the rule's one-off probe of exact elements is 9 values)
     monkeypatch.setattr(C, "exact_never_flagged", lambda *a: False)
     same_result(fast.to_json(), verify_case(m, C.Options()).to_json())
+
+
+def test_ranges_compared_one_after_another_reuse_one_workspace_and_keep_their_worst(tmp_path):
+    """A worker compares range after range of a large case: the second reuses the first's buffers (no fresh
+    pages per range), and the first's worst elements, picked from those buffers, are settled before that."""
+    from aclnn_cli.judge import workspace as W
+    m = _case(tmp_path, "float32", "fp16-no-upcast", shape=(64, 4096))
+    n = m.output.layout.numel
+    alone = C.compare_range(m, C.Options(), 0, n // 2)[0].worst_items()
+    first = C.compare_range(m, C.Options(), 0, n // 2)[0]
+    spare = dict(W._SPARE)
+    second = C.compare_range(m, C.Options(), n // 2, n)[0]
+    assert spare and all(W._SPARE[k] is v for k, v in spare.items())  # (the same buffers, given back again)
+    assert first.worst_items() == alone and alone and alone[0][1] > 0
+    assert all(i >= n // 2 for i in second.worst_indices())

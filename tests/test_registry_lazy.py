@@ -98,3 +98,16 @@ def test_an_entry_point_op_loads_when_its_name_is_looked_up_and_with_the_whole_r
                              capture_output=True, text=True, timeout=300,
                              env={k: v for k, v in env.items() if k != "PYTHONPATH"})
     assert without.returncode == 2 and "aclnnMyCenterBackward" in without.stderr, without.stderr[-500:]
+
+
+def test_the_tool_runs_one_blas_thread_per_process_unless_told_otherwise():
+    """Its parallelism is the process pool: OpenBLAS's spinning threads would take the other worker's core
+    (decision 57). A user's own setting wins."""
+    code = "import os, aclnn_cli; print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])"
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.split() == ["1", "1"]
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.split() == ["3", "1"]
+    env.pop("OPENBLAS_NUM_THREADS")
+    threads = "import aclnn_cli, numpy, os; print(len(os.listdir('/proc/self/task')))"  # (OpenBLAS's are native)
+    assert subprocess.run([sys.executable, "-c", threads], env=env, capture_output=True, text=True).stdout.strip() == "1"

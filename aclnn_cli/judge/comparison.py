@@ -22,7 +22,7 @@ from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .errorstats import ErrorStats
 from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
-from .workspace import Buffers, Workspace
+from .workspace import Buffers, Workspace, give_back, take
 from ..dtypes import DType, round_from_f64
 from ..pipeline import gather_inputs
 from ..errors import UserError
@@ -236,7 +236,8 @@ class Comparison:
         sparse = (not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all) and bench is None
                   and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor))
         chunk = self.opts.chunk or (SPARSE_CHUNK if sparse and out.dtype.itemsize == 2 else CHUNK)
-        ws = Workspace(chunk) if stop - start > chunk else None  # (one chunk: nothing to reuse)
+        ws = None if stop - start <= chunk else (  # (one chunk: nothing to reuse)
+            Workspace(chunk) if metrics.errors is not None else take(chunk))  # (the report's data keeps chunks)
         native, skip = out.dtype.np_dtype, 0
         # (flagged elements re-judged in batches, unless each element's final errors are wanted at once)
         held = Held() if self.std.relief and not (self.opts.error_data or self.opts.error_rows
@@ -281,6 +282,9 @@ class Comparison:
                                   float(errs.ulp[i])) for i in bad)
         if held is not None:
             self._release(metrics, held)
+        metrics._settle()  # (its worst candidates were in the workspace, which the next comparison reuses)
+        if ws is not None and metrics.errors is None:
+            give_back(ws)
         if metrics.errors is not None and not all(isinstance(self.inputs.get(t.name), LoadedFile) for t in self.m.inputs):
             metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows

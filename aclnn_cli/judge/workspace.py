@@ -47,3 +47,19 @@ class Workspace:
         self.turn ^= 1
         return self.sets[self.turn]
 
+
+_SPARE: dict[int, Workspace] = {}
+
+
+def take(size: int) -> Workspace:
+    """A workspace for chunks of `size`: the one the process's last comparison gave back, else a new one.
+    A large case's ranges (64 per 64M elements, each its own comparison in a worker) then reuse buffers
+    instead of faulting in fresh ones (6 MiB a range). A comparison running inside another gets its own."""
+    return _SPARE.pop(size, None) or Workspace(size)
+
+
+def give_back(ws: Workspace) -> None:
+    """Return a workspace for reuse; its holder has settled everything its chunks left pending."""
+    if len(_SPARE) > 4:
+        _SPARE.clear()
+    _SPARE[ws.size] = ws
