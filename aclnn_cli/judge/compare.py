@@ -197,7 +197,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         zs = np.flatnonzero((a == 0) & (g == 0) & (np.signbit(a) != np.signbit(g)))
         special = np.union1d(special, zs)
     e = ElementErrors(a, g, abs_err, rel, signed, ulp, golden_abs, dtype, nonfinite, special)
-    e.nonzero_goldens = _count_positive(golden_abs)
+    e.nonzero_goldens = n if normal and not nonfinite.size else _count_positive(golden_abs)  # (normal: none is 0)
     return e
 
 
@@ -213,6 +213,11 @@ def _count_positive(x: np.ndarray) -> int:
     if x.dtype == np.float64:
         return int(np.count_nonzero(x.view(np.uint64)))
     return int(np.count_nonzero(x))
+
+
+def total64(x: np.ndarray) -> float:
+    """sum(x) accumulated in float64 (einsum's: a tenth faster than np.add.reduce's cast, as accurate)."""
+    return float(np.einsum("i->", x, dtype=np.float64)) if x.ndim == 1 else float(np.add.reduce(x, None, np.float64))
 
 
 def _sum_squares(x: np.ndarray) -> float:
@@ -269,12 +274,11 @@ class Metrics:
             self.small_errors += small_err
         nonzero = e.nonzero_goldens if e.nonzero_goldens is not None else int(np.count_nonzero(e.golden_abs))
         self.zero_goldens += n - nonzero - e.nonfinite.size
-        total = np.add.reduce  # (what ndarray.sum calls, less its Python wrapper)
-        self.sum_rel += float(total(e.rel, dtype=np.float64))
-        self.sum_signed += float(total(e.signed, dtype=np.float64))
+        self.sum_rel += total64(e.rel)
+        self.sum_signed += total64(e.signed)
         self.sum_sq_abs += _sum_squares(e.abs)
         self.sum_sq_golden += _sum_squares(e.golden_abs) if track_small else 0.0
-        self.sum_ulp += float(total(e.ulp, dtype=np.float64))
+        self.sum_ulp += total64(e.ulp)
         if not n:
             return
         where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))

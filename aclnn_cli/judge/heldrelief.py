@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compare import WORST_K, ElementErrors, Metrics
+from .compare import WORST_K, ElementErrors, Metrics, total64
 
 HOLD_PER_CHUNK = 256  # a chunk with more flagged elements is re-judged at once (0: never hold)
 HOLD_LIMIT = 8192  # held elements re-judged in one batch once this many are held
@@ -81,9 +81,8 @@ def fold(metrics: Metrics, e: ElementErrors, flat: np.ndarray, still: np.ndarray
     """Fold re-judged held elements into metrics (e: their errors after relief; flat: their logical indices,
     ascending; still: which of them the rule flags after relief)."""
     metrics._settle()
-    total = np.add.reduce
-    metrics.sum_rel += float(total(e.rel, dtype=np.float64))
-    metrics.sum_signed += float(total(e.signed, dtype=np.float64))
+    metrics.sum_rel += total64(e.rel)
+    metrics.sum_signed += total64(e.signed)
     metrics.relieved += int(still.size - np.count_nonzero(still))
     hits = int(np.count_nonzero(still))
     if hits:

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from ..dtypes import DType
-from .compare import WORST_K, ElementErrors, Metrics, element_errors
+from .compare import WORST_K, ElementErrors, Metrics, element_errors, total64
 from .compare import _sum_squares as dense_sum_squares
 from .workspace import Buffers
 
@@ -146,7 +146,7 @@ def _first_max(x: np.ndarray) -> tuple[float, int]:
 def _sum(x: np.ndarray) -> float:
     """The float64 sum of the differing elements' terms (the rest are +0): the dense pass's sum of the same
     terms, in another order (they agree to float64 rounding)."""
-    return float(np.add.reduce(x, dtype=np.float64)) if x.size else 0.0
+    return total64(x) if x.size else 0.0
 
 
 def _sum_squares(x: np.ndarray) -> float:

@@ -19,16 +19,16 @@ class Buffers:
     """Named arrays of one chunk's size, made on first use and handed out as views of n elements."""
 
     size: int
-    arrays: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    arrays: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     def get(self, name: str, dtype, n: int) -> np.ndarray:
-        """Buffer `name` of `dtype`, n elements (uninitialised: the caller writes every one)."""
-        dtype = np.dtype(dtype)
-        key = (name, dtype.str)
+        """Buffer `name` of `dtype`, n elements (uninitialised: the caller writes every one).
+        (Called a dozen times a chunk: keyed by the dtype as given, the whole buffer when n fills it.)"""
+        key = (name, dtype)
         buf = self.arrays.get(key)
         if buf is None or buf.size < n:
             buf = self.arrays[key] = np.empty(max(n, self.size), dtype)
-        return buf[:n]
+        return buf if buf.size == n else buf[:n]
 
 
 @dataclass
