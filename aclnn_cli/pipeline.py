@@ -29,9 +29,11 @@ def is_large(elements: int) -> bool:
     return elements > SPLIT
 
 
-def ranges(elements: int) -> list[tuple[int, int]]:
-    """The ranges a large case's output is split into (one per unit of work)."""
-    return list(chunks(elements, RANGE))
+def ranges(elements: int, jobs: int = 0) -> list[tuple[int, int]]:
+    """The ranges a large case's output is split into (one per unit of work). jobs: no more than 8 ranges
+    per worker, each a multiple of RANGE (verify: a range costs a comparison's set-up, a millisecond or two)."""
+    per = max(1, -(-elements // (8 * jobs * RANGE))) if jobs > 0 else 1
+    return list(chunks(elements, per * RANGE))
 
 
 def units(sizes: Sequence[int]) -> int:

@@ -318,11 +318,13 @@ class Metrics:
         if chunk_max_rel <= floor:  # nothing in this chunk enters the worst k: skip the scan
             return
         cand = np.flatnonzero(rel > floor)
-        if cand.size > WORST_K:  # (the k largest; of those tied with the k-th, the first)
-            r = rel[cand]
-            kth = np.partition(r, r.size - WORST_K)[r.size - WORST_K]
-            above = cand[r > kth]
-            cand = np.concatenate([above, cand[r == kth][:WORST_K - above.size]])
+        if cand.size > WORST_K:  # (the k largest, ties to the first: argmax k times, cheaper than a partition)
+            r, top = rel[cand], []
+            for _ in range(WORST_K):
+                j = int(r.argmax())
+                top.append(j)
+                r[j] = -np.inf
+            cand = cand[top]
         for i in cand:
             self._push((float(rel[i]), where(i)))
 

@@ -143,7 +143,7 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
     if n == 0:
         return None
     std, params = case_standard(m, opts, out)
-    pieces = ranges(n) if run is not None and is_large(n) else [(0, n)]
+    pieces = ranges(n, run.jobs) if run is not None and is_large(n) else [(0, n)]
     if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
         sums = [] if proven else [run.submit(check_file_sha256, *item) for item in checksummed_files(m)
                                   if first or item[2] == "golden" and item[0] == out.golden]
