@@ -82,7 +82,8 @@ _C_ENCODERS = {} if json.encoder.c_make_encoder is None else {
                                      False, nan) for nan in (False, True)}
 
 
-def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str) -> dict:
+def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, extra: dict | None = None) -> dict:
+    """The manifest of a generated case; extra: more keys for a tensor's entry, by tensor name."""
     tensors = []
     for t in case.tensors:
         if t.null:  # the harness passes nullptr; dtype and shape say what the tensor would have been
@@ -101,6 +102,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str) ->
                          dump=dump_file(t.name))
             if scale_file(t.name) in digests:
                 entry.update(scale=scale_file(t.name), scale_sha256=digests[scale_file(t.name)])
+            entry.update((extra or {}).get(t.name, {}))
         tensors.append(entry)
     data = {
         "schema": SCHEMA, "tool_version": __version__, "fingerprint": fp,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import jsonsafe, manifest as M
+from .. import blockdigests, jsonsafe, manifest as M, pipeline
 from ..cases.loader import Case
 from ..errors import UserError
 from ..jsonsafe import JsonRefused
@@ -298,9 +298,14 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
     old: the manifest the case had before (its dumps are kept if it had the same fingerprint).
     """
     final = safe_child(out_root, case.case_id)
+    blocks = {}
     if digests is None:
-        digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin"))}
-    manifest = M.dumps_json(M.build(case, digests, fallbacks, fp)).encode()
+        blocks = _golden_blocks(case, tmp)
+        digests = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.bin")) if p.name not in blocks}
+        digests.update({name: whole for name, (whole, _) in blocks.items()})
+    extra = {t.name: {blockdigests.KEY: blockdigests.entry(blocks[M.golden_file(t.name)][1])}
+             for t in case.tensors if t.role == "output" and M.golden_file(t.name) in blocks}
+    manifest = M.dumps_json(M.build(case, digests, fallbacks, fp, extra)).encode()
     write_new_file(M.join(str(tmp), M.MANIFEST), manifest)  # tmp is private
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
@@ -308,6 +313,16 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
                 copy_storage(kept, tmp / kept.name)
     replace_dir(tmp, final, fresh=old is None)
     return GenResult(case.case_id, out_root, case.numel, fallbacks)
+
+
+def _golden_blocks(case: Case, tmp: Path) -> dict[str, tuple[str, list[str]]]:
+    """{golden file: (its sha256, the sha256 of each block)} of the large goldens a split verify checks by
+    block (blockdigests.py), hashed in the one read that gives their whole-file sha256."""
+    if case.expect_status != 0:
+        return {}
+    return {M.golden_file(t.name): blockdigests.file_digests(tmp / M.golden_file(t.name),
+                                                            pipeline.RANGE * t.dtype.itemsize)
+            for t in case.tensors if t.role == "output" and blockdigests.wanted(t.layout, t.layout.numel)}
 
 
 def _existing(case_dir: Path) -> dict | None:

@@ -18,6 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from .. import manifest as M
+from ..blockdigests import BlockCheck
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .errorstats import ErrorStats
 from .heldrelief import Held, fold
@@ -90,16 +91,18 @@ def standard_rule(std: Standard, params: dict):
 
 def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
                   judged: tuple[Standard, dict] | None = None, out_name: str | None = None,
-                  hash_inputs: bool = True) -> tuple[Metrics, Metrics | None, list]:
+                  hash_inputs: bool = True, golden_blocks: list[str] | None = None) -> tuple[Metrics, Metrics | None, list]:
     """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
 
     checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
     reads (for a whole case read by one process). judged: case_standard(m, opts), if known.
+    golden_blocks: the golden's recorded block digests, to check the blocks this range reads (blockdigests.py).
     """
     out = m.output if out_name is None else next(t for t in m.judged if t.name == out_name)
     std, params = judged or case_standard(m, opts, out)
     cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == out.layout.numel, out=out,
                      hash_inputs=hash_inputs)
+    cmp.blocks = golden_blocks and BlockCheck(golden_blocks, start, stop, out.layout.numel, out.golden)
     try:
         result = cmp.run(start, stop)
         cmp.check_sha256()
@@ -168,6 +171,7 @@ class Comparison:
         out: the output judged (default the first); hash_inputs: with checksums, the inputs' too (a case with
         several outputs hashes its inputs with the first output's comparison only)."""
         self.m, self.std, self.opts = m, std, opts
+        self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
         self.out = out = out or m.output
         self.rule = standard_rule(std, params)
         _, self.floor = tolerance_dtype(m, out)
@@ -247,6 +251,8 @@ class Comparison:
             bufs = ws.next() if ws is not None else None
             a = self.dump.read(out.layout, s, e, bufs.get("a_native", native, e - s) if bufs else None)
             g = self.gold.read(out.layout, s, e, bufs.get("g_native", native, e - s) if bufs else None)
+            if self.blocks:
+                self.blocks.update(s, g)
             if sparse and skip:
                 skip -= 1
             elif sparse:
@@ -280,6 +286,8 @@ class Comparison:
                 bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
                 self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
+        if self.blocks:
+            self.blocks.finish()
         if held is not None:
             self._release(metrics, held)
         metrics._settle()  # (its worst candidates were in the workspace, which the next comparison reuses)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import manifest as M
 from .. import statcache
 from ..device.outcome import read_status_file, read_verdict, status_mismatch
+from ..blockdigests import recorded as recorded_blocks
 from ..errors import UserError
 from ..ops.user import ENV as USER_OPS_ENV
 from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names,
@@ -145,9 +146,11 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
     std, params = case_standard(m, opts, out)
     pieces = ranges(n, run.jobs) if run is not None and is_large(n) else [(0, n)]
     if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
+        blocks = None if proven else recorded_blocks(m, out)  # (else each range checks the golden it reads)
         sums = [] if proven else [run.submit(check_file_sha256, *item) for item in checksummed_files(m)
-                                  if first or item[2] == "golden" and item[0] == out.golden]
-        parts = run.map(compare_range, [(m, opts, s, e, False, None, out.name) for s, e in pieces])
+                                  if (first or item[2] == "golden" and item[0] == out.golden)
+                                  and not (blocks and item[0] == out.golden)]
+        parts = run.map(compare_range, [(m, opts, s, e, False, None, out.name, True, blocks) for s, e in pieces])
         for f in sums:
             f.result()
     else:
