@@ -20,7 +20,6 @@ import numpy as np
 from .. import manifest as M
 from ..blockdigests import BlockCheck
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
-from .errorstats import ErrorStats
 from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
@@ -233,6 +232,8 @@ class Comparison:
         metrics, bench = Metrics(), (Metrics() if self.std.benchmark else None)
         if self.opts.error_data:
             # (a Rows op's element depends on whole rows: the report samples no inputs per element)
+            from .errorstats import ErrorStats  # (the report's data: only with --json or --html)
+
             names = () if self.m.op.family.name == "rows" else tuple(t.name for t in self.m.inputs)
             metrics.errors = ErrorStats.for_view(out.layout.shape, names, self._context())
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
