@@ -135,3 +135,49 @@ def test_a_malformed_block_record_is_one_line_naming_the_manifest(tmp_path, smal
     r = run_cli("verify", out, "-j", 2, "--rehash")
     assert r.exit_code == 2
     assert "malformed manifest: tensor gradInput's 'golden_blocks'" in r.output and "Traceback" not in r.output
+
+
+def test_a_large_case_with_a_null_output_records_blocks_for_the_others(tmp_path, small_ranges):
+    """LayerNormBackward with gradInputOut a null pointer (outputMask false): gen writes no golden for it and
+    records no blocks for it; the case gens and verifies, split across workers, first time and rehashed."""
+    p = write_yaml(tmp_path, "op: aclnnLayerNormBackward\ncases:\n  - name: nogi\n    dtype: float32\n"
+                             "    shape: [30, 1000]\n"
+                             "    attributes: {normalizedShape: [1000], outputMask: [[false, true, true]]}\n"
+                             "    tensors: {gradInputOut: {nullptr: true}}\n")
+    out = tmp_path / "out"
+    r = run_cli("gen", p, "-o", out, "-j", 2)
+    assert r.exit_code == 0, r.output
+    case = next(d for d in out.iterdir() if d.is_dir())
+    tensors = {t["name"]: t for t in manifest(case)["tensors"]}
+    assert tensors["gradInputOut"].get("null") and "golden_blocks" not in tensors["gradInputOut"]
+    assert run_cli("emulate", out, "-j", 2).exit_code == 0
+    for extra in ((), ("--rehash",)):
+        r = run_cli("verify", out, "-j", 2, *extra)
+        assert r.exit_code == 0, r.output
+
+
+LN = ("op: aclnnLayerNormBackward\ncases:\n  - name: ln\n    dtype: float32\n    shape: [30, 1000]\n"
+      "    attributes: {normalizedShape: [1000], outputMask: [[true, true, true]]}\n")
+
+
+def test_every_file_of_a_split_case_with_several_outputs_is_checked(tmp_path, small_ranges):
+    """LayerNormBackward split across workers: dx's golden by its blocks, dgamma's and dbeta's (not split) as
+    their comparisons read them, the inputs (and any scale file) in units of their own. Each file gen
+    recorded, changed in place with its times put back, is caught."""
+    p = write_yaml(tmp_path, LN)
+    out = tmp_path / "out"
+    assert run_cli("gen", p, "-o", out, "-j", 2).exit_code == 0
+    assert run_cli("emulate", out, "-j", 2).exit_code == 0
+    case = next(d for d in out.iterdir() if d.is_dir())
+    raw = manifest(case)
+    assert "golden_blocks" in next(t for t in raw["tensors"] if t["name"] == "gradInputOut")
+    files = [t[k] for t in raw["tensors"] for k in ("file", "golden", "scale") if k in t and t["role"] == "input"
+             or k in ("golden", "scale") and k in t]
+    assert len(files) >= 6, files
+    assert run_cli("verify", out, "-j", 2, "--rehash").exit_code == 0
+    for name in files:
+        good = (case / name).read_bytes()
+        _flip(case / name, len(good) // 2)
+        r = run_cli("verify", out, "-j", 2)
+        assert r.exit_code == 2 and "changed since gen" in r.output, (name, r.output[-600:])
+        (case / name).write_bytes(good)

@@ -87,3 +87,19 @@ def test_a_chunk_with_many_flagged_elements_is_rejudged_at_once(tmp_path, monkey
     monkeypatch.setattr(H.Held, "take", spy)
     r = verify_case(m, C.Options()).to_json()
     assert r["status"] == "FAIL" and taken and not any(taken)
+
+
+def test_a_rows_ops_flagged_elements_are_rejudged_chunk_by_chunk(tmp_path, monkeypatch):
+    """A Rows op's relief gathers whole rows: a batch across chunks would hold every row its elements lie in
+    (hundreds of MB on a large case), so its flagged elements are re-judged with their chunk, as before."""
+    text = ("op: aclnnLayerNormBackward\ncases:\n  - name: c\n    dtype: float32\n    shape: [64, 2048]\n"
+            "    attributes: {normalizedShape: [2048], outputMask: [[true, true, true]]}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    _spoil(m, 997, 1.05)
+    taken = []
+    monkeypatch.setattr(H.Held, "take", lambda self, *a: taken.append(a) or False)
+    r = verify_case(m, C.Options()).to_json()
+    assert r["status"] == "FAIL" and r["metrics"]["violations"] > 0 and not taken

@@ -322,7 +322,7 @@ def _golden_blocks(case: Case, tmp: Path) -> dict[str, tuple[str, list[str]]]:
         return {}
     return {M.golden_file(t.name): blockdigests.file_digests(tmp / M.golden_file(t.name),
                                                             pipeline.RANGE * t.dtype.itemsize)
-            for t in case.tensors if t.role == "output" and blockdigests.wanted(t.layout, t.layout.numel)}
+            for t in case.tensors if t.role == "output" and not t.null and blockdigests.wanted(t.layout, t.layout.numel)}
 
 
 def _existing(case_dir: Path) -> dict | None:

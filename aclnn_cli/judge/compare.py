@@ -168,7 +168,8 @@ def _count_positive(x: np.ndarray) -> int:
 
 
 def total64(x: np.ndarray) -> float:
-    """sum(x) accumulated in float64 (einsum's: a tenth faster than np.add.reduce's cast, as accurate)."""
+    """sum(x) accumulated in float64: einsum's sequential sum, a tenth faster than np.add.reduce's cast and pairwise
+    sum, with an error bound of n * 2^-53 of the sum of |x| (1e-11 for a chunk), far below any threshold."""
     return float(np.einsum("i->", x, dtype=np.float64)) if x.ndim == 1 else float(np.add.reduce(x, None, np.float64))
 
 

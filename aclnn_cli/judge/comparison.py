@@ -101,8 +101,8 @@ def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, check
     std, params = judged or case_standard(m, opts, out)
     cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == out.layout.numel, out=out,
                      hash_inputs=hash_inputs)
-    cmp.blocks = golden_blocks and BlockCheck(golden_blocks, start, stop, out.layout.numel, out.golden)
     try:
+        cmp.blocks = golden_blocks and BlockCheck(golden_blocks, start, stop, out.layout.numel, out.golden)
         result = cmp.run(start, stop)
         cmp.check_sha256()
         return result
@@ -244,9 +244,10 @@ class Comparison:
         ws = None if stop - start <= chunk else (  # (one chunk: nothing to reuse)
             Workspace(chunk) if metrics.errors is not None else take(chunk))  # (the report's data keeps chunks)
         native, skip = out.dtype.np_dtype, 0
-        # (flagged elements re-judged in batches, unless each element's final errors are wanted at once)
-        held = Held() if self.std.relief and not (self.opts.error_data or self.opts.error_rows
-                                                   or self.opts.relieve_all) and bench is None else None
+        # (flagged elements re-judged in batches, unless each element's final errors are wanted at once, or
+        # relief reads whole rows: a Rows op's batch would gather every row its held elements lie in)
+        held = Held() if self.std.relief and not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all
+                                                   or self.m.op.family.name == "rows") and bench is None else None
         for s in range(start, stop, chunk):
             e = min(stop, s + chunk)
             bufs = ws.next() if ws is not None else None

@@ -98,7 +98,7 @@ _PROBED: dict[tuple, bool] = {}
 
 
 def add_differing(metrics: Metrics, d: Differing, base: int) -> None:
-    """Metrics.add of the full chunk, from its differing elements (bit for bit the same metrics)."""
+    """Metrics.add of the full chunk, from its differing elements (the same metrics; sums to their rounding)."""
     metrics._settle()
     e, at = d.sub, d.at
     metrics.elements += d.n

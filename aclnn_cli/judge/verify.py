@@ -148,8 +148,7 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
     if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
         blocks = None if proven else recorded_blocks(m, out)  # (else each range checks the golden it reads)
         sums = [] if proven else [run.submit(check_file_sha256, *item) for item in checksummed_files(m)
-                                  if (first or item[2] == "golden" and item[0] == out.golden)
-                                  and not (blocks and item[0] == out.golden)]
+                                  if _hashed_whole(item, out, first, blocks)]
         parts = run.map(compare_range, [(m, opts, s, e, False, None, out.name, True, blocks) for s, e in pieces])
         for f in sums:
             f.result()
@@ -163,6 +162,18 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
         rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
     verdict = std.judge(metrics, params, tolerance_dtype(m, out)[0], bench)
     return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows, verdict.named(out.name).rows)
+
+
+def _hashed_whole(item: tuple, out: M.TensorEntry, first: bool, blocks) -> bool:
+    """Whether a split comparison of `out` hashes this checksummed file in a unit of its own: its golden (unless
+    its ranges check its blocks) and scale, and with the first output the inputs (as a whole case's comparison
+    hashes what it reads: each output its own golden, the first the inputs)."""
+    path, _, what = item
+    if what.startswith("input "):
+        return first
+    if what == "golden":
+        return path == out.golden and not blocks
+    return what == f"{out.name} scale"
 
 
 def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -> None:
