@@ -18,7 +18,7 @@ would only flatter us): gen seeds NumPy with i, draws x and dy, computes a float
 `np.fromfile`s our dump and golden and `np.allclose`s them. Before each timed step the parent
 calls sync(), so one step's dirty pages are not written back during the next.
 
-Targets: gen <= 2x naive gen; verify <= 2x naive verify; emulate <= 2x naive gen; unchanged
+Targets: gen <= 2x naive gen; verify <= 1.5x naive verify (issue 20; issue 9 asked 2x); emulate <= 2x naive gen; unchanged
 re-gen <= 0.5x naive gen; time per case at 10,000 cases <= 1.25x that at 2,000 (linear); peak
 RSS at 10,000 cases <= 1.25x that at 2,000 (flat).
 """
@@ -51,7 +51,7 @@ TARGETS = {
     "gen": ("naive_gen", 2.0),
     "regen": ("naive_gen", 0.5),
     "emulate": ("naive_gen", 2.0),
-    "verify": ("naive_verify", 2.0),
+    "verify": ("naive_verify", 1.5),  # (issue 20: within 1.5x of the naive loop; issue 9 asked 2x)
 }
 LABELS = {"gen": "gen", "regen": "re-gen (unchanged)", "emulate": "emulate", "verify": "verify"}
 
