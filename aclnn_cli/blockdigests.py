@@ -51,17 +51,18 @@ def entry(blocks: list[str]) -> dict:
 def recorded(m, out) -> list[str] | None:
     """The golden's block digests from case.json, if gen recorded them for blocks of this tool's RANGE
     (else None: the whole file is hashed). A malformed record is a malformed manifest."""
-    raw = m._raw_tensors[out.name].get(KEY)
+    raw = next(t for t in m.raw["tensors"] if t.get("name") == out.name).get(KEY)
     if raw is None:
         return None
     size = raw.get("elements") if type(raw) is dict else None
-    count = -(-out.layout.storage_size // size) if type(size) is int and size > 0 else -1
-    ok = (type(raw) is dict and type(raw.get("elements")) is int and type(raw.get("sha256")) is list
-          and all(type(h) is str and _HEX.fullmatch(h) for h in raw["sha256"]))
-    if not ok or count < 0 or len(raw["sha256"]) != count:
+    digests = raw.get("sha256") if type(raw) is dict else None
+    ok = (type(size) is int and size > 0 and type(digests) is list
+          and len(digests) == -(-out.layout.storage_size // size)
+          and all(type(h) is str and _HEX.fullmatch(h) for h in digests))
+    if not ok:
         raise UserError(f"malformed manifest: tensor {out.name}'s '{KEY}' is not the sha256 of each block of "
                         f"its golden", where=str(m.dir / "case.json"))
-    return raw["sha256"] if size == pipeline.RANGE and out.layout.is_contiguous else None
+    return digests if size == pipeline.RANGE and out.layout.is_contiguous else None
 
 
 class BlockCheck:

@@ -171,8 +171,8 @@ def test_every_file_of_a_split_case_with_several_outputs_is_checked(tmp_path, sm
     case = next(d for d in out.iterdir() if d.is_dir())
     raw = manifest(case)
     assert "golden_blocks" in next(t for t in raw["tensors"] if t["name"] == "gradInputOut")
-    files = [t[k] for t in raw["tensors"] for k in ("file", "golden", "scale") if k in t and t["role"] == "input"
-             or k in ("golden", "scale") and k in t]
+    files = [t["file"] for t in raw["tensors"] if t["role"] == "input" and not t.get("null")]
+    files += [t[k] for t in raw["tensors"] if t["role"] == "output" for k in ("golden", "scale") if k in t]
     assert len(files) >= 6, files
     assert run_cli("verify", out, "-j", 2, "--rehash").exit_code == 0
     for name in files:
@@ -181,3 +181,29 @@ def test_every_file_of_a_split_case_with_several_outputs_is_checked(tmp_path, sm
         r = run_cli("verify", out, "-j", 2)
         assert r.exit_code == 2 and "changed since gen" in r.output, (name, r.output[-600:])
         (case / name).write_bytes(good)
+
+
+def test_blocks_are_recorded_exactly_for_split_outputs_up_to_the_block_limit(small_ranges):
+    """The edges of `wanted`: over SPLIT elements (not at it), up to MAX_BLOCKS blocks (not one element more),
+    contiguous only."""
+    from aclnn_cli import blockdigests as B
+    from aclnn_cli.layout import Layout
+    top = pipeline.RANGE * B.MAX_BLOCKS
+    for n, expected in ((pipeline.SPLIT, False), (pipeline.SPLIT + 1, True), (top, True), (top + 1, False)):
+        assert B.wanted(Layout.contiguous((n,)), n) is expected, n
+    strided = Layout((pipeline.SPLIT + 1,), (2,), 0, 2 * pipeline.SPLIT + 1)
+    assert not B.wanted(strided, pipeline.SPLIT + 1)
+
+
+@pytest.mark.parametrize("n", [1, 5_000, 5_001, 70_001, 5_000 * 64, 5_000 * 1000 + 3])
+@pytest.mark.parametrize("jobs", [0, 1, 2, 8])
+def test_ranges_cover_the_output_on_block_bounds(small_ranges, n, jobs):
+    """Every range a split verify gives a worker starts on a block boundary (its golden blocks are whole),
+    they cover [0, n) in order, and there are at most 8 per worker (each has a set-up cost)."""
+    got = pipeline.ranges(n, jobs)
+    assert got[0][0] == 0 and got[-1][1] == n and all(a[1] == b[0] for a, b in zip(got, got[1:]))
+    assert all(s % 5_000 == 0 for s, _ in got)
+    if jobs:
+        assert len(got) <= max(8 * jobs, 1)
+    else:
+        assert len(got) == -(-n // 5_000)

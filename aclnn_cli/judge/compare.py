@@ -58,7 +58,7 @@ class ElementErrors:
     def subset(self, idx: np.ndarray) -> "ElementErrors":
         """The errors of elements idx alone (for a rule, which judges element by element)."""
         return ElementErrors(self.a[idx], self.g[idx], self.abs[idx], self.rel[idx], self.signed[idx], self.ulp[idx],
-                             self.golden_abs[idx], self.dtype, _NONE, _NONE)
+                             self.golden_abs[idx], self.dtype, NO_INDEX, NO_INDEX)
 
     @property
     def zero_sign(self) -> np.ndarray:
@@ -82,8 +82,8 @@ def special_mismatch(a: np.ndarray, g: np.ndarray, signed_zeros: bool = False) -
     return bad
 
 
-_NONE = np.empty(0, dtype=np.int64)
-_NONE.flags.writeable = False  # (shared by every chunk without non-finite elements)
+NO_INDEX = np.empty(0, dtype=np.int64)
+NO_INDEX.flags.writeable = False  # (shared by every chunk without non-finite elements)
 
 
 def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
@@ -122,7 +122,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         else:
             ulp = ulp_of(g_native, dtype, work)
         ulp = np.divide(abs_err, ulp, out=ulp)
-    nonfinite = special = _NONE
+    nonfinite = special = NO_INDEX
     if n and not rel[rel.argmax()] < np.inf:  # (argmax meets a NaN first: NaN or inf, a non-finite value or an
         odd = np.flatnonzero(~(rel < np.inf))  # overflowing difference)
         ao, go = a[odd], g[odd]
@@ -140,7 +140,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
             arr[nonfinite] = 0
     if flush_ok:
         is_zero = np.equal(a, 0, out=buf("is_zero", bool, n))
-        zeros = np.flatnonzero(is_zero) if is_zero.any() else _NONE
+        zeros = np.flatnonzero(is_zero) if is_zero.any() else NO_INDEX
         if zeros.size:
             flushed = zeros[(golden_abs[zeros] <= max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
             for arr in (abs_err, rel, signed, ulp):
@@ -170,10 +170,10 @@ def _count_positive(x: np.ndarray) -> int:
 def total64(x: np.ndarray) -> float:
     """sum(x) accumulated in float64: einsum's sequential sum, a tenth faster than np.add.reduce's cast and pairwise
     sum, with an error bound of n * 2^-53 of the sum of |x| (1e-11 for a chunk), far below any threshold."""
-    return float(np.einsum("i->", x, dtype=np.float64)) if x.ndim == 1 else float(np.add.reduce(x, None, np.float64))
+    return float(np.einsum("i->", x.ravel(), dtype=np.float64))
 
 
-def _sum_squares(x: np.ndarray) -> float:
+def sum_squares(x: np.ndarray) -> float:
     """sum(x^2), in the work type when that does not overflow, else in float64."""
     with np.errstate(over="ignore"):
         s = float(np.dot(x, x))
@@ -229,8 +229,8 @@ class Metrics:
         self.zero_goldens += n - nonzero - e.nonfinite.size
         self.sum_rel += total64(e.rel)
         self.sum_signed += total64(e.signed)
-        self.sum_sq_abs += _sum_squares(e.abs)
-        self.sum_sq_golden += _sum_squares(e.golden_abs) if track_small else 0.0
+        self.sum_sq_abs += sum_squares(e.abs)
+        self.sum_sq_golden += sum_squares(e.golden_abs) if track_small else 0.0
         self.sum_ulp += total64(e.ulp)
         if not n:
             return

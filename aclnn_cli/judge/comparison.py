@@ -238,17 +238,18 @@ class Comparison:
             metrics.errors = ErrorStats.for_view(out.layout.shape, names, self._context())
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
         # unless every element's errors are asked for (the report's data, the failing rows, the benchmark).
-        sparse = (not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all) and bench is None
-                  and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor))
+        plain = not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all) and bench is None
+        sparse = plain and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor)
         chunk = self.opts.chunk or (SPARSE_CHUNK if sparse and out.dtype.itemsize == 2 else CHUNK)
         ws = None if stop - start <= chunk else (  # (one chunk: nothing to reuse)
             Workspace(chunk) if metrics.errors is not None else take(chunk))  # (the report's data keeps chunks)
         native, skip = out.dtype.np_dtype, 0
         # (flagged elements re-judged in batches, unless each element's final errors are wanted at once, or
         # relief reads whole rows: a Rows op's batch would gather every row its held elements lie in)
-        held = Held() if self.std.relief and not (self.opts.error_data or self.opts.error_rows or self.opts.relieve_all
-                                                   or self.m.op.family.name == "rows") and bench is None else None
+        held = Held() if plain and self.std.relief and self.m.op.family.name != "rows" else None
         for s in range(start, stop, chunk):
+            if held is not None and held.full:  # (after the chunks they came from were added: see fold)
+                self._release(metrics, held)
             e = min(stop, s + chunk)
             bufs = ws.next() if ws is not None else None
             a = self.dump.read(out.layout, s, e, bufs.get("a_native", native, e - s) if bufs else None)
@@ -262,24 +263,16 @@ class Comparison:
                                      signed_zeros=self.opts.signed_zeros, bufs=bufs)
                 if d is not None:
                     apply_rule(d.sub, self.rule)
-                    if self.std.relief and (self.opts.relieve_all or d.sub.special.size or d.sub.violation.any()):
-                        if held is None or not held.take(d.sub, s, d.at):
-                            metrics.relieved += self._recheck(d.sub, s, d.at)
+                    self._relief(metrics, held, d.sub, s, d.at)
                     add_differing(metrics, d, s)
-                    if held is not None and held.full:
-                        self._release(metrics, held)
                     continue
                 skip = SPARSE_BACKOFF  # (most elements differ here: likely in the next chunks too)
             emulated = self._emulate(s, e) if self.std.against == "emulator" or bench is not None else None
             if self.std.against == "emulator":
                 g = emulated
             errs = self._errors(a, g, bufs)
-            if self.std.relief and (self.opts.relieve_all or errs.special.size or errs.violation.any()):
-                if held is None or not held.take(errs, s):
-                    metrics.relieved += self._recheck(errs, s)
+            self._relief(metrics, held, errs, s)
             metrics.add(errs, s, track_small=bench is not None)
-            if held is not None and held.full:
-                self._release(metrics, held)
             if metrics.errors is not None:
                 metrics.errors.add(errs, s, self._input_values)
             if bench is not None:
@@ -321,6 +314,15 @@ class Comparison:
         if self.opts.relieve_all:
             errs.relieved = np.intersect1d(errs.relieved, flagged)  # (forgiven: what the rule had flagged)
         return int(errs.relieved.size)
+
+    def _relief(self, metrics: Metrics, held: Held | None, errs: ElementErrors, start: int,
+                at: np.ndarray | None = None) -> None:
+        """The default standard's relief of a chunk's flagged elements (at: errs' chunk positions, if a subset):
+        held for a batch across chunks (heldrelief.py), else re-judged now."""
+        if not self.std.relief or not (self.opts.relieve_all or errs.special.size or errs.violation.any()):
+            return
+        if held is None or not held.take(errs, start, at):
+            metrics.relieved += self._recheck(errs, start, at)
 
     def _release(self, metrics: Metrics, held: Held) -> None:
         """Re-judge the held flagged elements in one batch and fold them into metrics (heldrelief.py)."""

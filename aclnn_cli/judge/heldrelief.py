@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compare import WORST_K, ElementErrors, Metrics, total64
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, total64
 
 HOLD_PER_CHUNK = 256  # a chunk with more flagged elements is re-judged at once (0: never hold)
 HOLD_LIMIT = 8192  # held elements re-judged in one batch once this many are held
@@ -68,18 +68,15 @@ class Held:
         self.parts, self.flat, self.size = [], [], 0
         cat = (lambda name: np.concatenate([getattr(p, name) for p in parts]))
         e = ElementErrors(cat("a"), cat("g"), cat("abs"), cat("rel"), cat("signed"), cat("ulp"), cat("golden_abs"),
-                          parts[0].dtype, _NONE, _NONE)
+                          parts[0].dtype, NO_INDEX, NO_INDEX)
         e.violation = np.ones(flat.size, dtype=bool)
         return e, flat
 
 
-_NONE = np.empty(0, dtype=np.int64)
-_NONE.flags.writeable = False
-
-
 def fold(metrics: Metrics, e: ElementErrors, flat: np.ndarray, still: np.ndarray) -> None:
     """Fold re-judged held elements into metrics (e: their errors after relief; flat: their logical indices,
-    ascending; still: which of them the rule flags after relief)."""
+    ascending; still: which of them the rule flags after relief). Called once the chunks they came from are
+    added: a tie of the largest error then goes to the lower index whichever was added first."""
     metrics._settle()
     metrics.sum_rel += total64(e.rel)
     metrics.sum_signed += total64(e.signed)

@@ -22,8 +22,7 @@ from typing import Callable
 import numpy as np
 
 from ..dtypes import DType
-from .compare import WORST_K, ElementErrors, Metrics, element_errors, total64
-from .compare import _sum_squares as dense_sum_squares
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors, sum_squares, total64
 from .workspace import Buffers
 
 # (bits of |x|, exponent field all ones) per storage dtype: |x| bits >= the second means Inf or NaN.
@@ -67,13 +66,11 @@ def differing_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, d
 
 _EMPTY = np.empty(0, np.float32)
 _EMPTY.flags.writeable = False
-_NO_INDEX = np.empty(0, np.int64)
-_NO_INDEX.flags.writeable = False
 
 
 def _no_errors(dtype: DType) -> ElementErrors:
     """The errors of no element (what element_errors gives for empty arrays, without its passes)."""
-    return ElementErrors(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, dtype, _NO_INDEX, _NO_INDEX,
+    return ElementErrors(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, dtype, NO_INDEX, NO_INDEX,
                          nonzero_goldens=0)
 
 
@@ -104,10 +101,10 @@ def add_differing(metrics: Metrics, d: Differing, base: int) -> None:
     metrics.elements += d.n
     metrics.compared += d.n - e.nonfinite.size
     metrics.zero_goldens += d.zero_goldens
-    metrics.sum_rel += _sum(e.rel)
-    metrics.sum_signed += _sum(e.signed)
-    metrics.sum_sq_abs += _sum_squares(e.abs)
-    metrics.sum_ulp += _sum(e.ulp)
+    metrics.sum_rel += total64(e.rel)  # (the non-zero terms: the same sums as the dense pass's, in another order)
+    metrics.sum_signed += total64(e.signed)
+    metrics.sum_sq_abs += sum_squares(e.abs)
+    metrics.sum_ulp += total64(e.ulp)
     where = (lambda i: base + int(at[i]))
     if e.ulp.size:
         metrics.max_ulp = max(metrics.max_ulp, float(e.ulp[e.ulp.argmax()]))
@@ -141,14 +138,3 @@ def _first_max(x: np.ndarray) -> tuple[float, int]:
         return 0.0, 0
     i = int(x.argmax())
     return float(x[i]), i
-
-
-def _sum(x: np.ndarray) -> float:
-    """The float64 sum of the differing elements' terms (the rest are +0): the dense pass's sum of the same
-    terms, in another order (they agree to float64 rounding)."""
-    return total64(x) if x.size else 0.0
-
-
-def _sum_squares(x: np.ndarray) -> float:
-    """compare._sum_squares of the differing elements (the rest are +0): the same terms, in another order."""
-    return dense_sum_squares(x) if x.size else 0.0

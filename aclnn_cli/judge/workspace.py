@@ -53,7 +53,7 @@ _SPARE: dict[int, Workspace] = {}
 
 def take(size: int) -> Workspace:
     """A workspace for chunks of `size`: the one the process's last comparison gave back, else a new one.
-    A large case's ranges (64 per 64M elements, each its own comparison in a worker) then reuse buffers
+    A large case's ranges (up to 8 per worker, each its own comparison) then reuse buffers
     instead of faulting in fresh ones (6 MiB a range). A comparison running inside another gets its own."""
     return _SPARE.pop(size, None) or Workspace(size)
 
