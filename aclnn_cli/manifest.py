@@ -219,22 +219,26 @@ def load(case_dir: Path) -> CaseManifest:
         raise UserError(f"manifest is {exc.size} bytes; gen writes a few KB", where=where()) from None
     except OSError as exc:
         raise UserError(f"unreadable manifest: {exc.strerror}", where=where()) from None
+    raw = sealed_json(data)  # (gen's own text, byte for byte: its digest holds)
+    sealed = raw is not None
     try:
-        raw = jsonsafe.loads(jsonsafe.decode_utf8(data), number_tokens=False)  # (_checked checks each number used)
+        if not sealed:
+            raw = jsonsafe.loads(jsonsafe.decode_utf8(data), number_tokens=False)  # (_checked checks each number used)
     except JsonRefused as exc:
         raise UserError(f"unreadable manifest: {exc}", where=where()) from None
     try:
-        return _checked(case_dir, text_dir, raw)
+        return _checked(case_dir, text_dir, raw, sealed)
     except KeyError as exc:
         raise UserError(f"malformed manifest: missing {_brief(exc.args[0])}", where=where()) from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise UserError(f"malformed manifest: {_brief(exc, 240)}", where=where()) from None
 
 
-def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
+def _checked(case_dir: Path, text_dir: str, raw, sealed: bool = False) -> CaseManifest:
     """The manifest's fields, each checked for its type (ValueError/KeyError name the field).
 
     Keys the tool does not use are let through: a newer gen may add optional ones.
+    sealed: the text is gen's, byte for byte (its seal holds), so the digest gen recorded in it holds too.
     """
     if not isinstance(raw, dict):
         raise ValueError("a manifest is a JSON object")
@@ -242,7 +246,7 @@ def _checked(case_dir: Path, text_dir: str, raw) -> CaseManifest:
         raise ValueError(f"schema is {_brief(raw.get('schema'))}, this tool reads {SCHEMA!r}")
     if not isinstance(raw.get("tensors"), list) or not all(isinstance(t, dict) for t in raw["tensors"]):
         raise ValueError("'tensors' must be a list of objects")
-    if raw.get("digest") != digest(raw):
+    if not sealed and raw.get("digest") != digest(raw):
         raise ValueError("it was edited after gen (its tensors, op or case no longer match the digest gen "
                          "recorded); run 'aclnn-cli gen' again")
     if raw.get("case_id") != case_dir.name:
@@ -368,6 +372,35 @@ def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path
         except UserError as exc:
             bad.append((d, exc))
     return good, bad
+
+
+# gen's manifest ends with this key: the sha256 of every byte before its line (sealed_text). A text whose seal
+# holds is gen's own, byte for byte, so what gen computed of it holds too: its digest, no duplicate key, strict
+# JSON. verify then need not re-encode the covered keys to check the digest (a third of reading a manifest);
+# any edit breaks the seal, and the manifest is checked as before (its digest, under jsonsafe's limits).
+SEAL = b'  "text_sha256": "'
+_SEAL_END = b'"\n}\n'
+_SEALED_SIZE = len(SEAL) + 64 + len(_SEAL_END)
+
+
+def sealed_text(data: dict) -> bytes:
+    """The manifest as gen writes it: dumps_json's text with a last key, the sha256 of every byte before it."""
+    head = dumps_json(data).encode()[:-3] + b",\n"  # (dumps_json's text ends with "\n}\n")
+    return head + SEAL + hashlib.sha256(head).hexdigest().encode() + _SEAL_END
+
+
+def sealed_json(data: bytes) -> dict | None:
+    """The manifest's data if its seal holds (sealed_text), else None (then it is read as any JSON from outside)."""
+    at = len(data) - _SEALED_SIZE
+    if at <= 0 or data[at:at + len(SEAL)] != SEAL or not data.endswith(_SEAL_END):
+        return None
+    if hashlib.sha256(memoryview(data)[:at]).hexdigest().encode() != data[at + len(SEAL):at + len(SEAL) + 64]:
+        return None
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # (not gen's after all: read the usual way, which says why)
+        return None
+    return raw if type(raw) is dict else None
 
 
 def dumps_json(data: dict) -> str:

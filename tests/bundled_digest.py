@@ -11,7 +11,8 @@ Record from a clean checkout of the commit (a git worktree), never from a tree w
 uncommitted edits. Cases added later (a new op, a new case) are not in the record and are ignored.
 
 Paths that depend on where the tool and the output live (case.json's source, verify's repro and
-path) are written as <CASES> and <OUT> before hashing.
+path) are written as <CASES> and <OUT> before hashing; so is case.json's seal (the sha256 of its text,
+source path included), once checked to hold.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ def case_digests(out_root: Path) -> dict[str, str]:
         for f in sorted(case_dir.iterdir()):
             if f.name == CACHE_FILE:  # (stat data of this machine's files: a cache, not output)
                 continue
-            h.update(f.name.encode() + b"\0" + _normalised(f.read_bytes(), out_root, cases_dir) + b"\0")
+            data = f.read_bytes()
+            if f.name == "case.json":  # (its seal hashes the paths: checked, then written as <SEAL>)
+                from aclnn_cli import manifest as M
+                assert M.sealed_json(data) is not None, f"{case_dir.name}: the manifest's seal does not hold"
+                data = data[:-(64 + 4)] + b"<SEAL>" + data[-4:]
+            h.update(f.name.encode() + b"\0" + _normalised(data, out_root, cases_dir) + b"\0")
         h.update(verdicts.get(case_dir.name, b"-"))
         digests[case_dir.name] = h.hexdigest()
     return digests

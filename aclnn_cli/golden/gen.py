@@ -305,7 +305,7 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
         digests.update({name: whole for name, (whole, _) in blocks.items()})
     extra = {t.name: {blockdigests.KEY: blockdigests.entry(blocks[M.golden_file(t.name)][1])}
              for t in case.tensors if t.role == "output" and M.golden_file(t.name) in blocks}
-    manifest = M.dumps_json(M.build(case, digests, fallbacks, fp, extra)).encode()
+    manifest = M.sealed_text(M.build(case, digests, fallbacks, fp, extra))
     write_new_file(M.join(str(tmp), M.MANIFEST), manifest)  # tmp is private
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:

@@ -20,6 +20,7 @@ from ..ops.user import ENV as USER_OPS_ENV
 from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names,
                          compare_range, describe_element, tolerance_dtype, writes_outside_view)
 from .mistrust import mistrust
+from .smallbatch import precompare
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
 from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
@@ -51,8 +52,10 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
                             where="--rtol/--atol/--tolerance") from None
 
 
-def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None) -> CaseResult:
+def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None,
+                compared: tuple | None = None) -> CaseResult:
     """Judge one case. With a Runner, a large case's ranges are compared by its workers.
+    compared: its comparison, made already with its checksums checked (smallbatch.py's, for a small case).
 
     A case with several outputs (a Rows op's dx and dgamma) judges each on its own, against its own
     allowance; the case passes when every output does, and its reason names each output."""
@@ -72,7 +75,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     if result.status != PASS:
         return result
     for o in outs:
-        if o.dump_path is None or not os.path.lexists(o.dump_path):
+        if o.dump_path is None or compared is None and not os.path.lexists(o.dump_path):  # (compared: it was read)
             result.status, result.reason = MISSING, f"no dump at {o.dump}"
             return result
     try:
@@ -86,16 +89,19 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     except UserError as exc:
         result.status, result.reason = ERROR, str(exc)
         return result
-    digests = checksummed_names(m)
     nbytes = sum(o.layout.storage_size * o.dtype.itemsize for o in outs) + sum(
         t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
     worth = nbytes >= statcache.WORTH_BYTES  # (a small case has no record to read, nor one worth writing)
-    recorded = worth and statcache.unchanged(str(m.dir), digests)
-    proven = recorded and not opts.rehash  # (else: hash them, as they are read)
-    before = None if proven or not worth else statcache.snapshot(str(m.dir), list(digests))
-    if recorded:  # (--rehash of files the record already vouches for: the same record would be written again)
-        before = None
-    judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
+    before, proven = None, False
+    if compared is not None and not worth:  # (judged by smallbatch.py: one output, its files hashed there)
+        judged = [(out, _verdict_of(m, out, opts, [compared]))]
+    else:
+        digests = checksummed_names(m)
+        recorded = worth and statcache.unchanged(str(m.dir), digests)
+        proven = recorded and not opts.rehash  # (else: hash them, as they are read)
+        if worth and not recorded:  # (--rehash of files the record vouches for: the same record would be written)
+            before = statcache.snapshot(str(m.dir), list(digests))
+        judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
     if all(v is None for _, v in judged):
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
@@ -154,6 +160,12 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
             f.result()
     else:
         parts = [compare_range(m, opts, 0, n, not proven, (std, params), out.name, first)]
+    return _verdict_of(m, out, opts, parts)
+
+
+def _verdict_of(m: M.CaseManifest, out: M.TensorEntry, opts: Options, parts: list) -> _OutputVerdict:
+    """One output's verdict from its comparison's parts (ranges): (metrics, benchmark metrics, error rows)."""
+    std, params = case_standard(m, opts, out)
     metrics, bench, rows = parts[0]
     for other, other_bench, other_rows in parts[1:]:
         metrics.merge(other)
@@ -187,11 +199,15 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
     if several and out is not judged[0][0]:
         result.dtype, result.shape = out.dtype.name, list(out.layout.shape)
     metrics = v.metrics
-    result.metrics, result.benchmark = metrics.to_json(), v.bench.to_json() if v.bench else None
-    result.errors = metrics.errors.summary(v.passed) if metrics.errors else None  # (the HTML report's)
+    result.metrics = metrics.to_json()
+    if v.bench:  # (unset fields keep their defaults: None, [])
+        result.benchmark = v.bench.to_json()
+    if metrics.errors:
+        result.errors = metrics.errors.summary(v.passed)  # (the HTML report's)
     if not v.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
         result.worst = [describe_element(m, v.std, i, rel, out) for i, rel in metrics.worst_items()]
-    result.error_rows = v.rows
+    if v.rows:
+        result.error_rows = v.rows
     result.rows = [r.to_json() for _, w in judged if w is not None for r in w.verdict_rows]  # (every output's)
     if v.passed and not failing:
         doubt = mistrust(m, metrics, strict)
@@ -224,11 +240,18 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
 def _repro(m: M.CaseManifest, opts: Options) -> Repro:
     """repro_command less the case id and path its result holds (results of a run share one).
     Every user value is shell-quoted; a user op's case names the op files it needs (--ops)."""
-    std = f" --standard {shlex.quote(opts.standard)}" if opts.standard else ""
-    tol = "".join(f" --tolerance {shlex.quote(f'{k}={v:g}')}" for k, v in opts.tolerance.items())
     out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
-    cli = _cli(m.op.name, os.environ.get(USER_OPS_ENV, ""))
-    return Repro(f"{cli} gen {shlex.quote(str(m.raw.get('source')))}", out, f"{std}{tol}", cli)
+    return _repro_of(m.op.name, str(m.raw.get('source')), out, opts.standard, tuple(opts.tolerance.items()),
+                     os.environ.get(USER_OPS_ENV, ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _repro_of(op: str, source: str, out: str, standard: str | None, tolerance: tuple, user_paths: str) -> Repro:
+    """_repro's line, made once for the many cases of a run that share a suite file, an output root and options."""
+    std = f" --standard {shlex.quote(standard)}" if standard else ""
+    tol = "".join(f" --tolerance {shlex.quote(f'{k}={v:g}')}" for k, v in tolerance)
+    cli = _cli(op, user_paths)
+    return Repro(f"{cli} gen {shlex.quote(source)}", out, f"{std}{tol}", cli)
 
 
 @functools.lru_cache(maxsize=64)
@@ -294,18 +317,20 @@ def _broken_result(d: Path, exc: UserError, opts: Options) -> CaseResult:
 
 @paused_gc()
 def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
-    """Several small cases in one unit of work for the pool (see parallel.batches)."""
-    return [_verify_safely(m, opts) for m in manifests]
+    """Several small cases in one unit of work for the pool (see parallel.batches); those that can be are
+    compared in one vectorised pass first (smallbatch.py)."""
+    compared = precompare(manifests, opts)
+    return [_verify_safely(m, opts, compared=compared.get(i)) for i, m in enumerate(manifests)]
 
 
 def _verify_split(run: Runner, m: M.CaseManifest, opts: Options) -> CaseResult:
     return _verify_safely(m, opts, run)
 
 
-def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None) -> CaseResult:
+def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None, compared: tuple | None = None) -> CaseResult:
     """A case's verdict; bad files (and I/O failures while reading them) make it ERROR, not the run."""
     try:
-        return verify_case(m, opts, run)
+        return verify_case(m, opts, run, compared)
     except (UserError, OSError) as exc:
         reason = str(exc) if isinstance(exc, UserError) else f"{getattr(exc, 'filename', '') or m.dir}: {exc.strerror or exc}"
         return CaseResult(m.case_id, m.op.name, m.output.dtype.name, list(m.output.layout.shape), m.product, ERROR,

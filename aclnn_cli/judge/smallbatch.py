@@ -1,0 +1,171 @@
+"""Many small cases compared in one vectorised pass (issue 20: small cases at script speed).
+
+A small case's comparison is one chunk, and a correct kernel's chunk is judged from the few elements whose
+bits differ from the golden's (identical.py). Done case by case, the fixed cost of opening four files through
+the chunked machinery and of some thirty NumPy calls on tiny arrays outweighs the work. Here a batch of such
+cases is read with one open and one read per file (sizes and checksums checked as LoadedFile checks them),
+their bits compared in one pass over all of them, and the errors of all their differing elements computed by
+one `element_errors` call (it is element by element: each element's errors do not depend on its neighbours).
+Each case's Metrics are then folded by identical.add_differing from its own slice: the same function, on the
+same numbers, as the per-case path.
+
+Only what this pass proves plainly is kept: a case whose file cannot be read as gen wrote it (missing, not
+regular, another size, another checksum), whose golden holds an Inf or NaN, whose elements mostly differ, or
+which has an element that is flagged or a special mismatch (relief would read its inputs) is left out, and
+verify judges it by the usual path, which gives its verdict or its error. So this pass changes no verdict and
+no message; it only skips work. tests/test_small_batch.py checks the metrics against the per-case path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from .. import manifest as M, statcache
+from ..regular import open_regular
+from ..storage import CHUNK
+from .comparison import SPARSE_CHUNK, Options, case_standard, standard_rule
+from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors
+from .identical import _MAGNITUDE, MOSTLY, Differing, _no_errors, add_differing, exact_never_flagged
+from .judgeddtype import tolerance_dtype
+
+BATCH_ELEMENTS = 1 << 20  # elements compared in one pass (bounds its memory: a few MiB)
+SMALL_CASE = CHUNK  # cases of at most this many output elements (one chunk) are batched
+Parts = tuple[Metrics, None, list]  # compare_range's result
+
+
+def precompare(manifests: list[M.CaseManifest], opts: Options, hashed: bool = True) -> dict[int, Parts]:
+    """{index into manifests: compare_range(m, opts, 0, n, checksums=hashed)'s result} for the cases this pass
+    judged; the others are absent (verify compares them itself)."""
+    if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
+        return {}
+    groups: dict[tuple, list[tuple[int, M.CaseManifest]]] = {}
+    for i, m in enumerate(manifests):
+        key = _batch_key(m, opts)
+        if key is not None:
+            groups.setdefault(key, []).append((i, m))
+    done: dict[int, Parts] = {}
+    for key, members in groups.items():
+        batch, size = [], 0
+        for item in members:
+            batch.append(item)
+            size += item[1].judged[0].layout.numel
+            if size >= BATCH_ELEMENTS:
+                done.update(_compare_batch(batch, key, hashed))
+                batch, size = [], 0
+        if batch:
+            done.update(_compare_batch(batch, key, hashed))
+    return done
+
+
+def _batch_key(m: M.CaseManifest, opts: Options) -> tuple | None:
+    """What cases compared in one pass must share (dtype, rule, floor, flush), or None: not for this pass."""
+    try:
+        if m.expect_status != 0 or len(m.judged) != 1 or m.op.family.name == "rows":
+            return None
+        out = m.judged[0]
+        lay, n = out.layout, out.layout.numel
+        if (not 0 < n <= SMALL_CASE or (opts.chunk and n > opts.chunk) or out.scale_path is not None
+                or out.dtype.name not in _MAGNITUDE or not lay.is_contiguous or lay.storage_size != n
+                or getattr(lay, "offset", 0) != 0 or out.dump_path is None):
+            return None
+        nbytes = n * out.dtype.itemsize + sum(t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
+        if nbytes >= statcache.WORTH_BYTES:  # (its stat record may prove its files: verify_case's way)
+            return None
+        std, params = case_standard(m, opts, out)
+        if std.against != "golden" or std.benchmark:
+            return None
+        rule = standard_rule(std, params)
+        floor = tolerance_dtype(m, out)[1]
+        if not exact_never_flagged(rule, out.dtype, floor):
+            return None
+        return out.dtype.name, out.dtype, rule, floor, std.flush_ok, opts.signed_zeros
+    except Exception:  # (anything odd about the case: the usual path says what)
+        return None
+
+
+def _read(path: str, nbytes: int, sha256: str | None) -> bytes | None:
+    """A regular file's bytes if it holds exactly nbytes (and, if given, has this sha256); else None."""
+    try:
+        fd, st = open_regular(path)
+    except OSError:
+        return None
+    try:
+        if st.st_size != nbytes:
+            return None
+        data = os.read(fd, nbytes) if nbytes else b""
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != nbytes or (sha256 is not None and hashlib.sha256(data).hexdigest() != sha256):
+        return None
+    return data
+
+
+def _case_bytes(m: M.CaseManifest, hashed: bool) -> tuple[bytes, bytes] | None:
+    """(dump, golden) bytes of a case whose files all read as gen wrote them (inputs hashed too), else None."""
+    out = m.judged[0]
+    nbytes = out.layout.numel * out.dtype.itemsize
+    try:
+        sha = m.recorded_sha256(out.name, "golden_sha256") if hashed else None
+        dump = _read(out.dump_path, nbytes, None)
+        golden = dump is not None and _read(out.golden_path, nbytes, sha)
+        if not golden:
+            return None
+        if hashed:
+            for t in m.inputs:
+                if not t.null and _read(t.file_path, t.layout.storage_size * t.dtype.itemsize,
+                                        m.recorded_sha256(t.name, "sha256")) is None:
+                    return None
+    except Exception:  # (a malformed record: the usual path names it)
+        return None
+    return dump, golden
+
+
+def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: bool) -> dict[int, Parts]:
+    _, dtype, rule, floor, flush_ok, signed_zeros = key
+    read = []
+    for i, m in batch:
+        got = _case_bytes(m, hashed)
+        if got is not None:
+            read.append((i, m.judged[0].layout.numel, got))
+    if not read:
+        return {}
+    sizes = np.array([n for _, n, _ in read], dtype=np.int64)
+    starts = np.zeros(len(read) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    a = np.frombuffer(b"".join(d for _, _, (d, _) in read), dtype=dtype.np_dtype)
+    g = np.frombuffer(b"".join(g for _, _, (_, g) in read), dtype=dtype.np_dtype)
+    u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]
+    differ = a.view(u) != g.view(u)
+    magnitude = g.view(u) & u.type(mask)
+    at = np.flatnonzero(differ)
+    cut = np.searchsorted(at, starts)  # case k's differing elements: at[cut[k]:cut[k + 1]]
+    zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
+    keep = np.diff(cut) * MOSTLY <= sizes  # (else the dense path: identical.differing_errors)
+    bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the dense path's bookkeeping)
+    if bad_golden.size:
+        keep[np.searchsorted(starts, bad_golden, side="right") - 1] = False
+    sub = element_errors(a[at], g[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
+    apply_rule(sub, rule)
+    odd = np.concatenate([sub.nonfinite, sub.special, np.flatnonzero(sub.violation)])
+    if odd.size:  # (flagged or special: relief, or the per-case bookkeeping of non-finite elements)
+        keep[np.searchsorted(cut, odd, side="right") - 1] = False
+    done = {}
+    for k in np.flatnonzero(keep).tolist():
+        lo, hi, n = int(cut[k]), int(cut[k + 1]), int(sizes[k])
+        if lo == hi:
+            d = Differing(n, NO_INDEX, _no_errors(dtype), int(zero_goldens[k]))
+        else:
+            s = slice(lo, hi)
+            e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s],
+                              sub.golden_abs[s], dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
+            d = Differing(n, at[s] - starts[k], e, int(zero_goldens[k]))
+        metrics = Metrics()
+        add_differing(metrics, d, 0)
+        metrics._settle()
+        done[read[k][0]] = (metrics, None, [])
+    return done
