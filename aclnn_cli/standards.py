@@ -96,7 +96,7 @@ class Row:
     """One bound a standard judged: `metric` of output `output` was `value`, to be `comparison` `limit`.
 
     The verdict's reason, and every report (console, JSON, JUnit, HTML), is made from these rows: no
-    renderer restates a standard's numbers. `output` is "" until verify names it (Verdict.named).
+    renderer restates a standard's numbers. `output` is "" until verify names it (Verdict.named, results.rows_of).
     """
 
     output: str

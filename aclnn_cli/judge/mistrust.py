@@ -6,7 +6,7 @@ the run unless verify is given --strict.
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from .. import manifest as M
 from .compare import Metrics
@@ -34,6 +34,8 @@ def mistrust(m: M.CaseManifest, metrics: Metrics, strict: bool = False) -> str |
 
 
 def _values(fill: dict) -> set[float]:
+    if "constant" not in fill and "values" not in fill:  # (a distribution: no values of its own)
+        return set()
     raw = [fill["constant"]] if "constant" in fill else fill.get("values", [])
     out = set()
     for v in raw if isinstance(raw, list) else []:
@@ -46,7 +48,7 @@ def _values(fill: dict) -> set[float]:
 
 def _special(fill: dict) -> bool:
     """A fill with a NaN or an infinity among its values."""
-    return any(not np.isfinite(v) for v in _values(fill))
+    return any(not math.isfinite(v) for v in _values(fill))
 
 
 def _constant(fill: dict) -> bool:

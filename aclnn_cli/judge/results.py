@@ -183,12 +183,27 @@ class _Rows(tuple):
 def _pack_rows(obj, value):
     if not value:
         return None
+    if type(value) is _Rows:  # (packed already: rows_of)
+        return value
     if isinstance(value, list) and all(type(r) is dict and tuple(r) == ROW_KEYS
                                        and tuple(map(type, r.values())) == _ROW_TYPES for r in value):
         words = _share(tuple(_share((r["output"], r["metric"], r["comparison"], r["within"], r["note"]))
                              for r in value))  # (exact types checked: 1 == 1.0 == True as keys)
         return _Rows((words, struct.pack(f"<{2 * len(value)}d", *(x for r in value for x in (r["value"], r["limit"])))))
     return value
+
+
+def rows_of(named) -> "_Rows | None":
+    """A result's rows packed straight from a standard's Row objects, given (output name, rows) per output: what
+    CaseResult.rows packs from their dicts (Row.to_json named by the output), without making the dicts."""
+    words, numbers = [], []
+    for output, rows in named:
+        for r in rows:
+            words.append(_share((output, r.metric, r.comparison, r.within, r.note)))
+            numbers += (r.value, r.limit)
+    if not words:
+        return None
+    return _Rows((_share(tuple(words)), struct.pack(f"<{len(numbers)}d", *numbers)))
 
 
 def _unpack_rows(obj, value):

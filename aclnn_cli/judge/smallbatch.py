@@ -1,19 +1,20 @@
 """Many small cases compared in one vectorised pass (issue 20: small cases at script speed).
 
-A small case's comparison is one chunk, and a correct kernel's chunk is judged from the few elements whose
-bits differ from the golden's (identical.py). Done case by case, the fixed cost of opening four files through
-the chunked machinery and of some thirty NumPy calls on tiny arrays outweighs the work. Here a batch of such
-cases is read with one open and one read per file (sizes and checksums checked as LoadedFile checks them),
-their bits compared in one pass over all of them, and the errors of all their differing elements computed by
-one `element_errors` call (it is element by element: each element's errors do not depend on its neighbours).
-Each case's Metrics are then folded by identical.add_differing from its own slice: the same function, on the
-same numbers, as the per-case path.
+A small case's comparison is one chunk. Done case by case, the fixed cost of opening four files through the
+chunked machinery and of some thirty NumPy calls on tiny arrays outweighs the work. Here a batch of such cases
+is read with one open and one read per file (sizes and checksums checked as LoadedFile checks them), their bits
+compared in one pass over all of them, and the errors of the elements each case's chunk would judge computed by
+one `element_errors` call (it is element by element: an element's errors do not depend on its neighbours).
+A case's chunk is judged as Comparison.run judges it: from the elements whose bits differ from the golden's
+(identical.py: a correct float16/bfloat16 kernel's), or every element where most differ (float32). Each case's
+Metrics are then folded from its own slice by the functions the per-case path calls (identical.add_differing,
+Metrics.add), on the same numbers.
 
 Only what this pass proves plainly is kept: a case whose file cannot be read as gen wrote it (missing, not
-regular, another size, another checksum), whose golden holds an Inf or NaN, whose elements mostly differ, or
-which has an element that is flagged or a special mismatch (relief would read its inputs) is left out, and
-verify judges it by the usual path, which gives its verdict or its error. So this pass changes no verdict and
-no message; it only skips work. tests/test_small_batch.py checks the metrics against the per-case path.
+regular, another size, another checksum), whose golden holds an Inf or NaN, or which has an element that is
+flagged or a special mismatch (relief would read its inputs) is left out, and verify judges it by the usual
+path, which gives its verdict or its error. So this pass changes no verdict and no message; it only skips
+work. tests/test_small_batch.py checks results and metrics against the per-case path.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import numpy as np
 from .. import manifest as M, statcache
 from ..regular import open_regular
 from ..storage import CHUNK
-from .comparison import SPARSE_CHUNK, Options, case_standard, standard_rule
+from .comparison import Options, case_standard, standard_rule
 from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors
-from .identical import _MAGNITUDE, MOSTLY, Differing, _no_errors, add_differing, exact_never_flagged
+from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged
 from .judgeddtype import tolerance_dtype
 
-BATCH_ELEMENTS = 1 << 20  # elements compared in one pass (bounds its memory: a few MiB)
+BATCH_ELEMENTS = 1 << 19  # elements compared in one pass (bounds its memory: 16 MiB of errors at most)
 SMALL_CASE = CHUNK  # cases of at most this many output elements (one chunk) are batched
 Parts = tuple[Metrics, None, list]  # compare_range's result
 
@@ -79,9 +80,8 @@ def _batch_key(m: M.CaseManifest, opts: Options) -> tuple | None:
             return None
         rule = standard_rule(std, params)
         floor = tolerance_dtype(m, out)[1]
-        if not exact_never_flagged(rule, out.dtype, floor):
-            return None
-        return out.dtype.name, out.dtype, rule, floor, std.flush_ok, opts.signed_zeros
+        return (out.dtype.name, out.dtype, rule, floor, std.flush_ok, opts.signed_zeros,
+                exact_never_flagged(rule, out.dtype, floor))
     except Exception:  # (anything odd about the case: the usual path says what)
         return None
 
@@ -126,7 +126,8 @@ def _case_bytes(m: M.CaseManifest, hashed: bool) -> tuple[bytes, bytes] | None:
 
 
 def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: bool) -> dict[int, Parts]:
-    _, dtype, rule, floor, flush_ok, signed_zeros = key
+    """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring)."""
+    _, dtype, rule, floor, flush_ok, signed_zeros, sparse_ok = key
     read = []
     for i, m in batch:
         got = _case_bytes(m, hashed)
@@ -142,13 +143,19 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
     u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]
     differ = a.view(u) != g.view(u)
     magnitude = g.view(u) & u.type(mask)
-    at = np.flatnonzero(differ)
-    cut = np.searchsorted(at, starts)  # case k's differing elements: at[cut[k]:cut[k + 1]]
+    differing = np.diff(np.searchsorted(np.flatnonzero(differ), starts))
     zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
-    keep = np.diff(cut) * MOSTLY <= sizes  # (else the dense path: identical.differing_errors)
-    bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the dense path's bookkeeping)
+    # Per case, as Comparison.run judges its one chunk: from the elements that differ (identical.py), or every
+    # element (the dense pass) where most differ or the rule may flag an exact element.
+    dense = differing * MOSTLY > sizes if sparse_ok else np.ones(len(read), dtype=bool)
+    keep = np.ones(len(read), dtype=bool)
+    bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the per-case bookkeeping)
     if bad_golden.size:
         keep[np.searchsorted(starts, bad_golden, side="right") - 1] = False
+    if dense.any():
+        differ |= np.repeat(dense, sizes)
+    at = np.flatnonzero(differ)  # the elements judged: a case's are at[cut[k]:cut[k + 1]]
+    cut = np.searchsorted(at, starts)
     sub = element_errors(a[at], g[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
     apply_rule(sub, rule)
     odd = np.concatenate([sub.nonfinite, sub.special, np.flatnonzero(sub.violation)])
@@ -157,15 +164,17 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
     done = {}
     for k in np.flatnonzero(keep).tolist():
         lo, hi, n = int(cut[k]), int(cut[k + 1]), int(sizes[k])
-        if lo == hi:
-            d = Differing(n, NO_INDEX, _no_errors(dtype), int(zero_goldens[k]))
+        if lo == hi:  # (bit for bit the golden: what add_differing makes of no differing element)
+            metrics = Metrics(elements=n, compared=n, zero_goldens=int(zero_goldens[k]))
         else:
             s = slice(lo, hi)
             e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s],
                               sub.golden_abs[s], dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
-            d = Differing(n, at[s] - starts[k], e, int(zero_goldens[k]))
-        metrics = Metrics()
-        add_differing(metrics, d, 0)
-        metrics._settle()
+            metrics = Metrics()
+            if dense[k]:
+                metrics.add(e, 0)
+            else:
+                add_differing(metrics, Differing(n, at[s] - starts[k], e, int(zero_goldens[k])), 0)
+            metrics._settle()
         done[read[k][0]] = (metrics, None, [])
     return done

@@ -23,7 +23,8 @@ from .mistrust import mistrust
 from .smallbatch import precompare
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
-from .results import ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path
+from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path,
+                      rows_of)
 from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from ..storage import check_file_sha256, check_size
 
@@ -128,7 +129,7 @@ class _OutputVerdict:
     metrics: object
     bench: object
     rows: list
-    verdict_rows: tuple = ()  # the standard's rows (standards.Row), naming this output
+    verdict_rows: tuple = ()  # the standard's rows (standards.Row), not yet naming this output
 
 
 def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Runner | None, proven: bool,
@@ -173,7 +174,7 @@ def _verdict_of(m: M.CaseManifest, out: M.TensorEntry, opts: Options, parts: lis
             bench.merge(other_bench)
         rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
     verdict = std.judge(metrics, params, tolerance_dtype(m, out)[0], bench)
-    return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows, verdict.named(out.name).rows)
+    return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows, verdict.rows)
 
 
 def _hashed_whole(item: tuple, out: M.TensorEntry, first: bool, blocks) -> bool:
@@ -208,7 +209,7 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
         result.worst = [describe_element(m, v.std, i, rel, out) for i, rel in metrics.worst_items()]
     if v.rows:
         result.error_rows = v.rows
-    result.rows = [r.to_json() for _, w in judged if w is not None for r in w.verdict_rows]  # (every output's)
+    result.rows = rows_of([(o.name, w.verdict_rows) for o, w in judged if w is not None])  # (every output's)
     if v.passed and not failing:
         doubt = mistrust(m, metrics, strict)
         if doubt:
