@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -91,8 +91,7 @@ class Standard:
         return canonical
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One bound a standard judged: `metric` of output `output` was `value`, to be `comparison` `limit`.
 
     The verdict's reason, and every report (console, JSON, JUnit, HTML), is made from these rows: no
@@ -140,14 +139,15 @@ class Verdict:
 
 
 def _fields(r: Row) -> tuple:
-    return (r.output, r.metric, r.value, r.limit, r.comparison, r.within, r.note)
+    return tuple(r)
 
 
-def _row(metric: str, value, limit: float, comparison: str, note: str = "", over: str = "") -> Row:
-    """A row; `over` (where, why) is said only when the value is over its limit (a pass repeats its notes)."""
+def _row(metric: str, value, limit: float, comparison: str, note: str = "", over=None) -> Row:
+    """A row; `over` (where, why: a function giving the words, made only when needed) is said only when the
+    value is over its limit (a pass repeats its notes)."""
     value = float(value)
     within = value < limit if comparison == "<" else value <= limit if comparison == "<=" else value > limit
-    return Row("", metric, value, float(limit), comparison, bool(within), note if within or not over else over)
+    return Row("", metric, value, float(limit), comparison, bool(within), note if within or over is None else over())
 
 
 def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
@@ -160,12 +160,12 @@ def _verdict(rows: list[Row], passed: bool | None = None) -> Verdict:
     return Verdict(True, ", ".join(r.text() for r in said), tuple(rows))
 
 
-def _at(m: Metrics) -> str:
-    return f"at element {m.max_rel_at}"
+def _at(m: Metrics):
+    return lambda: f"at element {m.max_rel_at}"
 
 
 def _specials(m: Metrics) -> Row:
-    return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=", over=f"(first at element {m.first_special})")
+    return _row("NaN/Inf mismatches", m.special_mismatches, 0, "<=", over=lambda: f"(first at element {m.first_special})")
 
 
 def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
@@ -174,7 +174,7 @@ def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
     return _verdict([_specials(m), _row("MERE", m.mere, t, "<"),
                      _row("MARE", m.max_rel, p["mare"] * t, "<", over=_at(m)),
                      _row("|error balance|", abs(balance), balance_limit(p, dtype, m.compared), "<=",
-                          over=f"(results biased {side})")])
+                          over=lambda: f"(results biased {side})")])
 
 
 def balance_limit(p, dtype: DType, n: int) -> float:
@@ -184,7 +184,7 @@ def balance_limit(p, dtype: DType, n: int) -> float:
 def _no_violations(label: str):
     def judge(m: Metrics, p, dtype, bench) -> Verdict:
         return _verdict([_specials(m), _row(f"elements over the {label} bound", m.violations, 0, "<=",
-                                            over=f"(of {m.compared}; first at element {m.first_violation})")])
+                                            over=lambda: f"(of {m.compared}; first at element {m.first_violation})")])
     return judge
 
 
@@ -194,7 +194,7 @@ def _share(m: Metrics) -> float:
 
 def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
     rows = [_specials(m), _row(f"share over {p['ulps']:g} ulp", _share(m), p["share"], "<",
-                               over=f"(first at element {m.first_violation})")]
+                               over=lambda: f"(first at element {m.first_violation})")]
     if "mean_ulps" in p:
         rows.append(_row("mean ulp error", m.mean_ulp, p["mean_ulps"], "<", "(either passes)"))
     passed = rows[0].within and any(r.within for r in rows[1:])
@@ -205,7 +205,7 @@ def _ulp(m: Metrics, p, dtype, bench) -> Verdict:
 
 def _thousandth(m: Metrics, p, dtype, bench) -> Verdict:
     return _verdict([_specials(m), _row(f"share within relative error {p['rel']:g}", 1 - _share(m), p["share"], ">",
-                                        over=f"(first outside at element {m.first_violation})")])
+                                        over=lambda: f"(first outside at element {m.first_violation})")])
 
 
 def _msopst(m: Metrics, p, dtype, bench) -> Verdict:

@@ -105,11 +105,11 @@ def bounded_regular_bytes(path: str, limit: int, what: str) -> bytes | None:
     except OSError as exc:
         raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             from .regular import kind
 
-            raise UserError(f"{what} is {kind(mode)}, not a regular file", where=path)
+            raise UserError(f"{what} is {kind(st.st_mode)}, not a regular file", where=path)
         parts, size = [], 0
         while size <= limit:  # (a regular file that grows meanwhile still ends here)
             block = os.read(fd, limit + 1 - size)
@@ -117,6 +117,8 @@ def bounded_regular_bytes(path: str, limit: int, what: str) -> bytes | None:
                 break
             parts.append(block)
             size += len(block)
+            if size == st.st_size:  # (all it held when looked at: no read to find its end)
+                break
     except OSError as exc:
         raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
     finally:

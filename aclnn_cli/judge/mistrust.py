@@ -20,13 +20,13 @@ def mistrust(m: M.CaseManifest, metrics: Metrics, strict: bool = False) -> str |
     mistrusted. What is: every result trivially zero because the gradient is all zero, and
     constant, finite inputs (one value cannot show a kernel's errors).
     """
-    fills = {t["name"]: t.get("fill", {}) for t in m.raw["tensors"] if t["role"] == "input" and not t.get("null")}
-    read = [t.name for t in m.op.inputs if t.read_by_kernel]
+    read, grad = m.op.read_inputs, m.op.gradient
+    fills = {t["name"]: t.get("fill", {}) for t in m.raw["tensors"]  # (only the inputs asked about below)
+             if (t["name"] in read or t["name"] == grad) and t["role"] == "input" and not t.get("null")}
     if metrics.elements > metrics.compared or any(_special(fills.get(n, {})) for n in read):
         return None
     if m.output.layout.numel > 1 and all(_constant(fills.get(n, {})) for n in read):
         return "every input the kernel reads is constant: one value cannot show a kernel's errors"
-    grad = m.op.gradient
     dy = fills.get(grad, {})
     if _constant(dy) and _values(dy) == {0.0}:
         return f"{grad} is all zero: every result is trivially zero, so a kernel writing zeros would pass too"

@@ -40,7 +40,14 @@ class _Compact:
         return self.unpack(obj, getattr(obj, self.attr))
 
     def __set__(self, obj, value) -> None:
-        setattr(obj, self.attr, self.pack(obj, self.default if value is self else value))
+        if value is self or value is self.default:  # (every field's default packs alike for every result: once)
+            try:
+                packed = self.packed_default
+            except AttributeError:
+                packed = self.packed_default = self.pack(obj, self.default)
+            setattr(obj, self.attr, packed)
+        else:
+            setattr(obj, self.attr, self.pack(obj, value))
 
 
 def _same(obj, value):

@@ -86,60 +86,57 @@ def _batch_key(m: M.CaseManifest, opts: Options) -> tuple | None:
         return None
 
 
-def _read(path: str, nbytes: int, sha256: str | None) -> bytes | None:
-    """A regular file's bytes if it holds exactly nbytes (and, if given, has this sha256); else None."""
+def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
+    """Whether a regular file holding exactly len(view) bytes (with this sha256, if given) was read into view."""
     try:
         fd, st = open_regular(path)
     except OSError:
-        return None
+        return False
     try:
-        if st.st_size != nbytes:
-            return None
-        data = os.read(fd, nbytes) if nbytes else b""
+        if st.st_size != len(view):
+            return False
+        got = os.readv(fd, [view]) if len(view) else 0
     except OSError:
-        return None
+        return False
     finally:
         os.close(fd)
-    if len(data) != nbytes or (sha256 is not None and hashlib.sha256(data).hexdigest() != sha256):
-        return None
-    return data
+    return got == len(view) and (sha256 is None or hashlib.sha256(view).hexdigest() == sha256)
 
 
-def _case_bytes(m: M.CaseManifest, hashed: bool) -> tuple[bytes, bytes] | None:
-    """(dump, golden) bytes of a case whose files all read as gen wrote them (inputs hashed too), else None."""
+def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch: bytearray, hashed: bool) -> bool:
+    """Whether a case's dump and golden were read into their views, every file as gen wrote it (golden and
+    inputs hashed, the inputs through scratch)."""
     out = m.judged[0]
-    nbytes = out.layout.numel * out.dtype.itemsize
     try:
-        sha = m.recorded_sha256(out.name, "golden_sha256") if hashed else None
-        dump = _read(out.dump_path, nbytes, None)
-        golden = dump is not None and _read(out.golden_path, nbytes, sha)
-        if not golden:
-            return None
+        if not (_read_into(out.dump_path, dump, None) and _read_into(
+                out.golden_path, golden, m.recorded_sha256(out.name, "golden_sha256") if hashed else None)):
+            return False
         if hashed:
             for t in m.inputs:
-                if not t.null and _read(t.file_path, t.layout.storage_size * t.dtype.itemsize,
-                                        m.recorded_sha256(t.name, "sha256")) is None:
-                    return None
+                if not t.null:
+                    nbytes = t.layout.storage_size * t.dtype.itemsize
+                    if len(scratch) < nbytes:
+                        scratch.extend(bytes(nbytes - len(scratch)))
+                    if not _read_into(t.file_path, memoryview(scratch)[:nbytes], m.recorded_sha256(t.name, "sha256")):
+                        return False
     except Exception:  # (a malformed record: the usual path names it)
-        return None
-    return dump, golden
+        return False
+    return True
 
 
 def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: bool) -> dict[int, Parts]:
     """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring)."""
     _, dtype, rule, floor, flush_ok, signed_zeros, sparse_ok = key
-    read = []
-    for i, m in batch:
-        got = _case_bytes(m, hashed)
-        if got is not None:
-            read.append((i, m.judged[0].layout.numel, got))
-    if not read:
-        return {}
-    sizes = np.array([n for _, n, _ in read], dtype=np.int64)
-    starts = np.zeros(len(read) + 1, dtype=np.int64)
+    sizes = np.array([m.judged[0].layout.numel for _, m in batch], dtype=np.int64)
+    starts = np.zeros(len(batch) + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
-    a = np.frombuffer(b"".join(d for _, _, (d, _) in read), dtype=dtype.np_dtype)
-    g = np.frombuffer(b"".join(g for _, _, (_, g) in read), dtype=dtype.np_dtype)
+    a, g = np.empty(int(starts[-1]), dtype.np_dtype), np.empty(int(starts[-1]), dtype.np_dtype)
+    a_bytes, g_bytes, item = memoryview(a.view(np.uint8)), memoryview(g.view(np.uint8)), dtype.itemsize
+    scratch = bytearray()
+    keep = np.array([_read_case(m, a_bytes[s * item:e * item], g_bytes[s * item:e * item], scratch, hashed)
+                     for (_, m), s, e in zip(batch, starts[:-1].tolist(), starts[1:].tolist())], dtype=bool)
+    if not keep.any():
+        return {}
     u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]
     differ = a.view(u) != g.view(u)
     magnitude = g.view(u) & u.type(mask)
@@ -147,8 +144,7 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
     zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
     # Per case, as Comparison.run judges its one chunk: from the elements that differ (identical.py), or every
     # element (the dense pass) where most differ or the rule may flag an exact element.
-    dense = differing * MOSTLY > sizes if sparse_ok else np.ones(len(read), dtype=bool)
-    keep = np.ones(len(read), dtype=bool)
+    dense = differing * MOSTLY > sizes if sparse_ok else np.ones(len(batch), dtype=bool)
     bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the per-case bookkeeping)
     if bad_golden.size:
         keep[np.searchsorted(starts, bad_golden, side="right") - 1] = False
@@ -176,5 +172,5 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
             else:
                 add_differing(metrics, Differing(n, at[s] - starts[k], e, int(zero_goldens[k])), 0)
             metrics._settle()
-        done[read[k][0]] = (metrics, None, [])
+        done[batch[k][0]] = (metrics, None, [])
     return done

@@ -6,6 +6,7 @@ Adding an operator means writing one module in this package that builds an
 
 from __future__ import annotations
 
+from functools import cached_property
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -200,18 +201,23 @@ class OpSpec:
     def api_header(self) -> str:
         return self.header or f"aclnnop/aclnn_{self.key}.h"
 
-    @property
+    @cached_property  # (asked per case: thousands of small cases share one op)
     def gradient(self) -> str:
         """The incoming gradient's name: the first input, whatever the header calls it (gradOutput, dy, gradOut)."""
         return self.inputs[0].name
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "input")
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "output")
+
+    @cached_property
+    def read_inputs(self) -> tuple[str, ...]:
+        """The names of the inputs the kernel reads (not those only their shape or dtype matters for)."""
+        return tuple(t.name for t in self.inputs if t.read_by_kernel)
 
     @property
     def output(self) -> TensorSpec:
