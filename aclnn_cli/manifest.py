@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.spec import MAX_SEED
 from .values.text import clip
 from .errors import UserError
+from .lazy import cached_attribute
 from .casedirs import MANIFEST, find_cases, join, subdirs  # noqa: F401  (find_cases, subdirs: where callers find them)
 from .jsonsafe import JsonRefused
 from .layout import Layout
@@ -131,16 +132,23 @@ class TensorEntry:
     dump_path: str | None
     scale_path: str | None = None  # an across-rows output's term scale (scale_file), else None
 
+    def __init__(self, name: str, role: str, dtype: D.DType, layout: Layout, file_path: str | None,
+                 golden_path: str | None, dump_path: str | None, scale_path: str | None = None) -> None:
+        # (the dataclass's own __init__ sets a frozen field at a time through object.__setattr__: thousands of
+        # small cases make three entries each)
+        self.__dict__.update(name=name, role=role, dtype=dtype, layout=layout, file_path=file_path,
+                             golden_path=golden_path, dump_path=dump_path, scale_path=scale_path)
+
     # The same paths as Path objects, made on first use (thousands of small cases need only the text).
-    @cached_property
+    @cached_attribute
     def file(self) -> Path | None:
         return None if self.file_path is None else Path(self.file_path)
 
-    @cached_property
+    @cached_attribute
     def golden(self) -> Path | None:
         return None if self.golden_path is None else Path(self.golden_path)
 
-    @cached_property
+    @cached_attribute
     def dump(self) -> Path | None:
         return None if self.dump_path is None else Path(self.dump_path)
 
@@ -162,27 +170,32 @@ class CaseManifest:
     raw: dict
     attributes: Combo = ()  # (name, value) per attribute of the op; None: a null pointer
 
+    def __init__(self, dir: Path, case_id: str, op: OpSpec, product: str, seed: int, expect_status: int,
+                 standard: str | None, tensors: tuple[TensorEntry, ...], raw: dict, attributes: Combo = ()) -> None:
+        self.__dict__.update(dir=dir, case_id=case_id, op=op, product=product, seed=seed, expect_status=expect_status,
+                             standard=standard, tensors=tensors, raw=raw, attributes=attributes)  # (as TensorEntry's)
+
     @property
     def attribute_values(self) -> dict:
         """What the op's functions receive: the attributes, defaults where a null pointer was passed, and the
         op's case_values (from the shapes)."""
         return with_case_values(self.op, attribute_values(self.op, self.attributes), self.tensors)
 
-    @cached_property
+    @cached_attribute
     def inputs(self) -> tuple[TensorEntry, ...]:
         return tuple(t for t in self.tensors if t.role == "input")
 
-    @cached_property
+    @cached_attribute
     def output(self) -> TensorEntry:
         """The first output (the only one of most ops)."""
         return next(t for t in self.tensors if t.role == "output")
 
-    @cached_property
+    @cached_attribute
     def judged(self) -> tuple[TensorEntry, ...]:
         """The outputs verify judges: every non-null output (an output switched off is not written)."""
         return tuple(t for t in self.tensors if t.role == "output" and not t.null)
 
-    @cached_property
+    @cached_attribute
     def _raw_tensors(self) -> dict[str, dict]:
         return {t.get("name"): t for t in reversed(self.raw["tensors"])}  # (reversed: the first of a name wins)
 
@@ -307,9 +320,12 @@ def _int(v, what: str) -> int:
     return v
 
 
+_INTS_ONLY = {int}
+
+
 def _ints(v, what: str) -> tuple[int, ...]:
-    if type(v) is list and len(v) <= 64 and all(type(x) is int for x in v) and (
-            not v or -2**62 <= min(v) and max(v) <= 2**62):  # (the common case at once; else each for its message)
+    if type(v) is list and len(v) <= 64 and (not v or set(map(type, v)) == _INTS_ONLY and -2**62 <= min(v)
+                                             and max(v) <= 2**62):  # (the common case at once; else each for its message)
         return tuple(v)
     if not isinstance(v, list) or len(v) > 64:
         raise ValueError(f"{what} must be a list of at most 64 integers, got {_brief(v)}")

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "aclnn_cli"
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
     # what every layer uses: dtypes, errors, files, the case-file value language (values/), the
     # precision standards (a case file names its standard and tolerances), options and workers
-    "aclnn_cli errors dtypes aclnn_status jsonsafe regular tuning progress layout storage wholefiles statcache casedirs "
+    "aclnn_cli errors lazy dtypes aclnn_status jsonsafe regular tuning progress layout storage wholefiles statcache casedirs "
     "values standards tolerances shard options parallel",
     "ops",  # operator declarations, the registry, contracts
     "cases",  # case files (and foreign suites) read against an op's declaration into Case objects

@@ -6,7 +6,6 @@ Adding an operator means writing one module in this package that builds an
 
 from __future__ import annotations
 
-from functools import cached_property
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -14,6 +13,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ..lazy import cached_attribute
 from .families import ELEMENTWISE, Elementwise, Rows
 from ..values.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
 
@@ -201,20 +201,20 @@ class OpSpec:
     def api_header(self) -> str:
         return self.header or f"aclnnop/aclnn_{self.key}.h"
 
-    @cached_property  # (asked per case: thousands of small cases share one op)
+    @cached_attribute  # (asked per case: thousands of small cases share one op)
     def gradient(self) -> str:
         """The incoming gradient's name: the first input, whatever the header calls it (gradOutput, dy, gradOut)."""
         return self.inputs[0].name
 
-    @cached_property
+    @cached_attribute
     def inputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "input")
 
-    @cached_property
+    @cached_attribute
     def outputs(self) -> tuple[TensorSpec, ...]:
         return tuple(t for t in self.tensors if t.role == "output")
 
-    @cached_property
+    @cached_attribute
     def read_inputs(self) -> tuple[str, ...]:
         """The names of the inputs the kernel reads (not those only their shape or dtype matters for)."""
         return tuple(t.name for t in self.inputs if t.read_by_kernel)
