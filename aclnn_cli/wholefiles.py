@@ -67,6 +67,19 @@ class LoadedFile:
         return self.map[source_positions(layout, out_shape, slice(start, stop))]
 
 
+class OpenedOnUse(dict):
+    """Files by name, each opened when first used (opener(name)): a case whose inputs need no hash (statcache.py)
+    and no relief reads none of them."""
+
+    def __init__(self, opener) -> None:
+        super().__init__()
+        self._opener = opener
+
+    def __missing__(self, name: str):
+        self[name] = f = self._opener(name)
+        return f
+
+
 def regular_file_bytes(path: str, limit: int) -> bytes | None:
     """A regular file's bytes, if it is one and holds at most `limit`; else None (also if it cannot be
     read). One open, one fstat, one read; a FIFO in a file's place is not waited on (regular.py)."""

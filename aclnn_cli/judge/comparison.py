@@ -32,7 +32,7 @@ from .judgeddtype import tolerance_dtype
 from .elements import describe_element, writes_outside_view  # noqa: F401  (verify's, from here)
 from .rowrelief import rows_relief
 from ..storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
-from ..wholefiles import SMALL_FILE, LoadedFile
+from ..wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
 
 CSV_ROW_LIMIT = 100_000
 SPARSE_BACKOFF = 15  # chunks compared densely, without a look at their bits, after one that mostly differs
@@ -148,27 +148,16 @@ def check_files(m: M.CaseManifest) -> None:
 SPARSE_CHUNK = 4 * CHUNK
 
 
-class _OpenedOnUse(dict):
-    """Input files, each opened when first used: a case whose inputs need no hash (statcache.py) and no
-    relief reads none of them."""
-
-    def __init__(self, opener) -> None:
-        super().__init__()
-        self._opener = opener
-
-    def __missing__(self, name: str):
-        self[name] = f = self._opener(name)
-        return f
-
-
 class Comparison:
     """One case's chunked comparison under one standard."""
 
     def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False,
-                 whole: bool = False, out: M.TensorEntry | None = None, hash_inputs: bool = True) -> None:
+                 whole: bool = False, out: M.TensorEntry | None = None, hash_inputs: bool = True,
+                 outputs: bool = True) -> None:
         """whole: this comparison reads every element (small files are then read whole, in one go).
         out: the output judged (default the first); hash_inputs: with checksums, the inputs' too (a case with
-        several outputs hashes its inputs with the first output's comparison only)."""
+        several outputs hashes its inputs with the first output's comparison only). outputs=False: the dump and
+        golden are not opened (smallbatch.py read them, and asks only for relief: release_held)."""
         self.m, self.std, self.opts = m, std, opts
         self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
         self.out = out = out or m.output
@@ -178,12 +167,13 @@ class Comparison:
         in_sha = sha if hash_inputs else (lambda name, key: None)
         self.whole = whole
         self.files: list[StorageFile | LoadedFile] = []
-        self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
-        self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
-                               sha(out.name, "golden_sha256"), "golden")
+        if outputs:
+            self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
+            self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
+                                   sha(out.name, "golden_sha256"), "golden")
         specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, in_sha(t.name, "sha256"),
                           f"input {t.name}") for t in m.inputs if not t.null}
-        self.inputs = _OpenedOnUse(lambda name: self._open(*specs[name]))
+        self.inputs = OpenedOnUse(lambda name: self._open(*specs[name]))
         if checksums and out.scale_path is not None:
             self._open(out.scale_path, np.dtype(np.float64), out.layout.numel, sha(out.name, "scale_sha256"), f"{out.name} scale")
         if checksums and hash_inputs:  # (hashed as they are read: all of them, now)
@@ -249,7 +239,7 @@ class Comparison:
         held = Held() if plain and self.std.relief and self.m.op.family.name != "rows" else None
         for s in range(start, stop, chunk):
             if held is not None and held.full:  # (after the chunks they came from were added: see fold)
-                self._release(metrics, held)
+                self.release_held(metrics, held)
             e = min(stop, s + chunk)
             bufs = ws.next() if ws is not None else None
             a = self.dump.read(out.layout, s, e, bufs.get("a_native", native, e - s) if bufs else None)
@@ -284,7 +274,7 @@ class Comparison:
         if self.blocks:
             self.blocks.finish()
         if held is not None:
-            self._release(metrics, held)
+            self.release_held(metrics, held)
         metrics._settle()  # (its worst candidates were in the workspace, which the next comparison reuses)
         if ws is not None and metrics.errors is None:
             give_back(ws)
@@ -324,7 +314,7 @@ class Comparison:
         if held is None or not held.take(errs, start, at):
             metrics.relieved += self._recheck(errs, start, at)
 
-    def _release(self, metrics: Metrics, held: Held) -> None:
+    def release_held(self, metrics: Metrics, held: Held) -> None:
         """Re-judge the held flagged elements in one batch and fold them into metrics (heldrelief.py)."""
         got = held.batch()
         if got is None:

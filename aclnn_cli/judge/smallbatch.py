@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import manifest as M, statcache
 from ..regular import open_regular
 from ..storage import CHUNK
-from .comparison import Options, case_standard, standard_rule
+from ..dtypes import DType
+from ..standards import Standard
+from .comparison import Comparison, Options, case_standard, standard_rule
 from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors
 from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged
+from .heldrelief import Held
 from .judgeddtype import tolerance_dtype
 
 BATCH_ELEMENTS = 1 << 19  # elements compared in one pass (bounds its memory: 16 MiB of errors at most)
@@ -42,27 +46,45 @@ def precompare(manifests: list[M.CaseManifest], opts: Options, hashed: bool = Tr
     judged; the others are absent (verify compares them itself)."""
     if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
         return {}
-    groups: dict[tuple, list[tuple[int, M.CaseManifest]]] = {}
+    groups: dict[tuple, tuple[_Judged, list[tuple[int, M.CaseManifest]]]] = {}
     for i, m in enumerate(manifests):
-        key = _batch_key(m, opts)
-        if key is not None:
-            groups.setdefault(key, []).append((i, m))
+        how = _judged(m, opts)
+        if how is not None:
+            groups.setdefault(how.key, (how, []))[1].append((i, m))
     done: dict[int, Parts] = {}
-    for key, members in groups.items():
+    for how, members in groups.values():
         batch, size = [], 0
         for item in members:
             batch.append(item)
             size += item[1].judged[0].layout.numel
             if size >= BATCH_ELEMENTS:
-                done.update(_compare_batch(batch, key, hashed))
+                done.update(_compare_batch(batch, how, opts, hashed))
                 batch, size = [], 0
         if batch:
-            done.update(_compare_batch(batch, key, hashed))
+            done.update(_compare_batch(batch, how, opts, hashed))
     return done
 
 
-def _batch_key(m: M.CaseManifest, opts: Options) -> tuple | None:
-    """What cases compared in one pass must share (dtype, rule, floor, flush), or None: not for this pass."""
+@dataclass(frozen=True)
+class _Judged:
+    """How the cases of one pass are judged: their output dtype, standard (parameters, rule) and floor, as
+    Comparison.run judges a case's one chunk."""
+
+    dtype: DType
+    std: Standard
+    params: dict
+    rule: object
+    floor: float
+    signed_zeros: bool
+    sparse_ok: bool  # chunks may be judged from their differing elements (identical.exact_never_flagged)
+
+    @property
+    def key(self) -> tuple:
+        return self.dtype.name, id(self.rule), self.floor, self.signed_zeros  # (rule: one per standard and parameters)
+
+
+def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
+    """How this pass judges the case, or None: not for this pass (the usual path judges it)."""
     try:
         if m.expect_status != 0 or len(m.judged) != 1 or m.op.family.name == "rows":
             return None
@@ -80,8 +102,7 @@ def _batch_key(m: M.CaseManifest, opts: Options) -> tuple | None:
             return None
         rule = standard_rule(std, params)
         floor = tolerance_dtype(m, out)[1]
-        return (out.dtype.name, out.dtype, rule, floor, std.flush_ok, opts.signed_zeros,
-                exact_never_flagged(rule, out.dtype, floor))
+        return _Judged(out.dtype, std, params, rule, floor, opts.signed_zeros, exact_never_flagged(rule, out.dtype, floor))
     except Exception:  # (anything odd about the case: the usual path says what)
         return None
 
@@ -124,9 +145,10 @@ def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch:
     return True
 
 
-def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: bool) -> dict[int, Parts]:
+def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options,
+                   hashed: bool) -> dict[int, Parts]:
     """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring)."""
-    _, dtype, rule, floor, flush_ok, signed_zeros, sparse_ok = key
+    dtype = how.dtype
     sizes = np.array([m.judged[0].layout.numel for _, m in batch], dtype=np.int64)
     starts = np.zeros(len(batch) + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
@@ -144,7 +166,7 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
     zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
     # Per case, as Comparison.run judges its one chunk: from the elements that differ (identical.py), or every
     # element (the dense pass) where most differ or the rule may flag an exact element.
-    dense = differing * MOSTLY > sizes if sparse_ok else np.ones(len(batch), dtype=bool)
+    dense = differing * MOSTLY > sizes if how.sparse_ok else np.ones(len(batch), dtype=bool)
     bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the per-case bookkeeping)
     if bad_golden.size:
         keep[np.searchsorted(starts, bad_golden, side="right") - 1] = False
@@ -152,25 +174,39 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], key: tuple, hashed: 
         differ |= np.repeat(dense, sizes)
     at = np.flatnonzero(differ)  # the elements judged: a case's are at[cut[k]:cut[k + 1]]
     cut = np.searchsorted(at, starts)
-    sub = element_errors(a[at], g[at], floor, dtype, flush_ok=flush_ok, signed_zeros=signed_zeros)
-    apply_rule(sub, rule)
-    odd = np.concatenate([sub.nonfinite, sub.special, np.flatnonzero(sub.violation)])
-    if odd.size:  # (flagged or special: relief, or the per-case bookkeeping of non-finite elements)
+    sub = element_errors(a[at], g[at], how.floor, dtype, flush_ok=how.std.flush_ok, signed_zeros=how.signed_zeros)
+    apply_rule(sub, how.rule)
+    odd = np.concatenate([sub.nonfinite, sub.special])
+    if odd.size:  # (special: the per-case bookkeeping of non-finite elements, and their relief)
         keep[np.searchsorted(cut, odd, side="right") - 1] = False
+    flagged = np.zeros(len(batch), dtype=bool)
+    if how.std.relief:  # (flagged elements: the op's relief, as Comparison.run gives it)
+        flagged[np.searchsorted(cut, np.flatnonzero(sub.violation), side="right") - 1] = True
     done = {}
     for k in np.flatnonzero(keep).tolist():
         lo, hi, n = int(cut[k]), int(cut[k + 1]), int(sizes[k])
         if lo == hi:  # (bit for bit the golden: what add_differing makes of no differing element)
-            metrics = Metrics(elements=n, compared=n, zero_goldens=int(zero_goldens[k]))
+            done[batch[k][0]] = (Metrics(elements=n, compared=n, zero_goldens=int(zero_goldens[k])), None, [])
+            continue
+        s = slice(lo, hi)
+        e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s], sub.golden_abs[s],
+                          dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
+        positions = None if dense[k] else at[s] - starts[k]
+        held = Held() if flagged[k] else None
+        if held is not None and not held.take(e, 0, positions):  # (too many: the per-case path re-judges them)
+            continue
+        metrics = Metrics()
+        if dense[k]:
+            metrics.add(e, 0)
         else:
-            s = slice(lo, hi)
-            e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s],
-                              sub.golden_abs[s], dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
-            metrics = Metrics()
-            if dense[k]:
-                metrics.add(e, 0)
-            else:
-                add_differing(metrics, Differing(n, at[s] - starts[k], e, int(zero_goldens[k])), 0)
-            metrics._settle()
+            add_differing(metrics, Differing(n, positions, e, int(zero_goldens[k])), 0)
+        if held is not None:
+            m = batch[k][1]
+            relief = Comparison(m, how.std, how.params, opts, whole=True, out=m.judged[0], outputs=False)
+            try:
+                relief.release_held(metrics, held)
+            finally:
+                relief.close()
+        metrics._settle()
         done[batch[k][0]] = (metrics, None, [])
     return done
