@@ -105,19 +105,22 @@ def batches(items: list, size_of: Callable[[Any], int], jobs: int, most: int = 2
     """Group many small units into batches for the pool, keeping their order.
 
     Dispatching a tiny case costs more than computing it (pickling, a round trip to a worker):
-    batches of about SMALL_BATCH_ELEMENTS elements (at most `most` units) amortise that, while
-    still leaving several batches per worker so the load stays balanced and progress moves.
+    batches of about SMALL_BATCH_ELEMENTS elements (at most `most` units) amortise that. Each batch
+    is a quarter of a worker's share of what is left, so they shrink toward the end: a worker that
+    draws the last batch (on a slower core, say) keeps the others waiting only briefly.
     """
     if not items:
         return []
-    total = sum(max(1, size_of(x)) for x in items)
-    target = max(1, min(SMALL_BATCH_ELEMENTS, total // max(1, 4 * jobs)))
+    sizes = [max(1, size_of(x)) for x in items]
+    left = sum(sizes)
+    least = max(1, left // (64 * jobs))
     out: list[list] = [[]]
-    load = 0
-    for x in items:
+    load, target = 0, max(least, min(SMALL_BATCH_ELEMENTS, left // (4 * jobs)))
+    for x, size in zip(items, sizes):
         if out[-1] and (load >= target or len(out[-1]) >= most):
             out.append([])
-            load = 0
+            left -= load
+            load, target = 0, max(least, min(SMALL_BATCH_ELEMENTS, left // (4 * jobs)))
         out[-1].append(x)
-        load += max(1, size_of(x))
+        load += size
     return out
