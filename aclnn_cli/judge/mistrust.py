@@ -23,6 +23,8 @@ def mistrust(m: M.CaseManifest, metrics: Metrics, strict: bool = False) -> str |
     read, grad = m.op.read_inputs, m.op.gradient
     fills = {t["name"]: t.get("fill", {}) for t in m.raw["tensors"]  # (only the inputs asked about below)
              if (t["name"] in read or t["name"] == grad) and t["role"] == "input" and not t.get("null")}
+    if read and not any("constant" in f or "values" in f for f in fills.values()):
+        return None  # (distributions only: no special value, no constant input; the common case, at once)
     if metrics.elements > metrics.compared or any(_special(fills.get(n, {})) for n in read):
         return None
     if m.output.layout.numel > 1 and all(_constant(fills.get(n, {})) for n in read):

@@ -278,6 +278,11 @@ class CaseResult:
     # the report's data (errorstats.ErrorStats.summary): ulp histogram, sample, map; None without a comparison
     errors: dict | None = field(default=_Compact(_pack_errors, _unpack_errors, None), repr=False)
 
+    def __reduce__(self):
+        """Pickled as its slots' (packed) values in a tuple: workers send thousands of results to the parent, and the
+        default (a dict of slot names per result) cost as much to make and read back as judging a small case."""
+        return _restore, (tuple([getattr(self, name) for name in _SLOTS]),)
+
     def to_json(self, errors: bool = True) -> dict:
         """The result as strict JSON data (non-finite numbers as strings). (json_safe copies every dict
         and list, as asdict would: what it returns shares nothing with the result.) errors=False leaves
@@ -286,6 +291,15 @@ class CaseResult:
 
 
 _JSON_FIELDS = tuple(f.name for f in fields(CaseResult) if f.name != "error_rows")  # ("errors" last)
+_SLOTS = CaseResult.__slots__
+
+
+def _restore(values: tuple) -> CaseResult:
+    """A CaseResult from CaseResult.__reduce__'s values."""
+    r = object.__new__(CaseResult)
+    for name, value in zip(_SLOTS, values):
+        setattr(r, name, value)
+    return r
 
 
 def by_path(results: list[CaseResult]) -> list[CaseResult]:

@@ -242,8 +242,8 @@ def _repro(m: M.CaseManifest, opts: Options) -> Repro:
     """repro_command less the case id and path its result holds (results of a run share one).
     Every user value is shell-quoted; a user op's case names the op files it needs (--ops)."""
     out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
-    return _repro_of(m.op.name, str(m.raw.get('source')), out, opts.standard, tuple(opts.tolerance.items()),
-                     os.environ.get(USER_OPS_ENV, ""))
+    user_paths = "" if _bundled(m.op.name) else os.environ.get(USER_OPS_ENV, "")  # (a bundled op's line names none)
+    return _repro_of(m.op.name, str(m.raw.get('source')), out, opts.standard, tuple(opts.tolerance.items()), user_paths)
 
 
 @functools.lru_cache(maxsize=256)
@@ -258,12 +258,18 @@ def _repro_of(op: str, source: str, out: str, standard: str | None, tolerance: t
 @functools.lru_cache(maxsize=64)
 def _cli(op: str, user_paths: str) -> str:
     """`aclnn-cli`, with `--ops PATH` for each path --ops/ACLNN_CLI_OPS gave when `op` is not bundled."""
+    if not user_paths or _bundled(op):
+        return "aclnn-cli"
+    return " ".join(["aclnn-cli", *(f"--ops {shlex.quote(p)}" for p in user_paths.split(os.pathsep) if p)])
+
+
+@functools.lru_cache(maxsize=256)
+def _bundled(op: str) -> bool:
+    """Whether op is declared in aclnn-cli's own ops/ (not in a user's --ops file)."""
     from ..ops.declcheck import BUNDLED_DIR
     from ..ops.registry import DECLARED_IN
 
-    if not user_paths or Path(DECLARED_IN.get(op, "")).resolve().parent == BUNDLED_DIR:
-        return "aclnn-cli"
-    return " ".join(["aclnn-cli", *(f"--ops {shlex.quote(p)}" for p in user_paths.split(os.pathsep) if p)])
+    return op in DECLARED_IN and Path(DECLARED_IN[op]).resolve().parent == BUNDLED_DIR
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
