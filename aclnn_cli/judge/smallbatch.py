@@ -161,19 +161,21 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
         return {}
     u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]
     differ = a.view(u) != g.view(u)
-    magnitude = g.view(u) & u.type(mask)
-    differing = np.diff(np.searchsorted(np.flatnonzero(differ), starts))
-    zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
+    at = np.flatnonzero(differ)
+    cut = np.searchsorted(at, starts)
+    magnitude = g.view(u) & u.type(mask)  # (few passes over the batch, each a reduction where one will do)
+    zero_goldens = np.zeros(len(batch), dtype=np.int64)
+    if magnitude.min() == 0:
+        zero_goldens = np.diff(np.searchsorted(np.flatnonzero(magnitude == 0), starts))
+    if magnitude.max() >= nonfinite_bits:  # (an Inf or NaN golden: the per-case bookkeeping)
+        keep[np.searchsorted(starts, np.flatnonzero(magnitude >= nonfinite_bits), side="right") - 1] = False
     # Per case, as Comparison.run judges its one chunk: from the elements that differ (identical.py), or every
     # element (the dense pass) where most differ or the rule may flag an exact element.
-    dense = differing * MOSTLY > sizes if how.sparse_ok else np.ones(len(batch), dtype=bool)
-    bad_golden = np.flatnonzero(magnitude >= nonfinite_bits)  # (an Inf or NaN golden: the per-case bookkeeping)
-    if bad_golden.size:
-        keep[np.searchsorted(starts, bad_golden, side="right") - 1] = False
+    dense = np.diff(cut) * MOSTLY > sizes if how.sparse_ok else np.ones(len(batch), dtype=bool)
     if dense.any():
         differ |= np.repeat(dense, sizes)
-    at = np.flatnonzero(differ)  # the elements judged: a case's are at[cut[k]:cut[k + 1]]
-    cut = np.searchsorted(at, starts)
+        at = np.flatnonzero(differ)  # the elements judged: a case's are at[cut[k]:cut[k + 1]]
+        cut = np.searchsorted(at, starts)
     sub = element_errors(a[at], g[at], how.floor, dtype, flush_ok=how.std.flush_ok, signed_zeros=how.signed_zeros)
     apply_rule(sub, how.rule)
     odd = np.concatenate([sub.nonfinite, sub.special])
