@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import manifest as M, statcache
-from ..regular import open_regular
 from ..storage import CHUNK
 from ..dtypes import DType
 from ..standards import Standard
@@ -107,16 +107,25 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
         return None
 
 
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # (regular.py's: a FIFO in a file's place is not waited on)
+_ONE_MORE = bytearray(1)  # (a byte past the expected size: read only from a longer file, which is not gen's)
+
+
 def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
-    """Whether a regular file holding exactly len(view) bytes (with this sha256, if given) was read into view."""
+    """Whether the file at path holds exactly len(view) bytes, now read into view: a regular file (the dump), or
+    any file with the recorded sha256 (a golden, an input: its bytes are gen's, whatever holds them)."""
     try:
-        fd, st = open_regular(path)
+        fd = os.open(path, _FLAGS)
     except OSError:
         return False
     try:
-        if st.st_size != len(view):
-            return False
-        got = os.readv(fd, [view]) if len(view) else 0
+        if sha256 is None:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
+                return False
+            got = os.readv(fd, [view]) if len(view) else 0
+        else:
+            got = os.readv(fd, [view, _ONE_MORE])
     except OSError:
         return False
     finally:
@@ -185,30 +194,93 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
     if how.std.relief:  # (flagged elements: the op's relief, as Comparison.run gives it)
         flagged[np.searchsorted(cut, np.flatnonzero(sub.violation), side="right") - 1] = True
     done = {}
-    for k in np.flatnonzero(keep).tolist():
+    kept = np.flatnonzero(keep).tolist()
+    folded = _folded(sub, at, cut, starts, zero_goldens, sizes, [k for k in kept if cut[k] < cut[k + 1] and not flagged[k]])
+    for k in kept:
         lo, hi, n = int(cut[k]), int(cut[k + 1]), int(sizes[k])
         if lo == hi:  # (bit for bit the golden: what add_differing makes of no differing element)
             done[batch[k][0]] = (Metrics(elements=n, compared=n, zero_goldens=int(zero_goldens[k])), None, [])
-            continue
-        s = slice(lo, hi)
-        e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s], sub.golden_abs[s],
-                          dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
-        positions = None if dense[k] else at[s] - starts[k]
-        held = Held() if flagged[k] else None
-        if held is not None and not held.take(e, 0, positions):  # (too many: the per-case path re-judges them)
-            continue
-        metrics = Metrics()
-        if dense[k]:
-            metrics.add(e, 0)
-        else:
-            add_differing(metrics, Differing(n, positions, e, int(zero_goldens[k])), 0)
-        if held is not None:
-            m = batch[k][1]
-            relief = Comparison(m, how.std, how.params, opts, whole=True, out=m.judged[0], outputs=False)
+        elif k in folded:
+            done[batch[k][0]] = (folded[k], None, [])
+        else:  # (flagged elements, re-judged with the op's relief as Comparison.run re-judges them)
             try:
-                relief.release_held(metrics, held)
-            finally:
-                relief.close()
-        metrics._settle()
-        done[batch[k][0]] = (metrics, None, [])
+                metrics = _relieved(batch[k][1], how, opts, sub, slice(lo, hi),
+                                    None if dense[k] else at[lo:hi] - starts[k], n, int(zero_goldens[k]))
+            except Exception:  # (a user op's function failing, say: the per-case path makes it the case's ERROR)
+                metrics = None
+            if metrics is not None:
+                done[batch[k][0]] = (metrics, None, [])
     return done
+
+
+def _folded(sub: ElementErrors, at: np.ndarray, cut: np.ndarray, starts: np.ndarray, zero_goldens: np.ndarray,
+            sizes: np.ndarray, ks: list[int]) -> dict[int, Metrics]:
+    """{k: Metrics} of cases ks (each with elements in sub, none flagged for relief), from reductions over the
+    segments of sub: what add_differing (or Metrics.add, for a dense case) folds from the case's slice, one
+    NumPy call per metric for the whole batch instead of a dozen per case. Counts, maxima and their first
+    indices, and the worst elements are the same; sums agree to their rounding (decision 56)."""
+    if not ks:
+        return {}
+    lens = np.diff(cut)
+    segments = np.flatnonzero(lens)  # (the non-empty segments tile sub, in order)
+    row = np.full(lens.size, -1, dtype=np.int64)
+    row[segments] = np.arange(segments.size)
+    heads, seg_lens = cut[segments], lens[segments]
+
+    def total(x):
+        return np.add.reduceat(x, heads, dtype=np.float64)
+
+    def first_max(x):  # (each segment's maximum and the first position holding it)
+        top = np.maximum.reduceat(x, heads)
+        hits = np.append(np.flatnonzero(x == np.repeat(top, seg_lens)), x.size)
+        return top, hits[np.searchsorted(hits, heads)]
+
+    sum_rel, sum_signed, sum_ulp = total(sub.rel), total(sub.signed), total(sub.ulp)
+    sum_sq_abs = total(np.square(sub.abs, dtype=np.float64))
+    max_ulp = np.maximum.reduceat(sub.ulp, heads)
+    max_abs, max_abs_at = first_max(sub.abs)
+    max_rel, max_rel_at = first_max(sub.rel)
+    flagged = np.append(np.flatnonzero(sub.violation), sub.abs.size)
+    violations, first_violation = np.diff(np.searchsorted(flagged, cut)), flagged[np.searchsorted(flagged, cut[:-1])]
+    out = {}
+    for k in ks:
+        j, lo, hi, base, n = int(row[k]), int(cut[k]), int(cut[k + 1]), int(starts[k]), int(sizes[k])
+        m = Metrics(elements=n, compared=n, zero_goldens=int(zero_goldens[k]), sum_rel=float(sum_rel[j]),
+                    sum_signed=float(sum_signed[j]), sum_sq_abs=float(sum_sq_abs[j]), sum_ulp=float(sum_ulp[j]),
+                    max_ulp=float(max_ulp[j]))
+        if max_abs[j] > 0:
+            m.max_abs, m.max_abs_at = float(max_abs[j]), int(at[max_abs_at[j]]) - base
+        top = float(max_rel[j])
+        if top > 0:
+            m.max_rel, m.max_rel_at = top, int(at[max_rel_at[j]]) - base
+        if violations[k]:
+            m.violations, m.first_violation = int(violations[k]), int(at[first_violation[k]]) - base
+        positions = at[lo:hi]
+        m._pending = (sub.rel[lo:hi], top, lambda i, positions=positions, base=base: int(positions[i]) - base)
+        m._settle()  # (its worst candidates, picked as add_differing's are)
+        out[k] = m
+    return out
+
+
+def _relieved(m: M.CaseManifest, how: _Judged, opts: Options, sub: ElementErrors, s: slice,
+              positions: np.ndarray | None, n: int, zero_goldens: int) -> Metrics | None:
+    """A case's Metrics with its flagged elements held and re-judged with the op's relief, as Comparison.run
+    does for its one chunk (positions: the case's differing elements, or None: every element); None when
+    too many are flagged to hold (the per-case path re-judges them at once)."""
+    e = ElementErrors(sub.a[s], sub.g[s], sub.abs[s], sub.rel[s], sub.signed[s], sub.ulp[s], sub.golden_abs[s],
+                      how.dtype, NO_INDEX, NO_INDEX, violation=sub.violation[s])
+    held = Held()
+    if not held.take(e, 0, positions):
+        return None
+    metrics = Metrics()
+    if positions is None:
+        metrics.add(e, 0)
+    else:
+        add_differing(metrics, Differing(n, positions, e, zero_goldens), 0)
+    relief = Comparison(m, how.std, how.params, opts, whole=True, out=m.judged[0], outputs=False)
+    try:
+        relief.release_held(metrics, held)
+    finally:
+        relief.close()
+    metrics._settle()
+    return metrics
