@@ -100,8 +100,8 @@ def read_verdict(case_dir: Path | str) -> tuple[str, str] | None:
     ERROR of the case (never a PASS: something wrote it).
     """
     path = os.path.join(case_dir, RUN_VERDICT_FILE)
-    if not os.access(path, os.F_OK):  # (the common case, asked cheaply: a failed open raises, at 5x the cost)
-        return None
+    if not os.access(path, os.F_OK, follow_symlinks=False):  # (the common case, asked cheaply: a failed open
+        return None  # raises, at 5x the cost; a symlink is looked at below, and a loop or a dangling one told apart)
     try:
         data = bounded_regular_bytes(path, VERDICT_LIMIT, "run verdict")
     except UserError as exc:
