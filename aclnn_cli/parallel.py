@@ -113,7 +113,7 @@ def batches(items: list, size_of: Callable[[Any], int], jobs: int, most: int = 2
         return []
     sizes = [max(1, size_of(x)) for x in items]
     left = sum(sizes)
-    least = max(1, left // (64 * jobs))
+    least = max(1, left // (16 * jobs))
     out: list[list] = [[]]
     load, target = 0, max(least, min(SMALL_BATCH_ELEMENTS, left // (4 * jobs)))
     for x, size in zip(items, sizes):
