@@ -26,9 +26,10 @@ def find_cases(root: Path) -> list[Path]:
     if not root.is_dir():
         raise UserError("not a directory of generated cases", where=str(root))
     # Hidden directories are gen's temporaries (.<id>.partial-<pid>, .<id>.old-<pid>), never cases.
-    # (os.scandir and one stat per directory: a glob makes and parses several Paths per case.)
+    # (os.scandir and one access() per directory: a glob makes and parses several Paths per case.)
     text = str(root)
-    dirs = [root / n for n in subdirs(root) if os.path.exists(join(join(text, n), MANIFEST))]
+    child = getattr(root, "_make_child_relpath", root.joinpath)  # (pathlib's own fast child, where it has one)
+    dirs = [child(n) for n in subdirs(root) if os.access(join(join(text, n), MANIFEST), os.F_OK)]
     if not dirs:
         raise UserError("no generated cases here (run 'aclnn-cli gen -o DIR' first)", where=str(root))
     return dirs

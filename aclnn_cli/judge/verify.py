@@ -95,7 +95,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     worth = nbytes >= statcache.WORTH_BYTES  # (a small case has no record to read, nor one worth writing)
     before, proven = None, False
     if compared is not None and not worth:  # (judged by smallbatch.py: one output, its files hashed there)
-        judged = [(out, _verdict_of(m, out, opts, [compared]))]
+        judged = [(out, _verdict_of(m, out, opts, [compared], (std, params)))]
     else:
         digests = checksummed_names(m)
         recorded = worth and statcache.unchanged(str(m.dir), digests)
@@ -164,9 +164,11 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
     return _verdict_of(m, out, opts, parts)
 
 
-def _verdict_of(m: M.CaseManifest, out: M.TensorEntry, opts: Options, parts: list) -> _OutputVerdict:
-    """One output's verdict from its comparison's parts (ranges): (metrics, benchmark metrics, error rows)."""
-    std, params = case_standard(m, opts, out)
+def _verdict_of(m: M.CaseManifest, out: M.TensorEntry, opts: Options, parts: list,
+                judged: tuple | None = None) -> _OutputVerdict:
+    """One output's verdict from its comparison's parts (ranges): (metrics, benchmark metrics, error rows).
+    judged: case_standard(m, opts, out), if known."""
+    std, params = judged or case_standard(m, opts, out)
     metrics, bench, rows = parts[0]
     for other, other_bench, other_rows in parts[1:]:
         metrics.merge(other)
