@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "values standards tolerances shard options parallel",
     "ops",  # operator declarations, the registry, contracts
     "cases",  # case files (and foreign suites) read against an op's declaration into Case objects
-    "manifest pipeline shardout blockdigests",  # a generated case on disk; how work is cut
+    "manifest manifest_text pipeline shardout blockdigests",  # a generated case on disk; how work is cut
     "golden device",  # gen; the emulated device, the defect catalogue, the harness and runner
     "judge",  # verify: comparison, standards applied, results
     "report",  # console, JSON, JUnit, HTML
