@@ -219,3 +219,24 @@ def test_every_dtype_it_takes_is_one_identical_py_knows():
         d = D.lookup(name)
         mask, top = _MAGNITUDE[name]
         assert int(np.array(np.inf, d.np_dtype).view(d.uint_dtype)) & mask == top
+
+
+@pytest.mark.parametrize("gradient, change", [(1.0e-30, 1), (1.0e30, 1 << 20)])
+def test_squares_are_summed_as_the_per_case_path_sums_them(tmp_path, gradient, change):
+    """The sum of squared errors squares in the work type, as compare.sum_squares does: errors near 1e-30 square to
+    zero in float32 (the per-case RMSE is 0, not 1e-30), and errors near 1e20 overflow there and are summed in
+    float64. (A fuzz found the first: the pass had squared in float64.)"""
+    text = ("op: aclnnSiluBackward\ncases:\n  - {name: t, dtype: float32, shape: [4], seed: 1, inputs: "
+            f"{{gradOutput: {{constant: {gradient:.1e}}}, self: {{constant: 1.0}}}}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    (m,) = M.load_all(M.find_cases(out))[0]
+    a = np.fromfile(m.output.dump_path, np.float32)
+    a.view(np.uint32)[0] += change
+    a.tofile(m.output.dump_path)
+    done = smallbatch.precompare([m], Options(standard="ulp"))
+    assert 0 in done, "the pass must judge this case for the test to mean anything"
+    ref = compare_range(m, Options(standard="ulp"), 0, 4, True)[0]
+    assert_same(metrics_fields(done[0][0]), metrics_fields(ref))
+    same_result(V._verify_batch([m], Options())[0].to_json(), V._verify_safely(m, Options()).to_json())

@@ -236,7 +236,10 @@ def _folded(sub: ElementErrors, at: np.ndarray, cut: np.ndarray, starts: np.ndar
         return top, hits[np.searchsorted(hits, heads)]
 
     sum_rel, sum_signed, sum_ulp = total(sub.rel), total(sub.signed), total(sub.ulp)
-    sum_sq_abs = total(np.square(sub.abs, dtype=np.float64))
+    with np.errstate(over="ignore"):  # (compare.sum_squares: squares in the work type, float64 where they overflow)
+        sum_sq_abs = total(np.square(sub.abs))
+    if not np.isfinite(sum_sq_abs).all():
+        sum_sq_abs = np.where(np.isfinite(sum_sq_abs), sum_sq_abs, total(np.square(sub.abs, dtype=np.float64)))
     max_ulp = np.maximum.reduceat(sub.ulp, heads)
     max_abs, max_abs_at = first_max(sub.abs)
     max_rel, max_rel_at = first_max(sub.rel)
