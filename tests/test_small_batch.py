@@ -240,3 +240,43 @@ def test_squares_are_summed_as_the_per_case_path_sums_them(tmp_path, gradient, c
     ref = compare_range(m, Options(standard="ulp"), 0, 4, True)[0]
     assert_same(metrics_fields(done[0][0]), metrics_fields(ref))
     same_result(V._verify_batch([m], Options())[0].to_json(), V._verify_safely(m, Options()).to_json())
+
+
+@pytest.mark.parametrize("which", ["golden", "input"])
+def test_a_fifo_holding_gens_bytes_is_still_an_error(copy, which):
+    """A golden or input replaced by a FIFO whose writer put gen's very bytes in it: ERROR, as the per-case path
+    says (a fuzz found the pass accepting it when it skipped the regular-file check for files it hashes)."""
+    d = M.find_cases(copy)[0]
+    m = M.load(d)
+    path = m.judged[0].golden_path if which == "golden" else m.inputs[0].file_path
+    data = open(path, "rb").read()
+    os.unlink(path)
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR)  # (a writer holding the bytes in the pipe: nothing blocks)
+    try:
+        os.write(fd, data)
+        got = V._verify_batch([m], Options())[0]
+        assert got.status == "ERROR" and "FIFO" in got.reason, (got.status, got.reason)
+    finally:
+        os.close(fd)
+
+
+def test_subnormal_squares_are_summed_by_the_per_case_function(tmp_path):
+    """Errors near 1e-22 square to float32 subnormals, which its dot rounds its own way: such a case's sum of squares
+    is compare.sum_squares of its slice, the per-case path's own number (a fuzz found RMSE 3.334e-23 against
+    3.381e-23)."""
+    text = ("op: aclnnSiluBackward\ncases:\n  - {name: t, dtype: bfloat16, shape: [4096], seed: 9, inputs: "
+            "{gradOutput: {uniform: [1.0e-22, 1.0e-20]}, self: {uniform: [-2, 2]}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    (m,) = M.load_all(M.find_cases(out))[0]
+    a = np.fromfile(m.output.dump_path, np.uint16)
+    a[:2049] ^= 3
+    a.tofile(m.output.dump_path)
+    opts = Options(standard="ulp")
+    done = smallbatch.precompare([m], opts)
+    assert 0 in done
+    ref = compare_range(m, opts, 0, 4096, True)[0]
+    assert done[0][0].sum_sq_abs == ref.sum_sq_abs
+    same_result(V._verify_batch([m], opts)[0].to_json(), V._verify_safely(m, opts).to_json())

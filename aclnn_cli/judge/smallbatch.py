@@ -31,7 +31,7 @@ from ..storage import CHUNK
 from ..dtypes import DType
 from ..standards import Standard
 from .comparison import Comparison, Options, case_standard, standard_rule
-from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors
+from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors, sum_squares
 from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged
 from .heldrelief import Held
 from .judgeddtype import tolerance_dtype
@@ -108,24 +108,20 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
 
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # (regular.py's: a FIFO in a file's place is not waited on)
-_ONE_MORE = bytearray(1)  # (a byte past the expected size: read only from a longer file, which is not gen's)
 
 
 def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
-    """Whether the file at path holds exactly len(view) bytes, now read into view: a regular file (the dump), or
-    any file with the recorded sha256 (a golden, an input: its bytes are gen's, whatever holds them)."""
+    """Whether the file at path is a regular file of exactly len(view) bytes (with the recorded sha256, if given),
+    now read into view. (Anything else, a FIFO holding gen's bytes included, is the per-case path's ERROR.)"""
     try:
         fd = os.open(path, _FLAGS)
     except OSError:
         return False
     try:
-        if sha256 is None:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
-                return False
-            got = os.readv(fd, [view]) if len(view) else 0
-        else:
-            got = os.readv(fd, [view, _ONE_MORE])
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
+            return False
+        got = os.readv(fd, [view]) if len(view) else 0
     except OSError:
         return False
     finally:
@@ -236,10 +232,14 @@ def _folded(sub: ElementErrors, at: np.ndarray, cut: np.ndarray, starts: np.ndar
         return top, hits[np.searchsorted(hits, heads)]
 
     sum_rel, sum_signed, sum_ulp = total(sub.rel), total(sub.signed), total(sub.ulp)
-    with np.errstate(over="ignore"):  # (compare.sum_squares: squares in the work type, float64 where they overflow)
+    with np.errstate(over="ignore", under="ignore"):  # (compare.sum_squares: squares in the work type)
         sum_sq_abs = total(np.square(sub.abs))
-    if not np.isfinite(sum_sq_abs).all():
-        sum_sq_abs = np.where(np.isfinite(sum_sq_abs), sum_sq_abs, total(np.square(sub.abs, dtype=np.float64)))
+    # A square the work type cannot hold as a normal number (overflowing, or subnormal: float32's dot rounds those
+    # its own way) makes its case's sum the per-case function's own, on the case's slice.
+    odd = (sub.abs >= 2.0 ** 63) | ((sub.abs < 2.0 ** -63) & (sub.abs > 0))
+    if odd.any():
+        for j in np.unique(np.searchsorted(heads, np.flatnonzero(odd), side="right") - 1).tolist():
+            sum_sq_abs[j] = sum_squares(sub.abs[heads[j]:heads[j] + seg_lens[j]])
     max_ulp = np.maximum.reduceat(sub.ulp, heads)
     max_abs, max_abs_at = first_max(sub.abs)
     max_rel, max_rel_at = first_max(sub.rel)
