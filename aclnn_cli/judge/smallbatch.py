@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import manifest as M, statcache
+from ..regular import open_regular
 from ..storage import CHUNK
 from ..dtypes import DType
 from ..standards import Standard
@@ -41,8 +41,8 @@ SMALL_CASE = CHUNK  # cases of at most this many output elements (one chunk) are
 Parts = tuple[Metrics, None, list]  # compare_range's result
 
 
-def precompare(manifests: list[M.CaseManifest], opts: Options, hashed: bool = True) -> dict[int, Parts]:
-    """{index into manifests: compare_range(m, opts, 0, n, checksums=hashed)'s result} for the cases this pass
+def precompare(manifests: list[M.CaseManifest], opts: Options) -> dict[int, Parts]:
+    """{index into manifests: compare_range(m, opts, 0, n, checksums=True)'s result} for the cases this pass
     judged; the others are absent (verify compares them itself)."""
     if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
         return {}
@@ -58,10 +58,10 @@ def precompare(manifests: list[M.CaseManifest], opts: Options, hashed: bool = Tr
             batch.append(item)
             size += item[1].judged[0].layout.numel
             if size >= BATCH_ELEMENTS:
-                done.update(_compare_batch(batch, how, opts, hashed))
+                done.update(_compare_batch(batch, how, opts))
                 batch, size = [], 0
         if batch:
-            done.update(_compare_batch(batch, how, opts, hashed))
+            done.update(_compare_batch(batch, how, opts))
     return done
 
 
@@ -91,8 +91,7 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
         out = m.judged[0]
         lay, n = out.layout, out.layout.numel
         if (not 0 < n <= SMALL_CASE or (opts.chunk and n > opts.chunk) or out.scale_path is not None
-                or out.dtype.name not in _MAGNITUDE or not lay.is_contiguous or lay.storage_size != n
-                or getattr(lay, "offset", 0) != 0 or out.dump_path is None):
+                or out.dtype.name not in _MAGNITUDE or not lay.is_contiguous or out.dump_path is None):
             return None
         nbytes = n * out.dtype.itemsize + sum(t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
         if nbytes >= statcache.WORTH_BYTES:  # (its stat record may prove its files: verify_case's way)
@@ -107,19 +106,15 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
         return None
 
 
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # (regular.py's: a FIFO in a file's place is not waited on)
-
-
 def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
     """Whether the file at path is a regular file of exactly len(view) bytes (with the recorded sha256, if given),
     now read into view. (Anything else, a FIFO holding gen's bytes included, is the per-case path's ERROR.)"""
     try:
-        fd = os.open(path, _FLAGS)
+        fd, st = open_regular(path)  # (NotRegular, an OSError, for a FIFO or anything else but a regular file)
     except OSError:
         return False
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != len(view):
+        if st.st_size != len(view):
             return False
         got = os.readv(fd, [view]) if len(view) else 0
     except OSError:
@@ -129,29 +124,27 @@ def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
     return got == len(view) and (sha256 is None or hashlib.sha256(view).hexdigest() == sha256)
 
 
-def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch: bytearray, hashed: bool) -> bool:
+def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch: bytearray) -> bool:
     """Whether a case's dump and golden were read into their views, every file as gen wrote it (golden and
     inputs hashed, the inputs through scratch)."""
     out = m.judged[0]
     try:
         if not (_read_into(out.dump_path, dump, None) and _read_into(
-                out.golden_path, golden, m.recorded_sha256(out.name, "golden_sha256") if hashed else None)):
+                out.golden_path, golden, m.recorded_sha256(out.name, "golden_sha256"))):
             return False
-        if hashed:
-            for t in m.inputs:
-                if not t.null:
-                    nbytes = t.layout.storage_size * t.dtype.itemsize
-                    if len(scratch) < nbytes:
-                        scratch.extend(bytes(nbytes - len(scratch)))
-                    if not _read_into(t.file_path, memoryview(scratch)[:nbytes], m.recorded_sha256(t.name, "sha256")):
-                        return False
+        for t in m.inputs:
+            if not t.null:
+                nbytes = t.layout.storage_size * t.dtype.itemsize
+                if len(scratch) < nbytes:
+                    scratch.extend(bytes(nbytes - len(scratch)))
+                if not _read_into(t.file_path, memoryview(scratch)[:nbytes], m.recorded_sha256(t.name, "sha256")):
+                    return False
     except Exception:  # (a malformed record: the usual path names it)
         return False
     return True
 
 
-def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options,
-                   hashed: bool) -> dict[int, Parts]:
+def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options) -> dict[int, Parts]:
     """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring)."""
     dtype = how.dtype
     sizes = np.array([m.judged[0].layout.numel for _, m in batch], dtype=np.int64)
@@ -160,7 +153,7 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
     a, g = np.empty(int(starts[-1]), dtype.np_dtype), np.empty(int(starts[-1]), dtype.np_dtype)
     a_bytes, g_bytes, item = memoryview(a.view(np.uint8)), memoryview(g.view(np.uint8)), dtype.itemsize
     scratch = bytearray()
-    keep = np.array([_read_case(m, a_bytes[s * item:e * item], g_bytes[s * item:e * item], scratch, hashed)
+    keep = np.array([_read_case(m, a_bytes[s * item:e * item], g_bytes[s * item:e * item], scratch)
                      for (_, m), s, e in zip(batch, starts[:-1].tolist(), starts[1:].tolist())], dtype=bool)
     if not keep.any():
         return {}
