@@ -122,11 +122,33 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
     head, rest = warm_up(case_dirs, jobs)
     collect(*_load_and_run(head, stage))
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_run, b, stage) for b in batches(rest, lambda d: 1, jobs)]
+        futures = [run.submit(_load_and_run_shipped, *_shipped(b), stage) for b in batches(rest, lambda d: 1, jobs)]
         for f in as_completed(futures):
             collect(*f.result())
         for m in deferred:
             done(m, stage.split(run, m, *stage.args))
+
+
+def _shipped(dirs: list[Path]) -> tuple[Path | None, list]:
+    """A batch of directories as the pool sends it: (their common parent, their names) when they share one, else
+    (None, the directories). A Path took 7 us to unpickle in the worker, a name next to nothing."""
+    root = dirs[0].parent
+    names = [d.name for d in dirs]
+    if all(names) and all(d.parent == root for d in dirs):
+        return root, names
+    return None, dirs
+
+
+def _unshipped(root: Path | None, items: list) -> list[Path]:
+    """The directories of a batch _shipped sent."""
+    if root is None:
+        return items
+    child = getattr(root, "_make_child_relpath", root.joinpath)  # (pathlib's own fast child, where it has one)
+    return [child(n) for n in items]
+
+
+def _load_and_run_shipped(root: Path | None, items: list, stage: Stage):
+    return _load_and_run(_unshipped(root, items), stage)
 
 
 LOCAL = 32  # directories loaded and run together: their objects stay in the CPU's caches between the two

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pickle
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,6 +90,22 @@ def test_a_compact_case_result_reads_back_what_was_put_in():
     assert json.dumps(back.to_json()) == json.dumps(r.to_json())
     odd = CaseResult("x", "?", "?", [], "?", "ERROR", "mere-mare", "bad", metrics={"mere": "nan"}, path="x")
     assert odd.metrics == {"mere": "nan"} and odd.path == "x" and odd.params == {}
+    assert pickle.loads(pickle.dumps(odd)) == odd
+
+
+def test_a_pickled_case_result_keeps_its_packed_fields_packed():
+    """Workers send each result's own packed fields as plain bytes and tuples (results.CaseResult.__reduce__):
+    they must come back as the same packed types, reading the same values."""
+    from aclnn_cli.judge import results as R
+    rows = [{"output": "y", "metric": "MERE", "value": 1e-5, "limit": 1e-3, "comparison": "<", "within": True,
+             "note": ""}]
+    metrics = dict(zip(R.METRIC_KEYS, [64, 64, 0, 0] + [0.5] * 10 + [0]))
+    r = CaseResult("a", "op", "float16", [64], "A2", "PASS", "mere-mare", "fine", metrics=metrics, benchmark=metrics,
+                   path="/out/a", rows=rows)
+    back = pickle.loads(pickle.dumps(r))
+    for name in ("_metrics", "_benchmark", "_path", "_rows"):
+        assert type(getattr(back, name)) is type(getattr(r, name)) is not tuple
+    assert back == r and back.rows == rows and back.benchmark == metrics and back.path == "/out/a"
 
 
 @pytest.mark.parametrize("problem", ["short", "long", "directory", "missing"])
@@ -198,3 +215,15 @@ def test_reports_written_case_by_case_are_the_same_bytes(tmp_path):
         write_junit(tmp_path / "b.xml", run)
         assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
         assert (tmp_path / "b.xml").read_text(encoding="utf-8") == junit_xml([c.to_json() for c in run.cases])
+
+
+def test_a_batch_of_directories_is_shipped_as_names_and_comes_back_the_same(tmp_path):
+    """The pool sends a batch of directories of one parent as (parent, names) (pipeline._shipped): the worker's
+    Paths must equal the parent's; directories of several parents go as they are."""
+    from aclnn_cli import pipeline as P
+    same = [tmp_path / "out" / f"c{i}" for i in range(3)]
+    mixed = same + [tmp_path / "other" / "c0", Path("rel") / "c1"]
+    for dirs in (same, mixed, [Path("c2")]):
+        back = P._unshipped(*pickle.loads(pickle.dumps(P._shipped(dirs))))
+        assert back == dirs and [str(d) for d in back] == [str(d) for d in dirs]
+    assert P._shipped(same)[1] == ["c0", "c1", "c2"] and P._shipped(mixed)[0] is None
