@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import manifest as M
+from . import forkpool, manifest as M
 from .errors import UserError
 from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
 from .storage import chunks
@@ -121,8 +121,22 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
 
     head, rest = warm_up(case_dirs, jobs)
     collect(*_load_and_run(head, stage))
+    parts = batches(rest, lambda d: 1, jobs)
+    if forkpool.available() and stage.broken is not None:
+        def lost(i: int, why: str) -> None:
+            problem = (f"the worker process judging this case and {len(parts[i]) - 1} others died ({why}); "
+                       f"run it alone to see whether it is the one")
+            for d in parts[i]:
+                on_result(d.name, 0, stage.broken(d, UserError(problem, where=str(d)), *stage.args))
+
+        forkpool.run_forked(lambda b: _load_and_run(b, stage), parts, jobs, lambda i, r: collect(*r), lost)
+        if deferred:
+            with Runner(jobs) as run:
+                for m in deferred:
+                    done(m, stage.split(run, m, *stage.args))
+        return
     with Runner(jobs) as run:
-        futures = [run.submit(_load_and_run_shipped, *_shipped(b), stage) for b in batches(rest, lambda d: 1, jobs)]
+        futures = [run.submit(_load_and_run_shipped, *_shipped(b), stage) for b in parts]
         for f in as_completed(futures):
             collect(*f.result())
         for m in deferred:

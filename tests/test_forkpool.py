@@ -1,0 +1,115 @@
+"""forkpool.run_forked: every batch's result reaches the parent once; a batch's exception is raised there; a
+worker that dies loses only its batch, reported with why; no worker outlives the call."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from aclnn_cli import forkpool
+from aclnn_cli.errors import UserError
+from aclnn_cli.pipeline import Stage, run_stage_on_dirs
+
+pytestmark = pytest.mark.skipif(not forkpool.available(), reason="no os.fork here")
+
+
+def _no_children_left() -> bool:
+    """No child process, running or a zombie (waitpid of any child fails only when there is none)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _run(fn, batches, jobs=2):
+    done, lost = {}, {}
+    forkpool.run_forked(fn, batches, jobs, lambda i, r: done.setdefault(i, r) is r or pytest.fail(f"twice: {i}"),
+                        lambda i, why: lost.setdefault(i, why))
+    return done, lost
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_every_batch_is_answered_once_with_its_own_result(jobs):
+    batches = [list(range(i, i + 7)) for i in range(0, 700, 7)]
+    done, lost = _run(lambda b: (os.getpid(), [x * x for x in b]), batches, jobs)
+    assert not lost and sorted(done) == list(range(len(batches)))
+    assert all(done[i][1] == [x * x for x in b] for i, b in enumerate(batches))
+    assert os.getpid() not in {pid for pid, _ in done.values()}  # (judged in workers, not here)
+    assert _no_children_left()
+
+
+def test_more_batch_numbers_than_a_pipe_holds_are_all_handed_out():
+    batches = list(range(40_000))  # (160 KB of numbers: written as the workers take them)
+    done, lost = _run(lambda b: b + 1, batches)
+    assert not lost and len(done) == len(batches) and all(done[i] == i + 1 for i in range(len(batches)))
+
+
+def test_a_large_result_arrives_whole():
+    done, _ = _run(lambda b: bytes([b]) * (3 << 20), [1, 2, 3])
+    assert {i: (len(v), v[:1]) for i, v in done.items()} == {i: (3 << 20, bytes([i + 1])) for i in range(3)}
+
+
+def test_an_exception_in_a_batch_is_raised_here_and_the_workers_are_gone():
+    def fn(b):
+        if b == 5:
+            raise UserError("bad batch", where="five")
+        return b
+    with pytest.raises(UserError, match="bad batch"):
+        _run(fn, list(range(20)))
+    assert _no_children_left()
+
+
+def test_an_exception_that_does_not_pickle_still_says_what_it_was():
+    class Local(Exception):  # (a local class: pickle cannot find it by name)
+        pass
+
+    def fn(b):
+        raise Local("odd")
+    with pytest.raises(RuntimeError, match="Local: odd"):
+        _run(fn, [1])
+    assert _no_children_left()
+
+
+@pytest.mark.parametrize("how", ["exit", "signal"])
+def test_a_worker_that_dies_loses_only_the_batch_it_held(how):
+    def fn(b):
+        if b == 7:
+            if how == "exit":
+                os._exit(3)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return b
+    done, lost = _run(fn, list(range(30)))
+    assert sorted(done) == [i for i in range(30) if i != 7] and list(lost) == [7]
+    assert lost[7] == ("exit status 3" if how == "exit" else "killed by SIGKILL")
+    assert _no_children_left()
+
+
+def test_a_dead_worker_makes_its_cases_errors_naming_why_and_the_run_goes_on(tmp_path):
+    """Through run_stage_on_dirs (verify's and emulate's way over directories): the cases of the lost batch get
+    the stage's broken result; every other case its own."""
+    dirs = [tmp_path / f"c{i:03d}" for i in range(200)]
+
+    def batch(manifests):
+        assert not manifests  # (these directories hold no manifest)
+        return []
+
+    got = {}
+    stage = Stage(size=lambda m: 1, batch=batch, split=None, broken=_broken_or_die)
+    run_stage_on_dirs(stage, dirs, 2, lambda case_id, n, r: got.setdefault(case_id, r))
+    assert sorted(got) == [d.name for d in dirs]
+    died = {k for k, v in got.items() if "worker process" in v}
+    assert "c150" in died and len(died) < len(dirs)
+    assert "died (exit status 9); run it alone" in got["c150"]
+    assert all(v == f"{tmp_path / k}: no case.json here (run 'aclnn-cli gen' first)" for k, v in got.items()
+               if k not in died)
+    assert _no_children_left()
+
+
+def _broken_or_die(d: Path, exc: UserError) -> str:
+    if d.name == "c150" and "worker process" not in str(exc):
+        os._exit(9)
+    return str(exc)
