@@ -92,6 +92,9 @@ _ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "f
 
 def lookup(name: str) -> DType:
     """Find a dtype by name or common alias; KeyError lists the valid names."""
+    known = DTYPES.get(name) if type(name) is str else None  # (a manifest's names: as gen writes them)
+    if known is not None:
+        return known
     key = _ALIASES.get(str(name).lower(), str(name).lower())
     if key not in DTYPES:
         raise KeyError(f"unknown dtype '{name}' (valid: {', '.join(DTYPES)})")

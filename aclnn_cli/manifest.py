@@ -157,6 +157,10 @@ class CaseManifest:
         self.__dict__.update(dir=dir, case_id=case_id, op=op, product=product, seed=seed, expect_status=expect_status,
                              standard=standard, tensors=tensors, raw=raw, attributes=attributes)  # (as TensorEntry's)
 
+    def __getstate__(self) -> dict:
+        """Pickled without the memos others keep on it (keys "_memo_...": process-local, not always picklable)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_memo_")}
+
     @property
     def attribute_values(self) -> dict:
         """What the op's functions receive: the attributes, defaults where a null pointer was passed, and the
@@ -336,7 +340,11 @@ def _tensor(case_dir: str, t: dict, index: int, precision: bool) -> TensorEntry:
 
 
 def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> TensorEntry:
-    role, dtype, null = t["role"], _known(D.lookup, t["dtype"]), t.get("null", False)
+    named = t["dtype"]
+    dtype = D.DTYPES.get(named) if type(named) is str else None  # (as gen writes it: at once)
+    if dtype is None:
+        dtype = _known(D.lookup, named)
+    role, null = t["role"], t.get("null", False)
     if type(role) is not str:
         raise ValueError(f"'role' must be a string, got {_brief(role)}")
     if type(null) is not bool:

@@ -178,9 +178,10 @@ def _load_and_run(case_dirs: list[Path], stage: Stage) -> tuple[list[tuple[str, 
     for at in range(0, len(case_dirs), LOCAL):
         manifests, broken = M.load_all(case_dirs[at:at + LOCAL])
         outcomes += [(d.name, 0, stage.broken(d, exc, *stage.args)) for d, exc in broken]
-        small = [m for m in manifests if not is_large(stage.size(m))]
-        outcomes += [(m.case_id, stage.size(m), r) for m, r in zip(small, stage.batch(small, *stage.args))]
-        large += [m for m in manifests if is_large(stage.size(m))]
+        sizes = [stage.size(m) for m in manifests]
+        small = [(m, n) for m, n in zip(manifests, sizes) if not is_large(n)]
+        outcomes += [(m.case_id, n, r) for (m, n), r in zip(small, stage.batch([m for m, _ in small], *stage.args))]
+        large += [m for m, n in zip(manifests, sizes) if is_large(n)]
     return outcomes, large
 
 

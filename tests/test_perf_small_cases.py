@@ -227,3 +227,47 @@ def test_a_batch_of_directories_is_shipped_as_names_and_comes_back_the_same(tmp_
         back = P._unshipped(*pickle.loads(pickle.dumps(P._shipped(dirs))))
         assert back == dirs and [str(d) for d in back] == [str(d) for d in dirs]
     assert P._shipped(same)[1] == ["c0", "c1", "c2"] and P._shipped(mixed)[0] is None
+
+
+@pytest.mark.parametrize("given", ["defaults", "values"])
+def test_the_case_results_own_init_stores_what_its_fields_descriptors_would(given):
+    """CaseResult.__init__ is written out (a run makes one per case); it must store each field as assigning it
+    through its _Compact descriptor does, the dataclass's way."""
+    from dataclasses import fields
+    from aclnn_cli.judge import results as R
+    metrics = dict(zip(R.METRIC_KEYS, [8, 8, 0, 1] + [0.25] * 10 + [2]))
+    rows = [{"output": "y", "metric": "MARE", "value": 2.0, "limit": 1.0, "comparison": "<", "within": False,
+             "note": "at element 3"}]
+    values = {"params": {"T": 1e-3}, "metrics": metrics, "benchmark": metrics, "worst": [{"index": 3}],
+              "repro": Repro("aclnn-cli gen s.yaml", "/o", ""), "path": "/o/c", "kind": "contract", "rows": rows,
+              "error_rows": [{"index": 3}], "errors": {"ulp_histogram": [1, 2]}}
+    head = ("c", "op", "float16", [2, 4], "A2", "FAIL", "mere-mare", "why")
+    kw = {} if given == "defaults" else values
+    mine = CaseResult(*head, **kw)
+    theirs = object.__new__(CaseResult)
+    for f, value in zip(fields(CaseResult), head):
+        setattr(theirs, f.name, value)
+    for f in fields(CaseResult)[len(head):]:
+        setattr(theirs, f.name, kw.get(f.name, f.default))
+    assert mine == theirs and json.dumps(mine.to_json()) == json.dumps(theirs.to_json())
+    for slot in R._SLOTS:
+        a, b = getattr(mine, slot), getattr(theirs, slot)
+        assert type(a) is type(b) and (a == b or slot == "_errors"), slot  # (errors: spilled, each its own handle)
+
+
+def test_a_manifest_pickles_without_the_memos_kept_on_it(tmp_path):
+    """case_standard keeps its answer on the manifest (the small-case pass and verify_case both ask); a standard
+    does not pickle, and a large case's manifest goes to the workers pickled: the memo must stay behind."""
+    from aclnn_cli import manifest as M
+    from aclnn_cli.cases.loader import load_cases
+    from aclnn_cli.golden.gen import generate_cases
+    from aclnn_cli.judge.comparison import Options, case_standard
+    (tmp_path / "s.yaml").write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [8]}\n")
+    generate_cases(load_cases([tmp_path / "s.yaml"]), tmp_path / "out")
+    m = M.load(M.find_cases(tmp_path / "out")[0])
+    opts = Options(standard="allclose")
+    found = case_standard(m, opts, m.judged[0])
+    assert case_standard(m, opts, m.judged[0]) is found  # (the memo)
+    back = pickle.loads(pickle.dumps(m))
+    assert not any(k.startswith("_memo_") for k in back.__dict__) and back.case_id == m.case_id
+    assert case_standard(back, opts, back.judged[0])[1] == found[1]

@@ -57,6 +57,15 @@ class Options:
 def case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None = None) -> tuple[Standard, dict]:
     """The standard a case is judged by, and its parameters. Cases that agree on the standard, dtype and
     overrides share one parameters dict (read it, never change it)."""
+    mine = m.__dict__.get("_memo_standard")  # (asked by the small-case pass and again by verify_case)
+    if mine is not None and mine[0] is opts and mine[1] is out:
+        return mine[2]
+    found = _case_standard(m, opts, out)
+    m.__dict__["_memo_standard"] = (opts, out, found)  # (a memo: never pickled, see CaseManifest.__getstate__)
+    return found
+
+
+def _case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None) -> tuple[Standard, dict]:
     name = opts.standard or m.standard or DEFAULT_STANDARD
     overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
         else dict(opts.tolerance)

@@ -278,6 +278,26 @@ class CaseResult:
     # the report's data (errorstats.ErrorStats.summary): ulp histogram, sample, map; None without a comparison
     errors: dict | None = field(default=_Compact(_pack_errors, _unpack_errors, None), repr=False)
 
+    def __init__(self, case_id: str, op: str, dtype: str, shape: list, product: str, status: str, standard: str,
+                 reason: str, params: dict | None = None, metrics: dict | None = None, benchmark: dict | None = None,
+                 worst: list | None = None, repro: str = "", path: str = "", kind: str = "precision",
+                 rows: list | None = None, error_rows: list | None = None, errors: dict | None = None) -> None:
+        # (the dataclass's __init__, less a _Compact descriptor call per field: a field left at its default, None
+        # or "", is stored as it is, which is what its pack function makes of it; a run makes one result per case)
+        self.case_id, self.op, self.dtype, self.product, self.status, self.standard, self.reason = (
+            case_id, op, dtype, product, status, standard, reason)
+        self._shape = _pack_shape(self, shape)
+        self._params = _pack_dict(self, params)
+        self._metrics = None if metrics is None else _pack_metrics(self, metrics)
+        self._benchmark = None if benchmark is None else _pack_metrics(self, benchmark)
+        self._worst = None if worst is None else _pack_list(self, worst)
+        self._repro = repro if repro == "" else _pack_repro(self, repro)
+        self._path = path if path == "" else _pack_path(self, path)
+        self._kind = kind
+        self._rows = None if rows is None else _pack_rows(self, rows)
+        self._error_rows = None if error_rows is None else _pack_list(self, error_rows)
+        self._errors = None if errors is None else _pack_errors(self, errors)
+
     def __reduce__(self):
         """Pickled as its slots' (packed) values in a tuple: workers send thousands of results to the parent, and the
         default (a dict of slot names per result) cost as much to make and read back as judging a small case."""

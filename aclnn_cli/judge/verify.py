@@ -63,20 +63,26 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     outs = m.judged or (m.output,)
     out = outs[0]
     std, params = case_standard(m, opts, out)
+    where = str(m.dir)
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), sys.intern(m.product), PASS, std.name, "",
-                        params=params, path=str(m.dir), repro=_repro(m, opts), kind=_kind(m))
-    run_verdict = read_verdict(m.dir)  # the device run of this case did not complete (aclnn-cli run)
+                        params=params, path=where, repro=_repro(m, opts), kind=_kind(m))
+    run_verdict = read_verdict(where)  # the device run of this case did not complete (aclnn-cli run)
     if run_verdict is not None:
         result.status, result.reason = run_verdict
         return result
-    status_path = M.join(str(m.dir), M.STATUS_FILE)
+    status_path = M.join(where, M.STATUS_FILE)
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
     _check_status(result, status_path, 0, required=False)  # optional for a positive case: absent is fine
     if result.status != PASS:
         return result
+    if compared is not None:
+        # smallbatch.py judged it: one small contiguous output (no storage outside its view), its dump read, its
+        # golden and inputs hashed, all under WORTH_BYTES (no stat record to read or write)
+        _settle(result, m, [(out, _verdict_of(m, out, opts, [compared], (std, params)))], opts.strict)
+        return result
     for o in outs:
-        if o.dump_path is None or compared is None and not os.path.lexists(o.dump_path):  # (compared: it was read)
+        if o.dump_path is None or not os.path.lexists(o.dump_path):
             result.status, result.reason = MISSING, f"no dump at {o.dump}"
             return result
     try:
@@ -94,22 +100,19 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
     worth = nbytes >= statcache.WORTH_BYTES  # (a small case has no record to read, nor one worth writing)
     before, proven = None, False
-    if compared is not None and not worth:  # (judged by smallbatch.py: one output, its files hashed there)
-        judged = [(out, _verdict_of(m, out, opts, [compared], (std, params)))]
-    else:
-        digests = checksummed_names(m)
-        recorded = worth and statcache.unchanged(str(m.dir), digests)
-        proven = recorded and not opts.rehash  # (else: hash them, as they are read)
-        if worth and not recorded:  # (--rehash of files the record vouches for: the same record would be written)
-            before = statcache.snapshot(str(m.dir), list(digests))
-        judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
+    digests = checksummed_names(m)
+    recorded = worth and statcache.unchanged(where, digests)
+    proven = recorded and not opts.rehash  # (else: hash them, as they are read)
+    if worth and not recorded:  # (--rehash of files the record vouches for: the same record would be written)
+        before = statcache.snapshot(where, list(digests))
+    judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
     if all(v is None for _, v in judged):
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
     else:
         _settle(result, m, judged, opts.strict)
     if before is not None:  # every digest checked out: a later verify need not hash these files again
-        statcache.record(str(m.dir), before, digests)
+        statcache.record(where, before, digests)
     for o in outs:
         outside = writes_outside_view(m, o)
         if outside:
@@ -195,10 +198,14 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
     """The case's verdict from its outputs': the first failing output's metrics (else the first's), and a
     reason naming each output when there are several."""
     several = len(judged) > 1
-    failing = [(o, v) for o, v in judged if v is not None and not v.passed]
-    out, v = failing[0] if failing else next((o, v) for o, v in judged if v is not None)
+    if several:
+        failing = [(o, v) for o, v in judged if v is not None and not v.passed]
+        out, v = failing[0] if failing else next((o, v) for o, v in judged if v is not None)
+        result.reason = "; ".join(f"{o.name}: {w.reason}" for o, w in judged if w is not None)
+    else:
+        (out, v), = judged
+        failing, result.reason = not v.passed, v.reason
     result.status = PASS if v.passed else FAIL
-    result.reason = "; ".join(f"{o.name}: {w.reason}" for o, w in judged if w is not None) if several else v.reason
     if several and out is not judged[0][0]:
         result.dtype, result.shape = out.dtype.name, list(out.layout.shape)
     metrics = v.metrics

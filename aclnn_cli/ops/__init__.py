@@ -8,15 +8,24 @@ from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec
 from .registry import OPS, bundled_module, register
 
 
+_BUNDLED: dict[str, OpSpec] = {}  # a name asked for -> its bundled op (thousands of manifests name a few ops)
+
+
 def find_op(name: str) -> OpSpec:
     """Look an op up by API name ('aclnnSiluBackward'), bare name ('SiluBackward') or key ('silu_backward').
 
     A bundled op imports its own module only; any other name reads the whole registry (every bundled op,
     ACLNN_CLI_OPS and the 'aclnn_cli.ops' entry points), where a user op cannot take a bundled name."""
+    found = _BUNDLED.get(name) if type(name) is str else None
+    if found is not None:
+        return found
     wanted = str(name).strip()
     module = bundled_module(wanted)
     if module is not None:
-        return importlib.import_module(f"{__name__}.{module}").SPEC
+        spec = importlib.import_module(f"{__name__}.{module}").SPEC
+        if type(name) is str:
+            _BUNDLED[name] = spec
+        return spec
     for spec in OPS.values():
         if wanted in (spec.name, spec.name.removeprefix("aclnn"), spec.key) or wanted.lower() == spec.name.lower():
             return spec
