@@ -206,11 +206,15 @@ def rows_of(named) -> "_Rows | None":
     words, numbers = [], []
     for output, rows in named:
         for r in rows:
-            words.append(_share((output, r.metric, r.comparison, r.within, r.note)))
+            words.append((output, r.metric, r.comparison, r.within, r.note))
             numbers += (r.value, r.limit)
     if not words:
         return None
-    return _Rows((_share(tuple(words)), struct.pack(f"<{len(numbers)}d", *numbers)))
+    words = tuple(words)
+    shared = _SHARED.get((tuple, words))  # (a run's passing cases repeat one set of words: found at once)
+    if shared is None:
+        shared = _share(tuple(map(_share, words)))
+    return _Rows((shared, struct.pack(f"<{len(numbers)}d", *numbers)))
 
 
 def _unpack_rows(obj, value):

@@ -83,6 +83,9 @@ class _Judged:
         return self.dtype.name, id(self.rule), self.floor, self.signed_zeros  # (rule: one per standard and parameters)
 
 
+_KNOWN: dict[tuple, _Judged] = {}  # _Judged.key -> the one made for it (a run's thousands of cases share a few)
+
+
 def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
     """How this pass judges the case, or None: not for this pass (the usual path judges it)."""
     try:
@@ -101,7 +104,14 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
             return None
         rule = standard_rule(std, params)
         floor = tolerance_dtype(m, out)[1]
-        return _Judged(out.dtype, std, params, rule, floor, opts.signed_zeros, exact_never_flagged(rule, out.dtype, floor))
+        key = (out.dtype.name, id(rule), floor, opts.signed_zeros)
+        how = _KNOWN.get(key)
+        if how is None or how.rule is not rule or how.std is not std or how.params is not params:
+            if len(_KNOWN) > 256:
+                _KNOWN.clear()
+            how = _KNOWN[key] = _Judged(out.dtype, std, params, rule, floor, opts.signed_zeros,
+                                        exact_never_flagged(rule, out.dtype, floor))
+        return how
     except Exception:  # (anything odd about the case: the usual path says what)
         return None
 
