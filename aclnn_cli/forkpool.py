@@ -23,6 +23,7 @@ import pickle
 import select
 import signal
 import struct
+import sys
 from typing import Any, Callable
 
 from .tuning import tune_allocator
@@ -164,6 +165,11 @@ def _work(fn: Callable[[Any], Any], batches: list, take_r: int, reply_w: int) ->
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for name, fd in (("stdout", 1), ("stderr", 2)):  # (the parent's may be locked by one of its threads at the
+            try:  # fork, a progress bar's say: a warning printed here would wait forever; these are fresh)
+                setattr(sys, name, open(fd, "w", closefd=False, errors="replace"))
+            except OSError:
+                pass
         while True:
             word = os.read(take_r, _WORD.size)
             if len(word) < _WORD.size:

@@ -113,3 +113,56 @@ def _broken_or_die(d: Path, exc: UserError) -> str:
     if d.name == "c150" and "worker process" not in str(exc):
         os._exit(9)
     return str(exc)
+
+
+def test_a_worker_prints_even_when_the_parents_stderr_was_held_at_the_fork():
+    """A progress bar's thread may hold the parent's stderr when the workers fork; a worker's warning must not wait
+    for it (the worker writes through a stderr of its own)."""
+    import sys
+    import threading
+
+    held, release = threading.Event(), threading.Event()
+
+    class Held:  # (a stderr whose writes wait while another thread holds it)
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def write(self, text):
+            with self.lock:
+                return len(text)
+
+        def flush(self):
+            pass
+
+    fake = Held()
+
+    def holder():
+        with fake.lock:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    real, sys.stderr = sys.stderr, fake
+    try:
+        t.start()
+        held.wait(5)
+
+        def fn(b):
+            sys.stderr.write(f"batch {b}\n")  # (as a warning is shown: pytest records warnings instead)
+            return b
+
+        def too_long(*_):
+            raise TimeoutError("a worker waited on the parent's stderr")
+
+        before = signal.signal(signal.SIGALRM, too_long)
+        signal.alarm(30)  # (a worker stuck on the lock would hang the pool: end it instead)
+        try:
+            done, lost = _run(fn, list(range(4)))
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, before)
+    finally:
+        release.set()
+        t.join()
+        sys.stderr = real
+    assert sorted(done) == [0, 1, 2, 3] and not lost
