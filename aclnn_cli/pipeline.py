@@ -124,7 +124,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
     parts = batches(rest, lambda d: 1, jobs)
     if forkpool.available() and stage.broken is not None:
         def lost(i: int, why: str) -> None:
-            problem = (f"the worker process judging this case and {len(parts[i]) - 1} others died ({why}); "
+            problem = (f"the worker process running this case and {len(parts[i]) - 1} others died ({why}); "
                        f"run it alone to see whether it is the one")
             for d in parts[i]:
                 on_result(d.name, 0, stage.broken(d, UserError(problem, where=str(d)), *stage.args))
