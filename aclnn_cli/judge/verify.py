@@ -22,7 +22,7 @@ from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, che
 from .mistrust import mistrust
 from .smallbatch import precompare
 from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, case_elements, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
+from ..pipeline import Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
 from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path,
                       rows_of)
 from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
