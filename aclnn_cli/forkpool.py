@@ -94,19 +94,27 @@ class _Pool:
         pending = memoryview(b"".join(_WORD.pack(i) for i in range(count)))
         buffers = {fd: bytearray() for fd in self.workers}
         open_fds = set(self.workers)
+        poller = select.poll()  # (not select(): a descriptor past 1023 is out of its range)
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        poller.register(self.take_w, select.POLLOUT)
         while open_fds:
-            readable, writable, _ = select.select(list(open_fds), [self.take_w] if pending else [], [])
-            if writable:
-                try:  # (whole words, as the pipe's free space always is: every read and write is of whole words)
-                    pending = pending[os.write(self.take_w, pending):]
-                except BlockingIOError:
-                    pass
-                if not pending:
-                    self._close_take()  # (no more batches: a worker finding the pipe empty ends)
-            for fd in readable:
+            for fd, _ in poller.poll():
+                if fd == self.take_w:
+                    try:  # (whole words, as the pipe's free space always is: every read and write is of whole words)
+                        pending = pending[os.write(fd, pending):]
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:  # (every worker has ended: what is left is lost, said by run_forked)
+                        pending = pending[:0]
+                    if not pending:
+                        poller.unregister(fd)
+                        self._close_take()  # (no more batches: a worker finding the pipe empty ends)
+                    continue
                 chunk = os.read(fd, READ_BYTES)
                 if not chunk:
                     open_fds.discard(fd)
+                    poller.unregister(fd)
                     continue
                 buf = buffers[fd]
                 buf += chunk

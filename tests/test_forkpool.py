@@ -166,3 +166,13 @@ def test_a_worker_prints_even_when_the_parents_stderr_was_held_at_the_fork():
         t.join()
         sys.stderr = real
     assert sorted(done) == [0, 1, 2, 3] and not lost
+
+
+def test_when_every_worker_dies_the_batches_left_are_lost_not_a_broken_pipe():
+    """With more batch numbers than the pipe holds, the parent is still handing them out when the last worker
+    dies: writing to a pipe nobody reads must end the handing out, and every unanswered batch is lost."""
+    def fn(b):
+        os._exit(1)
+    done, lost = _run(fn, list(range(40_000)))
+    assert not done and len(lost) == 40_000 and set(lost.values()) == {"exit status 1"}
+    assert _no_children_left()
