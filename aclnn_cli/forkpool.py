@@ -7,11 +7,13 @@ batch's number from a pipe they share (the parent writes the numbers as 4-byte w
 from a pipe takes one whole word), runs it, and writes its result, pickled, on a pipe of its own.
 
 - An exception in a batch comes back pickled and is raised in the parent, as Future.result() raises it.
-- A worker that dies (a signal, a user module calling os._exit) loses the batch it held: `lost` is called
-  for it with why, once the other batches are done.
-- A failing or interrupted parent kills its workers and reaps them: no worker outlives the call. Workers
-  ignore SIGINT (Ctrl-C reaches the whole process group; the parent ends them) and leave through os._exit,
-  never through the parent's cleanup or its buffered output.
+- A worker that dies (a signal, a user module calling os._exit) loses the batch it held (a worker says which
+  batch it takes before running it): `lost` is called for it with how that worker ended, once the others are done.
+- A failing or interrupted parent kills its workers and reaps them: no worker outlives the call.
+- Workers ignore SIGINT (Ctrl-C reaches the whole process group; the parent ends them; it is held back over the
+  fork, so none lands before the worker ignores it) and leave through os._exit whatever happens, never through the
+  parent's code or cleanup. They write through stdout and stderr of their own, line-buffered and flushed at the
+  end: the parent's may have been held by one of its threads (a progress bar's) at the fork.
 - Where there is no os.fork, `available()` is False and the caller keeps to the process pool.
 """
 
@@ -29,7 +31,8 @@ from typing import Any, Callable
 from .tuning import tune_allocator
 
 _WORD = struct.Struct("<I")  # a batch's number, on the shared pipe
-_HEAD = struct.Struct("<IBQ")  # a reply: batch number, 0 (result) or 1 (exception), pickled length
+_HEAD = struct.Struct("<IBQ")  # a reply: batch number, 0 (result), 1 (exception) or _TOOK, pickled length
+_TOOK = 2  # a worker took this batch (no payload)
 READ_BYTES = 1 << 20
 
 
@@ -51,7 +54,7 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
     try:
         pool.start(fn, batches, max(1, min(jobs, len(batches))))
         seen = pool.serve(len(batches), done)
-        why = pool.reap()
+        ended = pool.reap()
     except BaseException:
         pool.kill()
         raise
@@ -60,8 +63,9 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
         if froze:
             gc.unfreeze()
     for i in range(len(batches)):
-        if i not in seen:
-            lost(i, why or "it ended without an answer")
+        if i not in seen:  # (its worker's end; a batch no worker took: the first worker's end that was not clean)
+            pid = pool.holders.get(i)
+            lost(i, ended.get(pid) if pid in ended else next(iter(ended.values()), "it ended without an answer"))
 
 
 class _Pool:
@@ -72,18 +76,27 @@ class _Pool:
         os.set_blocking(self.take_w, False)
         self.workers: dict[int, int] = {}  # a worker's reply pipe -> its pid
         self.alive: set[int] = set()  # pids not reaped yet
+        self.holders: dict[int, int] = {}  # a batch taken and not answered -> the pid of the worker holding it
 
     def start(self, fn: Callable[[Any], Any], batches: list, jobs: int) -> None:
         for _ in range(jobs):
             reply_r, reply_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # (the worker: never returns)
+            # SIGINT held back over the fork: the worker ignores it before it can arrive (else a Ctrl-C landing
+            # between the fork and _work would unwind the worker through the parent's code)
+            masked = _block(signal.SIGINT)
+            try:
+                pid = os.fork()
+            except BaseException:
+                _unblock(masked)
                 os.close(reply_r)
-                os.close(self.take_w)
-                _work(fn, batches, self.take_r, reply_w)
-            os.close(reply_w)
+                os.close(reply_w)
+                raise
+            if pid == 0:  # (the worker: never returns)
+                _work(fn, batches, self.take_r, self.take_w, reply_r, reply_w, masked)
             self.workers[reply_r] = pid
             self.alive.add(pid)
+            os.close(reply_w)
+            _unblock(masked)  # (a Ctrl-C held back arrives here: the worker is known, so it is killed and reaped)
         os.close(self.take_r)
         self.take_r = -1
 
@@ -122,11 +135,16 @@ class _Pool:
                     i, failed, size = _HEAD.unpack_from(buf)
                     if len(buf) < _HEAD.size + size:
                         break
+                    if failed == _TOOK:  # (the worker holds batch i: a batch lost is then put down to its end)
+                        del buf[:_HEAD.size]
+                        self.holders[i] = self.workers[fd]
+                        continue
                     value = pickle.loads(memoryview(buf)[_HEAD.size:_HEAD.size + size])
                     del buf[:_HEAD.size + size]
                     if failed:
                         raise value
                     seen.add(i)
+                    self.holders.pop(i, None)
                     done(i, value)
         return seen
 
@@ -143,18 +161,18 @@ class _Pool:
                 pass
         self.reap()
 
-    def reap(self) -> str:
-        """Wait for every worker; why the first that did not end cleanly ended ("" if all did)."""
-        why = ""
+    def reap(self) -> dict[int, str]:
+        """Wait for every worker: {pid: how it ended} of those that did not end cleanly."""
+        ended = {}
         for pid in sorted(self.alive):
             try:
                 _, status = os.waitpid(pid, 0)
             except ChildProcessError:
                 status = 0
             self.alive.discard(pid)
-            if status and not why:
-                why = _ended(status)
-        return why
+            if status:
+                ended[pid] = _ended(status)
+        return ended
 
     def close(self) -> None:
         self._close_take()
@@ -168,14 +186,21 @@ class _Pool:
         self.workers = {}
 
 
-def _work(fn: Callable[[Any], Any], batches: list, take_r: int, reply_w: int) -> None:
-    """A worker's life: batches by number until the pipe is empty; then os._exit."""
-    code = 0
+def _work(fn: Callable[[Any], Any], batches: list, take_r: int, take_w: int, reply_r: int, reply_w: int,
+          masked: bool) -> None:
+    """A worker's life: batches by number until the pipe is empty; then os._exit, whatever happens."""
+    code = 70
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # (not the main thread: SIGINT stays held back instead)
+            masked = False
+        _unblock(masked)
+        os.close(reply_r)
+        os.close(take_w)
         for name, fd in (("stdout", 1), ("stderr", 2)):  # (the parent's may be locked by one of its threads at the
             try:  # fork, a progress bar's say: a warning printed here would wait forever; these are fresh)
-                setattr(sys, name, open(fd, "w", closefd=False, errors="replace"))
+                setattr(sys, name, open(fd, "w", buffering=1, closefd=False, errors="replace"))
             except OSError:
                 pass
         while True:
@@ -183,15 +208,32 @@ def _work(fn: Callable[[Any], Any], batches: list, take_r: int, reply_w: int) ->
             if len(word) < _WORD.size:
                 break
             (i,) = _WORD.unpack(word)
+            _write_all(reply_w, _HEAD.pack(i, _TOOK, 0))
             try:
                 data, failed = pickle.dumps(fn(batches[i]), protocol=pickle.HIGHEST_PROTOCOL), 0
             except Exception as exc:  # (handed to the parent, which raises it)
                 data, failed = _pickled_error(exc), 1
             _write_all(reply_w, _HEAD.pack(i, failed, len(data)) + data)
-    except BaseException:
-        code = 70
+        code = 0
     finally:
+        for stream in (sys.stdout, sys.stderr):  # (what the batches printed: os._exit flushes nothing)
+            try:
+                stream.flush()
+            except BaseException:
+                pass
         os._exit(code)
+
+
+def _block(sig: int) -> bool:
+    """Hold sig back (pthread_sigmask); whether it was held here (not where there is no such call)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return False
+    return sig not in signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+
+
+def _unblock(masked: bool) -> None:
+    if masked:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _pickled_error(exc: Exception) -> bytes:

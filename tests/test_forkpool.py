@@ -176,3 +176,84 @@ def test_when_every_worker_dies_the_batches_left_are_lost_not_a_broken_pipe():
     done, lost = _run(fn, list(range(40_000)))
     assert not done and len(lost) == 40_000 and set(lost.values()) == {"exit status 1"}
     assert _no_children_left()
+
+
+def test_what_workers_print_reaches_the_output_even_when_it_is_not_a_terminal(capfd):
+    """Workers write through stdout/stderr of their own and leave through os._exit: what they wrote (a user op's
+    print, a warning) must still be flushed to the output, a file or a pipe in CI."""
+    import sys
+
+    def fn(b):
+        print(f"out from batch {b}")
+        sys.stderr.write(f"err from batch {b}\n")
+        return b
+    done, _ = _run(fn, list(range(4)))
+    out, err = capfd.readouterr()
+    assert sorted(done) == [0, 1, 2, 3]
+    assert all(f"out from batch {b}" in out and f"err from batch {b}" in err for b in range(4))
+
+
+def test_each_lost_batch_is_put_down_to_its_own_workers_end():
+    import time
+
+    def fn(b):
+        if b == 0:
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(3)
+    done, lost = _run(fn, [0, 1])
+    assert not done and lost == {0: "killed by SIGKILL", 1: "exit status 3"}
+
+
+def test_a_fork_that_fails_leaves_no_descriptor_and_no_worker(monkeypatch):
+    def descriptors():
+        return len(os.listdir("/proc/self/fd"))
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc here")
+    real, calls = os.fork, [0]
+
+    def failing_fork():
+        calls[0] += 1
+        if calls[0] % 2 == 0:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real()
+    before = descriptors()
+    monkeypatch.setattr(os, "fork", failing_fork)
+    for _ in range(10):
+        with pytest.raises(BlockingIOError):
+            _run(lambda b: b, list(range(4)))
+    monkeypatch.setattr(os, "fork", real)
+    assert descriptors() == before and _no_children_left()
+
+
+def test_an_interrupt_in_a_worker_never_unwinds_into_the_parents_code():
+    """A Ctrl-C reaches the whole process group; a worker must end there and then (os._exit), never return into
+    run_forked's caller. Simulated: the worker's first close raises KeyboardInterrupt."""
+    parent = os.getpid()
+    _INTERRUPT_CHILDREN[0] = True
+    try:
+        done, lost = _run(lambda b: b, list(range(6)))
+    finally:
+        _INTERRUPT_CHILDREN[0] = False
+        if os.getpid() != parent:  # (a worker came back out of run_forked: end it, the parent's assert says so)
+            os._exit(99)
+    assert not done and len(lost) == 6 and set(lost.values()) == {"exit status 70"}
+    assert _no_children_left()
+
+
+_INTERRUPT_CHILDREN = [False]
+
+
+def _interrupt_in_child() -> None:
+    """(After a fork, while the test above runs: the child's first os.close raises KeyboardInterrupt, as a Ctrl-C
+    landing there would.)"""
+    if _INTERRUPT_CHILDREN[0]:
+        real_close = os.close
+
+        def close(fd):
+            os.close = real_close
+            raise KeyboardInterrupt
+        os.close = close
+
+
+os.register_at_fork(after_in_child=_interrupt_in_child)
