@@ -340,11 +340,7 @@ def _tensor(case_dir: str, t: dict, index: int, precision: bool) -> TensorEntry:
 
 
 def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> TensorEntry:
-    named = t["dtype"]
-    dtype = D.DTYPES.get(named) if type(named) is str else None  # (as gen writes it: at once)
-    if dtype is None:
-        dtype = _known(D.lookup, named)
-    role, null = t["role"], t.get("null", False)
+    role, dtype, null = t["role"], _known(D.lookup, t["dtype"]), t.get("null", False)
     if type(role) is not str:
         raise ValueError(f"'role' must be a string, got {_brief(role)}")
     if type(null) is not bool:

@@ -130,39 +130,14 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
                 on_result(d.name, 0, stage.broken(d, UserError(problem, where=str(d)), *stage.args))
 
         forkpool.run_forked(lambda b: _load_and_run(b, stage), parts, jobs, lambda i, r: collect(*r), lost)
-        if deferred:
-            with Runner(jobs) as run:
-                for m in deferred:
-                    done(m, stage.split(run, m, *stage.args))
-        return
-    with Runner(jobs) as run:
-        futures = [run.submit(_load_and_run_shipped, *_shipped(b), stage) for b in parts]
-        for f in as_completed(futures):
-            collect(*f.result())
-        for m in deferred:
-            done(m, stage.split(run, m, *stage.args))
-
-
-def _shipped(dirs: list[Path]) -> tuple[Path | None, list]:
-    """A batch of directories as the pool sends it: (their common parent, their names) when they share one, else
-    (None, the directories). A Path took 7 us to unpickle in the worker, a name next to nothing."""
-    root = dirs[0].parent
-    names = [d.name for d in dirs]
-    if all(names) and all(d.parent == root for d in dirs):
-        return root, names
-    return None, dirs
-
-
-def _unshipped(root: Path | None, items: list) -> list[Path]:
-    """The directories of a batch _shipped sent."""
-    if root is None:
-        return items
-    child = getattr(root, "_make_child_relpath", root.joinpath)  # (pathlib's own fast child, where it has one)
-    return [child(n) for n in items]
-
-
-def _load_and_run_shipped(root: Path | None, items: list, stage: Stage):
-    return _load_and_run(_unshipped(root, items), stage)
+    else:  # (no os.fork here)
+        with Runner(jobs) as run:
+            for f in as_completed([run.submit(_load_and_run, b, stage) for b in parts]):
+                collect(*f.result())
+    if deferred:
+        with Runner(jobs) as run:
+            for m in deferred:
+                done(m, stage.split(run, m, *stage.args))
 
 
 LOCAL = 32  # directories loaded and run together: their objects stay in the CPU's caches between the two

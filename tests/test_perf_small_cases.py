@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import pickle
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -215,18 +214,6 @@ def test_reports_written_case_by_case_are_the_same_bytes(tmp_path):
         write_junit(tmp_path / "b.xml", run)
         assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
         assert (tmp_path / "b.xml").read_text(encoding="utf-8") == junit_xml([c.to_json() for c in run.cases])
-
-
-def test_a_batch_of_directories_is_shipped_as_names_and_comes_back_the_same(tmp_path):
-    """The pool sends a batch of directories of one parent as (parent, names) (pipeline._shipped): the worker's
-    Paths must equal the parent's; directories of several parents go as they are."""
-    from aclnn_cli import pipeline as P
-    same = [tmp_path / "out" / f"c{i}" for i in range(3)]
-    mixed = same + [tmp_path / "other" / "c0", Path("rel") / "c1"]
-    for dirs in (same, mixed, [Path("c2")]):
-        back = P._unshipped(*pickle.loads(pickle.dumps(P._shipped(dirs))))
-        assert back == dirs and [str(d) for d in back] == [str(d) for d in dirs]
-    assert P._shipped(same)[1] == ["c0", "c1", "c2"] and P._shipped(mixed)[0] is None
 
 
 @pytest.mark.parametrize("given", ["defaults", "values"])

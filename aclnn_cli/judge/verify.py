@@ -250,9 +250,7 @@ def repro_command(m: M.CaseManifest, opts: Options) -> str:
 def _repro(m: M.CaseManifest, opts: Options) -> Repro:
     """repro_command less the case id and path its result holds (results of a run share one).
     Every user value is shell-quoted; a user op's case names the op files it needs (--ops)."""
-    where = str(m.dir)
-    head = where.rpartition("/")[0]  # (os.path.dirname, at once for the common path: no slash at its end)
-    out = head if head and head[-1] != "/" else os.path.dirname(where) or "."  # str(m.dir.parent), as Path writes it
+    out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
     user_paths = "" if _bundled(m.op.name) else os.environ.get(USER_OPS_ENV, "")  # (a bundled op's line names none)
     return _repro_of(m.op.name, str(m.raw.get('source')), out, opts.standard, tuple(opts.tolerance.items()), user_paths)
 
