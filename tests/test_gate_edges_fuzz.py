@@ -4,8 +4,10 @@ are a one-line refusal, or values that still fail a sign-flipped and an all-zero
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -81,6 +83,7 @@ def test_fuzz_case_file_tolerances(standard, tolerance, dtype):
 def _broken_suite() -> Path:
     """A small fp16 and fp32 case, sign-flipped and zeroed, generated once per process."""
     root = Path(tempfile.mkdtemp(prefix="aclnn-fuzz-gate-"))
+    atexit.register(shutil.rmtree, root, True)  # (made once per process: gone when it ends, not left in /tmp)
     text = ("op: aclnnSiluBackward\ncases:\n" + "".join(
         f"  - {{name: {b}-{d}, dtype: {d}, shape: [64], seed: 3}}\n" for b in ("sign", "zero")
         for d in ("float16", "float32")))
