@@ -48,9 +48,9 @@ def dump_file(name: str) -> str:
     return f"{name}.dump.bin"
 
 
-def scale_file(name: str) -> str:
-    """An across-rows output's term scale (float64 per element), written by gen for verify's relief."""
-    return f"{name}.scale.bin"
+def allowance_file(name: str) -> str:
+    """An across-rows output's allowance (float64 per element, ops/accumulation.py), written by gen for verify."""
+    return f"{name}.allowance.bin"
 
 
 # The manifest keys that decide how files are read and judged; `digest` covers them, so a manifest
@@ -83,8 +83,8 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, ex
         elif case.expect_status == 0:
             entry.update(golden=golden_file(t.name), golden_sha256=digests[golden_file(t.name)],
                          dump=dump_file(t.name))
-            if scale_file(t.name) in digests:
-                entry.update(scale=scale_file(t.name), scale_sha256=digests[scale_file(t.name)])
+            if allowance_file(t.name) in digests:
+                entry.update(allowance=allowance_file(t.name), allowance_sha256=digests[allowance_file(t.name)])
             entry.update((extra or {}).get(t.name, {}))
         tensors.append(entry)
     data = {
@@ -112,14 +112,14 @@ class TensorEntry:
     file_path: str | None  # the storage file's path as text; None: a null tensor
     golden_path: str | None
     dump_path: str | None
-    scale_path: str | None = None  # an across-rows output's term scale (scale_file), else None
+    allowance_path: str | None = None  # an across-rows output's allowance (allowance_file), else None
 
     def __init__(self, name: str, role: str, dtype: D.DType, layout: Layout, file_path: str | None,
-                 golden_path: str | None, dump_path: str | None, scale_path: str | None = None) -> None:
+                 golden_path: str | None, dump_path: str | None, allowance_path: str | None = None) -> None:
         # (the dataclass's own __init__ sets a frozen field at a time through object.__setattr__: thousands of
         # small cases make three entries each)
         self.__dict__.update(name=name, role=role, dtype=dtype, layout=layout, file_path=file_path,
-                             golden_path=golden_path, dump_path=dump_path, scale_path=scale_path)
+                             golden_path=golden_path, dump_path=dump_path, allowance_path=allowance_path)
 
     # The same paths as Path objects, made on first use (thousands of small cases need only the text).
     @cached_attribute
@@ -360,8 +360,8 @@ def _tensor_fields(case_dir: str, t: dict, name: str, precision: bool) -> Tensor
     judged = precision and role == "output"  # (its golden and dump must be named)
     golden = _local(case_dir, t["golden"], "'golden'") if judged or "golden" in t else None
     dump = _local(case_dir, t["dump"], "'dump'") if judged or "dump" in t else None
-    scale = _local(case_dir, t["scale"], "'scale'") if "scale" in t else None
-    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump, scale)
+    allowance = _local(case_dir, t["allowance"], "'allowance'") if "allowance" in t else None
+    return TensorEntry(name, role, dtype, layout, _local(case_dir, t["file"], "'file'"), golden, dump, allowance)
 
 
 def load_all(case_dirs: list[Path]) -> tuple[list[CaseManifest], list[tuple[Path, UserError]]]:

@@ -10,12 +10,14 @@ the float64 additions themselves; their uncertain elements are recomputed exactl
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Mapping
 
 import numpy as np
 
 from ..dtypes import DType, round_fraction, round_from_f64
+from ..ops.accumulation import across_rows_allowance
 from ..ops.base import OpSpec, Reference
 
 F64_UNIT = 2.0**-53
@@ -107,19 +109,44 @@ def round_exact(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 class AcrossRows:
-    """One output summed over every row: the float64 partials of each block added, with their bounds."""
+    """One output summed over every row: the float64 partials of each chunk of rows added, with their bounds,
+    and what the allowance needs (ops/accumulation.py): a bound on the largest prefix sum in row order and on
+    the sum of the terms' squares, from each chunk's partial and term scale (sum |t| over the chunk bounds
+    every prefix inside it, and its square bounds the chunk's sum of squares)."""
 
     def __init__(self, size: int) -> None:
         self.value, self.bound, self.scale = np.zeros(size), np.zeros(size), np.zeros(size)
-        self.additions = 0
+        self.peak, self.squares = np.zeros(size), np.zeros(size)
+        self.additions = self.rows = 0
 
-    def add(self, r: Reference) -> None:
+    def add(self, r: Reference, rows: int) -> None:
+        scale = r.scale.reshape(-1)
+        with np.errstate(all="ignore"):
+            np.maximum(self.peak, np.abs(self.value) + scale, out=self.peak)
+            self.squares += scale * scale
         self.value += r.value.reshape(-1)
         self.bound += r.bound.reshape(-1)
-        self.scale += r.scale.reshape(-1)
+        self.scale += scale
         self.additions += 1
+        self.rows += rows
 
     def total_bound(self) -> np.ndarray:
         """The partials' bounds plus each float64 addition's rounding (at most F64_UNIT of the running sum,
         itself at most the scale so far; scales and bounds are added with errors far below this slack)."""
         return (self.bound + self.additions * 2 * F64_UNIT * self.scale) * (1 + 2.0**-40)
+
+    def allowance(self, term_roundings: int) -> np.ndarray:
+        """A correct float32 kernel's largest distance from the exact sum, per element (ops/accumulation.py).
+        The prefixes were summed in float64: total_bound() covers their error too."""
+        slack = self.total_bound()
+        with np.errstate(all="ignore"):
+            peak = np.maximum(self.peak, np.abs(self.value)) * (1 + 2.0**-40) + slack
+            total = self.scale * (1 + 2.0**-40) + slack
+        return across_rows_allowance(peak, total, self.squares * (1 + 2.0**-40), self.rows, term_roundings)
+
+
+def across_chunk_rows(rows: int) -> int:
+    """Rows per chunk for an op with an output summed over every row: about sqrt(rows), so that a chunk's sum
+    |t|, which bounds the prefixes inside it, is of the size of the prefixes themselves (a zero-mean sum of N
+    terms wanders ~ sqrt(N) terms; a chunk of sqrt(N) terms adds up to about as much)."""
+    return max(1, math.isqrt(max(rows, 1)))

@@ -1,9 +1,10 @@
 """gen for Rows-family ops: every output's golden from whole blocks, in flat memory.
 
 Blocks are read about `chunk` elements at a time (never part of a block), so memory is bounded by the
-chunk or by one row, whichever is larger. Outputs summed over every row also get a scale file
-(`<name>.scale.bin`, float64): the term magnitude verify's relief judges them against, since verify
-cannot re-derive a sum over every row from the rows it looks at.
+chunk or by one row, whichever is larger. Outputs summed over every row also get an allowance file
+(`<name>.allowance.bin`, float64): how far a correct float32 kernel's sum may stand from the exact one
+(ops/accumulation.py), since verify cannot re-derive a sum over every row from the rows it looks at. An op
+with such outputs is read about sqrt(rows) rows at a time (golden/rows.py, across_chunk_rows).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import numpy as np
 from .. import manifest as M
 from ..pipeline import block_chunks, gather_blocks, geometry
 from ..storage import CHUNK, StorageFile, write_new_file
-from .rows import AcrossRows, certify, exact_block, reference_blocks, round_exact
+from .rows import AcrossRows, across_chunk_rows, certify, exact_block, reference_blocks, round_exact
 
 
 def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
-    """Write every non-null output's golden (and scale files); returns how many elements needed `exact`."""
+    """Write every non-null output's golden (and allowance files); returns how many elements needed `exact`."""
     if case.expect_status != 0:
         return 0
     op, geo, attrs = case.op, geometry(case), case.attribute_values
@@ -32,8 +33,9 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
     golds = {t.name: StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True)
              for t in rows_out}
     fallbacks = 0
+    step = chunk if not across else min(chunk, across_chunk_rows(geo.a1) * max(geo.block, 1))
     try:
-        for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
+        for b0, b1 in block_chunks(geo, 0, geo.a1, step):
             blocks = gather_blocks(case, ins, geo, b0, b1)
             refs = reference_blocks(op, blocks, attrs)
             for t in rows_out:
@@ -49,7 +51,7 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
                         fallbacks += where.size
                 golds[t.name].write(t.layout, b0 * geo.block, b1 * geo.block, rounded.reshape(-1))
             for name, acc in across.items():
-                acc.add(refs[name])
+                acc.add(refs[name], b1 - b0)
         for t in outs:
             if t.name in across:
                 fallbacks += _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
@@ -60,7 +62,7 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:
-    """An across-rows output's golden and scale file; uncertain elements summed exactly over every block.
+    """An across-rows output's golden and allowance file; uncertain elements summed exactly over every block.
 
     An across-rows output is column-local (docs/families.md): its element (r, a0) depends on that column
     of each row input and on per-row inputs only. So the exact pass hands `exact` only the uncertain
@@ -80,5 +82,6 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
         rounded[where] = round_exact(exact, t.dtype)
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:
         gold.write(t.layout, 0, t.layout.numel, rounded)
-    write_new_file(M.join(str(tmp), M.scale_file(t.name)), np.ascontiguousarray(acc.scale).tobytes())
+    allowance = acc.allowance(case.op.family.term_roundings)
+    write_new_file(M.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
     return int(where.size) if case.op.exact is not None else 0

@@ -120,13 +120,13 @@ def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, check
 
 
 def checksummed_files(m: M.CaseManifest) -> list[tuple[Path, str, str]]:
-    """(file, recorded sha256, what) for every file gen wrote that verify reads: goldens (and scale files)
+    """(file, recorded sha256, what) for every file gen wrote that verify reads: goldens (and allowance files)
     and inputs."""
     files = []
     for out in m.judged:
         files.append((out.golden, m.recorded_sha256(out.name, "golden_sha256"), "golden"))
-        if out.scale_path is not None:
-            files.append((Path(out.scale_path), m.recorded_sha256(out.name, "scale_sha256"), f"{out.name} scale"))
+        if out.allowance_path is not None:
+            files.append((Path(out.allowance_path), m.recorded_sha256(out.name, "allowance_sha256"), f"{out.name} allowance"))
     files += [(t.file, m.recorded_sha256(t.name, "sha256"), f"input {t.name}") for t in m.inputs if not t.null]
     return files
 
@@ -137,8 +137,8 @@ def checksummed_names(m: M.CaseManifest) -> dict[str, str]:
     for out in m.judged:
         sha = m.recorded_sha256(out.name, "golden_sha256")  # (first: a missing one is the error, as there)
         names[os.path.basename(str(out.golden_path))] = sha
-        if out.scale_path is not None:
-            names[os.path.basename(out.scale_path)] = m.recorded_sha256(out.name, "scale_sha256")
+        if out.allowance_path is not None:
+            names[os.path.basename(out.allowance_path)] = m.recorded_sha256(out.name, "allowance_sha256")
     for t in m.inputs:
         if not t.null:
             sha = m.recorded_sha256(t.name, "sha256")
@@ -171,6 +171,7 @@ class Comparison:
         self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
         self.out = out = out or m.output
         self.rule = standard_rule(std, params)
+        self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
         _, self.floor = tolerance_dtype(m, out)
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
         in_sha = sha if hash_inputs else (lambda name, key: None)
@@ -183,8 +184,8 @@ class Comparison:
         specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, in_sha(t.name, "sha256"),
                           f"input {t.name}") for t in m.inputs if not t.null}
         self.inputs = OpenedOnUse(lambda name: self._open(*specs[name]))
-        if checksums and out.scale_path is not None:
-            self._open(out.scale_path, np.dtype(np.float64), out.layout.numel, sha(out.name, "scale_sha256"), f"{out.name} scale")
+        if checksums and out.allowance_path is not None:
+            self._open(out.allowance_path, np.dtype(np.float64), out.layout.numel, sha(out.name, "allowance_sha256"), f"{out.name} allowance")
         if checksums and hash_inputs:  # (hashed as they are read: all of them, now)
             for name in specs:
                 self.inputs[name]
@@ -337,7 +338,7 @@ class Comparison:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""
         m, dtype = self.m, self.out.dtype
         if m.op.family.name == "rows":  # (whole rows, never the element alone: rowrelief.py)
-            scale, where, device = rows_relief(m, self.out, self.inputs, flat)
+            scale, where, device = rows_relief(m, self.out, self.inputs, flat, self.limit)
         else:
             ins = self._gather(flat)
             scale = m.op.golden_f64(ins).scale

@@ -2,8 +2,10 @@
 
 An element of a row output depends on its whole row, so the op's reference is evaluated on every block
 that holds a flagged element, never on the element alone (docs/families.md). An element of an output
-summed over every row (dgamma) depends on every row: its term scale was recorded by gen (the scale file,
-checked against its sha256 when read), and verify does not re-read the case for it.
+summed over every row (dgamma) depends on every row: gen recorded its allowance, how far a correct float32
+kernel's sum may stand from the exact one (ops/accumulation.py, docs/allowances.md; the allowance file,
+checked against its sha256 when read), and verify does not re-read the case for it. It is judged against
+max(|golden|, allowance / T): an error within the allowance is within the standard's T.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from ..pipeline import gather_blocks, geometry
 from ..wholefiles import LoadedFile
 
 
-def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray
+def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray, limit: float
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(term scale, where the device may differ, the device's value there) of logical elements `flat` of
-    output `out`. files: input name -> an open storage reader."""
+    output `out`. files: input name -> an open storage reader; limit: the standard's relative limit per
+    element (T), which an across-rows output's allowance is divided by."""
     if out.name in m.op.family.across_rows:
-        return across_scale(m, out)[flat], np.zeros(flat.size, bool), np.full(flat.size, np.nan)
+        with np.errstate(all="ignore"):
+            scale = across_allowance(m, out)[flat] / limit
+        return scale, np.zeros(flat.size, bool), np.full(flat.size, np.nan)
     if flat.size == 0:  # (nothing flagged in this piece)
         return np.zeros(0), np.zeros(0, bool), np.zeros(0)
     geo = geometry(m)
@@ -53,12 +58,13 @@ def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray) -> d
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
 
-def across_scale(m: M.CaseManifest, out: M.TensorEntry) -> np.ndarray:
-    """The recorded term scale of an across-rows output (float64 per element), its checksum checked."""
-    if out.scale_path is None:
-        raise ValueError(f"{out.name}: no scale file recorded (gen wrote this case before it had one)")
-    f = LoadedFile(out.scale_path, np.float64, out.layout.numel, sha256=m.recorded_sha256(out.name, "scale_sha256"),
-                   what=f"{out.name} scale")
+def across_allowance(m: M.CaseManifest, out: M.TensorEntry) -> np.ndarray:
+    """The recorded allowance of an across-rows output (float64 per element), its checksum checked."""
+    if out.allowance_path is None:
+        raise ValueError(f"{out.name}: no allowance file recorded (gen wrote this case before allowances were "
+                         f"derived from the computation: run gen again)")
+    f = LoadedFile(out.allowance_path, np.float64, out.layout.numel, sha256=m.recorded_sha256(out.name, "allowance_sha256"),
+                   what=f"{out.name} allowance")
     try:
         values = np.array(f.map)
         f.check_sha256()

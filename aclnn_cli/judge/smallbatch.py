@@ -93,7 +93,7 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
             return None
         out = m.judged[0]
         lay, n = out.layout, out.layout.numel
-        if (not 0 < n <= SMALL_CASE or (opts.chunk and n > opts.chunk) or out.scale_path is not None
+        if (not 0 < n <= SMALL_CASE or (opts.chunk and n > opts.chunk) or out.allowance_path is not None
                 or out.dtype.name not in _MAGNITUDE or not lay.is_contiguous or out.dump_path is None):
             return None
         nbytes = n * out.dtype.itemsize + sum(t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)

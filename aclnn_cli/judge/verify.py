@@ -191,7 +191,7 @@ def _hashed_whole(item: tuple, out: M.TensorEntry, first: bool, blocks) -> bool:
         return first
     if what == "golden":
         return path == out.golden and not blocks
-    return what == f"{out.name} scale"
+    return what == f"{out.name} allowance"
 
 
 def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -> None:

@@ -75,6 +75,9 @@ class Rows:
     # Shapes of other tensors for a case that gives only the driver's shape: (driver shape, attrs) ->
     # {name: shape} (RmsNorm's gamma: the last axis). The rest default as `default_shapes` says.
     shapes: Callable[[tuple[int, ...], Mapping], Mapping[str, tuple[int, ...]]] | None = None
+    # The float32 roundings that make one term of an across-rows sum from the inputs (LayerNorm's dy * x̂,
+    # x̂ = (x - mean) * rstd: 3): its allowance's term error (ops/accumulation.py). 4 covers the bundled ops.
+    term_roundings: int = 4
     name: str = "rows"
 
     def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:

@@ -1,0 +1,54 @@
+"""How far a correct kernel's sum over every row may stand from the exact sum: the allowance of an output
+summed across rows (dgamma, gradWeight, gradBias), derived from the computation (docs/allowances.md).
+
+The device computes each term in float32 (a few roundings) and adds the N terms in float32 in an order of
+its own, then rounds once to the output dtype. Every addition rounds its result S_node (the exact sum of the
+terms below that node) by a relative error delta with |delta| <= u = 2^-24. To first order the error is
+
+    e = sum over the N - 1 additions of delta_node * S_node  +  sum over terms of eps_i * t_i,
+
+with |eps_i| <= c u (c: the roundings that make a term). Higham and Mary (SIAM J. Sci. Comput. 41(5), 2019)
+model the deltas as independent with mean zero; then Hoeffding's inequality gives, with probability at least
+1 - 2 exp(-lambda^2 / 2),
+
+    |e| <= lambda u sqrt(sum S_node^2 + c sum t_i^2).
+
+What bounds S_node is the order. The orders a kernel uses (sequential, pairwise, blocked, each core's rows
+summed on the core) make every node before the last step a contiguous range of rows, whose sum is a
+difference of two prefix sums: |S_node| <= 2 peak, peak = max_k |t_1 + ... + t_k| in row order. The last step
+adds at most PARTIALS partials in any order: its m-th node holds at most m of them, |S| <= 2 m peak (and never
+more than sum |t_i|). So
+
+    sum S_node^2 <= 4 peak^2 (N - P + sum_{m=2..P} m^2),  P = min(PARTIALS, N).
+
+Against the worst case (N u sum|t_i|) this is what keeps a cancelling sum's allowance below the result: peak is
+~ sqrt(N) times a term for zero-mean terms, while sum|t_i| is ~ N times. Second-order terms (the children's own
+errors inside S_node, at most the same bound, ~1e-3 of peak at a million rows) are covered by SECOND_ORDER.
+The output rounding (to fp16, bf16 or fp32) is the standard's own T |golden|, judged beside this.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LAMBDA = 8.0  # a correct element exceeds the bound with probability below 2 exp(-32) = 2.5e-14
+PARTIALS = 64  # partials the last step may add in any order (a core each: the 950 has fewer)
+SECOND_ORDER = 1.0 + 2.0**-6
+ACCUMULATION_UNIT = 2.0**-24  # float32: the 950's kernels accumulate fp16, bf16 and fp32 in float32
+
+
+def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarray, rows: int,
+                          term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
+    """The absolute allowance per element of a sum over `rows` rows (float64 arrays, one value per element).
+
+    peak: an upper bound on the largest |prefix sum| in row order; total: sum |t_i| (caps every node);
+    squares: an upper bound on sum t_i^2; term_roundings: c, the float32 roundings that make one term."""
+    peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
+    p = max(1, min(PARTIALS, rows))
+    contiguous = 4.0 * peak**2 * max(rows - p, 0)
+    last = np.zeros_like(peak)
+    for m in range(2, p + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
+        last += np.minimum(2.0 * m * peak, total) ** 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
+        return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER
