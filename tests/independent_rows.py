@@ -30,8 +30,9 @@ def case_blocks(m: M.CaseManifest) -> dict:
 
 
 def _blocks32(m: M.CaseManifest) -> dict:
-    """Every block of the case, float inputs in float32, integer ones as int64, with the attributes."""
-    wide = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in case_blocks(m).items()}
+    """Every block of the case, float inputs in float32 (bfloat16 too: its dtype kind is not "f"), integer ones
+    as int64, with the attributes."""
+    wide = {k: v if np.issubdtype(v.dtype, np.integer) else v.astype(np.float32) for k, v in case_blocks(m).items()}
     return {**wide, **m.attribute_values}
 
 

@@ -13,15 +13,20 @@ from helpers import run_cli
 CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases"
 
 
+def _float(v) -> bool:
+    """A float array, bfloat16 included (its dtype kind is "V", not "f")."""
+    return isinstance(v, np.ndarray) and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
+
+
 def as_f64(t: dict) -> dict:
     """Float inputs widened (exactly) to float64; everything else as it is."""
-    return {k: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in t.items()}
+    return {k: v.astype(np.float64) if _float(v) else v for k, v in t.items()}
 
 
 def as_fractions(t: dict) -> dict:
     """A block as `exact` receives it: float inputs as object arrays of Fraction, integers as they are."""
     def conv(v):
-        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        if _float(v):
             return np.array([Fraction(float(x)) for x in v.reshape(-1)] + [None], dtype=object)[:-1].reshape(v.shape)
         return v
     return {k: conv(v) for k, v in t.items()}

@@ -145,10 +145,10 @@ def test_an_across_rows_output_changed_after_gen_is_caught(out, tmp_path):
     work = tmp_path / "o"
     shutil.copytree(out, work)
     case = next(work.glob("*last-float32-4x300"))
-    scale = case / "gradShift.scale.bin"
-    data = bytearray(scale.read_bytes())
+    allowance = case / "gradShift.allowance.bin"
+    data = bytearray(allowance.read_bytes())
     data[0] ^= 1
-    scale.write_bytes(bytes(data))
+    allowance.write_bytes(bytes(data))
     assert cli("emulate", case).returncode == 0
     done = cli("verify", case)
-    assert done.returncode == 2 and "gradShift scale changed since gen" in done.stdout + done.stderr
+    assert done.returncode == 2 and "gradShift allowance changed since gen" in done.stdout + done.stderr

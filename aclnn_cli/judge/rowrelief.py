@@ -24,8 +24,9 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     output `out`. files: input name -> an open storage reader; limit: the standard's relative limit per
     element (T), which an across-rows output's allowance is divided by."""
     if out.name in m.op.family.across_rows:
-        with np.errstate(all="ignore"):
-            scale = across_allowance(m, out)[flat] / limit
+        with np.errstate(all="ignore"):  # (T below 2^-100 counts as 2^-100: a subnormal T would make the
+            #                                 divisor infinite and every error 0, or below float32's range)
+            scale = across_allowance(m, out)[flat] / max(limit, 2.0**-100)
         return scale, np.zeros(flat.size, bool), np.full(flat.size, np.nan)
     if flat.size == 0:  # (nothing flagged in this piece)
         return np.zeros(0), np.zeros(0, bool), np.zeros(0)
