@@ -178,7 +178,7 @@ def shapes_of(m) -> dict[str, tuple[int, ...]]:
 def geometry(m):
     """The (A1, R, A0) rows of a Case or CaseManifest of a Rows op, else None (elementwise)."""
     family = m.op.family
-    if family.name != "rows":
+    if family.element_local:
         return None
     known = m.__dict__.get("_geometry") if hasattr(m, "__dict__") else None
     if known is not None:

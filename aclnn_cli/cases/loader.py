@@ -25,7 +25,7 @@ from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits,
 from ..layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
-from ..ops.contract import TensorDesc, broadcast_shape, check, compute_dtype, rejections
+from ..ops.contract import TensorDesc, check, compute_dtype, rejections
 from ..tolerances import ToleranceError
 from ..values.text import clip, key_path, printable_path, read_file, show, unknown_key
 from ..values.yamlsafe import parse as parse_yaml
@@ -228,16 +228,11 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
            attrs: Combo = ()) -> list[Case]:
     op = spec.op
     out = op.output.name
-    if op.family.name == "rows":  # the case's shape is the driver's; the family shapes the others
-        try:
-            shapes = {**op.family.default_shapes(shape, attribute_values(op, attrs), tuple(t.name for t in op.tensors)),
-                      **{n: o["shape"] for n, o in spec.overrides.items() if "shape" in o}}
-        except (KeyError, ValueError, TypeError, IndexError) as exc:
-            raise spec.err(f"cannot shape {op.name}'s tensors from {list(shape)}: {exc}", "shape") from None
-    else:
-        shapes = {t.name: spec.overrides.get(t.name, {}).get("shape", shape) for t in op.inputs}
-        b = broadcast_shape(*shapes.values())
-        shapes[out] = spec.overrides.get(out, {}).get("shape", shape if b is None else b)  # an explicit () counts
+    given = {n: tuple(o["shape"]) for n, o in spec.overrides.items() if "shape" in o}
+    try:  # (the case's shape is the family's case tensor's: the output's, or a Rows op's driver's)
+        shapes = op.family.case_shapes(op, tuple(shape), attribute_values(op, attrs), given)
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise spec.err(f"cannot shape {op.name}'s tensors from {list(shape)}: {exc}", "shape") from None
     descs = {t.name: TensorDesc(dtypes[t.name], shapes[t.name], spec.overrides.get(t.name, {}).get("nullptr", False))
              for t in op.tensors}
     values = attribute_values(op, attrs)

@@ -68,7 +68,7 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
     if outcome.status != 0 or not m.judged or m.judged[0].dump is None:
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return None
-    if m.op.family.name == "rows":
+    if not m.op.family.element_local:
         emulate_rows_case(m, chunk, variant)
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return m.judged[0].dump

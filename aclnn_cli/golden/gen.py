@@ -62,15 +62,15 @@ def _generate_case(case: Case, out_root: Path, chunk: int, force: bool) -> GenRe
     fp, old, skip = _previous(case, out_root, force)
     if skip:
         return skip
-    rows = case.op.family.name == "rows"
-    if not rows and _fits_in_memory(case, chunk):
+    local = case.op.family.element_local
+    if local and _fits_in_memory(case, chunk):
         return _generate_in_memory(case, out_root, fp, old)
     tmp = prepare(case, out_root)
     try:
         for t in case.inputs:
             if not t.null:
                 fill_input(case, tmp, t.name, 0, t.layout.numel, chunk)
-        fallbacks = fill_rows_goldens(case, tmp, chunk) if rows else fill_golden(case, tmp, 0, case.numel, chunk)
+        fallbacks = fill_golden(case, tmp, 0, case.numel, chunk) if local else fill_rows_goldens(case, tmp, chunk)
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -163,9 +163,9 @@ def _elements(case: Case) -> int:
 
 
 def _splittable(case: Case) -> bool:
-    """Contiguous inputs of an elementwise op (a Rows op's case runs in one worker: its sums over every
+    """Contiguous inputs of an element-local op (a Rows op's case runs in one worker: its sums over every
     row would need their partials gathered from the workers)."""
-    return case.op.family.name != "rows" and all(t.null or t.layout.is_contiguous for t in case.inputs)
+    return case.op.family.element_local and all(t.null or t.layout.is_contiguous for t in case.inputs)
 
 
 def _generate_split(run: Runner, case: Case, out_root: Path, chunk: int, force: bool) -> GenResult:

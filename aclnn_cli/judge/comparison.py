@@ -213,7 +213,7 @@ class Comparison:
             f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
-        if self.m.op.family.name == "rows":
+        if not self.m.op.family.element_local:
             from ..device.emulate_rows import emulated_range
 
             return emulated_range(self.m, self.out, self.inputs, start, stop)
@@ -234,7 +234,7 @@ class Comparison:
             # (a Rows op's element depends on whole rows: the report samples no inputs per element)
             from .errorstats import ErrorStats  # (the report's data: only with --json or --html)
 
-            names = () if self.m.op.family.name == "rows" else tuple(t.name for t in self.m.inputs)
+            names = tuple(t.name for t in self.m.inputs) if self.m.op.family.element_local else ()
             metrics.errors = ErrorStats.for_view(out.layout.shape, names, self._context())
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
         # unless every element's errors are asked for (the report's data, the failing rows, the benchmark).
@@ -246,7 +246,7 @@ class Comparison:
         native, skip = out.dtype.np_dtype, 0
         # (flagged elements re-judged in batches, unless each element's final errors are wanted at once, or
         # relief reads whole rows: a Rows op's batch would gather every row its held elements lie in)
-        held = Held() if plain and self.std.relief and self.m.op.family.name != "rows" else None
+        held = Held() if plain and self.std.relief and self.m.op.family.element_local else None
         for s in range(start, stop, chunk):
             if held is not None and held.full:  # (after the chunks they came from were added: see fold)
                 self.release_held(metrics, held)
@@ -337,7 +337,7 @@ class Comparison:
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""
         m, dtype = self.m, self.out.dtype
-        if m.op.family.name == "rows":  # (whole rows, never the element alone: rowrelief.py)
+        if not m.op.family.element_local:  # (whole rows, never the element alone: rowrelief.py)
             scale, where, device = rows_relief(m, self.out, self.inputs, flat, self.limit)
         else:
             ins = self._gather(flat)
@@ -372,7 +372,7 @@ class Comparison:
         few sample elements: a map's pages would count toward RSS)."""
         shape = self.out.layout.shape
         values = {}
-        if self.m.op.family.name == "rows":
+        if not self.m.op.family.element_local:
             return values
         with np.errstate(invalid="ignore"):
             for t in self.m.inputs:

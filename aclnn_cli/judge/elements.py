@@ -38,7 +38,7 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
     """
     out = out or m.output
     shape = out.layout.shape
-    rows = m.op.family.name == "rows"  # (its element depends on whole rows: no inputs per element)
+    rows = not m.op.family.element_local  # (its element depends on whole rows: no inputs per element)
     with np.errstate(all="ignore"):
         ins = {}
         for t in () if rows else m.inputs:

@@ -22,7 +22,7 @@ def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tupl
     if key not in _TOLERANCE_DTYPES:
         dtype = out.dtype
         # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between)
-        inner = dtype if m.op.family.name == "rows" else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
+        inner = dtype if m.op.family.rounded_once else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
         _TOLERANCE_DTYPES[key] = (min((dtype, inner), key=lambda d: d.precision),
                                   max(dtype.smallest_normal, inner.smallest_normal))
     m.__dict__["_tolerance_dtype"] = (out.name, _TOLERANCE_DTYPES[key])

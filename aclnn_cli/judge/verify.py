@@ -139,11 +139,12 @@ def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Run
                   first: bool) -> _OutputVerdict | None:
     """Compare one output (None: it is empty). first: its comparison also hashes the inputs.
 
-    A Rows op's output that fails with relief on its flagged elements is judged once more with every
-    element against its term scale (Options.relieve_all): the row sum's shared error may lean a row's
-    errors one way while each is within its bound; a defect's errors stay over it."""
+    An output of a family whose elements share roundings (a Rows op's row sums) that fails with relief on its
+    flagged elements is judged once more with every element against its term scale (Options.relieve_all):
+    the row sum's shared error may lean a row's errors one way while each is within its bound; a defect's
+    errors stay over it."""
     v = _compare_output(m, out, opts, run, proven, first)
-    if v is not None and not v.passed and v.std.relief and m.op.family.name == "rows" and not opts.relieve_all:
+    if v is not None and not v.passed and v.std.relief and m.op.family.shared_errors and not opts.relieve_all:
         v = _compare_output(m, out, replace(opts, relieve_all=True), run, True, False)
     return v
 

@@ -14,6 +14,7 @@ from typing import Mapping
 from ..dtypes import DType, lookup
 from ..aclnn_status import INVALID, NULLPTR, SUCCESS
 from .base import FLOATS, OpSpec
+from .families import broadcast_shape
 
 
 
@@ -24,19 +25,6 @@ class TensorDesc:
     dtype: DType
     shape: tuple[int, ...]
     null: bool = False
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-    """NumPy/aclnn broadcast of shapes, or None if they do not broadcast."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = []
-    for k in range(ndim):
-        dims = {s[k - ndim + len(s)] for s in shapes if k - ndim + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            return None
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -136,7 +124,7 @@ def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> 
         if tensors[out].shape != b:
             return f"{out} shape {list(tensors[out].shape)} is not the broadcast shape {list(b)}"
         return None
-    if op.family.name == "rows":  # the shapes of its rows, dgamma, rstd differ: the op's shape_rule decides
+    if not op.family.inputs_broadcast:  # (Rows: the shapes of its rows, dgamma, rstd differ: the op's shape_rule decides)
         return None
     live = [t.name for t in op.tensors if not tensors[t.name].null]
     if len({tensors[n].shape for n in live}) > 1:
@@ -212,7 +200,7 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
         wrong_out = next((d for d in supported if d != base[out].dtype), None)
         if out in tied and wrong_out is not None:
             must.append((f"dtype_mismatch_{out}", retyped([out], wrong_out)))
-    shapes = maybe if op.family.name == "rows" else must
+    shapes = must if op.family.inputs_broadcast else maybe
     shape = base[out].shape or (1,)
     bigger = shape[:-1] + (shape[-1] + 1,)
     x = second_input(op)

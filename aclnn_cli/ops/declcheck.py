@@ -137,7 +137,7 @@ class _Check:
                 if not t.dtypes or len(set(t.dtypes)) != len(t.dtypes):
                     self.fail(f"{field}.dtypes", f"expected distinct dtypes, at least one, got {show(t.dtypes)}")
         outputs = [t for t in tensors if t.role == "output"]
-        many = isinstance(getattr(self.spec, "family", None), Rows)  # (Rows: several outputs allowed)
+        many = not getattr(getattr(self.spec, "family", None), "element_local", True)  # (Rows: several outputs)
         if not outputs or (len(outputs) != 1 and not many) or len(outputs) == len(tensors):
             inputs = len(tensors) - len(outputs)
             self.fail("tensors", f"expected one or more inputs and exactly one output (several only in the rows family), got {inputs} inputs and "

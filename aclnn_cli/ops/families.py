@@ -28,6 +28,19 @@ from typing import Callable, Mapping
 Shapes = Mapping[str, tuple[int, ...]]
 
 
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """NumPy/aclnn broadcast of shapes, or None if they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(ndim):
+        dims = {s[k - ndim + len(s)] for s in shapes if k - ndim + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Geometry:
     """A case's rows: (A1, R, A0) of the driver's shape."""
@@ -51,9 +64,38 @@ class Elementwise:
     """out[i] = f(in[i] for each input): any flat piece will do."""
 
     name: str = "elementwise"
+    # What the pipeline asks of a family (each family answers every question; none is asked by name):
+    # - element_local: an output element depends on the same element of each input only. Then a case is cut
+    #   into flat pieces of any length, split into ranges across workers, compared in batches, and each
+    #   element's inputs are known (relief, the report); else into whole blocks (`geometry`).
+    element_local: bool = True
+    # - inputs_broadcast: every input broadcasts to the output (the contract's shape rule); else the op's
+    #   own `shape_rule` and the family's shapes decide.
+    inputs_broadcast: bool = True
+    # - rounded_once: each output is rounded once from float32 to its own dtype (no compute dtype between,
+    #   whose coarser precision would judge it).
+    rounded_once: bool = False
+    # - shared_errors: one rounding can be shared by many elements (a row sum's), so errors within their
+    #   bounds may still lean one way: a failing verdict gets a second look with every element relieved.
+    shared_errors: bool = False
+    across_rows: tuple[str, ...] = ()
+    per_row: tuple[str, ...] = ()
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry | None:
         return None
+
+    def case_tensor(self, op) -> str:
+        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output."""
+        return op.output.name
+
+    def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
+        """Every tensor's shape from a case's `shape` and the shapes it gives (`given`): the inputs the case's
+        shape, the output their broadcast shape."""
+        shapes = {t.name: tuple(given.get(t.name, shape)) for t in op.inputs}
+        b = broadcast_shape(*shapes.values())
+        out = op.output.name
+        shapes[out] = tuple(given.get(out, shape if b is None else b))  # (an explicit () counts)
+        return shapes
 
 
 @dataclass(frozen=True)
@@ -79,6 +121,19 @@ class Rows:
     # x̂ = (x - mean) * rstd: 3): its allowance's term error (ops/accumulation.py). 4 covers the bundled ops.
     term_roundings: int = 4
     name: str = "rows"
+    element_local: bool = False  # (the questions: Elementwise)
+    inputs_broadcast: bool = False
+    rounded_once: bool = True
+    shared_errors: bool = True
+
+    def case_tensor(self, op) -> str:
+        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the driver."""
+        return self.driver
+
+    def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
+        """Every tensor's shape: the family's defaults from the driver's (`default_shapes`), then those given."""
+        return {**self.default_shapes(shape, attrs, tuple(t.name for t in op.tensors)),
+                **{n: tuple(s) for n, s in given.items()}}
 
     def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
         """Every tensor's shape from the driver's: the op's own `shapes` first; then per-row inputs take the
@@ -100,7 +155,6 @@ class Rows:
 
 
 ELEMENTWISE = Elementwise()
-FAMILIES = ("elementwise", "rows")
 
 
 def dim_axis(driver: str, attr: str = "dim") -> Callable[[Shapes, Mapping], tuple[int, int]]:

@@ -33,12 +33,11 @@ def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], p
     first input's dtype and the inputs' broadcast shape); a tensor differing from them gets a `tensors:`
     override. attributes: the API's values by name (lists as lists)."""
     ins = [t.name for t in op.inputs]
-    rows = op.family.name == "rows"
-    out_name = op.family.driver if rows else op.output.name
+    out_name = op.family.case_tensor(op)
     out = tensors.get(out_name, TensorIn())
     first = next((tensors[n] for n in ins if n in tensors and tensors[n].dtype and not _own(op, n)), TensorIn())
     in_shapes = [tensors[n].shape for n in ins if n in tensors and tensors[n].shape is not None]
-    bshape = broadcast_shape(*in_shapes) if in_shapes and not rows else None
+    bshape = broadcast_shape(*in_shapes) if in_shapes and op.family.inputs_broadcast else None
     dtype = out.dtype or first.dtype
     shape = out.shape if out.shape is not None else (bshape if bshape is not None else first.shape)
     entry: dict[str, Any] = {"name": name}
@@ -64,11 +63,12 @@ def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], p
     entry["inputs"] = inputs
     if attributes:
         entry["attributes"] = dict(attributes)
-    expected = _family_shapes(op, shape, attributes or {}) if rows and shape is not None else {}
+    shaped = not op.family.inputs_broadcast  # (the family shapes every tensor from the case tensor's shape)
+    expected = _family_shapes(op, shape, attributes or {}) if shaped and shape is not None else {}
     overrides: dict[str, dict] = {}
     for n, t in tensors.items():
         o: dict[str, Any] = {}
-        if rows:
+        if shaped:
             expected_shape = expected.get(n, shape)
         else:
             expected_shape = (bshape if bshape is not None else shape) if n == op.output.name else shape
@@ -93,11 +93,11 @@ def _own(op: OpSpec, name: str) -> bool:
 
 
 def _family_shapes(op: OpSpec, shape: Sequence[int], attributes: dict) -> dict:
-    """The shapes a rows op's family gives every tensor from the driver's ({} where it cannot: then every
-    tensor whose shape differs from the driver's gets an override, which says the same)."""
+    """The shapes the op's family gives every tensor from the case tensor's ({} where it cannot: then every
+    tensor whose shape differs from it gets an override, which says the same)."""
     values = {a.name: a.default for a in op.attributes}
     values.update({k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()})
     try:
-        return dict(op.family.default_shapes(tuple(shape), values, tuple(t.name for t in op.tensors)))
+        return dict(op.family.case_shapes(op, tuple(shape), values, {}))
     except Exception:  # (the op's own functions, on a foreign case validation will judge)
         return {}
