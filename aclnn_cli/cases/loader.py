@@ -248,6 +248,14 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
                            f"holds {math.prod(shapes[t.name])} (leave shape out)", f"inputs.{t.name}")
     outcome = check(op, product, descs, dict(attrs))
     status, rule = outcome.status, outcome.rule
+    if status == SUCCESS:  # (an accepted call whose shapes the family cannot relate would get wrong goldens)
+        live = {n: s for n, s in shapes.items() if not descs[n].null}
+        try:
+            problem = op.family.shape_problem(op, live, values)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            problem = f"cannot cut it into the family's pieces: {exc}"
+        if problem:
+            raise spec.err(f"{op.name} accepts these shapes, but {problem}", "shape")
     if spec.contract:
         if status != SUCCESS:
             raise spec.err(f"'contract: true' needs a valid base case, but {rule} ({status})", "contract")

@@ -82,9 +82,10 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     return Outcome(SUCCESS)
 
 
-def second_input(op: OpSpec) -> str:
-    """The input beside the gradient: the forward input (self) or the forward output (SigmoidBackward)."""
-    return op.inputs[1].name
+def second_input(op: OpSpec) -> str | None:
+    """The input beside the gradient: the forward input (self) or the forward output (SigmoidBackward); None for
+    an op with one input."""
+    return op.inputs[1].name if len(op.inputs) > 1 else None
 
 
 def related(op: OpSpec, tensors: Mapping[str, TensorDesc] | None = None) -> list[str]:
@@ -192,7 +193,8 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
         other = next((d for d in supported if d != base[grad].dtype), None)
         if other is not None and product in op.contract.mixed_fp32_on and out in tied:
             not_fp32 = next(d for d in supported if d.name != "float32")
-            dy = other if other != base[second_input(op)].dtype else base[grad].dtype
+            x_name = second_input(op)
+            dy = other if x_name is None or other != base[x_name].dtype else base[grad].dtype
             must.append(("mixed_dtypes_without_float32_out", mutated(
                 **{grad: replace(base[grad], dtype=dy), out: replace(base[out], dtype=not_fp32)})))
         elif other is not None:
@@ -206,7 +208,9 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
     x = second_input(op)
     if len(base[out].shape) >= 1 and not base[out].null:
         shapes.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
-        if product in op.contract.broadcast_on:
+        if x is None:
+            pass  # (one input: no second shape to mismatch)
+        elif product in op.contract.broadcast_on:
             a, b = shape[:-1] + (max(shape[-1], 2),), shape[:-1] + (max(shape[-1], 2) + 1,)
             shapes.append(("shapes_not_broadcastable", mutated(
                 **{grad: replace(base[grad], shape=a), x: replace(base[x], shape=b), out: replace(base[out], shape=a)})))

@@ -84,6 +84,10 @@ class Elementwise:
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry | None:
         return None
 
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the family cannot relate these shapes (None: it can). The contract checks the broadcast."""
+        return None
+
     def case_tensor(self, op) -> str:
         """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output."""
         return op.output.name
@@ -146,6 +150,38 @@ class Rows:
                                 tuple(shape[lo:]) if name in self.across_rows else tuple(shape))
         return shapes
 
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the family cannot relate the shapes of a case the op accepts (None: it can). An input that is
+        not per-row has the driver's shape, the shape of the driver's axes from the reduced ones on (gamma),
+        or one element; a per-row input one value per row; a row output the driver's shape; an across-rows
+        output the axes from the reduced ones on. Any other shape the pipeline would broadcast as NumPy does,
+        along the trailing axes: a (C,) weight beside [N, C, H, W] with W = C would be read along W."""
+        if self.driver not in shapes:
+            return f"the driver {self.driver} is null"
+        drv = tuple(shapes[self.driver])
+        lo, hi = self.axes(shapes, attrs)
+        if not 0 <= lo <= hi <= len(drv):
+            return f"reduced axes [{lo}, {hi}) outside the {len(drv)}-d {self.driver}"
+        tail, rows = _squeezed(drv[lo:]), math.prod(drv[:lo])
+        for t in op.tensors:
+            if t.name not in shapes:  # (a null tensor: nothing is read or written)
+                continue
+            s = tuple(shapes[t.name])
+            n = math.prod(s)
+            if t.name in self.per_row:
+                ok, want = n in (rows, 1) and (n == 1 or math.prod(drv[hi:]) == 1), \
+                    f"one value per row ({rows}, the axes before the reduced ones of {list(drv)})"
+            elif t.name in self.across_rows:
+                ok, want = _squeezed(s) == tail, f"the {self.driver}'s axes from the reduced ones on, {list(drv[lo:])}"
+            elif t.role == "output":
+                ok, want = s == drv, f"the {self.driver}'s shape {list(drv)}"
+            else:
+                ok, want = s == drv or _squeezed(s) == tail or n == 1, \
+                    f"the {self.driver}'s shape {list(drv)}, its axes from the reduced ones on {list(drv[lo:])}, or one element"
+            if not ok:
+                return f"{t.name} has shape {list(s)}; the rows family needs {want}"
+        return None
+
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
         shape = tuple(shapes[self.driver])
         lo, hi = self.axes(shapes, attrs)
@@ -155,6 +191,14 @@ class Rows:
 
 
 ELEMENTWISE = Elementwise()
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape without its leading 1s (how NumPy aligns it: [1, 40] and [40] broadcast alike)."""
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return tuple(shape[i:])
 
 
 def dim_axis(driver: str, attr: str = "dim") -> Callable[[Shapes, Mapping], tuple[int, int]]:

@@ -14,29 +14,72 @@ import functools
 from typing import Callable
 
 from ..errors import UserError
-from .base import OpSpec
+import numpy as np
+
+from .base import OpSpec, Reference
 from .declcheck import MESSAGE_LIMIT, describe
 
 FUNCTIONS = ("reference", "exact", "kernel", "ieee", "edge", "textbook")
+SHAPED = ("reference", "exact", "kernel", "ieee")  # (and the variants): what they return is shaped as the pieces
 
 
-def _guard(fn: Callable, what: str, file: str) -> Callable:
+def _guard(fn: Callable, what: str, file: str, check: Callable | None = None) -> Callable:
     @functools.wraps(fn)
     def guarded(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except (UserError, KeyboardInterrupt):
             raise
         except BaseException as exc:  # SystemExit included: a user function never ends the run
             raise UserError(f"{what} failed: {describe(exc, MESSAGE_LIMIT)}", where=file) from None
+        problem = check(args[0], result) if check is not None and args else None
+        if problem:
+            raise UserError(f"{what} {problem}", where=file)
+        return result
 
     return guarded
 
 
+def _shape_check(spec: OpSpec) -> Callable:
+    """A check of a function's result against the pieces it was given (docs/families.md): an elementwise op's
+    outputs have the pieces' shape; a Rows op's row outputs (k, R, A0), its across-rows outputs (1, R, A0).
+    A result of another shape would be written as a golden or dump of the wrong elements."""
+    across = set(spec.family.across_rows)
+    local = spec.family.element_local
+    driver = getattr(spec.family, "driver", None)
+    attributes = {a.name for a in spec.attributes}
+
+    def check(t, result) -> str | None:
+        if not isinstance(t, dict):
+            return None
+        shapes = [np.shape(v) for k, v in t.items() if isinstance(v, np.ndarray) and k not in attributes]
+        if not shapes or (not local and driver not in t):
+            return None
+        try:
+            piece = np.broadcast_shapes(*shapes) if local else np.shape(t[driver])
+            outputs = spec.by_output(result)
+        except (ValueError, TypeError):
+            return None
+        for name, got in outputs.items():
+            arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
+            want = piece if name not in across else (1, *piece[1:])
+            for a in arrays:
+                s = np.shape(a)
+                if s != tuple(want) and not (name in across and s == tuple(piece)):
+                    return (f"returned {name} of shape {list(s)} for pieces of shape {list(piece)} (it must be "
+                            f"{list(want)}: docs/families.md)")
+        return None
+
+    return check
+
+
 def guarded(spec: OpSpec, file: str) -> OpSpec:
     """`spec` with each of its functions (variants and the contract's attribute rule too) guarded."""
+    check = _shape_check(spec)
+
     def wrap(field: str, fn):
-        return None if fn is None else _guard(fn, f"op {spec.name}: {field}", file)
+        shaped = field in SHAPED or field.startswith("variant ")
+        return None if fn is None else _guard(fn, f"op {spec.name}: {field}", file, check if shaped else None)
 
     rule = spec.contract.attribute_rule
     return dataclasses.replace(
