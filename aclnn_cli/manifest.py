@@ -95,12 +95,24 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, ex
         "expect_rule": case.expect_rule,
         "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance),
         **({"attributes": to_manifest(case.op, case.attributes)} if case.op.attributes else {}), "tensors": tensors,
-        "golden": {"method": "float64, certified rounding to the output dtype, exact fallback" if case.op.certified
-                   else "float64, rounded once, not certified",
-                   "exact_fallback_elements": exact_fallbacks},
+        "golden": _golden_method(case.op.certified, exact_fallbacks),
     }
     data["digest"] = digest(data)
     return data
+
+
+def _golden_method(certified: bool, fallbacks: int) -> dict:
+    """How the goldens were made. An op without `exact` had its uncertain elements computed through its
+    reference on Fractions (golden/rational.py); gen gives -n where n of them were not rational: then they are
+    the float64 value rounded once, and `uncertified_elements` says how many (verify shows it)."""
+    if certified:
+        return {"method": "float64, certified rounding to the output dtype, exact fallback",
+                "exact_fallback_elements": fallbacks}
+    if fallbacks < 0:
+        return {"method": "float64, rounded once, not certified", "exact_fallback_elements": 0,
+                "uncertified_elements": -fallbacks}
+    return {"method": "float64, certified rounding to the output dtype, exact through the reference on Fractions",
+            "exact_fallback_elements": 0}
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,13 @@ class CaseManifest:
         """What the op's functions receive: the attributes, defaults where a null pointer was passed, and the
         op's case_values (from the shapes)."""
         return with_case_values(self.op, attribute_values(self.op, self.attributes), self.tensors)
+
+    @property
+    def uncertified_elements(self) -> int:
+        """How many golden elements gen could not certify (golden.uncertified_elements; 0 if none)."""
+        golden = self.raw.get("golden")
+        n = golden.get("uncertified_elements", 0) if isinstance(golden, dict) else 0
+        return n if type(n) is int and n > 0 else 0
 
     @cached_attribute
     def inputs(self) -> tuple[TensorEntry, ...]:

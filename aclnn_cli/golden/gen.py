@@ -39,7 +39,7 @@ class GenResult:
     case_id: str
     root: Path  # the output root (one Path shared by a run's results)
     elements: int
-    exact_fallbacks: int
+    exact_fallbacks: int  # elements that took the exact path; -n: n elements not certified (an op without exact)
     skipped: bool = False  # unchanged and intact: nothing written
 
     @property
@@ -201,7 +201,7 @@ def _reusable(case: Case, out_root: Path, final: Path, old: dict | None, fp: str
     if old is None or old.get("fingerprint") != fp or not _intact(final, old):
         return None
     try:
-        fallbacks = int(old["golden"]["exact_fallback_elements"])
+        fallbacks = int(old["golden"]["exact_fallback_elements"]) - int(old["golden"].get("uncertified_elements", 0))
     except (KeyError, TypeError, ValueError):
         return None
     return GenResult(case.case_id, out_root, case.numel, fallbacks, skipped=True)

@@ -16,11 +16,13 @@ import numpy as np
 
 from ..dtypes import DType, round_fraction, round_from_f64
 from ..ops.base import OpSpec
+from .rational import NotRational, through_reference
 
 
 def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
            attributes: Mapping[str, object] | None = None) -> tuple[np.ndarray, int]:
-    """The correctly rounded result in out_dtype, and how many elements needed the exact path.
+    """The correctly rounded result in out_dtype, and how many elements needed the exact path (an op without
+    `exact`: how many are not certified, negated: -n).
 
     attributes: the op's attribute values (see AttrSpec), passed to its functions beside the inputs.
     """
@@ -35,9 +37,9 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
         uncertain = np.isfinite(ref.value) & ((lo != as64) | (hi != as64))
         # A tiny nonzero value that rounds to zero: its sign is uncertain when the bound straddles zero.
         uncertain |= (as64 == 0) & (ref.value != 0) & (ref.bound >= np.abs(ref.value))
-    if op.exact is None:  # a user op with only a float64 reference: rounded once, not certified
-        return rounded, 0
     hard = np.flatnonzero(uncertain)
+    if op.exact is None:  # a user op with only a float64 reference: exact through it on Fractions, if rational
+        return _through_reference(op, wide, attributes, hard, rounded, out_dtype)
     if hard.size:
         rounded = rounded.copy()
         names = [t.name for t in op.inputs]
@@ -46,3 +48,20 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
             point = {n: Fraction(float(wide[n][i])) for n in names}
             rounded[i] = round_fraction(Fraction(op.exact({**point, **exact_attrs})), out_dtype)
     return rounded, int(hard.size)
+
+
+def _through_reference(op: OpSpec, wide: dict, attributes: dict, hard: np.ndarray, rounded: np.ndarray,
+                       out_dtype: DType) -> tuple[np.ndarray, int]:
+    """Uncertain elements of an op without `exact`, through its reference on Fractions (golden/rational.py);
+    returns the golden and -(elements left uncertified)."""
+    if not hard.size:
+        return rounded, 0
+    frac = {n: np.array([Fraction(float(x)) for x in wide[n][hard]] + [None], dtype=object)[:-1] for n in wide}
+    exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attributes.items()}
+    try:
+        exact = through_reference(op, {**frac, **exact_attrs})[op.output.name].reshape(-1)
+    except NotRational:
+        return rounded, -int(hard.size)
+    rounded = rounded.copy()
+    rounded[hard] = [round_fraction(Fraction(v), out_dtype) for v in exact]
+    return rounded, 0

@@ -19,6 +19,7 @@ import numpy as np
 from ..dtypes import DType, round_fraction, round_from_f64
 from ..ops.accumulation import across_rows_allowance
 from ..ops.base import OpSpec, Reference
+from .rational import through_reference
 
 F64_UNIT = 2.0**-53
 
@@ -91,7 +92,8 @@ def _value_of(op: OpSpec):
 
 
 def exact_block(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping) -> dict[str, np.ndarray]:
-    """op.exact on one block (k = 1): float inputs as Fraction object arrays, integers as they are."""
+    """op.exact on a block: float inputs as Fraction object arrays, integers as they are. An op without `exact`:
+    its reference on them (golden/rational.py), or NotRational."""
     frac = {}
     for k, v in block.items():
         if _is_float(v):
@@ -100,6 +102,8 @@ def exact_block(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping) -> 
         else:
             frac[k] = v
     exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attrs.items()}
+    if op.exact is None:  # (the reference on Fractions, where it is rational: NotRational where not)
+        return through_reference(op, {**frac, **exact_attrs})
     return {k: np.asarray(v, dtype=object) for k, v in op.by_output(op.exact({**frac, **exact_attrs})).items()}
 
 

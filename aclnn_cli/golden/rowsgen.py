@@ -16,11 +16,13 @@ import numpy as np
 from .. import manifest as M
 from ..pipeline import block_chunks, gather_blocks, geometry
 from ..storage import CHUNK, StorageFile, write_new_file
+from .rational import NotRational
 from .rows import AcrossRows, across_chunk_rows, certify, exact_block, reference_blocks, round_exact
 
 
 def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
-    """Write every non-null output's golden (and allowance files); returns how many elements needed `exact`."""
+    """Write every non-null output's golden (and allowance files); returns how many elements needed `exact` (an
+    op without `exact`: minus how many are left uncertified, its reference not being rational there)."""
     if case.expect_status != 0:
         return 0
     op, geo, attrs = case.op, geometry(case), case.attribute_values
@@ -32,7 +34,7 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
            for t in case.inputs if not t.null}
     golds = {t.name: StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True)
              for t in rows_out}
-    fallbacks = 0
+    fallbacks = uncertified = 0
     step = chunk if not across else min(chunk, across_chunk_rows(geo.a1) * max(geo.block, 1))
     try:
         for b0, b1 in block_chunks(geo, 0, geo.a1, step):
@@ -41,12 +43,16 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
             for t in rows_out:
                 r = refs[t.name]
                 rounded, unsure = certify(r.value, r.bound, t.dtype)
-                if unsure.any() and op.exact is not None:
+                if unsure.any():
                     rounded = rounded.copy()
                     for b in np.flatnonzero(unsure.reshape(b1 - b0, -1).any(axis=1)):
                         one = {k: v[b:b + 1] for k, v in blocks.items()}
-                        exact = exact_block(op, one, attrs)[t.name].reshape(-1)
                         where = np.flatnonzero(unsure[b].reshape(-1))
+                        try:
+                            exact = exact_block(op, one, attrs)[t.name].reshape(-1)
+                        except NotRational:  # (no exact path: these elements stay uncertified, counted)
+                            uncertified += where.size
+                            continue
                         rounded[b].reshape(-1)[where] = round_exact(exact[where], t.dtype)
                         fallbacks += where.size
                 golds[t.name].write(t.layout, b0 * geo.block, b1 * geo.block, rounded.reshape(-1))
@@ -54,11 +60,12 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
                 acc.add(refs[name], b1 - b0)
         for t in outs:
             if t.name in across:
-                fallbacks += _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
+                done = _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
+                fallbacks, uncertified = fallbacks + max(done, 0), uncertified - min(done, 0)
     finally:
         for f in (*ins.values(), *golds.values()):
             f.close()
-    return fallbacks
+    return fallbacks if op.exact is not None else -uncertified
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:
@@ -70,18 +77,23 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
     cost a handful of Fractions per row, not the whole case's."""
     rounded, unsure = certify(acc.value, acc.total_bound(), t.dtype)
     where = np.flatnonzero(unsure)
-    if where.size and case.op.exact is not None:
+    certified = True
+    if where.size:
         exact = np.zeros(where.size, dtype=object)
         per_row = set(case.op.family.per_row)
-        for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
-            blocks = gather_blocks(case, ins, geo, b0, b1)
-            columns = {k: v if k in per_row else v.reshape(b1 - b0, -1)[:, where].reshape(b1 - b0, where.size, 1)
-                       for k, v in blocks.items()}
-            exact += exact_block(case.op, columns, case.attribute_values)[t.name].reshape(-1)
-        rounded = rounded.copy()
-        rounded[where] = round_exact(exact, t.dtype)
+        try:
+            for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
+                blocks = gather_blocks(case, ins, geo, b0, b1)
+                columns = {k: v if k in per_row else v.reshape(b1 - b0, -1)[:, where].reshape(b1 - b0, where.size, 1)
+                           for k, v in blocks.items()}
+                exact += exact_block(case.op, columns, case.attribute_values)[t.name].reshape(-1)
+        except NotRational:  # (no exact path: these elements stay uncertified, counted)
+            certified = False
+        if certified:
+            rounded = rounded.copy()
+            rounded[where] = round_exact(exact, t.dtype)
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:
         gold.write(t.layout, 0, t.layout.numel, rounded)
     allowance = acc.allowance(case.op.family.term_roundings)
     write_new_file(M.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
-    return int(where.size) if case.op.exact is not None else 0
+    return int(where.size) if certified else -int(where.size)

@@ -16,6 +16,8 @@ PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "CRASH", "TIMEOUT", "ERROR")
 # CRASH and TIMEOUT: the device run of the case killed its runner or outlived --timeout (aclnn-cli run)
 ALL_STATUSES = (PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR)
+# A case whose golden gen could not fully certify says so in its reason (judge/verify.py), in these words.
+UNCERTIFIED = "elements not certified (no exact function"
 
 
 class _Compact:

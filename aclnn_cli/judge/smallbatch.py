@@ -89,7 +89,7 @@ _KNOWN: dict[tuple, _Judged] = {}  # _Judged.key -> the one made for it (a run's
 def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
     """How this pass judges the case, or None: not for this pass (the usual path judges it)."""
     try:
-        if m.expect_status != 0 or len(m.judged) != 1 or not m.op.family.element_local:
+        if m.expect_status != 0 or len(m.judged) != 1 or not m.op.family.element_local or m.uncertified_elements:
             return None
         out = m.judged[0]
         lay, n = out.layout, out.layout.numel

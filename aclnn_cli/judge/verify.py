@@ -23,8 +23,8 @@ from .mistrust import mistrust
 from .smallbatch import precompare
 from ..parallel import Runner, paused_gc
 from ..pipeline import Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
-from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, CaseResult, Repro, RunResult, by_path,
-                      rows_of)
+from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, UNCERTIFIED, CaseResult, Repro, RunResult,
+                      by_path, rows_of)
 from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
 from ..storage import check_file_sha256, check_size
 
@@ -224,6 +224,10 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
         doubt = mistrust(m, metrics, strict)
         if doubt:
             result.status, result.reason = MISTRUSTED, doubt
+    uncertified = m.uncertified_elements
+    if uncertified:  # (never silent: every report renders the reason)
+        result.reason += (f"; golden: {uncertified} {UNCERTIFIED}; the float64 value rounded once, which a correct "
+                          f"kernel may miss by one ulp)")
 
 
 def _check_status(result: CaseResult, path: str, expected: int, required: bool) -> CaseResult:

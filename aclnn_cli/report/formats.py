@@ -22,7 +22,7 @@ from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, mer
 from ..jsonsafe import JsonRefused
 from ..regular import TooLarge, kind, read_regular
 from ..storage import atomic_write_text, safe_child
-from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
+from ..judge.results import ALL_STATUSES, PASS, UNCERTIFIED, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
 from .rows import row_lines, rows_problem
 
@@ -190,6 +190,11 @@ def print_summary(console: Console, run: RunResult) -> None:
     console.print(Text.assemble(
         f"{len(run.cases)} cases ({len(precision)} precision, {len(contract)} contract): ",
         ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " - ", verdict))
+    uncertified = [c for c in precision if UNCERTIFIED in (c.reason or "")]
+    if uncertified:  # (a passing case's reason is not printed: its uncertified golden must still be seen)
+        console.print(Text(f"note: {len(uncertified)} cases have golden elements not certified (e.g. "
+                           f"{_text(uncertified[0].case_id)}: {_text(uncertified[0].reason.split('; golden: ')[-1])})",
+                           style="yellow"), soft_wrap=True)
 
 
 def verify_json(run: RunResult, standard: str | None, cases: bool = True) -> dict:
