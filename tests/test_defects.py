@@ -148,15 +148,16 @@ cases:
     assert run_cli("gen", typo, "-o", tmp_path / "o2").exit_code == 2
 
 
-def _user_op(tmp_path, doc: str):
-    """A copy of the worked user op whose one variant has this docstring, under a name of its own."""
+def _user_op(tmp_path, kind: str):
+    """A copy of the worked user op whose one variant is declared `kind` ("defect", "legitimate" or "" for
+    undeclared), under a name of its own."""
     import re
     from pathlib import Path
 
     text = (Path(__file__).parent / "user_ops" / "my_hardtanh_backward.py").read_text()
     text = text.replace("aclnnMyHardtanhBackward", "aclnnMyHardtanhBackward2").replace(
         '"my_hardtanh_backward"', '"my_hardtanh_backward2"')
-    text = re.sub(r'def _inclusive\(t\):\n    """[^"]*"""', f'def _inclusive(t):\n    """{doc}"""', text)
+    text = text.replace("@defect\ndef _inclusive(t):", (f"@{kind}\n" if kind else "") + "def _inclusive(t):")
     path = tmp_path / "op.py"
     path.write_text(text)
     return path
@@ -171,12 +172,26 @@ def _cli(*args) -> subprocess.CompletedProcess:
 
 def test_the_catalogue_takes_a_user_ops_variants_from_the_registry(tmp_path):
     """The ops do not push their variants into the device's catalogue (it sits above them): it reads them."""
-    r = _cli("--ops", _user_op(tmp_path, "Defect: the window closed at both ends"), "defects")
+    r = _cli("--ops", _user_op(tmp_path, "defect"), "defects")
     assert r.returncode == 0, r.stderr
     assert "inclusive-window" in r.stdout and "aclnnMyHardtanhBackward2" in r.stdout.replace("\n", "")
 
 
 def test_a_user_variant_without_its_kind_is_one_line_when_the_op_loads(tmp_path):
-    r = _cli("--ops", _user_op(tmp_path, "the window closed at both ends"), "ops")
+    r = _cli("--ops", _user_op(tmp_path, ""), "ops")
     assert r.returncode == 2 and r.stderr == ("aclnn-cli: error: aclnnMyHardtanhBackward2: variant 'inclusive-window' "
-                                              "needs a docstring starting with 'Defect' or 'Legitimate'\n"), r.stderr
+                                              "needs its kind declared: decorate it with @defect or @legitimate (from "
+                                              "aclnn_cli.ops)\n"), r.stderr
+
+
+def test_variant_kinds_hold_under_python_oo(tmp_path):
+    """Kinds are declared, not read from docstrings, which python -OO strips: the catalogue is the same."""
+    plain = _cli("defects")
+    stripped = subprocess.run([sys.executable, "-OO", "-m", "aclnn_cli", "defects"], capture_output=True, text=True,
+                              timeout=120)
+    assert plain.returncode == 0 and stripped.returncode == 0, stripped.stderr[-2000:]
+    def kinds(out: str) -> list[tuple[str, str]]:  # (name, kind) of each table row
+        cells = [[c.strip() for c in line.split("│")] for line in out.splitlines() if line.startswith("│")]
+        return [(c[1], c[2]) for c in cells if c[1]]
+    assert len(kinds(plain.stdout)) > 40 and kinds(plain.stdout) == kinds(stripped.stdout)
+    assert {k for _, k in kinds(plain.stdout)} == {"defect", "legitimate"}

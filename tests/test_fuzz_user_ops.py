@@ -20,7 +20,7 @@ from aclnn_cli.cases.attributes import case_combos, from_manifest, to_manifest
 from aclnn_cli.cli import op_info
 from aclnn_cli.errors import UserError
 from aclnn_cli.device.defects import CATALOGUE
-from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, register
+from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 from aclnn_cli.ops.user import load_paths
 
@@ -46,6 +46,7 @@ def _reference(t):
     return Reference(value, np.zeros_like(value), np.abs(value))
 
 
+@defect
 def _variant(t):
     """Defect: the gradient passed through."""
     return t["gradOutput"]

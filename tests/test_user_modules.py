@@ -23,7 +23,7 @@ import pytest
 from aclnn_cli.values.text import clip
 from aclnn_cli.errors import UserError
 from aclnn_cli.judge.results import CaseResult, Repro
-from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, register
+from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register
 from aclnn_cli.ops.base import ATTRIBUTE_KINDS
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
@@ -163,6 +163,7 @@ def _reference(t):
     return Reference(value, np.zeros_like(value), np.abs(value))
 
 
+@defect
 def _kernel(t):
     """Defect: a probe variant."""
     return t["gradOutput"]

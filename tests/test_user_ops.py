@@ -128,10 +128,11 @@ def test_an_edited_op_declaration_regenerates_its_cases(tmp_path):
 
 
 def test_a_variant_named_like_a_defect_but_declared_legitimate_is_refused(tmp_path):
-    """A variant's kind comes from its docstring; one that contradicts the catalogue's entry of the same
-    name (here a 'Legitimate' sign-slip) is one error line, not a silently ignored docstring."""
+    """A variant's kind is declared; one that contradicts the catalogue's entry of the same name (here a
+    legitimate sign-slip) is one error line, not silently ignored."""
     text = OP_FILE.read_text()
-    text = text.replace('"""Defect: the window closed at both ends', '"""Legitimate: the window closed at both ends')
+    text = text.replace("@defect\ndef _inclusive", "@legitimate\ndef _inclusive").replace(
+        "import AttrSpec, OpSpec, Reference, TensorSpec, defect,", "import AttrSpec, OpSpec, Reference, TensorSpec, legitimate,")
     text = text.replace('"inclusive-window": _inclusive', '"sign-slip": _inclusive')
     op_file = tmp_path / "conflict.py"
     op_file.write_text(text)

@@ -98,8 +98,8 @@ STATIC_NAMES = frozenset(CATALOGUE)  # the catalogue's own entries; the rest com
 
 
 def variant_kind(name: str, fn) -> bool | None:
-    """Whether an op's variant is legitimate (True) or a defect (False), from its docstring's first word;
-    None when neither ("Defect..." / "Legitimate...") and the catalogue has no entry of that name."""
+    """Whether an op's variant is legitimate (True) or a defect (False), as declared (`@defect`,
+    `@legitimate`: ops/base.py); None when undeclared and the catalogue has no entry of that name."""
     if name in STATIC_NAMES:
         return CATALOGUE[name].legit
     return _declared_kind(fn)
@@ -125,15 +125,15 @@ def catalogue() -> dict[str, Variant]:
 def add_op_variants(ops) -> None:
     """Add these ops' own variants to the catalogue.
 
-    A variant the catalogue does not define needs a docstring starting with "Defect" or
-    "Legitimate": without it, `emulate --defect` could not say which it is.
+    A variant the catalogue does not define needs its kind declared (`@defect` or `@legitimate`): without
+    it, `emulate --defect` could not say which it is.
     """
     for op in ops:
         for name, fn in op.variants.items():
             kind = variant_kind(name, fn)
             if kind is None:
-                raise ValueError(f"{op.name}: variant '{name}' needs a docstring starting with 'Defect' or "
-                                 f"'Legitimate'")
+                raise ValueError(f"{op.name}: variant '{name}' needs its kind declared: decorate it with "
+                                 f"@defect or @legitimate (from aclnn_cli.ops)")
             said = _declared_kind(fn)
             if name in CATALOGUE and said is not None and said != CATALOGUE[name].legit:
                 raise ValueError(f"{op.name}: variant '{name}' is {_KIND[said]} here but {_KIND[not said]} in the "
@@ -149,8 +149,8 @@ _KIND = {True: "Legitimate", False: "a Defect"}
 
 
 def _declared_kind(fn) -> bool | None:
-    doc = (fn.__doc__ or "").lstrip()
-    return True if doc.startswith("Legitimate") else False if doc.startswith("Defect") else None
+    kind = getattr(fn, "variant_kind", None)
+    return True if kind == "legitimate" else False if kind == "defect" else None
 
 
 def ops_with_kernel(variant: Variant, ops) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec
+from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate
 from .registry import OPS, bundled_module, register
 
 
@@ -32,4 +32,5 @@ def find_op(name: str) -> OpSpec:
     raise KeyError(f"unknown op '{name}' (known: {', '.join(sorted(OPS))})")
 
 
-__all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "find_op", "register"]
+__all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "defect", "find_op", "legitimate",
+           "register"]

@@ -64,6 +64,19 @@ class AttrSpec:
     scalar_dtype: str = "float32"
 
 
+def defect(fn: Callable) -> Callable:
+    """Declare a variant a defect: a broken kernel the gate must fail (emulate --defect, the defect matrix).
+    Declared, not read from a docstring: `python -OO` strips docstrings."""
+    fn.variant_kind = "defect"
+    return fn
+
+
+def legitimate(fn: Callable) -> Callable:
+    """Declare a variant legitimate: another correct kernel (an order, a formula) the gate must pass."""
+    fn.variant_kind = "legitimate"
+    return fn
+
+
 def products(*names: str, dtypes: tuple[str, ...] = FLOATS,
              overrides: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
     """Product -> dtypes table: every listed product supports `dtypes`, except as `overrides` says."""

@@ -19,8 +19,8 @@ from decimal import Decimal
 import numpy as np
 
 from . import exact as X
-from .base import (F64_UNIT as U, GRAD_RELATIVE_FLOOR, AttrSpec, Contract, OpSpec, Reference,
-                   grad_signature, products, sigmoid_pair)
+from .base import (F64_UNIT as U, GRAD_RELATIVE_FLOOR, AttrSpec, Contract, OpSpec, Reference, defect,
+                   grad_signature, legitimate, products, sigmoid_pair)
 from .registry import register
 
 TANH_BETA, TANH_A = 1.5957691216057308, 0.044715  # fl64(2 sqrt(2/pi)); the doc's cubic coefficient
@@ -179,10 +179,12 @@ def _exp_overflow(x):
 
 
 def _variant(doc: str, **parts):
+    """A variant of this op's kernel with parts replaced; its kind declared by the first word of `doc`, a
+    string this module passes (not a docstring: python -OO keeps it)."""
     def variant(t):
         return _run(t, **parts)
     variant.__doc__ = doc
-    return variant
+    return legitimate(variant) if doc.startswith("Legitimate") else defect(variant)
 
 
 VARIANTS = {

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import Contract, OpSpec, Reference, grad_linear_reference, grad_signature, products
+from .base import Contract, OpSpec, Reference, grad_linear_reference, grad_signature, legitimate, products
 from .registry import register
 
 ALPHA, BETA = 1.0 / 6.0, 0.5  # rounded to the compute type, as the kernel's float32 constants are
@@ -40,6 +40,7 @@ def _kernel(t, inclusive=False, sign=1.0):
     return np.where(_device_window(t["self"], inclusive), sign * (t["gradOutput"] * ALPHA), 0.0).astype(t["self"].dtype)
 
 
+@legitimate
 def _stable(t):
     """Legitimate: the exact window -3 < x < 3 and a true division by 6 (also the golden at inf/NaN)."""
     x = t["self"]

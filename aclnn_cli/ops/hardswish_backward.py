@@ -15,7 +15,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import Contract, GRAD_RELATIVE_FLOOR, OpSpec, Reference, grad_linear_reference, grad_signature, products
+from .base import (Contract, GRAD_RELATIVE_FLOOR, OpSpec, Reference, defect, grad_linear_reference, grad_signature,
+                   legitimate, products)
 from .registry import register
 
 
@@ -66,6 +67,7 @@ def _selects(x, g):
         return np.where(x <= 3.0, np.where(x >= -3.0, g, zero), one)
 
 
+@legitimate
 def _stable(t):
     """Legitimate: g = (x + 1.5) / 3 with a true division (x + 1.5 is exact near -1.5: no cancellation)."""
     x = t["self"]
@@ -73,6 +75,7 @@ def _stable(t):
         return t["gradOutput"] * _selects(x, (x + 1.5) / 3.0)
 
 
+@legitimate
 def _true_division(t):
     """Legitimate: x / 3 + 0.5 with a true division instead of the rounded constant 0.33333334f."""
     x = t["self"]
@@ -80,21 +83,25 @@ def _true_division(t):
         return t["gradOutput"] * _selects(x, x / 3.0 + 0.5)
 
 
+@defect
 def _exclusive_bounds(t):
     """Defect: open ends, -3 < x < 3: x = -3 gives 0 instead of -0.5 dy, x = 3 gives dy instead of 1.5 dy."""
     return _kernel(t, low_closed=False, high_closed=False)
 
 
+@defect
 def _sixth_slope(t):
     """Defect: hardsigmoid's slope, x/6 + 1/2."""
     return _kernel(t, slope=1.0 / 6.0)
 
 
+@defect
 def _sign_slip(t):
     """Defect: x/3 - 1/2."""
     return _kernel(t, offset=-0.5)
 
 
+@defect
 def _unclamped_top(t):
     """Defect: the x > 3 select dropped: x/3 + 1/2 grows past 1.5 above 3 (NaN x then gives 0)."""
     return _kernel(t, clamp_high=False)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, products
+from .base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from .families import Rows
 from .registry import register
 from .treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
@@ -139,21 +139,25 @@ def _seq(x, axis):
     return np.take(np.cumsum(x, axis=axis, dtype=x.dtype), [-1], axis=axis) if x.shape[axis] else np.sum(x, axis=axis, keepdims=True)
 
 
+@defect
 def _s2_sign(t):
     """Defect: the x̂ * s2 term added instead of subtracted (a flipped reduction term)."""
     return _compute(t, dx=lambda a, xh, r, s1, s2: _dx(a, xh, r, s1, -s2))
 
 
+@defect
 def _no_mean_term(t):
     """Defect: the mean of dy * gamma (s1) left out of gradInput (a missing reduction term)."""
     return _compute(t, dx=lambda a, xh, r, s1, s2: _dx(a, xh, r, 0 * s1, s2))
 
 
+@defect
 def _sums_across_rows(t):
     """Defect: the wrong axis: s1 and s2 summed down the column (over the rows handed in) instead of along the row."""
     return _compute(t, row_sum=lambda v, axis: np.broadcast_to(tree_sum(v, axis=0), v.shape))
 
 
+@defect
 def _last_axis_only(t):
     """Defect: the wrong axes: with a 2-d or longer normalizedShape, s1 and s2 reduced over its last axis only
     (N kept as the product): what a kernel indexing one axis as the row does."""
@@ -168,6 +172,7 @@ def _last_axis_only(t):
     return _compute(t, row_sum=partial)
 
 
+@defect
 def _fp16_accumulation(t):
     """Defect: every sum accumulated sequentially in float16 (stalls once the running sum outgrows the terms'
     ulp: a long row of positive dy loses most of its sum)."""
@@ -175,6 +180,7 @@ def _fp16_accumulation(t):
     return _compute(t, row_sum=s, col_sum=s)
 
 
+@defect
 def _bf16_accumulation(t):
     """Defect: every sum accumulated sequentially in bfloat16 (8 significant bits: stalls past 256 terms of ~1)."""
     import ml_dtypes
@@ -183,37 +189,44 @@ def _bf16_accumulation(t):
     return _compute(t, row_sum=s, col_sum=s)
 
 
+@defect
 def _bessel_divisor(t):
     """Defect: a wrong mean divisor: N - 1 (an unbiased-variance habit) instead of N."""
     return _compute(t, dx=lambda a, xh, r, s1, s2: _dx(a, xh, r, s1, s2, divisor=a.shape[1] - 1))
 
 
+@defect
 def _drop_last(t):
     """Defect: one row element dropped: the row sums stop one short (a tail-mask off by one)."""
     return _compute(t, row_sum=lambda v, axis: tree_sum(v[:, :-1], axis=1))
 
 
+@defect
 def _no_final_rstd(t):
     """Defect: gradInput not multiplied by rstd at the end (the chain rule through x̂ forgotten)."""
     return _compute(t, dx=lambda a, xh, r, s1, s2: _dx(a, xh, np.ones_like(r), s1, s2))
 
 
+@defect
 def _stats_swapped(t):
     """Defect: mean and rstd read in each other's place (the graph op LayerNormGradV3 takes (dy, x, rstd, mean,
     gamma), the aclnn API (.., mean, rstd, ..)): x̂ = (x - rstd) * mean."""
     return _compute({**t, MEAN: t[RSTD], RSTD: t[MEAN]})
 
 
+@defect
 def _gamma_in_weight_grad(t):
     """Defect: gradWeight summed from a * x̂ (gamma multiplied in) instead of dy * x̂."""
     return _compute(t, gw_term=lambda dy, a, xh: xh * a)
 
 
+@legitimate
 def _sequential(t):
     """Legitimate: every sum a float32 running sum in index order (a plain loop)."""
     return _compute(t, row_sum=_seq, col_sum=_seq)
 
 
+@legitimate
 def _doc_order(t):
     """Legitimate: the doc's order, means first: (a - fl(s1 / N) - fl(x̂ * fl(s2 / N))) * rstd, with numpy's
     float32 pairwise sums (another summation order)."""
@@ -224,6 +237,7 @@ def _doc_order(t):
                     v.sum(axis=axis, keepdims=True), dx=means)
 
 
+@legitimate
 def _aten(t):
     """Legitimate: ATen's CPU formula (aten/src/ATen/native/cpu/layer_norm_kernel.cpp,
     LayerNormBackwardKernelImplInternal) in float32: ds = sum(a x), db = sum(a) in order; b = (db mean - ds)

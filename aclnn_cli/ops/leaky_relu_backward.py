@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .base import AttrSpec, Contract, OpSpec, grad_linear_reference, grad_signature, products
+from .base import AttrSpec, Contract, OpSpec, defect, grad_linear_reference, grad_signature, legitimate, products
 from .registry import register
 
 
@@ -65,11 +65,13 @@ def _self_is_result_rule(a):
     return None
 
 
+@defect
 def _swapped(t):
     """Defect: the branches swapped: dy*slope for x > 0, dy for x <= 0."""
     return _kernel(t, positive=lambda x: ~_positive(x))
 
 
+@defect
 def _inclusive_zero(t):
     """Defect: x >= 0 takes the dy branch (x = +-0 gives dy instead of dy*slope)."""
     def positive(x):
@@ -78,6 +80,7 @@ def _inclusive_zero(t):
     return _kernel(t, positive=positive)
 
 
+@legitimate
 def _mask_multiply(t):
     """Legitimate: dy * where(x > 0, 1, slope): the same values (dy * 1 is exact)."""
     x, dy = t["self"], t["gradOutput"]
@@ -86,6 +89,7 @@ def _mask_multiply(t):
         return dy * np.where(_positive(x), ft(1), ft(f32(t["negativeSlope"])))
 
 
+@legitimate
 def _blend(t):
     """Legitimate: dy * (slope + (1 - slope) * [x > 0]): within an ulp (1 - slope is rounded)."""
     x, dy = t["self"], t["gradOutput"]
@@ -95,11 +99,13 @@ def _blend(t):
         return dy * (slope + (ft(1) - slope) * _positive(x).astype(dy.dtype))
 
 
+@defect
 def _zero_slope(t):
     """Defect: ReLU's gradient, the slope ignored (0 on the x <= 0 branch)."""
     return _kernel(t, slope_scale=0.0)
 
 
+@defect
 def _sign_slip(t):
     """Defect: dy * (-slope) on the x <= 0 branch."""
     return _kernel(t, slope_scale=-1.0)

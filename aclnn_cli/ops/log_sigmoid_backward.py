@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import exact as X
-from .base import OpSpec, TensorSpec, grad_linear_reference, grad_signature, products, sigmoid_pair
+from .base import OpSpec, TensorSpec, defect, grad_linear_reference, grad_signature, legitimate, products, sigmoid_pair
 from .registry import register
 
 
@@ -29,6 +29,7 @@ def _kernel(t):
     return dy * (np.where(x < 0, 1.0, e) / (1.0 + e))
 
 
+@defect
 def _exp_overflow(t):
     """Defect: e^-x/(1+e^-x): inf/inf = NaN once e^-x overflows (x < -88.7 in float32)."""
     x, dy = t["self"], t["gradOutput"]
@@ -39,11 +40,13 @@ def _sign_slip(t):
     return t["gradOutput"] / (1.0 + np.exp(-t["self"]))
 
 
+@defect
 def _reads_buffer(t):
     """Defect: takes sigmoid(-x) from the forward buffer, which the API says is not to be read."""
     return t["gradOutput"] * t["buffer"]
 
 
+@legitimate
 def _stable(t):
     """Legitimate: exp(-softplus(x)) = 1/(1+e^x) through logaddexp."""
     return t["gradOutput"] * np.exp(-np.logaddexp(0.0, t["self"]))

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import softmax_common as C
-from .base import FLOATS, Contract, OpSpec, Reference
+from .base import Contract, FLOATS, OpSpec, Reference, defect, legitimate
 from .exact import dec
 from .registry import register
 from .treesum import row_sum64
@@ -140,42 +140,50 @@ def _subnormal_exp(t32):
         return np.exp(t32[Y]) < C.F32_MIN_NORMAL
 
 
+@defect
 def _flipped_sum(t):
     """Defect: the reduction term's sign flipped: dy + exp(y) * s."""
     return t[DY] + np.exp(t[Y]) * C.row_sum32(t[DY])
 
 
+@defect
 def _missing_sum(t):
     """Defect: the reduction term left out: out = dy."""
     return np.array(t[DY], copy=True)
 
 
+@defect
 def _wrong_axis(t):
     """Defect: the sum taken along the axes after dim instead of along dim (dim last: each element its own row)."""
     return _combine(C.trailing_sum)(t)
 
 
+@defect
 def _half_accumulation(t):
     """Defect: sum(dy) accumulated in index order in float16 (stagnates on long rows of like-signed dy)."""
     return _combine(C.half_sum)(t)
 
 
+@defect
 def _dropped_element(t):
     """Defect: sum(dy) misses the row's last element (a loop bound off by one)."""
     return _combine(C.dropped_sum)(t)
 
 
+@defect
 def _missing_exp(t):
     """Defect: `output` taken as probabilities, not log-probabilities: dy - y * s."""
     return _combine(C.row_sum32, exp=lambda y: y)(t)
 
 
+@legitimate
 def _aten_order(t):
     """Legitimate: ATen's CPU kernel (SoftMaxKernel.cpp): sum(dy) in 8 float32 lanes along the last dim, a
     running sum per column otherwise (C.aten_sum), then dy - exp(y) * s."""
     return _combine(C.aten_sum)(t)
 
 
+@legitimate
 def _exp_two_ulps(t):
     """Legitimate: an Exp 2 ulps off numpy's, up or down with y's last bit (the device's Exp accuracy is not
     in ops-nn; a one-sided bias is the gate's error-balance business, tests/test_op_log_softmax_backward.py)."""

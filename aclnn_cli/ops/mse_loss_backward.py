@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .base import F64_UNIT, AttrSpec, Contract, OpSpec, Reference, TensorSpec, products
+from .base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from .registry import register
 
 MEAN = 1
@@ -93,49 +93,58 @@ def _edge(t):
     return finite & (np.isinf(d) | np.isinf(p) | lost), device
 
 
+@defect
 def _sign_slip(t):
     """Defect: target - self: every nonzero result has the wrong sign (the flipped term)."""
     return _kernel({**t, "self": t["target"], "target": t["self"]})
 
 
+@defect
 def _factor_two_dropped(t):
     """Defect: the derivative's 2 left out (cof = 1/N, or 1): every result halved."""
     return _kernel(t, cof_950(t) / 2)
 
 
+@defect
 def _mean_forgotten(t):
     """Defect: mean computed like sum (cof = 2): results N times too large."""
     return _kernel(t, 2.0)
 
 
+@defect
 def _mean_by_output_numel(t):
     """Defect: the wrong mean divisor, numel of the broadcast output instead of self's (the doc's trap)."""
     return _kernel({**t, "numel": t["numel_out"]})
 
 
+@defect
 def _reduction_codes_swapped(t):
     """Defect: the API's int read with the tiling's own table ({none 0, sum 1, mean 2},
     mse_loss_grad_tiling_arch35.cpp STR_2_INT): mean (1) computed as sum and sum (2) as mean."""
     return _kernel({**t, "reduction": {1: 2, 2: 1}.get(int(t["reduction"]), int(t["reduction"]))})
 
 
+@defect
 def _integer_cof(t):
     """Defect: cof = 2 / N in integer arithmetic (int64 dimVal): 0 for N > 2, so mean gives zeros."""
     return _kernel(t, 2 // int(t["numel"]) if int(t["reduction"]) == MEAN and int(t["numel"]) else cof_950(t))
 
 
+@defect
 def _cof_in_half(t):
     """Defect: cof held in float16 (a half Muls operand: the V2 kernel's native branch, Muls(..., static_cast<inType>(cof)),
     instantiated for half; the source takes it for float only): up to 2^-11 off, subnormal for N > 2^15, 0 past 2^26."""
     return _kernel(t, float(np.float16(cof_950(t))))
 
 
+@defect
 def _graph_input_order(t):
     """Defect: the graph op takes (predict, label, dout), the API (gradOutput, self, target); launched in
     the API's order it computes (dy - x) * cof * y."""
     return _kernel({**t, "self": t["gradOutput"], "target": t["self"], "gradOutput": t["target"]})
 
 
+@legitimate
 def _v2_cof(t):
     """Legitimate: the A2/A3/310P MseLossGradV2 tiling (loss/mse_loss_grad_v2/op_host/mse_loss_grad_v2_tiling.cpp):
     cof = (1.0f / N_f) * 2.0f with N_f the shape's product in float32 (here fl32(N): the same below 2^24)."""
@@ -144,6 +153,7 @@ def _v2_cof(t):
     return _kernel(t, float(F32(F32(1.0) / F32(int(t["numel"]))) * F32(2.0)))
 
 
+@legitimate
 def _aten_formula(t):
     """Legitimate: PyTorch's CPU mse_backward_cpu_kernel (aten/src/ATen/native/cpu/PointwiseOpsKernel.cpp),
     scalar_val * (self - target) * grad with scalar_val = (2. / numel, a double) .to<float>(): in float32
@@ -156,6 +166,7 @@ def _aten_formula(t):
         return (ft(norm) * (x - t["target"])) * t["gradOutput"]
 
 
+@legitimate
 def _dy_first(t):
     """Legitimate: another float32 order, (dy * (x - y)) * cof: three roundings, as the kernel's.
     (Outside float32's range it parts from the kernel: dy (x - y) may overflow where the mean result does
@@ -166,6 +177,7 @@ def _dy_first(t):
         return (t["gradOutput"] * (x - t["target"])) * ft(cof_950(t))
 
 
+@defect
 def _divide_last(t):
     """Defect (overflow): the doc's order in float32, ((x - y) * 2 * dy) / fl32(N): within 2 ulps on ordinary
     inputs, but (x - y) * 2 * dy overflows where the mean result is finite (x - y = 3e38, dy = 1e-5)."""

@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UserError
-from .base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, products
+from .base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from .families import Rows, trailing_axes
 from .registry import register
 
@@ -160,32 +160,38 @@ def _edge(t) -> tuple[np.ndarray, np.ndarray]:
     return hit & inputs_finite & out_of_range, device
 
 
+@defect
 def _sign_flip(t):
     """Defect: the minus sign lost: +g * w_t (a flipped term)."""
     return -_compute(t)
 
 
+@defect
 def _no_weight(t):
     """Defect: the class weight never read: -g (or -g / tw), as NLL without weight (a missing term)."""
     return _compute(t, factor=lambda w_t, _: np.ones_like(w_t))
 
 
+@defect
 def _mean_no_divide(t):
     """Defect: mean computed as sum: the division by totalWeight dropped (a missing term)."""
     return _compute(t, quotient=lambda g, tw: g)
 
 
+@defect
 def _mean_batch_divisor(t):
     """Defect: mean divided by the batch size N (PyTorch's unweighted mean) instead of the caller's
     totalWeight (a wrong mean divisor)."""
     return _compute(t, quotient=lambda g, tw: g / g.dtype.type(t["batch"]))
 
 
+@defect
 def _ignore_unchecked(t):
     """Defect: rows whose target is ignoreIndex are written too (seen where ignoreIndex is a class)."""
     return _compute({**t, "ignoreIndex": -(1 << 62)})
 
 
+@defect
 def _drop_last_class(t):
     """Defect: one row element dropped: the range check is t < C - 1, so targets C - 1 are never written."""
     out = _compute(t)
@@ -193,6 +199,7 @@ def _drop_last_class(t):
     return np.where(target == t["weight"].shape[1] - 1, np.zeros((), dtype=out.dtype), out)
 
 
+@defect
 def _swapped_axes(t):
     """Defect: the wrong axis: row i's value written at out[t_i, i], the batch and class axes swapped
     (modelled within each block of rows the kernel is handed; a value whose swapped place lies outside it is
@@ -206,11 +213,13 @@ def _swapped_axes(t):
     return out
 
 
+@legitimate
 def _reciprocal_mean(t):
     """Legitimate: mean as g * fl(1 / tw), then * w_t: three float32 roundings instead of two."""
     return _compute(t, quotient=lambda g, tw: g * (g.dtype.type(1) / tw))
 
 
+@legitimate
 def _weight_first(t):
     """Legitimate: mean as fl(w_t / tw) * g, the other association (a normalised class weight first)."""
     if int(t["reduction"]) != MEAN:

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .base import Contract, FLOATS, OpSpec, Reference, TensorSpec, products
+from .base import Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from .families import Rows, trailing_axes
 from .registry import register
 from .treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
@@ -132,22 +132,26 @@ def _running_sum(x, axis):
     return np.cumsum(x, axis=axis, dtype=x.dtype).take([-1], axis=axis)
 
 
+@defect
 def _mean_term_sign(t):
     """Defect: the mean term added instead of subtracted: (a + b * mean) * rstd (a flipped reduction term)."""
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, r, -s))
 
 
+@defect
 def _no_mean_term(t):
     """Defect: the mean term left out: dx = dy * gamma * rstd (a missing reduction term, the forward's Jacobian
     diagonal only)."""
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, r, 0 * s))
 
 
+@defect
 def _sum_down_columns(t):
     """Defect: the wrong axis: sum(a * b) taken down each column (over the rows handed in) instead of along the row."""
     return _compute(t, row_sum=lambda v, axis: np.broadcast_to(tree_sum(v, axis=0), v.shape))
 
 
+@defect
 def _last_axis_only(t):
     """Defect: the wrong axes: with a 2-d or longer gamma, the row sum taken over gamma's last axis only (the
     divisor kept at R): what a kernel reading `cols` as x's last dim does."""
@@ -162,6 +166,7 @@ def _last_axis_only(t):
     return _compute(t, row_sum=partial)
 
 
+@defect
 def _fp16_accumulation(t):
     """Defect: both sums (along the row, over the rows) accumulated sequentially in float16: the running sum
     stalls once it outgrows its terms' ulp (a long row of positive terms loses most of its sum)."""
@@ -169,6 +174,7 @@ def _fp16_accumulation(t):
     return _compute(t, row_sum=s, col_sum=s)
 
 
+@defect
 def _bf16_accumulation(t):
     """Defect: both sums accumulated sequentially in bfloat16 (8 significant bits: stalls past ~256 terms of ~1)."""
     import ml_dtypes
@@ -177,6 +183,7 @@ def _bf16_accumulation(t):
     return _compute(t, row_sum=s, col_sum=s)
 
 
+@defect
 def _padded_divisor(t):
     """Defect: a wrong mean divisor: the row length padded to the kernel's 2-vector alignment (colsAlign2VL_, a
     multiple of 128) instead of cols: the zero-filled tail adds nothing to the sum but enlarges the count."""
@@ -184,37 +191,44 @@ def _padded_divisor(t):
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, r, s, divisor=-(-n // 128) * 128))
 
 
+@defect
 def _drop_last(t):
     """Defect: one row element dropped: the row sum stops one short (a tail mask off by one)."""
     return _compute(t, row_sum=lambda v, axis: tree_sum(v[:, :-1], axis=1))
 
 
+@defect
 def _no_final_rstd(t):
     """Defect: dx not multiplied by rstd at the end (the outer 1/Rms of the doc's formula forgotten)."""
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, np.ones_like(r), s))
 
 
+@defect
 def _dgamma_without_rstd(t):
     """Defect: dgamma summed from dy * x (rstd forgotten in CalcMulRes): off by the factor rstd per row."""
     return _compute(t, dg_term=lambda a, b, dy, tt: dy * tt[X])
 
 
+@defect
 def _dgamma_with_gamma(t):
     """Defect: dgamma summed from a * b = dy * gamma * x * rstd (the dx pass's product reused): off by gamma."""
     return _compute(t, dg_term=lambda a, b, dy, tt: a * b)
 
 
+@legitimate
 def _sequential(t):
     """Legitimate: both sums a float32 running sum in index order (a plain loop)."""
     return _compute(t, row_sum=_running_sum, col_sum=_running_sum)
 
 
+@legitimate
 def _fused_mul_add(t):
     """Legitimate: MulAddDst as a fused multiply-add (the source's comment: "FMA: dy * gamma + (x * rstd) *
     (-mean)"): a + b * negMean rounded once."""
     return _compute(t, dx=lambda a, b, r, s: _dx(a, b, r, s, fused=True))
 
 
+@legitimate
 def _aten(t):
     """Legitimate: PyTorch's decomposition (torch/_decomp/decompositions.py, _fused_rms_norm_backward) in
     float32: x_hat = x * rstd, g = dy * gamma, total = sum(x_hat * g); dx = (g - (x_hat / N) * total) * rstd;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Contract, F64_UNIT, OpSpec, Reference, TensorSpec, products
+from .base import Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, products
 from .registry import register
 
 Y = "output"
@@ -59,18 +59,21 @@ def _edge(t):
     return finite & (np.isinf(partial) | underflow), device
 
 
+@defect
 def _sign_slip(t):
     """Defect: 1 - y written y - 1: every nonzero result has the wrong sign."""
     y = t[Y]
     return (t["gradOutput"] * (y - 1.0)) * y
 
 
+@defect
 def _output_as_input(t):
     """Defect: `output` taken for the forward INPUT x: dy * sigmoid(y) * (1 - sigmoid(y))."""
     s = 1.0 / (1.0 + np.exp(-t[Y]))
     return t["gradOutput"] * s * (1.0 - s)
 
 
+@defect
 def _graph_input_order(t):
     """Defect: the graph op SigmoidGrad takes (y, dy), the aclnn API (gradOutput, output); a kernel reading
     them in the wrong order computes (y * (1 - dy)) * dy."""
@@ -78,6 +81,7 @@ def _graph_input_order(t):
     return (t[Y] * (1.0 - dy)) * dy
 
 
+@defect
 def _cancelling(t):
     """Defect (precision): (y - y*y) * dy, the public TBE formula for non-950 parts (unverified).
 
@@ -89,6 +93,7 @@ def _cancelling(t):
     return (y - y * y) * t["gradOutput"]
 
 
+@defect
 def _product_first(t):
     """Defect (overflow): dy * (y * (1 - y)): within 2 ulps on ordinary y, but y * (1 - y) overflows
     float32 for |y| > ~1.8e19 where the result with a small dy is finite (the device multiplies dy first)."""

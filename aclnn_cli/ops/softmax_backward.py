@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import softmax_common as C
-from .base import Contract, OpSpec, Reference
+from .base import Contract, OpSpec, Reference, defect, legitimate
 from .registry import register
 from .treesum import row_sum64
 
@@ -75,44 +75,52 @@ def _edge(t):
     return where, device
 
 
+@defect
 def _flipped_sum(t):
     """Defect: the reduction term's sign flipped: p + y * S."""
     p = t[Y] * t[DY]
     return p + t[Y] * C.row_sum32(p)
 
 
+@defect
 def _missing_sum(t):
     """Defect: the reduction term left out: out = y * dy."""
     return t[Y] * t[DY]
 
 
+@defect
 def _wrong_axis(t):
     """Defect: the sum taken along the axes after dim instead of along dim (dim last: each element its own row)."""
     return _combine(C.trailing_sum)(t)
 
 
+@defect
 def _half_accumulation(t):
     """Defect: the row sum accumulated in index order in float16 (stagnates on long rows of like-signed terms)."""
     return _combine(C.half_sum)(t)
 
 
+@defect
 def _dropped_element(t):
     """Defect: the row sum misses the row's last element (a loop bound off by one)."""
     return _combine(C.dropped_sum)(t)
 
 
+@defect
 def _graph_input_order(t):
     """Defect: SoftmaxGrad's inputs are (softmax, grad_softmax), the API's (gradOutput, output); a kernel
     reading them the other way round weights the sum by dy: p - dy * S."""
     return _combine(C.row_sum32, weight=DY)(t)
 
 
+@defect
 def _logsoftmax_sum(t):
     """Defect: LogSoftmax's sum in Softmax's formula: y * (dy - sum(dy))."""
     dy, y = t[DY], t[Y]
     return y * (dy - C.row_sum32(dy))
 
 
+@legitimate
 def _aten_order(t):
     """Legitimate: ATen's CPU kernel (SoftMaxKernel.cpp): S in 8 float32 lanes along the last dim, a running
     sum per column otherwise (C.aten_sum), then (dy - S) * y."""
@@ -120,6 +128,7 @@ def _aten_order(t):
     return (dy - C.aten_sum(y * dy)) * y
 
 
+@legitimate
 def _fused(t):
     """Legitimate: MulAddDst fused (one rounding of p - y*S; float64 then float32, within an ulp of it)."""
     dy, y = t[DY], t[Y]

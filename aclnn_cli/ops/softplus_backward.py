@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import AttrSpec, Contract, OpSpec, grad_linear_reference, grad_signature, products, sigmoid_pair
+from .base import (AttrSpec, Contract, OpSpec, defect, grad_linear_reference, grad_signature, legitimate, products,
+                   sigmoid_pair)
 from .registry import register
 
 EXP_OVERFLOW = 2.0**128 - 2.0**103  # float32 rounds values from here up to inf (the tie goes to the even 2^128)
@@ -100,31 +101,37 @@ def _kernel(t):
     return _device(t, _divide)
 
 
+@defect
 def _sign_slip(t):
     """Defect: dy/(exp(+T1)+1) = dy*sigmoid(-beta x)."""
     return _device(t, lambda dy, t1, ft: _divide(dy, t1, ft, sign=-1.0))
 
 
+@defect
 def _no_threshold(t):
     """Defect: the threshold branch dropped: dy*sigmoid(beta x) everywhere (seen where threshold < ~17)."""
     return _device(t, _divide, "none")
 
 
+@defect
 def _inclusive_threshold(t):
     """Defect: beta x >= threshold gives dy (the doc's branch is beta x > threshold)."""
     return _device(t, _divide, "inclusive")
 
 
+@defect
 def _threshold_on_x(t):
     """Defect: the branch decided on x > threshold, beta forgotten there."""
     return _device(t, _divide, "on-x")
 
 
+@defect
 def _exp_overflow(t):
     """Defect: PyTorch's e = exp(beta x), dy*e/(e+1): inf/inf = NaN for 88.7 < beta x <= threshold."""
     return _device(t, lambda dy, t1, ft: dy * np.exp(t1) / (np.exp(t1) + ft(1)))
 
 
+@legitimate
 def _stable(t):
     """Legitimate: sigmoid from exp(-|T1|) (no overflow), multiplied into dy; the device's branch."""
     def branch(dy, t1, ft):
@@ -133,6 +140,7 @@ def _stable(t):
     return _device(t, branch)
 
 
+@legitimate
 def _multiply(t):
     """Legitimate: dy * (1/(exp(-T1)+1)), a reciprocal and a product instead of one division."""
     return _device(t, lambda dy, t1, ft: dy * (ft(1) / (np.exp(-t1) + ft(1))))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Reference, grad_linear_reference, sigmoid_pair
+from .base import Reference, defect, grad_linear_reference, legitimate, sigmoid_pair
 
 
 def swish_grad_reference(dy: np.ndarray, z: np.ndarray, z_rel_err: float = 0.0) -> Reference:
@@ -30,18 +30,21 @@ def swish_grad_reference(dy: np.ndarray, z: np.ndarray, z_rel_err: float = 0.0) 
 # Kernel variants of dy * s(z) (1 + z (1 - s(z))), shared by the swish family
 # (z = beta x); computed in the inputs' float type.
 
+@defect
 def exp_overflow_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Defect: sigmoid as e^z/(1+e^z): inf/inf = NaN once e^z overflows (z > 88.7 in float32)."""
     s = np.exp(z) / (1.0 + np.exp(z))
     return dy * s * (1.0 + z * (1.0 - s))
 
 
+@defect
 def expanded_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Defect: 1 + z(1-s) expanded to 1 + z - z s, which cancels to 0 once |z| >= 2^24."""
     s = 1.0 / (1.0 + np.exp(-z))
     return dy * s * (1.0 + z - z * s)
 
 
+@legitimate
 def stable_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Legitimate: sigmoid and its complement from exp(-|z|), summed as s + z s (1-s)."""
     e = np.exp(-np.abs(z))
@@ -52,9 +55,12 @@ def stable_kernel(dy: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 def swish_variants(z_of) -> dict:
     """The swish variants for an op whose z is z_of(t), t the op's whole input mapping (tensors and attributes)."""
-    return {name: (lambda fn: lambda t: fn(t["gradOutput"], z_of(t)))(fn)
-            for name, fn in (("exp-overflow", exp_overflow_kernel), ("expanded-formula", expanded_kernel),
-                             ("stable-formula", stable_kernel))}
+    def bound(fn):
+        variant = lambda t: fn(t["gradOutput"], z_of(t))  # noqa: E731
+        variant.variant_kind = fn.variant_kind  # (the kind its kernel declares)
+        return variant
+    return {name: bound(fn) for name, fn in (("exp-overflow", exp_overflow_kernel), ("expanded-formula", expanded_kernel),
+                                             ("stable-formula", stable_kernel))}
 
 
 def shared_variants(z_of) -> dict:

@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import exact as X
-from .base import AttrSpec, Contract, OpSpec, Reference, grad_signature, products
+from .base import AttrSpec, Contract, OpSpec, Reference, defect, grad_signature, legitimate, products
 from .registry import register
 from .swish import swish_grad_reference, swish_variants
 
@@ -69,11 +69,13 @@ def _edge(t):
     return where, np.full(where.shape, np.nan)
 
 
+@defect
 def _beta_ignored(t):
     """Defect: betaOptional never reaches the kernel; it runs with the graph attr's default scale = 1.0."""
     return _kernel({**t, BETA: 1.0})
 
 
+@defect
 def _beta_once(t):
     """Defect: the chain rule's beta dropped from the second term: s(1 + x(1-s)), s = sigmoid(beta x)."""
     x = t["self"]
@@ -81,6 +83,7 @@ def _beta_once(t):
     return ((1.0 - s) * x * s + s) * t["gradOutput"]
 
 
+@defect
 def _y_as_output(t):
     """Defect: the doc's first form beta y + s(1 - beta y) with y read from the graph op SwishGrad's third
     input, documented as the forward output but filled with self by the op_api: dy (v + s (1 - v)), v = beta x."""
@@ -89,6 +92,7 @@ def _y_as_output(t):
     return (v + s * (1.0 - v)) * t["gradOutput"]
 
 
+@legitimate
 def _fused(t):
     """Legitimate: MulDstAdd as a fused multiply-add, ((1-s) v) s + s with one rounding instead of two."""
     v = _z(t)

@@ -4,7 +4,7 @@ the row). gradInput = dy - mean(dy) along the row; gradShift = the sum of dy ove
 
 import numpy as np
 
-from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, register
+from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, defect, register
 from aclnn_cli.ops.families import Rows, dim_axis
 from aclnn_cli.ops.treesum import exact_sum_factor, row_sum64
 
@@ -43,6 +43,7 @@ def kernel(t):
     return {"gradInput": dy - total / np.float32(dy.shape[1]), "gradShift": np.cumsum(dy, axis=0, dtype=np.float32)[-1:]}
 
 
+@defect
 def _mean_of_all(t):
     """Defect: the mean taken over the whole block of rows, not along the row."""
     dy = t["gradOutput"]

@@ -5,15 +5,15 @@ else 0. Load it with `aclnn-cli --ops tests/user_ops/my_hardtanh_backward.py gen
 clear of a bundled op of the same name (a name registered twice is an error).
 
 Only the required parts are given: the signature, attributes, products and a float64 reference.
-With no `exact`, goldens are the float64 value rounded once ("not certified" in the manifest; here
-the reference is exact, dy or 0, so nothing is lost). With no `kernel`, emulate plays the reference.
+With no `exact`, goldens are the float64 value, and where its bound is not enough the reference
+run on Fractions (certified where it is rational, as here: dy or 0). With no `kernel`, emulate plays the reference.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, register
+from aclnn_cli.ops import AttrSpec, OpSpec, Reference, TensorSpec, defect, register
 
 
 def reference(t):
@@ -25,6 +25,7 @@ def reference(t):
     return Reference(value, np.zeros_like(value), np.abs(dy))
 
 
+@defect
 def _inclusive(t):
     """Defect: the window closed at both ends (x == min or x == max passes dy)."""
     x = t["self"]
