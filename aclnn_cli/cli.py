@@ -267,7 +267,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--rtol", type=float, help="Override the standard's relative threshold.")
 @click.option("--atol", type=float, help="Override the standard's absolute threshold.")
 @click.option("--tolerance", "tolerance", multiple=True, metavar="KEY=VALUE",
-              help="Override any parameter of the standard (see README), e.g. T=0.001.")
+              help="Override any parameter of the standard (see docs/verify.md), e.g. T=0.001.")
 @click.option("--signed-zeros", is_flag=True, help="Require the sign of zero to match.")
 @click.option("--strict", is_flag=True, help="MISTRUSTED cases fail the run (by default they are warnings).")
 @click.option("--json", "json_path", type=PATH, help="Write the results as JSON here.")
@@ -278,7 +278,7 @@ def _tolerances(rtol: float | None, atol: float | None, pairs: tuple[str, ...]) 
 @click.option("--failures-only", is_flag=True, help="List only cases that did not pass (the default; overrides -v).")
 @click.option("-v", "--verbose", is_flag=True, help="List every case, not only those that did not pass.")
 @click.option("--rehash", is_flag=True, help="Hash every golden and input again, even those whose stat data proves "
-              "them unchanged since gen (see README, 'Checksums').")
+              "them unchanged since gen (see docs/verify.md, 'Checksums').")
 @JOBS
 @SHARD
 def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros: bool, strict: bool,

@@ -1,4 +1,4 @@
-"""case.json: the contract between aclnn-cli and a device harness (see README, "The manifest").
+"""case.json: the contract between aclnn-cli and a device harness (see docs/harness.md, "The manifest").
 
 Written by gen; read back by emulate and verify, which trust nothing in it
 without checking.

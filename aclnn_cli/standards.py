@@ -5,7 +5,7 @@ these judge): each judge function builds a Verdict's rows (metric, value, limit,
 reason from them; the reports render those rows and restate none of these numbers.
 
 Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
-default's additions (floor, relief, error balance), documented in README.
+default's additions (floor, relief, error balance), documented in docs/verify.md.
 
 Each standard also says which tolerance values it accepts (`ranges`, and `joints` for keys that
 combine, e.g. mere-mare's mare*T <= 1/2): only values with which a sign-flipped and an all-zero
@@ -40,7 +40,7 @@ ABS_THRESHOLD = {  # rtol, small_value, atol (msprobe)
 # Default gate's bound on the error balance (mean signed relative error, toward zero < 0):
 # BALANCE_T * T, plus BALANCE_NOISE ulps / sqrt(n) because a correct kernel's mean of n
 # independent rounding errors is itself ~ ulp / sqrt(12 n). Chosen from the spread of
-# correct kernels on the bundled suite (README, "Choosing the default's numbers").
+# correct kernels on the bundled suite (docs/verify.md, "The default gate, and why its numbers").
 BALANCE_T = 1 / 16
 BALANCE_NOISE = 4.0
 

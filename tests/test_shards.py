@@ -26,7 +26,7 @@ from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.shard import shard_ids
 from helpers import run_cli, write_yaml
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"  # (the recipe's page)
 CLI_DIR = Path(sys.executable).parent  # the aclnn-cli script beside the running interpreter
 FAKE = Path(__file__).with_name("fake_runner.py")
 

@@ -88,7 +88,7 @@ or pass `-DASCEND_PATH=<toolkit root>`. Then drive it over generated cases:
     aclnn-cli verify OUT
 
 `src/ops.cpp` is generated; `src/runner.cpp`, `src/request.cpp` and their headers are the hand-written core.
-The request/reply format is "The harness contract" in aclnn-cli's README.
+The request/reply format is "The harness contract" in aclnn-cli's docs/harness.md.
 """
 
 

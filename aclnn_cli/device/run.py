@@ -4,7 +4,7 @@ The runner sets the device up once per process and answers one line per case. A 
 crashes the runner or outlives its timeout costs only itself: its verdict (CRASH or TIMEOUT,
 with the tail of the runner's output) is written beside its manifest, a fresh runner takes the
 remaining cases, and `verify` reports the verdict. The request format is "The harness contract"
-in the README.
+in docs/harness.md.
 
 The runner is a suspect, like the kernel: every wait is bounded by the timeout (process.py), its
 replies are parsed strictly (replies.py), and a 'done' answer must agree with the files it wrote and

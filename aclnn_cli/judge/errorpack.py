@@ -1,6 +1,6 @@
 """ErrorStats' data in compact forms: how a worker's range travels to the parent (Sparse, Span) and how a
 case's summary waits until someone reads it (PackedErrors, a few bytes; `json()` builds verify JSON's
-`errors`, README "The HTML report")."""
+`errors`, docs/verify.md "The HTML report")."""
 
 from __future__ import annotations
 

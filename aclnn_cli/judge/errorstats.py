@@ -15,7 +15,7 @@ Three pieces per case, each mergeable across chunks and worker ranges in any ord
   count, not a sum: merged in any order, they are the same numbers).
 
 `ErrorStats.summary` turns the collector into a few bytes (errorpack.PackedErrors), which become JSON data
-(verify JSON's `errors`, documented in README) when someone reads them: a run that writes no JSON or HTML
+(verify JSON's `errors`, documented in docs/verify.md) when someone reads them: a run that writes no JSON or HTML
 never builds them (and, Options.error_data off, never collects them).
 """
 

@@ -1,4 +1,4 @@
-"""MISTRUSTED: a passing case that could not have failed, reported as a warning (README, "MISTRUSTED").
+"""MISTRUSTED: a passing case that could not have failed, reported as a warning (docs/verify.md, "MISTRUSTED").
 
 benchdnn's notion: the case passed, but a broken kernel would have passed too. It does not fail
 the run unless verify is given --strict.
@@ -13,7 +13,7 @@ from .compare import Metrics
 
 
 def mistrust(m: M.CaseManifest, metrics: Metrics, strict: bool = False) -> str | None:
-    """Why a passing case cannot show anything, or None (README, "MISTRUSTED").
+    """Why a passing case cannot show anything, or None (docs/verify.md, "MISTRUSTED").
 
     A case that exercises special values (a non-finite input or golden) tests propagation,
     and a golden that underflowed to zero tests that the kernel survives it; neither is
