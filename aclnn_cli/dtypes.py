@@ -188,11 +188,3 @@ def round_fraction(q: Fraction, dtype: DType) -> float:
     return -result if negative else result
 
 
-def to_f64(x: np.ndarray) -> np.ndarray:
-    """Exact widening of any device dtype to float64."""
-    return np.asarray(x).astype(np.float64)
-
-
-def to_f32(x: np.ndarray) -> np.ndarray:
-    """Exact widening of a 16-bit dtype to float32 (what kernels do first)."""
-    return np.asarray(x).astype(np.float32)

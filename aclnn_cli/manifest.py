@@ -19,9 +19,9 @@ from .aclnn_status import NAMES as STATUS_NAMES
 from .cases.spec import MAX_SEED
 from .values.text import clip
 from .errors import UserError
-from .manifest_text import canonical_json, dumps_json, sealed_json, sealed_text  # noqa: F401  (gen's and tests' names, from here)
+from .manifest_text import canonical_json, sealed_json
 from .lazy import cached_attribute
-from .casedirs import MANIFEST, find_cases, join, subdirs  # noqa: F401  (find_cases, subdirs: where callers find them)
+from .casedirs import MANIFEST, join
 from .jsonsafe import JsonRefused
 from .layout import Layout
 from .regular import TooLarge, read_regular

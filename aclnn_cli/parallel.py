@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import gc
-import os
 from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Iterable
 
 from .tuning import tune_allocator
-
-
-from .options import default_jobs  # noqa: E402,F401  (where the CLI finds it without importing this module)
 
 
 class Runner:

@@ -50,10 +50,6 @@ def gather_inputs(m: M.CaseManifest, files: dict, start: int, stop: int) -> dict
     return {t.name: files[t.name].gather(t.layout, shape, start, stop) for t in m.inputs}
 
 
-def output_elements(m: M.CaseManifest) -> int:
-    return m.output.layout.numel
-
-
 def _always(item) -> bool:
     return True
 

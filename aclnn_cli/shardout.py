@@ -20,6 +20,7 @@ from pathlib import Path
 from . import __version__
 from . import jsonsafe
 from . import manifest as M
+from . import casedirs
 from .values.text import clip, show
 from .errors import UserError
 from .shard import Coverage, empty_shard, shard_ids, some, suite_digest
@@ -179,10 +180,10 @@ def select(out: Path, shard: tuple[int, int]) -> Selection:
     A sharded OUT: all its cases, or those of the recorded shard --shard names (refused if it names none).
     Otherwise --shard splits the cases found (the same split on every runner that sees the same OUT).
     """
-    records = read_records(out) if not (out / M.MANIFEST).is_file() and out.is_dir() else []
+    records = read_records(out) if not (out / casedirs.MANIFEST).is_file() and out.is_dir() else []
     if records:
         return _recorded(out, records, shard)
-    dirs = M.find_cases(out)
+    dirs = casedirs.find_cases(out)
     if shard[1] == 1:
         return Selection(dirs, None)
     return _split(out, dirs, shard[0] + 1, shard[1])
@@ -214,7 +215,7 @@ def _recorded(out: Path, records: list[ShardRecord], shard: tuple[int, int]) -> 
             if c in owner:
                 raise UserError(f"case {clip(c)} is in {owner[c].path.name} and in {r.path.name}", where=str(out))
             owner[c] = r
-    present = [n for n in M.subdirs(out) if os.path.exists(M.join(M.join(str(out), n), M.MANIFEST))]
+    present = [n for n in casedirs.subdirs(out) if os.path.exists(casedirs.join(casedirs.join(str(out), n), casedirs.MANIFEST))]
     foreign = [n for n in present if n not in owner]
     if foreign:
         raise UserError(f"case{'s' if len(foreign) > 1 else ''} {some(foreign, len(foreign))} in no shard gen "

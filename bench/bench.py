@@ -52,10 +52,11 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
 
 OURS_EMULATE = PRELUDE + """
 from aclnn_cli import manifest as M
+from aclnn_cli import casedirs
 from aclnn_cli.device.emulate import emulate_case
 from aclnn_cli.parallel import Runner
 with Runner(int(sys.argv[2])) as run:
-    for d in M.find_cases(Path(sys.argv[1])):
+    for d in casedirs.find_cases(Path(sys.argv[1])):
         emulate_case(M.load(d), run=run)
 print(json.dumps({"seconds": 0, "rss_mib": peak_mib()}))
 """
@@ -63,7 +64,7 @@ print(json.dumps({"seconds": 0, "rss_mib": peak_mib()}))
 OURS_VERIFY = PRELUDE + """
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.verify import Options, verify_dirs
-dirs = M.find_cases(Path(sys.argv[1]))
+dirs = casedirs.find_cases(Path(sys.argv[1]))
 t = time.perf_counter()
 run = verify_dirs(dirs, Options(), jobs=int(sys.argv[2]))
 seconds = time.perf_counter() - t

@@ -71,10 +71,11 @@ print(json.dumps({"seconds": seconds, "load_seconds": loaded - t, **rss_parts()}
 
 OURS_EMULATE = PRELUDE + """
 from aclnn_cli import manifest as M
+from aclnn_cli import casedirs
 from aclnn_cli.device.emulate import emulate_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
-dirs = M.find_cases(out)  # the workers read the manifests (as `aclnn-cli emulate OUT` does)
+dirs = casedirs.find_cases(out)  # the workers read the manifests (as `aclnn-cli emulate OUT` does)
 loaded = time.perf_counter()
 errors = emulate_dirs(dirs, jobs=jobs)
 seconds = time.perf_counter() - t
@@ -87,7 +88,7 @@ from aclnn_cli import manifest as M
 from aclnn_cli.judge.verify import Options, verify_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
-result = verify_dirs(M.find_cases(out), Options(), jobs=jobs)
+result = verify_dirs(casedirs.find_cases(out), Options(), jobs=jobs)
 seconds = time.perf_counter() - t
 bad = [(c.case_id, c.status, c.reason) for c in result.cases if c.status != "PASS"]
 assert not bad, bad[:3]
@@ -135,10 +136,10 @@ dump = sys.argv[6] if len(sys.argv) > 6 else None
 def gen():
     generate_cases(load_cases([yaml_path]), out, jobs=jobs)
 def emulate():
-    manifests, broken = M.load_all(M.find_cases(out))
+    manifests, broken = M.load_all(casedirs.find_cases(out))
     emulate_all(manifests, jobs=jobs)
 def verify():
-    verify_dirs(M.find_cases(out), Options(), jobs=jobs)
+    verify_dirs(casedirs.find_cases(out), Options(), jobs=jobs)
 fn = {"gen": gen, "regen": gen, "emulate": emulate, "verify": verify}[step]
 prof = cProfile.Profile()
 t = time.perf_counter()

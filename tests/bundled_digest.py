@@ -48,8 +48,8 @@ def case_digests(out_root: Path) -> dict[str, str]:
                 continue
             data = f.read_bytes()
             if f.name == "case.json":  # (its seal hashes the paths: checked, then written as <SEAL>)
-                from aclnn_cli import manifest as M
-                assert M.sealed_json(data) is not None, f"{case_dir.name}: the manifest's seal does not hold"
+                from aclnn_cli import manifest_text
+                assert manifest_text.sealed_json(data) is not None, f"{case_dir.name}: the manifest's seal does not hold"
                 data = data[:-(64 + 4)] + b"<SEAL>" + data[-4:]
             h.update(f.name.encode() + b"\0" + _normalised(data, out_root, cases_dir) + b"\0")
         h.update(verdicts.get(case_dir.name, b"-"))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from aclnn_cli import dtypes as D
-from aclnn_cli.judge.compare import WORST_K, Metrics, apply_rule, element_errors, special_mismatch, ulp_of, ulp_at
+from aclnn_cli.judge.compare import WORST_K, Metrics, apply_rule, element_errors, special_mismatch
+from aclnn_cli.judge.widening import ulp_of, ulp_at
 from aclnn_cli.standards import MERE_T, STANDARDS, benchmark_ratios, find_standard
 
 

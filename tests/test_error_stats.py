@@ -232,7 +232,7 @@ def test_elements_only_the_relief_accepted_are_sampled_as_forgiven(tmp_path):
 
 def test_one_process_and_workers_give_the_same_error_data(tmp_path):
     """Results cross from workers to the parent with their error data (kept in each process's spill file)."""
-    from aclnn_cli import manifest as M
+    from aclnn_cli import casedirs
     from aclnn_cli.judge.verify import Options, verify_dirs
 
     text = ("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: [float16, bfloat16], shape: [[40, 50], [300]], "
@@ -240,7 +240,7 @@ def test_one_process_and_workers_give_the_same_error_data(tmp_path):
     out = tmp_path / "out"
     assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
     assert run_cli("emulate", out, "--defect", "bf16-truncate", "-j", 1).exit_code == 0
-    runs = [verify_dirs(M.find_cases(out), Options(error_data=True), jobs=j) for j in (1, 2)]
+    runs = [verify_dirs(casedirs.find_cases(out), Options(error_data=True), jobs=j) for j in (1, 2)]
     texts = [[json.dumps(c.to_json()) for c in run.cases] for run in runs]
     assert texts[0] == texts[1] and len(texts[0]) == 4 and all('"errors": {' in t for t in texts[0])
     assert {c.status for c in runs[1].cases} == {"PASS", "FAIL"}  # (bf16 truncated: biased toward zero)

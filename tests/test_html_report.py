@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.device.emulate import emulate_case
 from aclnn_cli.device.defects import find_variant
 
@@ -44,7 +46,7 @@ def run(tmp_path_factory):
         f"  - {{name: {g}, dtype: [bfloat16, float32], shape: [64, 33], seed: 5}}\n" for g in GROUPS)
     out = tmp / "out"
     assert run_cli("gen", write_yaml(tmp, text), "-o", out, "-j", 1).exit_code == 0
-    for d in M.find_cases(out):
+    for d in casedirs.find_cases(out):
         defect = GROUPS[d.name.split("-")[1]]
         emulate_case(M.load(d), variant=find_variant(defect) if defect else None)
     r = run_cli("verify", out, "--html", tmp / "r.html", "--json", tmp / "v.json", "-j", 1)

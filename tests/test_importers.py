@@ -15,7 +15,7 @@ import pytest
 from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import collect_files, load_cases, load_file, parse_yaml
 from aclnn_cli.cases.importers.cli import to_yaml
-from aclnn_cli.cases.importers.ttk import literal
+from aclnn_cli.cases.importers.ttkcells import literal
 
 from helpers import manifest, read_storage, run_cli, tensor
 

@@ -43,7 +43,10 @@ def standins():
 
 
 def imported(path: Path, skip: bool = False) -> importers.Imported:
-    return importers.import_file(path, path.read_bytes(), skip_unsupported=skip)
+    """As gen imports it: skipping validates each case with the case files' reader."""
+    from aclnn_cli.cases.loader import cases_from_doc
+
+    return importers.import_file(path, path.read_bytes(), skip_unsupported=skip, validate=cases_from_doc)
 
 
 def by_name(result: importers.Imported) -> dict[str, dict]:

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.judge.verify import verify_dirs
 from aclnn_cli.report.formats import load_results, merged_run, print_cases, print_summary, write_verify_json
 from aclnn_cli.report.junit import write_junit
@@ -44,7 +46,7 @@ def templates() -> tuple[Path, dict[str, dict], dict]:
     assert run_cli("gen", write_yaml(root, CASES), "-o", out).exit_code == 0
     assert run_cli("emulate", out).exit_code == 0
     assert run_cli("verify", out, "--json", root / "v.json").exit_code == 0
-    manifests = {d.name: json.loads((d / M.MANIFEST).read_text()) for d in sorted(out.iterdir())}
+    manifests = {d.name: json.loads((d / casedirs.MANIFEST).read_text()) for d in sorted(out.iterdir())}
     return out, manifests, json.loads((root / "v.json").read_text())
 
 
@@ -129,7 +131,7 @@ def test_fuzz_manifest(doc):
     with scratch() as d:
         case = d / name
         shutil.copytree(out / name, case)
-        (case / M.MANIFEST).write_text(text, encoding="utf-8", errors="surrogatepass")
+        (case / casedirs.MANIFEST).write_text(text, encoding="utf-8", errors="surrogatepass")
         try:
             m = M.load(case)
         except Exception as exc:  # noqa: BLE001 (the point: which exceptions get out)

@@ -310,11 +310,11 @@ def aten_device(op: str, ins: dict, tensors: dict, attrs: dict) -> np.ndarray:
 
 
 def test_independent_float32_implementation_passes_every_bundled_case(bundled, tmp_path):
-    from aclnn_cli import manifest as M
+    from aclnn_cli import casedirs
     from aclnn_cli.judge.verify import verify_dirs
 
     out = Path(shutil.copytree(bundled, tmp_path / "out"))
-    positive = [d for d in M.find_cases(out) if manifest(d)["expect_status"] == 0]
+    positive = [d for d in casedirs.find_cases(out) if manifest(d)["expect_status"] == 0]
     for d in positive:
         harness.run_case(d, aten_device)
     run = verify_dirs(positive)

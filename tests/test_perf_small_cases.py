@@ -13,8 +13,10 @@ import yaml
 
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
+from aclnn_cli import casedirs
 from aclnn_cli.judge import verify as V
-from aclnn_cli.judge.compare import Metrics, _ulp_of_wide, element_errors, ulp_of, widen
+from aclnn_cli.judge.compare import Metrics, element_errors
+from aclnn_cli.judge.widening import _ulp_of_wide, ulp_of, widen
 from aclnn_cli.errors import UserError
 from aclnn_cli.golden.gen import generate_cases
 from aclnn_cli.cases.loader import load_cases
@@ -138,21 +140,21 @@ def test_small_files_read_whole_give_the_chunked_readers_values_and_checksums(tm
 def test_manifest_paths_are_text_and_paths_alike(tmp_path):
     out = tmp_path / "out"
     generate_cases(load_cases([write_yaml(tmp_path, SMALL)]), out)
-    for d in M.find_cases(out):
+    for d in casedirs.find_cases(out):
         m = M.load(d)
         for t in m.tensors:
             assert t.file == d / t.file.name and str(t.file) == t.file_path
         assert m.output.dump == d / m.output.dump.name and m.output.golden_path == str(d / m.output.golden.name)
-    assert [d.name for d in M.find_cases(out)] == sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert [d.name for d in casedirs.find_cases(out)] == sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
 
 
 def test_verify_results_are_the_same_by_one_process_and_by_workers(tmp_path):
     out = tmp_path / "out"
     generate_cases(load_cases([write_yaml(tmp_path, SMALL)]), out)
-    emulate_dirs(M.find_cases(out))
+    emulate_dirs(casedirs.find_cases(out))
     (out / "silu_backward-b" / "gradInput.dump.bin").write_bytes(b"\0" * 128)  # a failing case
     (out / "silu_backward-c" / "status.txt").unlink()
-    runs = [V.verify_dirs(M.find_cases(out), V.Options(), jobs=j) for j in (1, 2)]
+    runs = [V.verify_dirs(casedirs.find_cases(out), V.Options(), jobs=j) for j in (1, 2)]
     assert [c.to_json() for c in runs[0].cases] == [c.to_json() for c in runs[1].cases]
     assert [c.status for c in runs[0].cases] == ["PASS", "FAIL", "PASS", "PASS"]
     assert runs[0].cases[1].worst and runs[0].cases[1].repro.startswith("aclnn-cli gen ")
@@ -251,7 +253,7 @@ def test_a_manifest_pickles_without_the_memos_kept_on_it(tmp_path):
     from aclnn_cli.judge.comparison import Options, case_standard
     (tmp_path / "s.yaml").write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [8]}\n")
     generate_cases(load_cases([tmp_path / "s.yaml"]), tmp_path / "out")
-    m = M.load(M.find_cases(tmp_path / "out")[0])
+    m = M.load(casedirs.find_cases(tmp_path / "out")[0])
     opts = Options(standard="allclose")
     found = case_standard(m, opts, m.judged[0])
     assert case_standard(m, opts, m.judged[0]) is found  # (the memo)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, request, run_cases, soc_product
 from aclnn_cli.errors import UserError
 from helpers import fresh_copy, generated, run_cli, write_yaml
@@ -51,7 +53,7 @@ def runner_script(tmp_path: Path) -> Path:
 
 
 def manifests(out: Path):
-    loaded, broken = M.load_all(M.find_cases(out))
+    loaded, broken = M.load_all(casedirs.find_cases(out))
     assert not broken
     return sorted(loaded, key=lambda m: m.case_id)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.device import outcome
 from aclnn_cli.device.outcome import VERDICT_LIMIT, VERDICTS, check_done, read_status_file, read_verdict
 from aclnn_cli.device.process import RunnerGone
@@ -189,7 +191,7 @@ def generated_case() -> Path:
         atexit.register(shutil.rmtree, root, True)
         text = "op: aclnnSiluBackward\ncases:\n  - {name: a, shape: [3], dtype: float32}\n"
         assert run_cli("gen", write_yaml(root, text), "-o", root / "out").exit_code == 0
-        _suite["case"], = M.find_cases(root / "out")
+        _suite["case"], = casedirs.find_cases(root / "out")
     return _suite["case"]
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, run_cases
 from helpers import fresh_copy, generated, run_cli, write_yaml
 
@@ -139,7 +141,7 @@ def hostile(tmp_path: Path, pids: Path, *, before_ready: str = "", ready: str = 
 
 
 def manifests(out: Path):
-    loaded, broken = M.load_all(M.find_cases(out))
+    loaded, broken = M.load_all(casedirs.find_cases(out))
     assert not broken
     return sorted(loaded, key=lambda m: m.case_id)
 

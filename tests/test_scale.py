@@ -9,6 +9,7 @@ from pathlib import Path
 from aclnn_cli.device import emulate as E
 from aclnn_cli.golden import gen as G
 from aclnn_cli import manifest as M
+from aclnn_cli import casedirs
 from aclnn_cli import pipeline
 from aclnn_cli.judge import verify as V
 from aclnn_cli.cases.loader import load_cases
@@ -31,7 +32,7 @@ def _files(out: Path) -> dict[str, bytes]:
 
 
 def _verdicts(out: Path, **kw) -> dict:
-    run = V.verify_dirs(M.find_cases(out), V.Options(**kw))
+    run = V.verify_dirs(casedirs.find_cases(out), V.Options(**kw))
     return {c.case_id: (c.status, c.metrics["violations"], c.metrics["special_mismatches"], c.worst[0]["index"] if c.worst else None)
             for c in run.cases}
 
@@ -43,7 +44,7 @@ def test_chunked_and_unchunked_runs_give_identical_files_and_verdicts(tmp_path):
         out = tmp_path / name
         for c in cases:
             G.generate_case(c, out, chunk=chunk)
-        for d in M.find_cases(out):
+        for d in casedirs.find_cases(out):
             E.emulate_case(M.load(d), chunk=chunk)
         runs[name] = (_files(out), _verdicts(out, chunk=chunk))
     assert runs["small"][0] == runs["whole"][0] == runs["odd"][0]
@@ -84,7 +85,7 @@ def test_sharded_ci_and_report_merge(tmp_path):
     out = tmp_path / "out"
     for i in (1, 2, 3):
         assert run_cli("gen", p, "-o", out, "--shard", f"{i}/3").exit_code == 0
-    assert len(M.find_cases(out)) == 5
+    assert len(casedirs.find_cases(out)) == 5
     assert run_cli("emulate", out, "--defect", "bf16-truncate").exit_code == 0
     for i in (1, 2, 3):
         run_cli("verify", out, "--shard", f"{i}/3", "--json", tmp_path / "results" / f"shard{i}.json")

@@ -15,6 +15,7 @@ import pytest
 
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
+from aclnn_cli import casedirs
 from aclnn_cli.judge import smallbatch
 from aclnn_cli.judge import verify as V
 from aclnn_cli.judge.comparison import Options, compare_range
@@ -79,7 +80,7 @@ def mutated(suite, tmp_path_factory):
     out = tmp_path_factory.mktemp("mutated") / "out"
     os.system(f"cp -a {suite} {out}")
     rng = np.random.default_rng(0)
-    dirs = M.find_cases(out)
+    dirs = casedirs.find_cases(out)
     for i, d in enumerate(dirs):
         kind = KINDS[i % len(KINDS)]
         if kind:
@@ -174,7 +175,7 @@ def test_damaged_files_give_the_per_case_verdict_and_message(copy, how):
     """A case whose files are not as gen wrote them is left to the per-case path: its status and reason are
     that path's, word for word, and the cases beside it in the batch are judged as before. A FIFO in the
     dump's place is not waited on."""
-    dirs = M.find_cases(copy)
+    dirs = casedirs.find_cases(copy)
     want = _damage(dirs[3], how)
     manifests = M.load_all(dirs)[0]
     batched = V._verify_batch(manifests, Options())
@@ -193,7 +194,7 @@ def test_verify_judges_small_cases_through_the_pass(copy, monkeypatch):
     monkeypatch.setattr(V, "compare_range", lambda m, *a, **k: (calls.append(m.case_id), real(m, *a, **k))[1])
     r = run_cli("verify", copy, "-j", 1)
     assert r.exit_code == 0, r.output
-    n = len(M.find_cases(copy))
+    n = len(casedirs.find_cases(copy))
     assert 0 < len(calls) < n // 2, (len(calls), n)
     assert any("big" in c for c in calls)
 
@@ -231,7 +232,7 @@ def test_squares_are_summed_as_the_per_case_path_sums_them(tmp_path, gradient, c
     out = tmp_path / "out"
     assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
     assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    (m,) = M.load_all(M.find_cases(out))[0]
+    (m,) = M.load_all(casedirs.find_cases(out))[0]
     a = np.fromfile(m.output.dump_path, np.float32)
     a.view(np.uint32)[0] += change
     a.tofile(m.output.dump_path)
@@ -246,7 +247,7 @@ def test_squares_are_summed_as_the_per_case_path_sums_them(tmp_path, gradient, c
 def test_a_fifo_holding_gens_bytes_is_still_an_error(copy, which):
     """A golden or input replaced by a FIFO whose writer put gen's very bytes in it: ERROR, as the per-case path
     says (a fuzz found the pass accepting it when it skipped the regular-file check for files it hashes)."""
-    d = M.find_cases(copy)[0]
+    d = casedirs.find_cases(copy)[0]
     m = M.load(d)
     path = m.judged[0].golden_path if which == "golden" else m.inputs[0].file_path
     data = open(path, "rb").read()
@@ -270,7 +271,7 @@ def test_subnormal_squares_are_summed_by_the_per_case_function(tmp_path):
     out = tmp_path / "out"
     assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
     assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    (m,) = M.load_all(M.find_cases(out))[0]
+    (m,) = M.load_all(casedirs.find_cases(out))[0]
     a = np.fromfile(m.output.dump_path, np.uint16)
     a[:2049] ^= 3
     a.tofile(m.output.dump_path)

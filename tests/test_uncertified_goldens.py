@@ -10,7 +10,6 @@ it, in every report.
 from __future__ import annotations
 
 import json
-import textwrap
 from fractions import Fraction
 
 import ml_dtypes

@@ -24,7 +24,7 @@ from aclnn_cli.values.text import clip
 from aclnn_cli.errors import UserError
 from aclnn_cli.judge.results import CaseResult, Repro
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register
-from aclnn_cli.ops.base import ATTRIBUTE_KINDS
+from aclnn_cli.values.attrvalues import ATTRIBUTE_KINDS
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
 USER_OPS = Path(__file__).parent / "user_ops"

@@ -105,10 +105,11 @@ def verified(tmp_path_factory):
     assert run_cli("gen", write_yaml(tmp, text), "-o", out, "-j", 1).exit_code == 0
     assert run_cli("emulate", out, "-j", 1).exit_code == 0
     from aclnn_cli import manifest as M
+    from aclnn_cli import casedirs
     from aclnn_cli.device.defects import find_variant
     from aclnn_cli.device.emulate import emulate_case
 
-    emulate_case(M.load(next(d for d in M.find_cases(out) if "slip" in d.name)), variant=find_variant("sign-slip"))
+    emulate_case(M.load(next(d for d in casedirs.find_cases(out) if "slip" in d.name)), variant=find_variant("sign-slip"))
     r = run_cli("verify", out, "--json", tmp / "v.json", "--junit", tmp / "v.xml", "-j", 1)
     assert r.exit_code == 1, r.output
     return json.loads((tmp / "v.json").read_text()), (tmp / "v.xml").read_text(), r.output, tmp

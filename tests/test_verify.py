@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
+
+from aclnn_cli import casedirs
 from aclnn_cli.cli import BUNDLED
 from aclnn_cli.ops import OPS
 
@@ -59,7 +60,7 @@ def test_independent_fp32_implementation_passes_the_whole_bundled_suite(suite, t
 
     work = tmp_path / "copy"
     shutil.copytree(suite, work)
-    positive = [d for d in M.find_cases(work) if manifest(d)["expect_status"] == 0 and covers(manifest(d)["op"])]
+    positive = [d for d in casedirs.find_cases(work) if manifest(d)["expect_status"] == 0 and covers(manifest(d)["op"])]
     for d in positive:
         harness.run_case(d, independent)
     run = verify_dirs(positive)

@@ -17,9 +17,9 @@ import numpy as np
 
 from .. import dtypes as D
 from ..values.fill import parse_number
-from ..ops.base import AttrSpec, OpSpec
+from ..ops.base import OpSpec
 from ..values.attrvalues import parse_value
-from ..values.text import clip, key_path, show, unknown_key
+from ..values.text import clip, key_path, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
 LIST_KINDS = ("int_list", "bool_list")  # kinds whose one value is a list (aclIntArray*, aclBoolArray*)
@@ -65,12 +65,6 @@ def with_case_values(op: OpSpec, values: dict[str, Any], tensors) -> dict[str, A
     if op.case_values is None:
         return values
     return {**values, **op.case_values({t.name: tuple(t.layout.shape) for t in tensors})}
-
-
-def null_attribute(op: OpSpec, combo: Combo) -> str | None:
-    """The first attribute passed as nullptr where the API needs one (phase one: ACLNN_ERR_PARAM_NULLPTR)."""
-    given = dict(combo)
-    return next((a.name for a in op.attributes if given.get(a.name) is None and not a.optional), None)
 
 
 def id_part(name: str, value: Any) -> str:

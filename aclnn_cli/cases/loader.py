@@ -98,7 +98,7 @@ def load_file(path: str | Path) -> list[Case]:
     path = Path(path)
     where = printable_path(path)
     data = read_file(path, where)
-    docs = importers.to_documents(path, data)
+    docs = importers.to_documents(path, data, validate=cases_from_doc)
     if docs is None:
         docs = [parse_yaml(where, data)]
     out: list[Case] = []

@@ -22,7 +22,7 @@ from .run import forget_run_verdict
 from ..ops.contract import compute_dtype
 from ..errors import UserError
 from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, as_user_error, case_elements, gather_inputs, is_large, output_elements, ranges, run_stage, run_stage_on_dirs
+from ..pipeline import Stage, as_user_error, case_elements, gather_inputs, is_large, ranges, run_stage, run_stage_on_dirs
 from ..storage import (CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks_between,
                        copy_storage)
 

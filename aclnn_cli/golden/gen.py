@@ -19,6 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import blockdigests, jsonsafe, manifest as M, pipeline
+
+from .. import casedirs
+
+from .. import manifest_text
 from ..cases.loader import Case
 from ..errors import UserError
 from ..jsonsafe import JsonRefused
@@ -116,7 +120,7 @@ def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -
     try:
         where = str(tmp)
         for name, data in blobs.items():
-            write_new_file(M.join(where, name), data)
+            write_new_file(casedirs.join(where, name), data)
         digests = {name: hashlib.sha256(data).hexdigest() for name, data in sorted(blobs.items())}
         return finish(case, out_root, tmp, fallbacks, fp, old, digests)
     except BaseException:
@@ -143,7 +147,7 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
     remove_stale(out_root)
     # Predicted need: the cases not generated yet (an existing case that changed needs room too, but
     # telling would cost a manifest read per case; a disk that fills anyway is a clean error).
-    there = set() if force else set(M.subdirs(out_root))  # (one scandir, not a stat per case)
+    there = set() if force else set(casedirs.subdirs(out_root))  # (one scandir, not a stat per case)
     check_free_space(out_root, sum(c.storage_bytes for c in cases if c.case_id not in there))
     before_cases and before_cases()
     results: list[GenResult] = []
@@ -210,8 +214,8 @@ def _reusable(case: Case, out_root: Path, final: Path, old: dict | None, fp: str
 def _fresh_tmp(case: Case, out_root: Path) -> Path:
     """An empty `.<id>.partial-<pid>` beside the case's directory (refusing to replace a foreign one)."""
     final = safe_child(out_root, case.case_id)
-    if os.path.lexists(final) and not (final.is_dir() and (final / M.MANIFEST).is_file()):
-        raise UserError(f"exists and is not a case directory gen wrote (no {M.MANIFEST}); move it away or choose "
+    if os.path.lexists(final) and not (final.is_dir() and (final / casedirs.MANIFEST).is_file()):
+        raise UserError(f"exists and is not a case directory gen wrote (no {casedirs.MANIFEST}); move it away or choose "
                         f"another output directory", where=str(final))
     tmp = out_root / f".{case.case_id}.partial-{os.getpid()}"
     try:
@@ -305,8 +309,8 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
         digests.update({name: whole for name, (whole, _) in blocks.items()})
     extra = {t.name: {blockdigests.KEY: blockdigests.entry(blocks[M.golden_file(t.name)][1])}
              for t in case.tensors if t.role == "output" and M.golden_file(t.name) in blocks}
-    manifest = M.sealed_text(M.build(case, digests, fallbacks, fp, extra))
-    write_new_file(M.join(str(tmp), M.MANIFEST), manifest)  # tmp is private
+    manifest = manifest_text.sealed_text(M.build(case, digests, fallbacks, fp, extra))
+    write_new_file(casedirs.join(str(tmp), casedirs.MANIFEST), manifest)  # tmp is private
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:
             if kept.is_file():
@@ -328,7 +332,7 @@ def _golden_blocks(case: Case, tmp: Path) -> dict[str, tuple[str, list[str]]]:
 def _existing(case_dir: Path) -> dict | None:
     """The manifest gen wrote there before, or None if there is none it can use (then the case is written
     again): read as verify reads one (a regular file, strict JSON under jsonsafe's limits)."""
-    data = regular_file_bytes(M.join(str(case_dir), M.MANIFEST), M.MAX_MANIFEST_BYTES)
+    data = regular_file_bytes(casedirs.join(str(case_dir), casedirs.MANIFEST), M.MAX_MANIFEST_BYTES)
     try:
         old = None if data is None else jsonsafe.loads(jsonsafe.decode_utf8(data))
     except JsonRefused:

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import manifest as M
+
+from .. import casedirs
 from ..pipeline import block_chunks, gather_blocks, geometry
 from ..storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
@@ -95,5 +97,5 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:
         gold.write(t.layout, 0, t.layout.numel, rounded)
     allowance = acc.allowance(case.op.family.term_roundings)
-    write_new_file(M.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
+    write_new_file(casedirs.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
     return int(where.size) if certified else -int(where.size)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ..dtypes import DType
-from .widening import _EXPONENT_BITS, _ulp_of_wide, ulp_at, ulp_of, widen  # noqa: F401  (tests' names, from here)
+from .widening import _EXPONENT_BITS, _ulp_of_wide, ulp_at, ulp_of, widen
 from .workspace import Buffers
 
 if TYPE_CHECKING:

@@ -23,15 +23,14 @@ from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
-from ..dtypes import DType, round_from_f64
+from ..dtypes import round_from_f64
 from ..pipeline import gather_inputs
 from ..errors import UserError
 from ..layout import source_positions
 from ..standards import DEFAULT_STANDARD, Standard, find_standard
 from .judgeddtype import tolerance_dtype
-from .elements import describe_element, writes_outside_view  # noqa: F401  (verify's, from here)
 from .rowrelief import rows_relief
-from ..storage import CHUNK, StorageFile, check_file_sha256, check_size, in_view_mask
+from ..storage import CHUNK, StorageFile, check_file_sha256
 from ..wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
 
 CSV_ROW_LIMIT = 100_000

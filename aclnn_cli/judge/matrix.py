@@ -12,6 +12,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .. import manifest as M
+
+from .. import casedirs
 from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
 from ..ops import find_op
@@ -25,7 +27,7 @@ MATRIX_MAX_ELEMENTS = 200_000  # the large cases add time, not coverage
 def matrix_cases(suite: Path, max_elements: int = MATRIX_MAX_ELEMENTS) -> list[tuple[Path, str]]:
     """(directory, op name) of the positive cases of a generated suite small enough for the matrix."""
     out = []
-    for d in M.find_cases(suite):
+    for d in casedirs.find_cases(suite):
         m = M.load(d)
         if m.expect_status == 0 and m.output.layout.numel <= max_elements:
             out.append((d, m.op.name))

@@ -12,13 +12,15 @@ import sys
 from pathlib import Path
 
 from .. import manifest as M
+
+from .. import casedirs
 from .. import statcache
 from ..device.outcome import read_status_file, read_verdict, status_mismatch
 from ..blockdigests import recorded as recorded_blocks
 from ..errors import UserError
 from ..ops.user import ENV as USER_OPS_ENV
-from .comparison import (CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names,
-                         compare_range, describe_element, tolerance_dtype, writes_outside_view)
+from .comparison import CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names, compare_range, tolerance_dtype
+from .elements import describe_element, writes_outside_view
 from .mistrust import mistrust
 from .smallbatch import precompare
 from ..parallel import Runner, paused_gc
@@ -31,7 +33,6 @@ from ..storage import check_file_sha256, check_size
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
            "verify_manifests"]
 
-STATUS_BYTES = 255  # a status file holds one integer (and perhaps a line of text after it)
 
 
 def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None:
@@ -70,7 +71,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     if run_verdict is not None:
         result.status, result.reason = run_verdict
         return result
-    status_path = M.join(where, M.STATUS_FILE)
+    status_path = casedirs.join(where, M.STATUS_FILE)
     if m.expect_status != 0:
         return _check_status(result, status_path, m.expect_status, required=True)
     _check_status(result, status_path, 0, required=False)  # optional for a positive case: absent is fine
@@ -247,13 +248,8 @@ def _check_status(result: CaseResult, path: str, expected: int, required: bool) 
     return result
 
 
-def repro_command(m: M.CaseManifest, opts: Options) -> str:
-    """One line that regenerates (if needed) and re-verifies just this case; gen keeps the dump."""
-    return CaseResult(m.case_id, "", "", [], "", "", "", "", path=str(m.dir), repro=_repro(m, opts)).repro
-
-
 def _repro(m: M.CaseManifest, opts: Options) -> Repro:
-    """repro_command less the case id and path its result holds (results of a run share one).
+    """The repro line of a case, less the case id and path its result holds (results of a run share one).
     Every user value is shell-quoted; a user op's case names the op files it needs (--ops)."""
     out = os.path.dirname(str(m.dir)) or "."  # str(m.dir.parent), for a path as Path writes it
     user_paths = "" if _bundled(m.op.name) else os.environ.get(USER_OPS_ENV, "")  # (a bundled op's line names none)

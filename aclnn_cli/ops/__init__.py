@@ -6,6 +6,10 @@ import importlib
 
 from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate
 from .registry import OPS, bundled_module, register
+from .registry import AFTER_BUNDLED
+from .user import load_configured
+
+AFTER_BUNDLED.append(load_configured)  # (a whole read of the registry loads the configured user ops too)
 
 
 _BUNDLED: dict[str, OpSpec] = {}  # a name asked for -> its bundled op (thousands of manifests name a few ops)

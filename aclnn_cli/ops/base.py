@@ -15,7 +15,6 @@ import numpy as np
 
 from ..lazy import cached_attribute
 from .families import ELEMENTWISE, Elementwise, Rows
-from ..values.attrvalues import ATTRIBUTE_KINDS  # noqa: F401  (the kinds and their readers: one list)
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -24,7 +23,6 @@ F64_UNIT = 2.0**-53
 # Outputs this far below the incoming gradient are beyond what a kernel with
 # float32 intermediates can resolve: exp overflows at |x| ~ 88.7, i.e. e^-88.7 ~ 2^-128.
 GRAD_RELATIVE_FLOOR = 2.0**-100
-GRADIENT = "gradOutput"  # the name most backward ops give their incoming gradient (OpSpec.gradient: the first input)
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ class TensorSpec:
 
 FLOATS = ("float32", "float16", "bfloat16")
 
-# ATTRIBUTE_KINDS (imported above): register accepts these only, and gen and verify read each (one reader per kind).
+# ATTRIBUTE_KINDS (values/attrvalues.py): register accepts these only, and gen and verify read each (one reader per kind).
 
 
 @dataclass(frozen=True)
@@ -133,6 +131,14 @@ class Contract:
     shape_rule: Callable[[Mapping, Mapping], str | None] | None = None
 
 
+FIND: list[Callable[[str], "OpSpec"]] = []  # the registry's lookup by name (ops/registry.py, which imports this module)
+
+
+def _by_name(name: str) -> "OpSpec":
+    """An unpickled op: the registry's (importing this module imports the ops package, which loads the registry)."""
+    return FIND[0](name)
+
+
 @dataclass(frozen=True)
 class OpSpec:
     name: str  # the aclnn API name, e.g. "aclnnSiluBackward"
@@ -181,9 +187,7 @@ class OpSpec:
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""
-        from .registry import lookup
-
-        return (lookup, (self.name,))
+        return (_by_name, (self.name,))
 
     @property
     def api_params(self) -> tuple[tuple[str, str], ...]:

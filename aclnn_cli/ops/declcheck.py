@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import dtypes as D
-from ..values.attrvalues import parse_value
+from ..values.attrvalues import ATTRIBUTE_KINDS, parse_value
 from ..values.fill import parse_fill
 from ..values.text import clip, show
 from ..errors import UserError
-from .base import ATTRIBUTE_KINDS, FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
+from .base import FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Elementwise, Rows
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls

@@ -12,7 +12,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from .base import OpSpec
+from .base import FIND, OpSpec
 from .declcheck import BUNDLED_DIR, check
 from .guard import guarded
 
@@ -37,6 +37,9 @@ BUNDLED: dict[str, str] = {
 }
 
 
+AFTER_BUNDLED: list = []  # what else a whole read loads, after the bundled ops (ops/user.py adds its loader)
+
+
 class Registry(dict):
     """name -> OpSpec, completed on first whole read (iteration, len, `in`, values, a missing name)."""
 
@@ -49,9 +52,8 @@ class Registry(dict):
         self.complete = True  # (first: the modules' own register calls read the registry)
         for module in BUNDLED.values():
             importlib.import_module(f"aclnn_cli.ops.{module}")
-        from .user import load_configured
-
-        load_configured()
+        for load in AFTER_BUNDLED:  # (user.py's loader of the configured user ops: it imports this module)
+            load()
 
     def __iter__(self):
         self.load_all()
@@ -142,3 +144,6 @@ def lookup(name: str) -> OpSpec:
     if module is not None:
         importlib.import_module(f"aclnn_cli.ops.{module}")
     return OPS[name]  # (a user op: reading a missing name loads ACLNN_CLI_OPS, set by --ops for workers too)
+
+
+FIND.append(lookup)  # (OpSpec pickles by name; unpickling asks this)

@@ -7,7 +7,7 @@ ops/declcheck.py at register), gen and verify share one list. Nothing here impor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -15,8 +15,13 @@ from .. import dtypes as D
 from .fill import parse_number
 from .text import show
 
-if TYPE_CHECKING:
-    from ..ops.base import AttrSpec
+
+class AttrSpec(Protocol):
+    """What the readers need of an op's attribute declaration (ops/base.py's AttrSpec, which sits above)."""
+
+    kind: str
+    scalar_dtype: str
+    choices: tuple[str, ...]
 
 
 def scalar_value(attr: AttrSpec, value: Any) -> float | int:

@@ -21,8 +21,7 @@ from yaml.events import AliasEvent, MappingStartEvent
 from yaml.nodes import ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
-from .text import (MAX_FILE_BYTES, SHOW_LIMIT, as_list, clip, is_int, key_path, printable_path, read_file,  # noqa: F401
-                   show, unknown_key)
+from .text import clip, show
 
 MAX_NODES = 250_000  # YAML nodes, every alias counted at its expanded size (~2 s, ~200 MB at worst)
 MAX_DEPTH = 64  # nesting levels; case files need about 6

@@ -45,24 +45,25 @@ def recognises(path: Path) -> bool:
     return data is not None and detect(data) is not None
 
 
-def import_file(path: Path, data: bytes, skip_unsupported: bool = False) -> Imported | None:
-    """Import one foreign file, or None if its content is not a foreign format."""
+def import_file(path: Path, data: bytes, skip_unsupported: bool = False, validate=None) -> Imported | None:
+    """Import one foreign file, or None if its content is not a foreign format. validate: the case files' reader
+    (loader.cases_from_doc), which a case must pass to be kept when skipping unsupported ones."""
     fmt = detect(data)
     if fmt is None:
         return None
-    out = Collector(str(path), skip=skip_unsupported)
+    out = Collector(str(path), skip=skip_unsupported, validate=validate)
     fmt.read(str(path), Path(path).name, data, out)
     return Imported(fmt.NAME, out.documents(), out.skipped)
 
 
-def to_documents(path: Path, data: bytes, skip_unsupported: bool | None = None) -> list[dict] | None:
+def to_documents(path: Path, data: bytes, skip_unsupported: bool | None = None, validate=None) -> list[dict] | None:
     """The case documents a foreign file stands for, or None (the file is then read as our YAML).
 
     skip_unsupported=None follows the innermost `collecting` block (off outside one); skipped cases
     are recorded in that block's list.
     """
     skip = _collectors[-1][0] if skip_unsupported is None and _collectors else bool(skip_unsupported)
-    result = import_file(path, data, skip)
+    result = import_file(path, data, skip, validate)
     if result is None:
         return None
     if _collectors:

@@ -38,7 +38,7 @@ def plan(files: tuple[Path, ...], out: Path, skip_unsupported: bool) -> tuple[di
     count = 0
     for f in files:
         data = read_regular(f)  # only a regular file, at most MAX_FILE_BYTES (never /dev/zero, a FIFO)
-        result = import_file(f, data, skip_unsupported)
+        result = import_file(f, data, skip_unsupported, cases_from_doc)
         if result is None:
             raise UserError("not an ATK JSON, TTK CSV or msOpST JSON case file (recognised by content)", where=str(f))
         skipped.extend(result.skipped)

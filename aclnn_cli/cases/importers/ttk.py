@@ -19,7 +19,7 @@ from .common import (Collector, GraphOp, api_attrs, check_attrs, check_format, d
                      product_for, range_fill, resolve_op, safe_name, seed_for, show)
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
-from .ttkcells import Cells, all_none, check_header, check_row, literal, read_table
+from .ttkcells import Cells, all_none, check_header, check_row, read_table
 
 NAME = "TTK CSV"
 KERNEL = ("testcase_name", "op_name", "input_dtypes", "input_shapes", "input_formats", "input_ori_shapes",
