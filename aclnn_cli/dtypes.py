@@ -188,3 +188,8 @@ def round_fraction(q: Fraction, dtype: DType) -> float:
     return -result if negative else result
 
 
+def canonical_nans(x: np.ndarray) -> np.ndarray:
+    """x with every NaN the positive quiet NaN of its dtype: which NaN an operation gives (sign, payload) depends
+    on the CPU's code path, and the emulated device must write the same bytes on every machine."""
+    nan = np.isnan(x.astype(np.float32)) if x.dtype.kind != "f" else np.isnan(x)
+    return np.where(nan, np.array(np.nan).astype(x.dtype), x) if nan.any() else x

@@ -54,7 +54,7 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
         result = cast(result, inner, mode)
         if inner != m.output.dtype:
             result = D.round_from_f32(result.astype(np.float32), m.output.dtype)
-    return result
+    return D.canonical_nans(np.asarray(result))
 
 
 def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None = None, run: Runner | None = None) -> Path | None:

@@ -71,7 +71,7 @@ def _reference_value(op):
 def cast_output(values: np.ndarray, dtype: D.DType, variant=None) -> np.ndarray:
     cast = variant.cast if variant is not None and variant.cast is not None else D.round_from_f32
     with np.errstate(all="ignore"):
-        return cast(np.asarray(values, dtype=np.float32), dtype, "rint")
+        return D.canonical_nans(np.asarray(cast(np.asarray(values, dtype=np.float32), dtype, "rint")))
 
 
 def emulate_rows_case(m: M.CaseManifest, chunk: int = CHUNK, variant=None) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import exact as X
 from .base import OpSpec, grad_signature, products
+from .mathfns import exp
 from .registry import register
 from .swish import shared_variants, swish_grad_reference
 
@@ -30,14 +31,14 @@ def _kernel(t, alpha=ALPHA):
     """The 950 kernel: m = -1.702 x; d = 1/(exp(m)+1); ((d-1) m + 1) d dy."""
     x, dy = t["self"], t["gradOutput"]
     m = -alpha * x
-    d = 1.0 / (np.exp(m) + 1.0)
+    d = 1.0 / (exp(m) + 1.0)
     return ((d - 1.0) * m + 1.0) * d * dy
 
 
 def _sign_slip(t):
     x, dy = t["self"], t["gradOutput"]
     m = -ALPHA * x
-    d = 1.0 / (np.exp(m) + 1.0)
+    d = 1.0 / (exp(m) + 1.0)
     return ((1.0 - d) * m + 1.0) * d * dy
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from . import exact as X
 from .base import (F64_UNIT as U, GRAD_RELATIVE_FLOOR, AttrSpec, Contract, OpSpec, Reference, defect,
                    grad_signature, legitimate, products, sigmoid_pair)
+from .mathfns import exp
 from .registry import register
 
 TANH_BETA, TANH_A = 1.5957691216057308, 0.044715  # fl64(2 sqrt(2/pi)); the doc's cubic coefficient
@@ -130,7 +131,7 @@ def _exact(t):
 def _none_parts(x, cdf_of=None, pdf_scale=-0.5, erf_scale=K_SQRT_HALF):
     """(cdf, pdf*x): e = Erf(x * 0.70710677f); cdf = e*0.5 + 0.5; pdf = exp((x*x)*-0.5) * 0.3989423f."""
     cdf = cdf_of(x) if cdf_of else X.f64_erf(x * erf_scale) * 0.5 + 0.5
-    return cdf, np.exp((x * x) * pdf_scale) * K_INV_SQRT_2PI * x
+    return cdf, exp((x * x) * pdf_scale) * K_INV_SQRT_2PI * x
 
 
 def _tanh_parts(x, fused=False, a3=K_A3, nan_select=True):
@@ -143,7 +144,7 @@ def _tanh_parts(x, fused=False, a3=K_A3, nan_select=True):
     else:
         def axpy(k, b):
             return x2 * k + b
-    p = np.exp(axpy(K_AN, -K_BETA) * x)
+    p = exp(axpy(K_AN, -K_BETA) * x)
     r = axpy(a3, K_BETA) * x
     q = 1.0 / (p + 1.0)
     w = ((p * q) * r) * q
@@ -165,7 +166,7 @@ def _kernel(t):
 
 def _stable_tanh(x):
     m = (x * x * K_AN - K_BETA) * x  # -2u
-    e = np.exp(-np.abs(m))
+    e = exp(-np.abs(m))
     inv = 1.0 / (1.0 + e)
     q, c = np.where(m <= 0, inv, e * inv), np.where(m <= 0, e * inv, inv)
     w = (x * x * K_A3 + K_BETA) * x * q * c
@@ -174,7 +175,7 @@ def _stable_tanh(x):
 
 def _exp_overflow(x):
     q, w = _tanh_parts(x)
-    e = np.exp(-(x * x * K_AN - K_BETA) * x)  # e^2u: inf for x > 10.06
+    e = exp(-(x * x * K_AN - K_BETA) * x)  # e^2u: inf for x > 10.06
     return e / (1.0 + e), w
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from . import softmax_common as C
 from .base import Contract, FLOATS, OpSpec, Reference, defect, legitimate
 from .exact import dec
+from .mathfns import exp as cr_exp
 from .registry import register
 from .treesum import row_sum64
 from ..dtypes import lookup, round_from_f64
@@ -42,7 +43,7 @@ def _reference(t):
     and the roundings are proportional to it, and it bounds |exact|.
     """
     dy, y = t[DY], t[Y]
-    e = np.exp(np.clip(y, Y_LO, Y_HI))
+    e = cr_exp(np.clip(y, Y_LO, Y_HI))
     big_m = row_sum64(np.abs(dy))
     total, err = C.row_sum_bounded(dy, big_m)
     value = dy - e * total
@@ -94,7 +95,7 @@ def _ieee(t):
     """
     dy, y = t[DY], t[Y]
     with np.errstate(all="ignore"):
-        value = dy - np.exp(y) * dy.sum(axis=1, keepdims=True)
+        value = dy - cr_exp(y) * dy.sum(axis=1, keepdims=True)
         ok_dy = np.isfinite(dy).all(axis=1, keepdims=True)  # (k, 1, A0): columns whose sum is finite
         if not ok_dy.any():
             return value
@@ -121,7 +122,7 @@ def _ieee(t):
     return value
 
 
-def _combine(sum_fn, exp=np.exp):
+def _combine(sum_fn, exp=cr_exp):
     """dy - exp(y) * sum_fn(dy): the 950 kernel's order with the row sum (and exp) chosen."""
     def kernel(t):
         dy = t[DY]
@@ -137,13 +138,13 @@ def _subnormal_exp(t32):
     """Where float32 exp(y) is below the normal range: its few bits times s may be off by more than the gate's
     floor; the device's value there is the kernel's."""
     with np.errstate(all="ignore"):
-        return np.exp(t32[Y]) < C.F32_MIN_NORMAL
+        return cr_exp(t32[Y]) < C.F32_MIN_NORMAL
 
 
 @defect
 def _flipped_sum(t):
     """Defect: the reduction term's sign flipped: dy + exp(y) * s."""
-    return t[DY] + np.exp(t[Y]) * C.row_sum32(t[DY])
+    return t[DY] + cr_exp(t[Y]) * C.row_sum32(t[DY])
 
 
 @defect
@@ -188,7 +189,7 @@ def _exp_two_ulps(t):
     """Legitimate: an Exp 2 ulps off numpy's, up or down with y's last bit (the device's Exp accuracy is not
     in ops-nn; a one-sided bias is the gate's error-balance business, tests/test_op_log_softmax_backward.py)."""
     def exp(y):
-        e = np.exp(y)
+        e = cr_exp(y)
         up = (np.asarray(y, dtype=np.float32).view(np.uint32) & 1) == 0
         away = np.where(up, np.inf, -np.inf).astype(e.dtype)
         return np.nextafter(np.nextafter(e, away), away)

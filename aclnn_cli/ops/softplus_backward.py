@@ -20,6 +20,7 @@ import numpy as np
 from . import exact as X
 from .base import (AttrSpec, Contract, OpSpec, defect, grad_linear_reference, grad_signature, legitimate, products,
                    sigmoid_pair)
+from .mathfns import exp
 from .registry import register
 
 EXP_OVERFLOW = 2.0**128 - 2.0**103  # float32 rounds values from here up to inf (the tie goes to the even 2^128)
@@ -93,7 +94,7 @@ def _device(t, sigmoid_branch, compare="strict"):
 
 
 def _divide(dy, t1, ft, sign=1.0):
-    return dy / (np.exp(ft(-sign) * t1) + ft(1))  # the device's T5 = dy/(exp(-T1)+1)
+    return dy / (exp(ft(-sign) * t1) + ft(1))  # the device's T5 = dy/(exp(-T1)+1)
 
 
 def _kernel(t):
@@ -128,14 +129,14 @@ def _threshold_on_x(t):
 @defect
 def _exp_overflow(t):
     """Defect: PyTorch's e = exp(beta x), dy*e/(e+1): inf/inf = NaN for 88.7 < beta x <= threshold."""
-    return _device(t, lambda dy, t1, ft: dy * np.exp(t1) / (np.exp(t1) + ft(1)))
+    return _device(t, lambda dy, t1, ft: dy * exp(t1) / (exp(t1) + ft(1)))
 
 
 @legitimate
 def _stable(t):
     """Legitimate: sigmoid from exp(-|T1|) (no overflow), multiplied into dy; the device's branch."""
     def branch(dy, t1, ft):
-        e = np.exp(-np.abs(t1))
+        e = exp(-np.abs(t1))
         return dy * np.where(t1 >= 0, ft(1) / (ft(1) + e), e / (ft(1) + e))
     return _device(t, branch)
 
@@ -143,7 +144,7 @@ def _stable(t):
 @legitimate
 def _multiply(t):
     """Legitimate: dy * (1/(exp(-T1)+1)), a reciprocal and a product instead of one division."""
-    return _device(t, lambda dy, t1, ft: dy * (ft(1) / (np.exp(-t1) + ft(1))))
+    return _device(t, lambda dy, t1, ft: dy * (ft(1) / (exp(-t1) + ft(1))))
 
 
 def _edge(t):
@@ -162,7 +163,7 @@ def _edge(t):
         device_linear = t1 > thr
         moved = device_linear != (z > thr)
         s, _ = sigmoid_pair(t1)  # the device's sigmoid(T1)
-        overflow = ~device_linear & (np.exp(-t1) >= EXP_OVERFLOW)
+        overflow = ~device_linear & (exp(-t1) >= EXP_OVERFLOW)
         device = np.where(device_linear, dy, np.where(overflow, dy * 0.0, dy * s))
     where = (moved | overflow) & np.isfinite(x)
     return where, device

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import exact as X
 from .base import AttrSpec, Contract, OpSpec, Reference, defect, grad_signature, legitimate, products
+from .mathfns import exp
 from .registry import register
 from .swish import swish_grad_reference, swish_variants
 
@@ -51,7 +52,7 @@ def _exact(t):
 def _kernel(t, sign: float = 1.0):
     """The 950 kernel, op by op in the inputs' float type: v = x*beta; s = 1/(exp(-v)+1); ((1-s)*v)*s + s; *dy."""
     v = _z(t)
-    s = 1.0 / (np.exp(-v) + 1.0)
+    s = 1.0 / (exp(-v) + 1.0)
     r = sign * (1.0 - s) * v
     r = r * s + s
     return r * t["gradOutput"]
@@ -79,7 +80,7 @@ def _beta_ignored(t):
 def _beta_once(t):
     """Defect: the chain rule's beta dropped from the second term: s(1 + x(1-s)), s = sigmoid(beta x)."""
     x = t["self"]
-    s = 1.0 / (np.exp(-_z(t)) + 1.0)
+    s = 1.0 / (exp(-_z(t)) + 1.0)
     return ((1.0 - s) * x * s + s) * t["gradOutput"]
 
 
@@ -88,7 +89,7 @@ def _y_as_output(t):
     """Defect: the doc's first form beta y + s(1 - beta y) with y read from the graph op SwishGrad's third
     input, documented as the forward output but filled with self by the op_api: dy (v + s (1 - v)), v = beta x."""
     v = _z(t)
-    s = 1.0 / (np.exp(-v) + 1.0)
+    s = 1.0 / (exp(-v) + 1.0)
     return (v + s * (1.0 - v)) * t["gradOutput"]
 
 
@@ -96,7 +97,7 @@ def _y_as_output(t):
 def _fused(t):
     """Legitimate: MulDstAdd as a fused multiply-add, ((1-s) v) s + s with one rounding instead of two."""
     v = _z(t)
-    s = 1.0 / (np.exp(-v) + 1.0)
+    s = 1.0 / (exp(-v) + 1.0)
     r = (1.0 - s) * v
     r = (r.astype(np.float64) * s + s).astype(r.dtype)
     return r * t["gradOutput"]

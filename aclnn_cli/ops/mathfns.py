@@ -1,0 +1,69 @@
+"""exp that gives the same bits on every CPU: the emulated kernels' transcendental.
+
+NumPy computes float32 (and float16) exp with code chosen at run time for the CPU (AVX-512, AVX2, baseline
+SSE): their results differ in the last bit for some inputs, so the emulated device wrote other bytes on
+another machine (and the refactor guard's digests failed there). Here a float32 exp is correctly rounded:
+float64 exp rounded to float32, which is right unless the float64 value lies within 2^-50 of it from a
+float32 rounding boundary (any float64 exp NumPy may use is far more accurate than that); those few elements
+are recomputed with `decimal` (correctly rounded at 40 digits, the same everywhere) and rounded once. A
+float16 exp is that float32 exp rounded to float16, as NumPy's float16 loop does. float64 arrays keep
+np.exp (the goldens' references bound its error and certify their rounding).
+"""
+
+from __future__ import annotations
+
+import decimal
+from fractions import Fraction
+
+import numpy as np
+
+from ..dtypes import FLOAT32, round_fraction
+
+_NEAR = 2.0**-50  # relative distance from a float32 rounding boundary below which float64 exp cannot decide
+_CONTEXT = decimal.Context(prec=40)
+
+
+def exp(x):
+    """np.exp, but correctly rounded (so CPU-independent) for float32 and float16 arrays or scalars."""
+    a = np.asarray(x)
+    if a.dtype == np.float16:
+        return _exp32(a.astype(np.float32)).astype(np.float16)
+    if a.dtype != np.float32:
+        return np.exp(x)
+    out = _exp32(a)
+    return out if isinstance(x, np.ndarray) else out[()]
+
+
+def _exp32(a: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        wide = np.exp(a.astype(np.float64))
+        out = wide.astype(np.float32)
+        up = np.nextafter(out, np.float32(np.inf)).astype(np.float64)
+        down = np.nextafter(out, np.float32(-np.inf)).astype(np.float64)
+        here = out.astype(np.float64)
+        tol = np.abs(wide) * _NEAR
+        near = np.isfinite(wide) & ((np.abs(wide - (here + up) / 2) < tol) | (np.abs(wide - (here + down) / 2) < tol))
+        near |= np.isfinite(wide) & (np.abs(wide - _OVERFLOW) < tol)  # (the boundary between max and inf)
+    nan = np.isnan(a)
+    if nan.any():  # (the input's NaN, bit for bit: what another path's exp gives a NaN differs in sign and payload)
+        out = np.where(nan, a, out)
+    if near.any():
+        out = np.array(out, copy=True)
+        flat, src = out.reshape(-1), a.reshape(-1)
+        for i in np.flatnonzero(near.reshape(-1)):
+            flat[i] = _exp_decimal(float(src[i]))
+    return out
+
+
+_OVERFLOW = float(np.finfo(np.float32).max) + 2.0**103  # exp above it rounds to inf
+
+
+def _exp_decimal(x: float) -> np.float32:
+    """exp(x) correctly rounded to float32, through decimal's correctly rounded exp at 40 digits."""
+    value = Fraction(_CONTEXT.exp(decimal.Decimal(x)))
+    return np.float32(_round_to_f32(value))
+
+
+def _round_to_f32(value: Fraction) -> float:
+    """A positive rational rounded to the nearest float32 (ties to even), as a float (inf past the range)."""
+    return round_fraction(value, FLOAT32)
