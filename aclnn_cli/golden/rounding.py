@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..dtypes import DType, round_fraction, round_from_f64
+from ..dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.base import OpSpec
 from .rational import NotRational, through_reference
 
@@ -37,6 +37,7 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
         uncertain = np.isfinite(ref.value) & ((lo != as64) | (hi != as64))
         # A tiny nonzero value that rounds to zero: its sign is uncertain when the bound straddles zero.
         uncertain |= (as64 == 0) & (ref.value != 0) & (ref.bound >= np.abs(ref.value))
+    rounded = canonical_nans(rounded)  # (which NaN an IEEE formula gives depends on the CPU's code path)
     hard = np.flatnonzero(uncertain)
     if op.exact is None:  # a user op with only a float64 reference: exact through it on Fractions, if rational
         return _through_reference(op, wide, attributes, hard, rounded, out_dtype)

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..dtypes import DType, round_fraction, round_from_f64
+from ..dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.accumulation import across_rows_allowance
 from ..ops.base import OpSpec, Reference
 from .rational import through_reference
@@ -33,7 +33,7 @@ def certify(value: np.ndarray, bound: np.ndarray, dtype: DType) -> tuple[np.ndar
         hi = round_from_f64(value + bound, dtype).astype(np.float64)
         uncertain = np.isfinite(value) & ((lo != as64) | (hi != as64))
         uncertain |= (as64 == 0) & (value != 0) & (bound >= np.abs(value))  # a tiny value's sign
-    return rounded, uncertain
+    return canonical_nans(rounded), uncertain  # (which NaN a formula gives depends on the CPU's code path)
 
 
 def _is_float(a: np.ndarray) -> bool:
