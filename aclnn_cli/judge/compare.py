@@ -174,10 +174,16 @@ def total64(x: np.ndarray) -> float:
 
 
 def sum_squares(x: np.ndarray) -> float:
-    """sum(x^2), in the work type when that does not overflow, else in float64."""
+    """sum(x^2), in the work type when that does not overflow, else in float64. NumPy's own loop (einsum), not
+    BLAS's dot: BLAS picks its kernel, and so its order of addition, by the CPU (the same case's metrics would
+    differ in the last bits from one machine to another)."""
+    x = x.ravel()
     with np.errstate(over="ignore"):
-        s = float(np.dot(x, x))
-    return s if math.isfinite(s) else float(np.dot(x.astype(np.float64), x.astype(np.float64)))
+        s = float(np.einsum("i,i->", x, x))
+    if math.isfinite(s):
+        return s
+    w = x.astype(np.float64)
+    return float(np.einsum("i,i->", w, w))
 
 
 def apply_rule(e: ElementErrors, rule: Rule) -> None:
