@@ -25,8 +25,11 @@ def parse_shard(ctx, param, value: str | None):
     return (i - 1, n)
 
 
-JOBS = click.option("-j", "--jobs", type=click.IntRange(1), default=default_jobs(), show_default="number of cores",
-                    help="Worker processes; large cases are split into ranges across them.")
+MAX_JOBS = 256  # worker processes at most: each holds a Python process's memory (~60 MB); more is a typo
+JOBS = click.option("-j", "--jobs", type=click.IntRange(1, MAX_JOBS), default=min(default_jobs(), MAX_JOBS),
+                    show_default="number of cores",
+                    help=f"Worker processes (at most {MAX_JOBS}, and no more than there is work for); large cases "
+                         f"are split into ranges across them.")
 SHARD = click.option("--shard", callback=parse_shard, metavar="I/N", default=None,
                      help="Only this runner's share of the cases (balanced by size, each case in exactly one shard). "
                           "gen records it in OUT; emulate, run and verify then take all of OUT's cases and check "

@@ -131,7 +131,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
             for f in as_completed([run.submit(_load_and_run, b, stage) for b in parts]):
                 collect(*f.result())
     if deferred:
-        with Runner(jobs) as run:
+        with Runner(jobs_for(jobs, units([stage.size(m) for m in deferred]))) as run:  # (no more than the work)
             for m in deferred:
                 done(m, stage.split(run, m, *stage.args))
 

@@ -108,6 +108,6 @@ def unchanged(case_dir: str, digests: dict[str, str]) -> bool:
                 return False
             if stat_data(os.path.join(case_dir, name)) != recorded:
                 return False
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
-        return False
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):  # (a cache: any
+        return False  # trouble, a nest as deep as the file allows too, means only that the files are hashed)
     return True

@@ -189,7 +189,8 @@ def test_an_unchanged_case_is_not_hashed_again(case, monkeypatch):
     assert "self.bin" not in opened and "gradOutput.bin" not in opened, opened
 
 
-@pytest.mark.parametrize("damage", [b"", b"{", b"[1,2]", b'{"format": "aclnn-cli/stat-cache/1", "taken_ns": "x"}',
+@pytest.mark.parametrize("damage", [b"", b"{", b"[1,2]", b"[" * 65000, b"{\"a\":" * 40000,
+                                    b'{"format": "aclnn-cli/stat-cache/1", "taken_ns": "x"}',
                                     b'{"format": "aclnn-cli/stat-cache/1", "taken_ns": 1, "files": {"self.bin": 5}}'])
 def test_a_damaged_record_means_hash_everything(case, damage):
     (case / statcache.CACHE_FILE).write_bytes(damage)
