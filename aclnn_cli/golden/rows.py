@@ -96,20 +96,24 @@ def exact_block(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping) -> 
     its reference on them (golden/rational.py), or NotRational."""
     frac = {}
     for k, v in block.items():
-        if _is_float(v):
-            flat = [Fraction(float(x)) for x in v.astype(np.float64).reshape(-1)]
+        if _is_float(v):  # (a non-finite input stays a float: what it touches comes out inf or NaN, as IEEE says)
+            flat = [Fraction(x) if math.isfinite(x) else x for x in v.astype(np.float64).reshape(-1).tolist()]
             frac[k] = np.array(flat + [None], dtype=object)[:-1].reshape(v.shape)
         else:
             frac[k] = v
     exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attrs.items()}
     if op.exact is None:  # (the reference on Fractions, where it is rational: NotRational where not)
         return through_reference(op, {**frac, **exact_attrs})
-    return {k: np.asarray(v, dtype=object) for k, v in op.by_output(op.exact({**frac, **exact_attrs})).items()}
+    with np.errstate(all="ignore"):  # (an infinity met: inf - inf is NaN, as IEEE says, without a warning)
+        result = op.by_output(op.exact({**frac, **exact_attrs}))
+    return {k: np.asarray(v, dtype=object) for k, v in result.items()}
 
 
 def round_exact(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Exact values (Fraction or Decimal) rounded once to dtype, as float64."""
-    return np.array([round_fraction(Fraction(v), dtype) for v in values.reshape(-1)], dtype=np.float64)
+    """Exact values (Fraction or Decimal) rounded once to dtype, as float64; a float (inf or NaN: a non-finite
+    input reached it) as it is."""
+    return np.array([float(v) if isinstance(v, float) else round_fraction(Fraction(v), dtype)
+                     for v in values.reshape(-1)], dtype=np.float64)
 
 
 class AcrossRows:

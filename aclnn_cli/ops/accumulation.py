@@ -43,12 +43,12 @@ def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarr
 
     peak: an upper bound on the largest |prefix sum| in row order; total: sum |t_i| (caps every node);
     squares: an upper bound on sum t_i^2; term_roundings: c, the float32 roundings that make one term."""
-    peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
-    p = max(1, min(PARTIALS, rows))
-    contiguous = 4.0 * peak**2 * max(rows - p, 0)
-    last = np.zeros_like(peak)
-    for m in range(2, p + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
-        last += np.minimum(2.0 * m * peak, total) ** 2
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):  # (a sum that is inf or NaN, from a non-finite input, has no allowance)
+        peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
+        p = max(1, min(PARTIALS, rows))
+        contiguous = 4.0 * peak**2 * max(rows - p, 0)
+        last = np.zeros_like(peak)
+        for m in range(2, p + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
+            last += np.minimum(2.0 * m * peak, total) ** 2
         nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
         return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER
