@@ -39,6 +39,8 @@ class TensorSpec:
 
 
 FLOATS = ("float32", "float16", "bfloat16")
+# The products a case file may name (device/run.py maps the SoC names the runtime reports onto them).
+PRODUCTS = ("950", "A3", "A2", "910", "310P")
 
 # ATTRIBUTE_KINDS (values/attrvalues.py): register accepts these only, and gen and verify read each (one reader per kind).
 

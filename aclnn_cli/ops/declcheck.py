@@ -17,10 +17,10 @@ from typing import Any
 
 from .. import dtypes as D
 from ..values.attrvalues import ATTRIBUTE_KINDS, parse_value
-from ..values.fill import parse_fill
+from ..values.fill import check_fits, parse_fill
 from ..values.text import clip, show
 from ..errors import UserError
-from .base import FLOATS, AttrSpec, Contract, OpSpec, TensorSpec
+from .base import FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Elementwise, Rows
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -129,9 +129,13 @@ class _Check:
             self.flag(f"{field}.optional", t.optional)
             if not callable(t.default_fill):  # (a callable one is called per case, with the case's shapes)
                 try:
-                    parse_fill(t.default_fill)
+                    fill = parse_fill(t.default_fill)
                 except (ValueError, TypeError) as exc:
                     self.fail(f"{field}.default_fill", str(exc))
+                for name in self._dtypes_of(t):  # (else every case of that dtype is refused, one by one)
+                    problem = check_fits(fill, D.lookup(name))
+                    if problem:
+                        self.fail(f"{field}.default_fill", f"{problem} (the tensor may be {name})")
             if t.dtypes is not None:
                 self.names(f"{field}.dtypes", t.dtypes, tuple(D.DTYPES))
                 if not t.dtypes or len(set(t.dtypes)) != len(t.dtypes):
@@ -167,11 +171,20 @@ class _Check:
             except (ValueError, TypeError) as exc:
                 self.fail(f"{field}.default", str(exc))
 
+    def _dtypes_of(self, t) -> list[str]:
+        """The dtypes a tensor may take: its own list, else every dtype the op's products give."""
+        if t.dtypes is not None:
+            return [d for d in t.dtypes if d in D.DTYPES]
+        products = self.spec.products if isinstance(self.spec.products, Mapping) else {}
+        return sorted({d for dts in products.values() if isinstance(dts, (tuple, list)) for d in dts if d in D.DTYPES})
+
     def products(self, products: tuple) -> None:
         if not products:
             self.fail("products", "expected at least one product")
         for product, dtypes in products:
             self.text("products", product, PRODUCT, "a product name like A2 or 950")
+            if product not in PRODUCTS:
+                self.fail("products", f"unknown product {show(product)} (known: {', '.join(PRODUCTS)})")
             field = f"products[{product}]"
             self.names(field, dtypes, FLOATS)
             if not dtypes or len(set(dtypes)) != len(dtypes):

@@ -61,6 +61,10 @@ def _shape_check(spec: OpSpec) -> Callable:
         except (ValueError, TypeError):
             return None
         for name, got in outputs.items():
+            if isinstance(got, Reference):
+                problem = _reference_problem(got)
+                if problem:
+                    return f"returned {name} with {problem}"
             arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
             want = piece if name not in across else (1, *piece[1:])
             for a in arrays:
@@ -86,3 +90,30 @@ def guarded(spec: OpSpec, file: str) -> OpSpec:
         spec, **{f: wrap(f, getattr(spec, f)) for f in FUNCTIONS},
         variants={name: wrap(f"variant {name}", fn) for name, fn in spec.variants.items()},
         contract=dataclasses.replace(spec.contract, attribute_rule=wrap("contract.attribute_rule", rule)))
+
+
+SCALE_MAX = 2.0**128 * 2.0**32  # float32 terms (each below 2^128, or the kernel overflows) of at most 2^32
+
+
+def _reference_problem(r: Reference) -> str | None:
+    """Why a Reference would mislead the gate, or None. Its bound and scale are finite and not negative where
+    its value is finite (an infinite or NaN scale made every error relative 0: a broken kernel passed), and the
+    scale no larger than float32 terms can make: relief judges an element against max(|golden|, scale)."""
+    with np.errstate(all="ignore"):
+        try:
+            value, bound, scale = (np.asarray(a, dtype=np.float64) for a in (r.value, r.bound, r.scale))
+            finite = np.isfinite(np.broadcast_to(value, np.broadcast_shapes(value.shape, bound.shape, scale.shape)))
+            bound, scale = np.broadcast_to(bound, finite.shape), np.broadcast_to(scale, finite.shape)
+        except (TypeError, ValueError):
+            return None  # (an object array: an exact pass on Fractions; the shape check below judges the rest)
+        for what, a in (("bound", bound), ("scale", scale)):
+            bad = finite & ~((a >= 0) & np.isfinite(a))
+            if bad.any():
+                i = int(np.flatnonzero(bad.reshape(-1))[0])
+                return f"a {what} of {float(a.reshape(-1)[i])!r} at element {i} (it must be finite and not negative)"
+        big = finite & (scale > SCALE_MAX)
+        if big.any():
+            i = int(np.flatnonzero(big.reshape(-1))[0])
+            return (f"a scale of {scale.reshape(-1)[i]:.3g} at element {i}, more than float32 terms can make "
+                    f"({SCALE_MAX:.3g})")
+    return None

@@ -86,7 +86,9 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
             if n is None or (n not in names and n not in kinds):
                 raise unsupported(f"{show(given)} is not an input of {op.name} (inputs: "
                                   f"{', '.join(names + tuple(kinds))})", f"{where_key}.name")
-            if inp.get("type", "tensor") == "attr" or n in kinds:
+            if n not in kinds and inp.get("type", "tensor") == "attr":
+                raise bad(f"{n} is a tensor of {op.name}, given as ATK type 'attr'", f"{where_key}.type")
+            if n in kinds:
                 value = _attr(op, n, inp, stem, key, lambda m, k: bad(m, f"{n}.{k}"),
                               lambda m, k: unsupported(m, f"{n}.{k}"))
         if n in tensors or n in attrs:

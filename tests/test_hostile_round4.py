@@ -1,0 +1,92 @@
+"""Findings of hostile use, round 4 (issue 31), each a test that failed before its fix: one clear line, exit 2,
+never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+
+DATA = Path(__file__).parent / "data"
+
+
+def one_line_error(result, *needles: str) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: ") and "Traceback" not in result.output, \
+        result.output
+    assert all(n in lines[0] for n in needles), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["gen", "convert"])
+def test_an_atk_tensor_given_as_type_attr_is_one_line(tmp_path, command):
+    """Finding 12: a StopIteration traceback."""
+    case = json.loads((DATA / "atk_small.json").read_text())[0]
+    case["inputs"][1]["type"] = "attr"
+    f = tmp_path / "atk_aclnnSiluBackward.json"
+    f.write_text(json.dumps([case]))
+    one_line_error(run_cli(command, f, "-o", tmp_path / "out"), "key 'inputs[1].type'",
+                   "self is a tensor of aclnnSiluBackward, given as ATK type 'attr'")
+
+
+USER_OP = """\
+import numpy as np
+from aclnn_cli.ops import OpSpec, Reference, TensorSpec, register
+
+def reference(t):
+    v = t["gradOutput"] * 2.0
+    return Reference(v, np.zeros_like(v), np.abs(v))
+
+register(OpSpec(name="aclnnMyProbe", key="my_probe", summary="x", formula="x",
+    tensors=(TensorSpec("gradOutput", "input", {fill}), TensorSpec("self", "input", {{"normal": [0, 1]}}),
+             TensorSpec("out", "output", {{"constant": 0}})),
+    products={products}, dims=(0, 8), empty_ok=True, reference=reference))
+"""
+
+
+@pytest.mark.parametrize("fill, products, shown", [
+    ('{"normal": [0, 1]}', '{"Z9": ("float32",)}', "unknown product 'Z9'"),
+    ('{"normal": [0, 1e308]}', '{"A2": ("float32", "float16")}', "default_fill"),
+    ('{"uniform": [0, 1e6]}', '{"A2": ("float16",)}', "(the tensor may be float16)"),
+])
+def test_a_user_op_that_no_case_could_use_is_refused_when_it_loads(tmp_path, fill, products, shown):
+    """Finding 14: accepted and listed, refused only when a case used it."""
+    from test_user_modules import cli, one_line
+
+    op = tmp_path / "my_probe.py"
+    op.write_text(USER_OP.format(fill=fill, products=products))
+    line = one_line(cli("--ops", op, "ops"))
+    assert shown in line and "my_probe.py" in line, line
+
+
+SCALED_OP = """\
+import numpy as np
+from aclnn_cli.ops import OpSpec, Reference, TensorSpec, register
+
+def reference(t):
+    v = t["gradOut"] * 2
+    return Reference(v, np.zeros_like(v), np.full_like(v, {scale}))
+
+register(OpSpec(name="aclnnMyScaled", key="my_scaled", summary="x", formula="x",
+    tensors=(TensorSpec("gradOut", "input", {{"normal": [0, 1]}}), TensorSpec("gradInput", "output", {{"constant": 0}})),
+    products={{"950": ("float32",)}}, dims=(1, 8), empty_ok=False, reference=reference))
+"""
+
+
+@pytest.mark.parametrize("scale, shown", [("np.inf", "a scale of inf"), ("np.nan", "a scale of nan"),
+                                          ("-1.0", "a scale of -1.0"), ("1e300", "a scale of 1e+300")])
+def test_a_reference_scale_that_would_open_the_gate_is_one_line(tmp_path, scale, shown):
+    """Finding 1: a scale of inf (or 1e300) made every error relative 0: a kernel writing -1.5 x + 0.25 passed."""
+    from test_user_modules import cli, one_line
+
+    op = tmp_path / "my_scaled.py"
+    op.write_text(SCALED_OP.format(scale=scale))
+    cases = tmp_path / "c.yaml"
+    cases.write_text('op: aclnnMyScaled\ndefaults: {dtype: float32, seed: 1, product: "950"}\ncases:\n'
+                     '  - {name: a, shape: [4, 5]}\n')
+    line = one_line(cli("--ops", op, "gen", cases, "-o", tmp_path / "out"))
+    assert "op aclnnMyScaled: reference returned gradInput with " + shown in line, line
