@@ -7,7 +7,7 @@ DEMO   := demo-out
 LOCK   := requirements.lock
 UV     := uv==0.13.9
 
-.PHONY: demo test test-latest fuzz bench clean browser lock
+.PHONY: demo test check test-latest fuzz bench clean browser lock
 
 # The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
 # the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
@@ -39,6 +39,11 @@ PYTEST_ARGS ?=
 PYTEST := -m pytest -q -rs -n auto --dist loadfile $(PYTEST_ARGS)
 test: $(STAMP) browser
 	$(BIN)/python $(PYTEST)
+
+# The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core, in about a
+# minute on 2. make test runs them all.
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -n auto --dist load -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
 
 # The HTML report's browser test needs Chromium (Debian's chromium package). Installed here where it can be
 # without asking (root, or sudo without a password, and apt-get); else the test is skipped, saying why.

@@ -5,12 +5,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+SLOW_LIST = Path(__file__).parent / "slow-tests.txt"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "fuzz: a structured fuzz target of a reader (short in make test; make fuzz)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """make fuzz: share ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
+    """The tests slow-tests.txt names are marked slow (make check leaves them out); make fuzz: share
+    ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
+    import pytest
+
+    slow = {line for line in SLOW_LIST.read_text().splitlines() if line and not line.startswith("#")}
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
     total = float(os.environ.get("ACLNN_FUZZ_TOTAL_SECONDS", "0") or 0)
     targets = [item for item in items if item.get_closest_marker("fuzz")]
     if total > 0 and targets:
