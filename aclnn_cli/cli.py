@@ -320,12 +320,11 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
 def _finish(console, run, standard: str | None, failures_only: bool, json_path: Path | None,
             junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False,
             html: tuple[Path | None, int, str] = (None, 1, "")) -> None:
-    """Print the cases that did not pass (every case if verbose) and the summary, write the CI files, exit.
-    html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run)."""
+    """Write the CI files, then print the cases that did not pass (every case if verbose) and the summary, exit.
+    html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run).
+    The files come first: a closed or full standard output (`| head -1`, /dev/full) must not lose them."""
     from .report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
 
-    print_cases(console, run, show_passing=verbose and not failures_only)
-    print_summary(console, run)
     with _one_line_errors():  # (written case by case: thousands of cases are never all held as JSON or XML)
         if json_path:
             write_verify_json(json_path, run, standard)
@@ -339,7 +338,33 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
             from .report.html import write_html
 
             write_html(html[0], run, standard, jobs=html[1], title=html[2])
+    console.on_broken_pipe = _broken_pipe  # (rich's own answer is SystemExit(1): a pass would exit 1)
+    try:
+        print_cases(console, run, show_passing=verbose and not failures_only)
+        print_summary(console, run)
+        sys.stdout.flush()
+    except BrokenPipeError:  # (the reader went away, as `| head` does: the verdict still stands)
+        _quiet_stdout()
+    except OSError as exc:
+        _quiet_stdout()
+        click.echo(f"aclnn-cli: error: cannot write the summary to standard output: {exc.strerror} (the result "
+                   f"files were written)", err=True)
+        sys.exit(2)
     sys.exit(run.exit_code)
+
+
+def _broken_pipe() -> None:
+    raise BrokenPipeError
+
+
+def _quiet_stdout() -> None:
+    """Standard output pointed at /dev/null, so the interpreter's flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 @main.command()

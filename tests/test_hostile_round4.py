@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import run_cli, write_yaml
 
 DATA = Path(__file__).parent / "data"
 
@@ -90,3 +90,46 @@ def test_a_reference_scale_that_would_open_the_gate_is_one_line(tmp_path, scale,
                      '  - {name: a, shape: [4, 5]}\n')
     line = one_line(cli("--ops", op, "gen", cases, "-o", tmp_path / "out"))
     assert "op aclnnMyScaled: reference returned gradInput with " + shown in line, line
+
+
+@pytest.fixture(scope="module")
+def passing_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite")
+    text = ("op: aclnnSiluBackward\ndefaults: {seed: 2}\ncases:\n"
+            "  - {name: a, dtype: [float32, float16, bfloat16], shape: [[3], [4], [5], [6], [7], [8], [9], [10]]}\n")
+    out = root / "out"
+    assert run_cli("gen", write_yaml(root, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    return out
+
+
+def _verify_process(out, tmp_path, stdout):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
+    return subprocess.Popen([sys.executable, "-m", "aclnn_cli", "verify", str(out), "-v", "-j", "2", "--json",
+                             str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")], stdout=stdout,
+                            stderr=subprocess.PIPE, env=env)
+
+
+def test_a_reader_that_goes_away_loses_no_result_file_and_no_verdict(passing_suite, tmp_path):
+    """Finding 4: `verify ... | head -1` exited 1 with no message and wrote neither file, at times."""
+    import subprocess
+
+    proc = _verify_process(passing_suite, tmp_path, subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # (as head does after its line)
+    proc.wait(timeout=120)
+    assert proc.returncode == 0, proc.stderr.read()[-2000:]
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["PASS"] == 24
+    assert (tmp_path / "r.xml").read_text().count("<testcase") == 24
+
+
+def test_a_full_standard_output_is_one_line_after_the_files(passing_suite, tmp_path):
+    proc = _verify_process(passing_suite, tmp_path, open("/dev/full", "w"))
+    proc.wait(timeout=120)
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 2 and "cannot write the summary to standard output" in err and "Traceback" not in err
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["PASS"] == 24
