@@ -50,3 +50,15 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return entry.is_dir()
     except OSError:
         return False
+
+
+def refuse_links(root: Path, dirs: list[Path]) -> None:
+    """UserError naming the first case directory that is a symbolic link, or lies outside `root` once resolved:
+    a command that writes (emulate, run) would put dumps and status files there, outside OUT."""
+    if (root / MANIFEST).is_file():  # (OUT is the case itself)
+        return
+    top = os.path.realpath(root)
+    for d in dirs:
+        if os.path.islink(d) or os.path.dirname(os.path.realpath(d)) != top:
+            raise UserError("the case directory is a symbolic link, or lies outside OUT: refused (the results would be "
+                            "written elsewhere)", where=str(d))

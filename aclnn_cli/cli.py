@@ -125,7 +125,7 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
 @SHARD
 def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | None) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
-    from . import shardout
+    from . import casedirs, shardout
     from .device.emulate import emulate_all, emulate_dirs
     from .device.defects import find_variant, ops_with_kernel
     from .progress import Progress
@@ -140,6 +140,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
         except KeyError as exc:
             raise UserError(exc.args[0], where="--defect") from None
         chosen = shardout.select(out, shard)
+        casedirs.refuse_links(out, chosen.dirs)  # (emulate writes dumps and status files into each)
         if chosen.manifests is None:  # nothing loaded to choose them: the workers read the manifests themselves
             with Progress("emulate", len(chosen.dirs), None) as bar:
                 errors = emulate_dirs(chosen.dirs, variant, jobs, on_done=bar.advance)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import shardout
+from . import casedirs, shardout
 from .device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
 from .cli_common import one_line_errors, parse_shard, select_cases
 from .errors import UserError
@@ -105,7 +105,9 @@ def run(out: Path, runner: Path, patterns: tuple[str, ...], shard: tuple[int, in
     with one_line_errors(), _signals_interrupt():
         if not runner.is_file():
             raise UserError("no runner here (build it: aclnn-cli harness -o DIR, then cmake)", where=str(runner))
-        manifests, broken = shardout.select(out, shard).loaded()
+        chosen = shardout.select(out, shard)
+        casedirs.refuse_links(out, chosen.dirs)  # (run writes dumps and status files into each)
+        manifests, broken = chosen.loaded()
         for case_dir, exc in broken:
             click.echo(f"aclnn-cli: error: {exc}", err=True)
         manifests = select_cases(manifests, patterns)

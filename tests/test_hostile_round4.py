@@ -133,3 +133,26 @@ def test_a_full_standard_output_is_one_line_after_the_files(passing_suite, tmp_p
     err = proc.stderr.read().decode()
     assert proc.returncode == 2 and "cannot write the summary to standard output" in err and "Traceback" not in err
     assert json.loads((tmp_path / "r.json").read_text())["summary"]["PASS"] == 24
+
+
+@pytest.mark.parametrize("command", ["emulate", "run"])
+def test_a_case_directory_linked_outside_out_is_refused_by_commands_that_write(tmp_path, command):
+    """Finding 13: run and emulate wrote dumps and status.txt outside OUT, exit 0."""
+    import os
+    import sys
+
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, "op: aclnnSiluBackward\ncases:\n  - {name: a, shape: [4]}\n"), "-o",
+                   out).exit_code == 0
+    case = next(p for p in out.iterdir() if p.is_dir())
+    elsewhere = tmp_path / "elsewhere"
+    case.rename(elsewhere)
+    case.symlink_to(elsewhere, target_is_directory=True)
+    args = [command, out]
+    if command == "run":
+        runner = tmp_path / "runner.sh"
+        runner.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name('fake_runner.py')} \"$@\"\n")
+        runner.chmod(0o755)
+        args += ["--runner", runner]
+    one_line_error(run_cli(*args), "the case directory is a symbolic link, or lies outside OUT")
+    assert not any(n.endswith(".dump.bin") or n == "status.txt" for n in os.listdir(elsewhere))
