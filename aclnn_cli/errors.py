@@ -8,10 +8,12 @@ class UserError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, where: str = "") -> None:
+    def __init__(self, message: str, *, where: str = "", key: str = "") -> None:
+        """key: the case-file key the problem is about, for whoever names the case (gen: an op's refusal of a
+        case's values)."""
         if not where.isprintable():  # a newline in a path must not break the one-line promise
             where = where.encode("unicode_escape").decode("ascii")
-        self.where = where
+        self.where, self.key = where, key
         super().__init__(f"{where}: {message}" if where else message)
 
 

@@ -156,3 +156,10 @@ def test_a_case_directory_linked_outside_out_is_refused_by_commands_that_write(t
         args += ["--runner", runner]
     one_line_error(run_cli(*args), "the case directory is a symbolic link, or lies outside OUT")
     assert not any(n.endswith(".dump.bin") or n == "status.txt" for n in os.listdir(elsewhere))
+
+
+def test_a_null_attribute_is_named_by_its_own_key(tmp_path):
+    """Finding 15: `dim: null` was blamed on tensors.*.nullptr."""
+    text = 'op: aclnnSoftmaxBackward\ndefaults: {product: "950"}\ncases:\n  - {name: nodim, shape: [3, 4], attributes: {dim: null}}\n'
+    one_line_error(run_cli("gen", write_yaml(tmp_path, text), "-o", tmp_path / "out"), "case 'nodim': key 'attributes.dim'",
+                   "dim is a null pointer")

@@ -250,7 +250,7 @@ def test_null_optional_tensor_is_fine_and_a_required_one_is_161001(ops):
     off = {**attrs, "outputMask": (True, False, True)}  # an output switched off may be null
     assert check(ln, "A2", {**d, "gradWeightOut": TensorDesc(D.FLOAT64, (9, 9, 9), True)}, off).status == SUCCESS
     out = check(ln, "A2", {**d, "mean": TensorDesc(D.FLOAT32, (4, 1), True)}, attrs)
-    assert (out.status, out.rule, out.field) == (NULLPTR, "mean is a null pointer", "null")
+    assert (out.status, out.rule, out.field) == (NULLPTR, "mean is a null pointer", "tensors.mean.nullptr")
 
 
 def test_own_dtype_lists_are_checked_alone_and_left_out_of_the_relation(ops):

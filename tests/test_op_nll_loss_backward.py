@@ -274,7 +274,8 @@ def test_out_of_range_target_from_a_case_file_names_the_file_and_case(tmp_path):
     cases.write_text(text)
     r = cli("gen", cases, "-o", tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert f"{cases}: case 'nll_loss_backward-bad': aclnnNLLLossBackward: a target is -8" in r.stderr
+    assert (f"{cases}: case 'bad' (nll_loss_backward-bad): key 'inputs.target': aclnnNLLLossBackward: a target is -8"
+            in r.stderr), r.stderr
     out = tmp_path / "out"
     assert not [p.name for p in (out.iterdir() if out.exists() else []) if "nll_loss_backward-bad" in p.name]  # (temporaries too)
 

@@ -270,7 +270,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
             msg = f"expects {names[spec.status]} but {op.name} accepts this call on {product}"
         else:
             msg = f"expects {names[spec.status]} but {op.name} returns {names[status]}: {rule}"
-        key = "expect_status" if status == SUCCESS else {"null": "tensors.*.nullptr"}.get(outcome.field, outcome.field)
+        key = "expect_status" if status == SUCCESS else outcome.field
         raise spec.err(msg, key)
     if status == SUCCESS and 0 in shapes[out] and not op.empty_ok:
         raise spec.err(f"{op.name} does not support empty tensors (shape {list(shapes[out])})", "shape")

@@ -90,7 +90,9 @@ def _naming(case: Case):
     except UserError as exc:
         if exc.where:
             raise
-        raise UserError(str(exc), where=f"{case.source}: case '{case.case_id}'") from None
+        named = f"case '{case.name}'" + (f" ({case.case_id})" if case.name != case.case_id else "")
+        key = f": key '{exc.key}'" if getattr(exc, "key", "") else ""
+        raise UserError(str(exc), where=f"{case.source}: {named}{key}") from None
 
 
 def _fits_in_memory(case: Case, chunk: int) -> bool:

@@ -31,7 +31,7 @@ class TensorDesc:
 class Outcome:
     status: int
     rule: str = ""  # the doc's rule that decides a rejection
-    field: str = ""  # what the rule is about: "null", "dtype" or "shape"
+    field: str = ""  # what the rule is about: "dtype", "shape", or the case-file key of a null pointer
 
 
 def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attributes: Mapping | None = None) -> Outcome:
@@ -42,10 +42,10 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     attributes = attributes or {}
     for t in op.tensors:
         if tensors[t.name].null and not t.optional:
-            return Outcome(NULLPTR, f"{t.name} is a null pointer", "null")
+            return Outcome(NULLPTR, f"{t.name} is a null pointer", f"tensors.{t.name}.nullptr")
     for a in op.attributes:
         if attributes.get(a.name) is None and not a.optional and a.name in attributes:
-            return Outcome(NULLPTR, f"{a.name} is a null pointer", "null")
+            return Outcome(NULLPTR, f"{a.name} is a null pointer", f"attributes.{a.name}")
     product_dtypes = op.products[product] + op.contract.also_accepts
     for t in op.tensors:
         if tensors[t.name].null:

@@ -78,7 +78,8 @@ def _check_targets(t) -> None:
     if bad.any():
         value = int(target[bad][0])
         raise UserError(f"{NAME}: a target is {value}, outside [0, {classes}) and not ignoreIndex "
-                        f"{int(t['ignoreIndex'])}: the kernel's write there is undefined (give targets in [0, C - 1])")
+                        f"{int(t['ignoreIndex'])}: the kernel's write there is undefined (give targets in [0, C - 1])",
+                        key="inputs.target")
 
 
 def _reference(t) -> Reference:
