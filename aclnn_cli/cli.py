@@ -13,7 +13,8 @@ import click
 from . import __version__
 from .errors import UserError
 from .cli_group import Commands as _Commands
-from .cli_common import JOBS, SHARD, console as _console, fail as _fail, one_line_errors as _one_line_errors, select_cases
+from .cli_common import (JOBS, SHARD, broken_pipe, console as _console, fail as _fail, one_line_errors as _one_line_errors,
+                         quiet_stdout, select_cases)
 from .options import PATH, StandardName, default_jobs
 
 # Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
@@ -339,33 +340,19 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
             from .report.html import write_html
 
             write_html(html[0], run, standard, jobs=html[1], title=html[2])
-    console.on_broken_pipe = _broken_pipe  # (rich's own answer is SystemExit(1): a pass would exit 1)
+    console.on_broken_pipe = broken_pipe  # (rich's own answer is SystemExit(1): a pass would exit 1)
     try:
         print_cases(console, run, show_passing=verbose and not failures_only)
         print_summary(console, run)
         sys.stdout.flush()
     except BrokenPipeError:  # (the reader went away, as `| head` does: the verdict still stands)
-        _quiet_stdout()
+        quiet_stdout()
     except OSError as exc:
-        _quiet_stdout()
+        quiet_stdout()
         click.echo(f"aclnn-cli: error: cannot write the summary to standard output: {exc.strerror} (the result "
                    f"files were written)", err=True)
         sys.exit(2)
     sys.exit(run.exit_code)
-
-
-def _broken_pipe() -> None:
-    raise BrokenPipeError
-
-
-def _quiet_stdout() -> None:
-    """Standard output pointed at /dev/null, so the interpreter's flush at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
 
 
 @main.command()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from contextlib import contextmanager
 
@@ -71,3 +72,18 @@ def select_cases(cases, patterns: tuple[str, ...]):
     if not chosen:
         raise UserError(f"no case id matches {', '.join(patterns)}")
     return chosen
+
+
+def broken_pipe() -> None:
+    """A rich Console's answer to a closed pipe (rich's own is SystemExit(1), which would turn a pass into 1)."""
+    raise BrokenPipeError
+
+
+def quiet_stdout() -> None:
+    """Standard output pointed at /dev/null, so the interpreter's flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
