@@ -5,8 +5,8 @@ the allowance derived from the computation (aclnn_cli/ops/accumulation.py, docs/
   blocked pairwise, and per-core partials of contiguous rows added in a shuffled order;
 - each defect fails, in fp32, fp16 and bf16, from one row to a million: 1% of the elements sign-flipped, the
   result halved, one core's partial lost, every other row skipped (a doubled row stride), zeros; and the sum
-  accumulated in the 16-bit dtype from a thousand rows on (below that its error is within the output's own
-  rounding, as a correct kernel's may be: docs/allowances.md).
+  accumulated in the 16-bit dtype wherever it stands more than MARE's factor (10) times farther from the exact
+  sum than a correct float32 kernel may in the worst case (a 16-bit sum of 7 terms stood 3x: docs/allowances.md).
 
 The sums are this file's own (the terms in float32 from the inputs, as the docs' formulas say), written over
 the emulated dumps of the across-rows outputs only: the row outputs stay the emulator's.
@@ -115,10 +115,14 @@ DEFECTS = {
     "zeros": lambda t, d: np.zeros(t.shape[1], np.float32),
 }
 _NARROW = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+MARE_FACTOR = 10  # the default standard fails an element at 10 T: up to 10x a correct kernel's error can pass
 
 
-def _judge(suite, tmp_path, kernel) -> dict[str, dict]:
-    """Every case with its across-rows dumps replaced by kernel(terms, 16-bit dtype): {case id: verify record}."""
+def _judge(suite, tmp_path, kernel, worst: dict | None = None) -> dict[str, dict]:
+    """Every case with its across-rows dumps replaced by kernel(terms, 16-bit dtype): {case id: verify record}.
+    worst: filled with {case id: the largest distance of what the kernel wrote from the sum of the terms, as a
+    multiple of what a correct float32 kernel may be off in the worst case, in any order: (rows - 1 + 4) u
+    sum|t| (Higham's gamma bound, 4 roundings a term) plus one output ulp}."""
     work = tmp_path / "work"
     shutil.copytree(suite, work)
     for d in sorted(p.parent for p in work.glob("*/case.json")):
@@ -128,7 +132,16 @@ def _judge(suite, tmp_path, kernel) -> dict[str, dict]:
             out = next(t for t in m.judged if t.name == name)
             with np.errstate(all="ignore"):
                 value = np.asarray(kernel(terms, narrow if narrow is not None else np.float32), np.float32)
-            np.asarray(value, out.dtype.np_dtype).tofile(out.dump_path)
+            written = np.asarray(value, out.dtype.np_dtype)
+            written.tofile(out.dump_path)
+            if worst is not None:
+                wide = terms.astype(np.float64)
+                exact = wide.sum(axis=0)
+                ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(exact), out.dtype.smallest_normal)))
+                              - (out.dtype.precision - 1))
+                bound = (terms.shape[0] + 3) * 2.0**-24 * np.abs(wide).sum(axis=0) * 1.01 + ulp
+                far = float(np.max(np.abs(written.astype(np.float64) - exact) / bound))
+                worst[m.case_id] = max(worst.get(m.case_id, 0.0), far)
     report = tmp_path / "verify.json"
     run_cli("verify", work, "--json", report)
     return {c["case_id"]: c for c in json.loads(report.read_text())["cases"]}
@@ -148,15 +161,17 @@ def test_a_correct_float32_sum_passes_in_every_order(suite, tmp_path, order):
 
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 def test_each_defect_fails_at_every_shape_and_dtype(suite, tmp_path, defect):
-    records = _judge(suite, tmp_path, DEFECTS[defect])
+    worst: dict[str, float] = {}
+    records = _judge(suite, tmp_path, DEFECTS[defect], worst)
     missed = []
     for cid, c in sorted(records.items()):
         rows = int(cid.rsplit("_", 1)[1].split("x")[0])
         if rows == 1 and defect in ("core-partial-lost", "row-stride-doubled", "accumulated-in-16-bit"):
             continue  # (one row: no partial to lose, no other row, nothing accumulated)
-        if defect == "accumulated-in-16-bit" and ("float32" in cid or rows < 1000):
-            continue  # (float32 inputs: that is the correct kernel; a 16-bit sum of a few terms stays within
-            #           the output's own rounding, as a correct kernel's may: docs/allowances.md)
+        if defect == "accumulated-in-16-bit" and worst[cid] <= MARE_FACTOR:
+            assert "float32" in cid or rows < 4096, (cid, worst[cid])  # (never at the shapes people train with)
+            continue  # (within MARE's factor of what a correct float32 kernel may be off in the worst case: float32
+            #           inputs, where it is the correct kernel, and a 16-bit sum of a few terms)
         if c["status"] != "FAIL" or not _across_failing(c):
             missed.append((cid, c["status"], c["reason"][:200]))
     assert not missed, missed
