@@ -126,7 +126,7 @@ class AcrossRows:
         self.value, self.bound, self.scale = np.zeros(size), np.zeros(size), np.zeros(size)
         self.peak, self.squares = np.zeros(size), np.zeros(size)
         self.sums = np.zeros(size)  # sum over the float64 additions of |their result|: their roundings' bound
-        self.additions = self.rows = 0
+        self.rows = 0
 
     def add(self, r: Reference, rows: int) -> None:
         scale = r.scale.reshape(-1)
@@ -138,7 +138,6 @@ class AcrossRows:
             self.sums += np.abs(self.value)
         self.bound += r.bound.reshape(-1)
         self.scale += scale
-        self.additions += 1
         self.rows += rows
 
     def total_bound(self) -> np.ndarray:

@@ -60,10 +60,4 @@ _OVERFLOW = float(np.finfo(np.float32).max) + 2.0**103  # exp above it rounds to
 
 def _exp_decimal(x: float) -> np.float32:
     """exp(x) correctly rounded to float32, through decimal's correctly rounded exp at 40 digits."""
-    value = Fraction(_CONTEXT.exp(decimal.Decimal(x)))
-    return np.float32(_round_to_f32(value))
-
-
-def _round_to_f32(value: Fraction) -> float:
-    """A positive rational rounded to the nearest float32 (ties to even), as a float (inf past the range)."""
-    return round_fraction(value, FLOAT32)
+    return np.float32(round_fraction(Fraction(_CONTEXT.exp(decimal.Decimal(x))), FLOAT32))
