@@ -194,6 +194,32 @@ def case_elements(m) -> int:
     return geo.numel if geo is not None else m.output.layout.numel
 
 
+def write_blocks(m, out, f, geo, b0: int, b1: int, values: np.ndarray, write=None) -> None:
+    """Write blocks [b0, b1) of output `out` (values in block order, as the op's functions return them): a
+    per-row output's one value per block, a row output's elements wherever the family's blocks lie. write: a
+    variant's own writer (device/defects.py), else the storage's."""
+    values = values.reshape(-1)
+    if out.name in m.op.family.per_row:
+        start, stop = b0, b1
+    elif geo.contiguous:
+        start, stop = b0 * geo.block, b1 * geo.block
+    elif write is None:
+        f.write_at(out.layout, geo.positions(b0, b1), values)
+        return
+    else:  # (the variant writes ranges: the blocks' elements in flat order, a run of consecutive ones at a time)
+        where = geo.positions(b0, b1)
+        order = np.argsort(where, kind="stable")
+        where, values = where[order], values[order]
+        cuts = np.flatnonzero(np.diff(where) != 1) + 1
+        for run, vals in zip(np.split(where, cuts), np.split(values, cuts)):
+            write(f.map, out.layout, int(run[0]), int(run[-1]) + 1, vals)
+        return
+    if write is None:
+        f.write(out.layout, start, stop, values)
+    else:
+        write(f.map, out.layout, start, stop, values)
+
+
 def block_chunks(geo, start_block: int, stop_block: int, chunk: int):
     """[b0, b1) block ranges of about `chunk` elements (at least one whole block each)."""
     step = max(1, chunk // max(geo.block, 1))
@@ -215,8 +241,10 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
         f = files[t.name]
         if t.name in family.per_row:
             values = (np.repeat(f.read(t.layout, 0, 1), k) if t.layout.numel == 1 else f.read(t.layout, b0, b1)).reshape(k, 1, 1)
-        else:
+        elif geo.contiguous:
             values = f.gather(t.layout, shape, b0 * geo.block, b1 * geo.block).reshape(k, geo.r, geo.a0)
+        else:
+            values = f.gather_at(t.layout, shape, geo.positions(b0, b1)).reshape(k, geo.r, geo.a0)
         if np.issubdtype(values.dtype, np.integer):
             values = values.astype(np.int64)
         out[t.name] = values

@@ -161,6 +161,14 @@ class StorageFile:
             return self.read_range(start, stop)
         return np.array(self.map[source_positions(layout, out_shape, slice(start, stop))])
 
+    def gather_at(self, layout: Layout, out_shape: tuple[int, ...], flat: np.ndarray) -> np.ndarray:
+        """The values feeding output elements `flat` (int64 logical indices, broadcasting)."""
+        return np.array(self.map[source_positions(layout, out_shape, flat)])
+
+    def write_at(self, layout: Layout, flat: np.ndarray, values: np.ndarray) -> None:
+        """Logical elements `flat` (int64 indices) of a view over this storage."""
+        self.map[layout.storage_index(flat)] = values
+
     def write(self, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:
         if layout.is_contiguous:
             self.write_range(start, values)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import dtypes as D
 from .. import manifest as M
 from ..golden.rows import widened
-from ..pipeline import block_chunks, gather_blocks, geometry
+from ..pipeline import block_chunks, gather_blocks, geometry, write_blocks
 from ..storage import CHUNK, StorageFile, WriteError, check_file_sha256, check_size, copy_storage
 
 
@@ -116,11 +116,7 @@ def _compute(m: M.CaseManifest, tmps: dict[str, Path], chunk: int, variant) -> N
                     sums[name].add(result[name].reshape(-1))
                     continue
                 values = cast_output(result[name].reshape(-1), t.dtype, variant)
-                s, e = b0 * geo.block, b1 * geo.block
-                if write is None:
-                    dumps[name].write(t.layout, s, e, values)
-                else:
-                    write(dumps[name].map, t.layout, s, e, values)
+                write_blocks(m, t, dumps[name], geo, b0, b1, values, write)
         for name, acc in sums.items():
             t = outs[name]
             values = cast_output(acc.total(t.layout.numel), t.dtype, variant)
@@ -150,9 +146,12 @@ def emulated_range(m: M.CaseManifest, out: M.TensorEntry, files: dict | None, st
             for b0, b1 in block_chunks(geo, 0, geo.a1, CHUNK):
                 acc.add(kernel_blocks(m, gather_blocks(m, files, geo, b0, b1))[out.name].reshape(-1))
             return cast_output(acc.total(out.layout.numel), out.dtype)[start:stop]
-        b0, b1 = start // geo.block, -(-stop // geo.block)
+        if out.name in m.op.family.per_row:  # (one value per block)
+            return cast_output(kernel_blocks(m, gather_blocks(m, files, geo, start, stop))[out.name].reshape(-1), out.dtype)
+        block, at = geo.block_of(np.arange(start, stop, dtype=np.int64))
+        b0, b1 = int(block.min(initial=0)), int(block.max(initial=-1)) + 1
         values = kernel_blocks(m, gather_blocks(m, files, geo, b0, b1))[out.name].reshape(-1)
-        return cast_output(values[start - b0 * geo.block:stop - b0 * geo.block], out.dtype)
+        return cast_output(values[(block - b0) * geo.block + at], out.dtype)
     finally:
         if own:
             for f in files.values():

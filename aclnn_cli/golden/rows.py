@@ -76,10 +76,14 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
         value = np.empty((k, *sv.shape[1:]))
         bound, scale = np.zeros_like(value), np.abs(value)
         value[~finite], scale[~finite] = sv, np.abs(sv)
+        allowance = None
         if finite.any():
             r = ref[t.name]
             value[finite], bound[finite], scale[finite] = r.value, r.bound, r.scale
-        out[t.name] = Reference(value, bound, scale)
+            if r.allowance is not None:
+                allowance = np.zeros_like(value)
+                allowance[finite] = r.allowance
+        out[t.name] = Reference(value, bound, scale, allowance)
     return out
 
 

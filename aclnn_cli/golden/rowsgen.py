@@ -16,7 +16,7 @@ import numpy as np
 from .. import manifest as M
 
 from .. import casedirs
-from ..pipeline import block_chunks, gather_blocks, geometry
+from ..pipeline import block_chunks, gather_blocks, geometry, write_blocks
 from ..storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
 from .rows import AcrossRows, across_chunk_rows, certify, exact_block, reference_blocks, round_exact
@@ -57,7 +57,7 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
                             continue
                         rounded[b].reshape(-1)[where] = round_exact(exact[where], t.dtype)
                         fallbacks += where.size
-                golds[t.name].write(t.layout, b0 * geo.block, b1 * geo.block, rounded.reshape(-1))
+                write_blocks(case, t, golds[t.name], geo, b0, b1, rounded)
             for name, acc in across.items():
                 acc.add(refs[name], b1 - b0)
         for t in outs:

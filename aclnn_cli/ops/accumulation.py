@@ -52,3 +52,19 @@ def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarr
             last += np.minimum(2.0 * m * peak, total) ** 2
         nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
         return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER
+
+
+def sum_allowance(orders: list[np.ndarray], term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
+    """The allowance of sums over each row of float64 terms (the exact terms to float64's rounding), for an
+    output that is one sum per row or channel (BatchNorm's gradBias): across_rows_allowance with the peak taken
+    over every order of the terms the kernel may add them in (each array: (k, terms), one such order; a
+    channel's (n, s) and (s, n) orders). The float64 prefixes' own error (n u64 sum|t|) is added to the peak."""
+    first = orders[0]
+    n = first.shape[1]
+    with np.errstate(all="ignore"):
+        total = np.abs(first).sum(axis=1)
+        slack = (n + 2) * 2.0**-53 * total
+        peak = np.max([np.abs(np.cumsum(o, axis=1)).max(axis=1, initial=0.0) for o in orders], axis=0)
+        squares = np.square(first).sum(axis=1) * (1 + 2.0**-40)
+        return across_rows_allowance(peak * (1 + 2.0**-40) + slack, total * (1 + 2.0**-40) + slack, squares, n,
+                                     term_roundings, unit)

@@ -108,6 +108,10 @@ class Reference:
     value: np.ndarray
     bound: np.ndarray
     scale: np.ndarray
+    # A sum over a row or channel (BatchNorm's gradBias): how far a correct float32 kernel's sum may stand from
+    # the exact one (ops/accumulation.py, sum_allowance). Given, verify judges the element against
+    # max(|golden|, allowance / T) instead of the term scale, which at many terms swallows the result.
+    allowance: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -204,9 +204,9 @@ class _Check:
         self.function("contract.shape_rule", c.shape_rule)
 
     def family(self, f: Any) -> None:
-        """Elementwise or Rows; a Rows family's names are the op's tensors in the right role."""
+        """Elementwise, Rows or Channels; a Rows family's names are the op's tensors in the right role."""
         if not isinstance(f, (Elementwise, Rows)):
-            self.fail("family", f"expected Elementwise() or Rows(...), got {show(f)}")
+            self.fail("family", f"expected Elementwise(), Rows(...) or Channels(...), got {show(f)}")
         if isinstance(f, Elementwise):
             return
         ins = tuple(t.name for t in self.spec.inputs)
@@ -214,10 +214,13 @@ class _Check:
         self.choice("family.driver", f.driver, ins)
         self.function("family.axes", f.axes, required=True)
         self.function("family.shapes", f.shapes)
-        self.names("family.per_row", f.per_row, ins)
+        self.names("family.per_row", f.per_row, ins + outs)
         self.names("family.across_rows", f.across_rows, outs)
         if f.driver in f.per_row:
             self.fail("family.per_row", f"the driver {f.driver} is cut into rows; it cannot be per-row too")
+        both = sorted(set(f.per_row) & set(f.across_rows))
+        if both:
+            self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")
 
     def signature(self, names: tuple) -> None:
         """Empty, or every tensor and attribute name once (the header's order)."""

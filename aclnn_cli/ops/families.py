@@ -15,8 +15,11 @@ decides how gen, emulate and verify cut a case into pieces the op's functions ca
   `across_rows` (dgamma, gradWeight, gradBias: a sum over every row) comes back as the block's
   partial sum, shape (1, R, A0), and the pipeline adds the partials of every block.
 
-Nothing here imports numpy at module level beyond what the dataclasses need; the geometry is
-plain integer arithmetic on shapes (docs/families.md).
+- `Channels`: an output element depends on a whole channel of a driver (N, C, *spatial): axis 1 is kept,
+  every other reduced (BatchNorm). A Rows family whose block is one channel, its N * S elements in (n, s)
+  order: not one range of the driver's flat indices (`Geometry.positions`).
+
+The geometry is integer arithmetic on shapes (docs/families.md).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
+
+import numpy as np
 
 Shapes = Mapping[str, tuple[int, ...]]
 
@@ -43,11 +48,16 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
 
 @dataclass(frozen=True)
 class Geometry:
-    """A case's rows: (A1, R, A0) of the driver's shape."""
+    """A case's rows: (A1, R, A0) of the driver's shape.
+
+    lead > 1 (the Channels family): the blocks are channels of a driver laid out (lead, A1, inner), R = lead *
+    inner, A0 = 1; block c holds the elements (n, c, s) in (n, s) order, so its elements are not one range of
+    the driver's flat indices. `positions` and `block_of` translate between the two orders."""
 
     a1: int
     r: int
     a0: int
+    lead: int = 1
 
     @property
     def block(self) -> int:
@@ -57,6 +67,29 @@ class Geometry:
     @property
     def numel(self) -> int:
         return self.a1 * self.r * self.a0
+
+    @property
+    def contiguous(self) -> bool:
+        """Block b is the driver's flat elements [b * block, (b + 1) * block)."""
+        return self.lead == 1
+
+    def positions(self, b0: int, b1: int):
+        """The driver's flat indices of blocks [b0, b1), in block order: a slice where they are one range."""
+        if self.contiguous:
+            return slice(b0 * self.block, b1 * self.block)
+        inner = self.r // self.lead
+        c = np.arange(b0, b1, dtype=np.int64).reshape(-1, 1, 1)
+        n = np.arange(self.lead, dtype=np.int64).reshape(1, -1, 1)
+        s = np.arange(inner, dtype=np.int64).reshape(1, 1, -1)
+        return (n * (self.a1 * inner) + c * inner + s).reshape(-1)
+
+    def block_of(self, flat):
+        """(block, position inside its block) of the driver's flat indices `flat` (an int64 array)."""
+        if self.contiguous:
+            return flat // max(self.block, 1), flat % max(self.block, 1)
+        inner = max(self.r // self.lead, 1)
+        n, rest = flat // (self.a1 * inner), flat % (self.a1 * inner)
+        return rest // inner, n * inner + rest % inner
 
 
 @dataclass(frozen=True)
@@ -110,7 +143,8 @@ class Rows:
     axes(shapes, attrs) -> (lo, hi): the reduced axes of the driver's shape, 0 <= lo <= hi <= ndim,
       from an attribute (`dim`, `normalizedShape`) or the shapes (gamma's rank). Only called on a case
       that phase one accepts.
-    per_row: inputs with one value per a1 index (their numel is A1; A0 must be 1).
+    per_row: inputs with one value per a1 index (their numel is A1; A0 must be 1), and outputs with one value
+      per a1 index (a sum over each row: returned as (k, 1, 1)).
     across_rows: outputs summed over every row (their numel is R * A0).
     """
 
@@ -188,6 +222,49 @@ class Rows:
         if not 0 <= lo <= hi <= len(shape):
             raise ValueError(f"reduced axes [{lo}, {hi}) outside a {len(shape)}-d {self.driver}")
         return Geometry(math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]))
+
+
+@dataclass(frozen=True)
+class Channels(Rows):
+    """Each output element depends on whole channels of the driver (N, C, *spatial), 2-D or more.
+
+    A block is one channel c: the driver's elements (n, c, s) in (n, s) order, R = N * S, A0 = 1. Every input
+    not in `per_row` has the driver's shape and arrives as (k, R, 1); a `per_row` tensor holds one value per
+    channel, shape (C,): an input (weight, the saved statistics) arrives as (k, 1, 1), an output (gradWeight,
+    gradBias: a sum over the channel) comes back as (k, 1, 1). Other outputs have the driver's shape."""
+
+    axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: the geometry's)
+    name: str = "channels"
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """Per-channel tensors (C,), the rest the driver's shape."""
+        own = {self.driver: tuple(shape), **(self.shapes(tuple(shape), attrs) if self.shapes else {})}
+        channel = tuple(shape[1:2])
+        return {n: own.get(n, channel if n in self.per_row else tuple(shape)) for n in (*names, *own)}
+
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the shapes are not the driver's (N, C, ...) and (C,) per channel (None: they are)."""
+        if self.driver not in shapes:
+            return f"the driver {self.driver} is null"
+        drv = tuple(shapes[self.driver])
+        if len(drv) < 2:
+            return f"the {self.driver} has {len(drv)} dimensions; the channels family needs (N, C, ...)"
+        for t in op.tensors:
+            if t.name not in shapes or t.name == self.driver:
+                continue
+            s = tuple(shapes[t.name])
+            want = (drv[1],) if t.name in self.per_row else drv
+            if s != want:
+                what = f"one value per channel, {list(want)}" if t.name in self.per_row else f"the {self.driver}'s shape {list(drv)}"
+                return f"{t.name} has shape {list(s)}; the channels family needs {what}"
+        return None
+
+    def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
+        shape = tuple(shapes[self.driver])
+        if len(shape) < 2:
+            raise ValueError(f"a {len(shape)}-d {self.driver} has no channel axis")
+        n, c, inner = shape[0], shape[1], math.prod(shape[2:])
+        return Geometry(c, n * inner, 1, lead=n if n > 1 else 1)  # (one sample: channels are ranges)
 
 
 ELEMENTWISE = Elementwise()

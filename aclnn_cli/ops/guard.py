@@ -45,6 +45,7 @@ def _shape_check(spec: OpSpec) -> Callable:
     outputs have the pieces' shape; a Rows op's row outputs (k, R, A0), its across-rows outputs (1, R, A0).
     A result of another shape would be written as a golden or dump of the wrong elements."""
     across = set(spec.family.across_rows)
+    per_block = set(spec.family.per_row)  # (outputs among them: one value per block, (k, 1, 1))
     local = spec.family.element_local
     driver = getattr(spec.family, "driver", None)
     attributes = {a.name for a in spec.attributes}
@@ -66,7 +67,9 @@ def _shape_check(spec: OpSpec) -> Callable:
                 if problem:
                     return f"returned {name} with {problem}"
             arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
-            want = piece if name not in across else (1, *piece[1:])
+            if isinstance(got, Reference) and got.allowance is not None:
+                arrays.append(got.allowance)
+            want = (1, *piece[1:]) if name in across else (piece[0], 1, 1) if name in per_block else piece
             for a in arrays:
                 s = np.shape(a)
                 if s != tuple(want) and not (name in across and s == tuple(piece)):
@@ -102,18 +105,21 @@ def _reference_problem(r: Reference) -> str | None:
     with np.errstate(all="ignore"):
         try:
             value, bound, scale = (np.asarray(a, dtype=np.float64) for a in (r.value, r.bound, r.scale))
-            finite = np.isfinite(np.broadcast_to(value, np.broadcast_shapes(value.shape, bound.shape, scale.shape)))
+            allowance = np.asarray(0.0 if r.allowance is None else r.allowance, dtype=np.float64)
+            finite = np.isfinite(np.broadcast_to(value, np.broadcast_shapes(value.shape, bound.shape, scale.shape,
+                                                                            allowance.shape)))
             bound, scale = np.broadcast_to(bound, finite.shape), np.broadcast_to(scale, finite.shape)
+            allowance = np.broadcast_to(allowance, finite.shape)
         except (TypeError, ValueError):
             return None  # (an object array: an exact pass on Fractions; the shape check below judges the rest)
-        for what, a in (("bound", bound), ("scale", scale)):
+        for what, a in (("bound", bound), ("scale", scale), ("allowance", allowance)):
             bad = finite & ~((a >= 0) & np.isfinite(a))
             if bad.any():
                 i = int(np.flatnonzero(bad.reshape(-1))[0])
                 return f"a {what} of {float(a.reshape(-1)[i])!r} at element {i} (it must be finite and not negative)"
-        big = finite & (scale > SCALE_MAX)
+        big = finite & (np.maximum(scale, allowance) > SCALE_MAX)
         if big.any():
             i = int(np.flatnonzero(big.reshape(-1))[0])
-            return (f"a scale of {scale.reshape(-1)[i]:.3g} at element {i}, more than float32 terms can make "
+            return (f"a scale of {np.maximum(scale, allowance).reshape(-1)[i]:.3g} at element {i}, more than float32 terms can make "
                     f"({SCALE_MAX:.3g})")
     return None
