@@ -66,6 +66,9 @@ class LoadedFile:
             return self.map[start:stop]
         return self.map[source_positions(layout, out_shape, slice(start, stop))]
 
+    def gather_at(self, layout: Layout, out_shape: tuple[int, ...], flat: np.ndarray) -> np.ndarray:
+        return self.map[source_positions(layout, out_shape, flat)]
+
 
 class OpenedOnUse(dict):
     """Files by name, each opened when first used (opener(name)): a case whose inputs need no hash (statcache.py)

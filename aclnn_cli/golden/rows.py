@@ -76,14 +76,15 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
         value = np.empty((k, *sv.shape[1:]))
         bound, scale = np.zeros_like(value), np.abs(value)
         value[~finite], scale[~finite] = sv, np.abs(sv)
-        allowance = None
+        extra = {}
         if finite.any():
             r = ref[t.name]
             value[finite], bound[finite], scale[finite] = r.value, r.bound, r.scale
-            if r.allowance is not None:
-                allowance = np.zeros_like(value)
-                allowance[finite] = r.allowance
-        out[t.name] = Reference(value, bound, scale, allowance)
+            for field in ("allowance", "shared"):  # (none where an input is not finite: nothing to judge there)
+                if getattr(r, field) is not None:
+                    extra[field] = np.zeros_like(value)
+                    extra[field][finite] = getattr(r, field)
+        out[t.name] = Reference(value, bound, scale, **extra)
     return out
 
 

@@ -336,8 +336,9 @@ class Comparison:
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""
         m, dtype = self.m, self.out.dtype
+        shared = 0.0
         if not m.op.family.element_local:  # (whole rows, never the element alone: rowrelief.py)
-            scale, where, device = rows_relief(m, self.out, self.inputs, flat, self.limit)
+            scale, where, device, shared = rows_relief(m, self.out, self.inputs, flat, self.limit)
         else:
             ins = self._gather(flat)
             scale = m.op.golden_f64(ins).scale
@@ -358,7 +359,10 @@ class Comparison:
         finite = np.isfinite(ai) & np.isfinite(gi)
         keep = finite & (rel < errs.rel[idx])  # relief only ever lowers an element's error
         errs.rel[idx[keep]] = rel[keep]
-        errs.signed[idx[keep]] = np.where(rel[keep] > 0, (np.abs(ai[keep]) - np.abs(accepted[keep])) / den[keep], 0.0)
+        # (the balance leaves out what a correct kernel's row sums share with the element: Reference.shared)
+        lean = np.abs(ai) - np.abs(accepted)
+        lean = np.sign(lean) * np.maximum(np.abs(lean) - shared, 0.0)
+        errs.signed[idx[keep]] = np.where(rel[keep] > 0, lean[keep] / den[keep], 0.0)
         if cleared.any():
             errs.special = np.setdiff1d(errs.special, idx[cleared])
 

@@ -19,17 +19,18 @@ from ..wholefiles import LoadedFile
 
 
 def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray, limit: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(term scale, where the device may differ, the device's value there) of logical elements `flat` of
-    output `out`. files: input name -> an open storage reader; limit: the standard's relative limit per
-    element (T), which an across-rows output's allowance is divided by."""
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(term scale, where the device may differ, the device's value there, the error a correct kernel shares
+    with the element's row: Reference.shared) of logical elements `flat` of output `out`. files: input name ->
+    an open storage reader; limit: the standard's relative limit per element (T), which an across-rows
+    output's allowance is divided by."""
     if out.name in m.op.family.across_rows:
         with np.errstate(all="ignore"):  # (T below 2^-100 counts as 2^-100: a subnormal T would make the
             #                                 divisor infinite and every error 0, or below float32's range)
             scale = across_allowance(m, out)[flat] / max(limit, 2.0**-100)
-        return scale, np.zeros(flat.size, bool), np.full(flat.size, np.nan)
+        return scale, np.zeros(flat.size, bool), np.full(flat.size, np.nan), np.zeros(flat.size)
     if flat.size == 0:  # (nothing flagged in this piece)
-        return np.zeros(0), np.zeros(0, bool), np.zeros(0)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0), np.zeros(0)
     geo = geometry(m)
     per_block = out.name in m.op.family.per_row  # (one value per block: a sum over each row or channel)
     block_of, inside = (flat, np.zeros_like(flat)) if per_block else geo.block_of(flat)
@@ -42,6 +43,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
         scale = ref.scale.reshape(-1)[at]
         if ref.allowance is not None:  # (a sum's derived allowance: within it is within the standard's T)
             scale = np.broadcast_to(ref.allowance, ref.value.shape).reshape(-1)[at] / max(limit, 2.0**-100)
+        shared = np.zeros(flat.size) if ref.shared is None else np.broadcast_to(ref.shared, ref.value.shape).reshape(-1)[at]
         where, device = np.zeros(flat.size, bool), np.full(flat.size, np.nan)
         if m.op.edge is not None:
             edges = m.op.by_output(m.op.edge({**widened(blocks), **attrs}))
@@ -49,7 +51,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
                 w, d = edges[out.name]
                 where = np.asarray(w, bool).reshape(-1)[at]
                 device = np.asarray(d, np.float64).reshape(-1)[at]
-    return scale, where, device
+    return scale, where, device, shared
 
 
 def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray) -> dict[str, np.ndarray]:

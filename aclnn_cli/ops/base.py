@@ -112,6 +112,10 @@ class Reference:
     # the exact one (ops/accumulation.py, sum_allowance). Given, verify judges the element against
     # max(|golden|, allowance / T) instead of the term scale, which at many terms swallows the result.
     allowance: np.ndarray | None = None
+    # The part of an element's error a correct kernel shares with other elements: its row's sums' allowance carried
+    # to the element (BatchNorm's gradInput through sum(dy) / M). A shared error leans every element of the row
+    # one way, so the error balance does not count it (judge/comparison.py); each element's error still does.
+    shared: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,7 @@ def _shape_check(spec: OpSpec) -> Callable:
                 if problem:
                     return f"returned {name} with {problem}"
             arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
-            if isinstance(got, Reference) and got.allowance is not None:
-                arrays.append(got.allowance)
+            arrays += [a for a in (got.allowance, got.shared) if a is not None] if isinstance(got, Reference) else []
             want = (1, *piece[1:]) if name in across else (piece[0], 1, 1) if name in per_block else piece
             for a in arrays:
                 s = np.shape(a)
@@ -105,21 +104,20 @@ def _reference_problem(r: Reference) -> str | None:
     with np.errstate(all="ignore"):
         try:
             value, bound, scale = (np.asarray(a, dtype=np.float64) for a in (r.value, r.bound, r.scale))
-            allowance = np.asarray(0.0 if r.allowance is None else r.allowance, dtype=np.float64)
+            allowance, shared = (np.asarray(0.0 if a is None else a, dtype=np.float64) for a in (r.allowance, r.shared))
             finite = np.isfinite(np.broadcast_to(value, np.broadcast_shapes(value.shape, bound.shape, scale.shape,
-                                                                            allowance.shape)))
-            bound, scale = np.broadcast_to(bound, finite.shape), np.broadcast_to(scale, finite.shape)
-            allowance = np.broadcast_to(allowance, finite.shape)
+                                                                            allowance.shape, shared.shape)))
+            bound, scale, allowance, shared = (np.broadcast_to(a, finite.shape) for a in (bound, scale, allowance, shared))
         except (TypeError, ValueError):
             return None  # (an object array: an exact pass on Fractions; the shape check below judges the rest)
-        for what, a in (("bound", bound), ("scale", scale), ("allowance", allowance)):
+        for what, a in (("bound", bound), ("scale", scale), ("allowance", allowance), ("shared error", shared)):
             bad = finite & ~((a >= 0) & np.isfinite(a))
             if bad.any():
                 i = int(np.flatnonzero(bad.reshape(-1))[0])
                 return f"a {what} of {float(a.reshape(-1)[i])!r} at element {i} (it must be finite and not negative)"
-        big = finite & (np.maximum(scale, allowance) > SCALE_MAX)
+        big = finite & (np.maximum(np.maximum(scale, allowance), shared) > SCALE_MAX)
         if big.any():
             i = int(np.flatnonzero(big.reshape(-1))[0])
-            return (f"a scale of {np.maximum(scale, allowance).reshape(-1)[i]:.3g} at element {i}, more than float32 terms can make "
+            return (f"a scale of {np.maximum(np.maximum(scale, allowance), shared).reshape(-1)[i]:.3g} at element {i}, more than float32 terms can make "
                     f"({SCALE_MAX:.3g})")
     return None

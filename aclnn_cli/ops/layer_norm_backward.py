@@ -23,15 +23,13 @@ import numpy as np
 
 from .base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from .families import Rows
+from .normgrad import SLACK, TINY, U, dx_exact, dx_reference
 from .registry import register
 from .treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
 
 DY, X, MEAN, RSTD, W, B = "gradOut", "input", "mean", "rstd", "weightOptional", "biasOptional"
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
 NORM, MASK = "normalizedShape", "outputMask"
-U = 2.0**-53
-SLACK = 1.0 + 2.0**-30  # covers the float64 evaluation of a magnitude (at most ~100 u below the exact one)
-TINY = 2.0**-1074
 
 
 def _axes(shapes, attrs) -> tuple[int, int]:
@@ -80,25 +78,12 @@ def _kernel(t) -> dict:
 
 
 def _reference(t) -> dict:
-    """float64 on whole rows. With u = 2^-53, X = x̂ exact, T = |a| + A/N + |X| B/N (A = sum|a|, B = sum|X a|):
-    a = dy * gamma is exact (two 24-bit factors); h = fl(fl(x - mean) * rstd) = X(1 + 2.01u); p = fl(h a) = Xa(1 +
-    3.01u); the pairwise sums (row_sum64) are within F u sum|terms|, F = exact_sum_factor(N), so s1 is within
-    F u A and s2 within (F + 3.02) u B; the quotients by N, h * (s2/N), the two subtractions and * rstd add one
-    rounding each. Summed: |value - exact| <= (F + 10.4) u |rstd| T; with T computed from h (within (F + 4) u of
-    the exact T) (F + 12) u |rstd| T covers it, plus a subnormal floor of (N + 16) 2^-1074 (products of four fp32
-    values can fall below float64's normal range). Nothing overflows float64 (|terms| <= 2^896).
-
-    scale = |rstd| T (>= |exact|, slack SLACK): a float32 kernel's error is about (log2 N + c) 2^-24 of it.
-    gradWeight: terms dy h within 3.01u of dy X, pairwise over the k rows: (F_k + 3.02) u sum|dy X|; gradBias:
-    terms dy exact, F_k u sum|dy|."""
+    """float64 on whole rows: gradInput as ops/normgrad.py derives it (bound (F + 12) u |rstd| T, scale |rstd| T).
+    gradWeight: terms dy h within 3.01u of dy X (h = x̂ to 2.01u), pairwise over the k rows: (F_k + 3.02) u
+    sum|dy X|; gradBias: terms dy exact, F_k u sum|dy|."""
     dy, a, h, rstd = _parts(t)
-    k, n = a.shape[0], a.shape[1]
-    p = h * a
-    big_a, big_b = row_sum64(np.abs(a)), row_sum64(np.abs(p))
-    f = exact_sum_factor(n)
-    value = (a - row_sum64(a) / n - h * (row_sum64(p) / n)) * rstd if n else a * 0.0
-    mag = np.abs(rstd) * (np.abs(a) + big_a / max(n, 1) + np.abs(h) * big_b / max(n, 1)) * SLACK
-    bound = (f + 12) * U * mag + (n + 16) * TINY
+    k = a.shape[0]
+    value, bound, mag = dx_reference(a, h, rstd)
     w = dy * h
     w_mag, b_mag = row_sum64(np.abs(w), axis=0) * SLACK, row_sum64(np.abs(dy), axis=0)
     fk = exact_sum_factor(k)
@@ -110,12 +95,7 @@ def _reference(t) -> dict:
 def _exact(t) -> dict:
     """Fractions: the doc's formula on any k rows (and, for the across-rows pass, any columns)."""
     dy, a, xh, rstd = _parts(t)
-    n = a.shape[1]
-    if n:
-        dx = (a - a.sum(axis=1, keepdims=True) / n - xh * ((xh * a).sum(axis=1, keepdims=True) / n)) * rstd
-    else:
-        dx = a
-    return {GI: dx, GW: (dy * xh).sum(axis=0, keepdims=True), GB: dy.sum(axis=0, keepdims=True)}
+    return {GI: dx_exact(a, xh, rstd), GW: (dy * xh).sum(axis=0, keepdims=True), GB: dy.sum(axis=0, keepdims=True)}
 
 
 def _edge(t) -> dict:

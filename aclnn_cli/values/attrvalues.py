@@ -71,7 +71,8 @@ def _bool_list(attr: AttrSpec, value: Any) -> tuple[bool, ...]:
 # The attribute kinds, one reader each: register accepts these kinds only (ops/base.ATTRIBUTE_KINDS is this
 # list), gen reads case files and verify reads manifests through these, so what one writes the other reads.
 PARSERS: dict[str, Callable[[AttrSpec, Any], Any]] = {"scalar": scalar_value, "bool": _bool, "string": _string,
-                                                      "int_list": _int_list, "int": _int, "bool_list": _bool_list}
+                                                      "int_list": _int_list, "int": _int, "bool_list": _bool_list,
+                                                      "double": lambda a, v: float(parse_number(v))}
 ATTRIBUTE_KINDS = tuple(PARSERS)
 
 

@@ -1,0 +1,50 @@
+"""The float64 reference of a normalisation's input gradient, shared by LayerNorm's rows and BatchNorm's channels.
+
+Both compute, per row (or channel) of n elements, dx = (a - sum(a) / n - h * sum(h a) / n) * rstd with
+h = (x - mean) * rstd and a = dy * gamma (gamma per element for LayerNorm, one value per channel for BatchNorm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .treesum import exact_sum_factor, row_sum64
+
+U = 2.0**-53
+SLACK = 1.0 + 2.0**-30  # covers the float64 evaluation of a magnitude (at most ~100 u below the exact one)
+TINY = 2.0**-1074
+
+
+def normalized(x: np.ndarray, mean: np.ndarray, rstd: np.ndarray) -> np.ndarray:
+    """h = (x - mean) * rstd, in the inputs' float type."""
+    with np.errstate(all="ignore"):
+        return (x - mean) * rstd
+
+
+def dx_reference(a: np.ndarray, h: np.ndarray, rstd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, bound, scale) of dx on float64 rows (k, n, A0) whose float32 inputs were widened.
+
+    With u = 2^-53, X = x̂ exact, T = |a| + A/n + |X| B/n (A = sum|a|, B = sum|X a|): a = dy * gamma is exact (two
+    24-bit factors); h = fl(fl(x - mean) * rstd) = X(1 + 2.01u); p = fl(h a) = Xa(1 + 3.01u); the pairwise sums
+    (row_sum64) are within F u sum|terms|, F = exact_sum_factor(n), so s1 is within F u A and s2 within
+    (F + 3.02) u B; the quotients by n, h * (s2/n), the two subtractions and * rstd add one rounding each.
+    Summed: |value - exact| <= (F + 10.4) u |rstd| T; with T computed from h (within (F + 4) u of the exact T)
+    (F + 12) u |rstd| T covers it, plus a subnormal floor of (n + 16) 2^-1074 (products of four fp32 values can
+    fall below float64's normal range). Nothing overflows float64 (|terms| <= 2^896).
+
+    scale = |rstd| T (>= |exact|, slack SLACK): a float32 kernel's error is about (log2 n + c) 2^-24 of it."""
+    n = a.shape[1]
+    p = h * a
+    big_a, big_b = row_sum64(np.abs(a)), row_sum64(np.abs(p))
+    value = (a - row_sum64(a) / n - h * (row_sum64(p) / n)) * rstd if n else a * 0.0
+    mag = np.abs(rstd) * (np.abs(a) + big_a / max(n, 1) + np.abs(h) * big_b / max(n, 1)) * SLACK
+    bound = (exact_sum_factor(n) + 12) * U * mag + (n + 16) * TINY
+    return value, bound, mag
+
+
+def dx_exact(a, h, rstd):
+    """The same formula on Fraction object arrays (any k rows)."""
+    n = a.shape[1]
+    if not n:
+        return a
+    return (a - a.sum(axis=1, keepdims=True) / n - h * ((h * a).sum(axis=1, keepdims=True) / n)) * rstd
