@@ -14,6 +14,7 @@ import numpy as np
 from aclnn_cli import dtypes as D
 from aclnn_cli import manifest as M
 from aclnn_cli.judge.comparison import tolerance_dtype
+from aclnn_cli.pipeline import geometry
 from aclnn_cli.standards import STANDARDS, Standard
 from aclnn_cli.ops import OPS
 
@@ -35,6 +36,7 @@ ORDINARY = {
     "nll_loss_backward": {"attributes": {"reduction": 0}},
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
+    "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
 }
 ROW_LENGTH = 2
 
@@ -43,7 +45,7 @@ def case_shape_attributes(op, shape: int) -> tuple[list[int], dict]:
     """A small case of `op` of about `shape` elements: its shape and attributes (the first oracle set, an
     int list without a default given the trailing axis, and ORDINARY's)."""
     attrs = dict(op.oracle_attributes[0]) if op.attributes else {}
-    dims = [shape // ROW_LENGTH, ROW_LENGTH] if op.family.name == "rows" else [shape]
+    dims = [shape // ROW_LENGTH, ROW_LENGTH] if not op.family.element_local else [shape]
     for a in op.attributes:
         if a.default is None and a.kind == "int_list" and a.name not in attrs:
             attrs[a.name] = [dims[-1]]
@@ -91,6 +93,10 @@ def _rows_reference(m: M.CaseManifest, out: M.TensorEntry) -> tuple[np.ndarray, 
         scale = np.asarray(reference_blocks(m.op, blocks, attrs)[out.name].scale).reshape(-1)
         edges = m.op.by_output(m.op.edge({**widened(blocks), **attrs})) if m.op.edge is not None else {}
     where = np.asarray(edges[out.name][0], bool).reshape(-1) if out.name in edges else np.zeros(scale.size, bool)
+    geo = geometry(m)
+    if out.name not in m.op.family.per_row and out.name not in m.op.family.across_rows and not geo.contiguous:
+        order = geo.positions(0, geo.a1)  # (block order -> the output's logical order: channels)
+        scale, where = scale[np.argsort(order)], where[np.argsort(order)]
     return scale, where
 
 
@@ -100,7 +106,7 @@ def informative(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[np
     from aclnn_cli.tolerances import RELIEF_SCALE
     out = out or m.output
     g = np.fromfile(out.golden, dtype=out.dtype.np_dtype).astype(np.float64)
-    if m.op.family.name == "rows":
+    if not m.op.family.element_local:
         scale, where = _rows_reference(m, out)
     else:
         ins = inputs_f64(m)

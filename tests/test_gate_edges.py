@@ -149,7 +149,7 @@ def test_every_accepted_edge_fails_broken_dumps_through_the_judge(every, std_nam
         for case in case_dirs(out):
             m = M.load(case)
             # every output, and for a Rows op also its second look (every element against its term scale)
-            looks = (False, True) if m.op.family.name == "rows" else (False,)
+            looks = (False, True) if m.op.family.shared_errors else (False,)
             for out in m.judged:
                 dtype = tolerance_dtype(m, out)[0]
                 for edge, relieve_all in itertools.product(edge_sets(std, dtype), looks):

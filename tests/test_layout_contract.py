@@ -75,7 +75,7 @@ def test_every_generated_tensor_reads_back_through_its_manifest(suite):
                 assert np.isnan(buf[outside].astype(np.float64)).all(), "input storage outside the view is poisoned"
             else:
                 assert (buf.view(tc.dtype.uint_dtype) == canary(tc.dtype).view(tc.dtype.uint_dtype)).all()
-        if m["expect_status"] == 0 and case.op.family.name == "elementwise":  # (rows goldens: tests/test_op_*)
+        if m["expect_status"] == 0 and case.op.family.element_local:  # (rows goldens: tests/test_op_*)
             gbuf = harness.storage(d, out, "golden")
             shape = out["shape"]
             ins = {n: np.broadcast_to(v, shape).reshape(-1) for n, v in logical.items()}
@@ -103,7 +103,7 @@ def test_bundled_suite_has_every_layout_kind_per_op():
             assert any(0 in l.strides for l in layouts), op.name
         if op.dims[1] >= 8:  # (NLL takes 1-2 dims)
             assert any(len(l.shape) == 8 for l in layouts)
-        if op.dims[0] == 0 and op.family.name == "elementwise":  # (a rows op's 0-d case: its op tests)
+        if op.dims[0] == 0 and op.family.element_local:  # (a rows op's 0-d case: its op tests)
             assert any(c.output.layout.shape == () for c in mine)
         if op.empty_ok:
             assert any(c.numel == 0 for c in mine)
@@ -167,7 +167,7 @@ def test_every_documented_rejection_is_a_generated_negative_case():
     a rows op whose case file writes its negatives by hand (no `contract: true` on a product) is not checked here."""
     cases = [c for c in load_cases([BUNDLED]) if c.expect_status != 0]
     for op in OPS.values():
-        rows = op.family.name == "rows"
+        rows = not op.family.element_local
         tied = [t.name for t in op.tensors if t.dtypes is None]
         for product in op.products:
             mine = [c for c in cases if c.op is op and f"-{product}-" in c.case_id]
@@ -251,7 +251,7 @@ def test_contract_mutations_are_all_rejected_and_the_base_accepted():
     positive = [c for c in load_cases([BUNDLED]) if c.expect_status == 0]
     for op in OPS.values():
         for product, dtypes in op.products.items():
-            if op.family.name == "rows":
+            if not op.family.element_local:
                 case = next((c for c in positive if c.op is op and c.product == product and c.numel), None)
                 if case is None:
                     continue
