@@ -33,7 +33,7 @@ OPS_NN_GIT = Path(os.environ.get("ACLNN_OPS_NN_GIT", "/work/.mirror/hicann+ops-n
 # What each declared kind may be in a header (a tensor argument passes an aclTensor*, which binds to both).
 KIND_TYPES = {"tensor": {"const aclTensor*", "aclTensor*"}, "int": {"int64_t"}, "int_list": {"const aclIntArray*"},
               "bool_list": {"const aclBoolArray*"}, "scalar": {"const aclScalar*", "aclScalar*"}, "bool": {"bool"},
-              "string": {"char*", "const char*"}}
+              "string": {"char*", "const char*"}, "double": {"double"}, "float": {"float"}}
 
 
 def prototype(text: str, api: str) -> list[tuple[str, str]]:

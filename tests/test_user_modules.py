@@ -205,8 +205,9 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
                             "tensors[1].default_fill: 'uniform' takes two numbers, got [0]"),
     "read_by_kernel_not_bool": (dict(tensors=(GRAD, dataclasses.replace(SELF, read_by_kernel="no"), OUT)),
                                 "tensors[1].read_by_kernel: expected True or False, got 'no'"),
-    "unknown_attribute_kind": (dict(attributes=(AttrSpec("alpha", "float", default=1.0),)),
-                               "attributes[0].kind: expected one of scalar, bool, string, int_list, int, bool_list, got 'float'"),
+    "unknown_attribute_kind": (dict(attributes=(AttrSpec("alpha", "float32", default=1.0),)),
+                               "attributes[0].kind: expected one of scalar, bool, string, int_list, int, bool_list, double, "
+                               "float, got 'float32'"),
     "attribute_default_of_another_kind": (dict(attributes=(AttrSpec("flag", "bool", default=1),)),
                                           "attributes[0].default: expected true or false, got 1"),
     "optional_without_default": (dict(attributes=(AttrSpec("alpha", "scalar", optional=True),)),
@@ -276,8 +277,10 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
     verify."""
     from aclnn_cli.values.attrvalues import PARSERS
 
-    assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list", "int", "bool_list")
-    defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2), "int": -1, "bool_list": (True, False)}
+    assert tuple(PARSERS) == ATTRIBUTE_KINDS == ("scalar", "bool", "string", "int_list", "int", "bool_list", "double",
+                                                 "float")
+    defaults = {"scalar": 1.0, "bool": True, "string": "none", "int_list": (1, 2), "int": -1, "bool_list": (True, False),
+                "double": 1e-5, "float": 0.5}
     attributes = tuple(AttrSpec(f"a_{kind}", kind, default=defaults[kind], choices=("none",) if kind == "string" else ())
                        for kind in ATTRIBUTE_KINDS)
     assert register(dataclasses.replace(VALID, attributes=attributes)).attributes == attributes

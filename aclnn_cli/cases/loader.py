@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import dtypes as D
-from .attributes import Combo, id_part, values as attribute_values, with_case_values
+from .attributes import Combo, id_part, spans_float64, values as attribute_values, with_case_values
 from ..errors import CaseError, UserError
 from ..ops.declcheck import describe
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
@@ -162,6 +162,7 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
         plan.append((product, dtypes))
     combos = spec.attribute_combos
     varying_attrs = [a.name for i, a in enumerate(op.attributes) if len({repr(c[i][1]) for c in combos}) > 1]
+    declared = {a.name: a for a in op.attributes}
     total = sum(len(d) for _, d in plan) * len(spec.shapes) * math.prod(len(ds) for ds in per_tensor.values()) \
         * len(combos)
     if total > budget:
@@ -187,7 +188,7 @@ def _expand(where: str, op: OpSpec, defaults: dict, raw: Any, index: int, budget
                 if multi["product"]:
                     parts.append(product)
                 given = dict(attrs)
-                parts += [id_part(n, given[n]) for n in varying_attrs]
+                parts += [id_part(n, given[n], spans_float64(declared[n])) for n in varying_attrs]
                 cases.extend(_build(spec, product, dtypes, base_shape, parts, attrs))
                 if len(cases) > budget:  # only 'contract: true' multiplies past the estimate
                     raise spec.err(f"expands to more than the {MAX_CASES} cases a case file may hold", "contract")

@@ -23,7 +23,8 @@ CORE_FILES = {"CMakeLists.txt": "CMakeLists.txt", "runner.cpp": "src/runner.cpp"
 # kind -> (the CallArgs accessor that yields the C++ argument, the kind's letter in OpEntry::kinds).
 # Tensors pass as aclTensor*, which also binds to a header's `const aclTensor*` output (RmsNormGrad).
 ACCESSORS = {"tensor": ("tensor", "t"), "scalar": ("scalar", "s"), "bool": ("flag", "b"), "string": ("text", "c"),
-             "int": ("integer", "i"), "int_list": ("int_array", "l"), "bool_list": ("bool_array", "m")}
+             "int": ("integer", "i"), "int_list": ("int_array", "l"), "bool_list": ("bool_array", "m"),
+             "double": ("float64", "d"), "float": ("float32", "f")}
 
 
 def call_arguments(op: OpSpec) -> list[str]:

@@ -65,6 +65,8 @@ def attribute_line(attr: AttrSpec, value, where: Path) -> str:
         return f"string {_line_safe(value, 'string attribute', where)}" if value else "string "
     if attr.kind == "int":
         return f"int {int(value)}"
+    if attr.kind in ("double", "float"):  # a hex float: the exact bits through strtod (inf, -inf, nan too)
+        return f"{attr.kind} {float.hex(float(value))}"
     if attr.kind in ("int_list", "bool_list"):
         return " ".join([attr.kind, str(len(value)), *(str(int(v)) for v in value)])
     raise UserError(f"attribute {attr.name!r} of kind {attr.kind!r} cannot be passed to the runner", where=str(where))

@@ -49,10 +49,12 @@ PRODUCTS = ("950", "A3", "A2", "910", "310P")
 class AttrSpec:
     """A non-tensor argument of the API, in the API's order after the inputs (before the outputs).
 
-    kind: "scalar" (an aclScalar* of `scalar_dtype`), "bool", "string" (a char* from `choices`)
-    or "int_list" (an aclIntArray*). The op's functions receive the value in the same mapping as
-    the tensors, under `name`: a scalar as the Python float the aclScalar holds (the case's value
-    rounded to `scalar_dtype`, which is what the device sees), a bool, a str, a tuple of ints.
+    kind: "scalar" (an aclScalar* of `scalar_dtype`), "bool", "string" (a char* from `choices`),
+    "int_list" (an aclIntArray*), "int" (an int64_t), "bool_list" (an aclBoolArray*), "double" (a C
+    double: BatchNormBackward's eps) or "float" (a C float). The op's functions receive the value in
+    the same mapping as the tensors, under `name`: a scalar as the Python float the aclScalar holds
+    (the case's value rounded to `scalar_dtype`, which is what the device sees), a bool, a str, an
+    int, a tuple of ints or bools, a double as given, a float rounded to float32 (both Python floats).
     optional: the API accepts nullptr (the case writes `null`), and the op then uses `default`.
     default: the value when a case gives none (None: every case must give one).
     """

@@ -159,6 +159,7 @@ def term_scale(op_name: str, data: ErrorData) -> np.ndarray | None:
     """The op's magnitude of the terms that cancel (what the default gate's relief judges against) at the
     sample's inputs, or None where it cannot be had (an op not loaded here, a sample without inputs)."""
     from ..ops import find_op
+    from ..values.attrvalues import NUMBER_KINDS
 
     try:
         op = find_op(op_name)
@@ -169,7 +170,7 @@ def term_scale(op_name: str, data: ErrorData) -> np.ndarray | None:
     attributes = {}
     for spec in getattr(op, "attributes", ()):
         value = data.attributes.get(spec.name, spec.default)
-        if spec.kind == "scalar" and value is not None:
+        if spec.kind in NUMBER_KINDS and value is not None:
             value = NONFINITE.get(value, value) if isinstance(value, str) else float(value)
         elif spec.kind == "int_list" and isinstance(value, list):
             value = tuple(value)

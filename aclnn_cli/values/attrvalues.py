@@ -36,6 +36,18 @@ def scalar_value(attr: AttrSpec, value: Any) -> float | int:
         return float(np.asarray(x, dtype=np.float64).astype(dtype.np_dtype).astype(np.float64))
 
 
+def _double(attr: AttrSpec, value: Any) -> float:
+    """A C double (BatchNormBackward's eps): the number exactly as given, inf and nan included."""
+    return parse_number(value)
+
+
+def _float(attr: AttrSpec, value: Any) -> float:
+    """A C float: the number rounded to float32 (what the API receives; beyond its range, inf)."""
+    x = parse_number(value)
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
 def _bool(attr: AttrSpec, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {show(value)}")
@@ -72,8 +84,10 @@ def _bool_list(attr: AttrSpec, value: Any) -> tuple[bool, ...]:
 # list), gen reads case files and verify reads manifests through these, so what one writes the other reads.
 PARSERS: dict[str, Callable[[AttrSpec, Any], Any]] = {"scalar": scalar_value, "bool": _bool, "string": _string,
                                                       "int_list": _int_list, "int": _int, "bool_list": _bool_list,
-                                                      "double": lambda a, v: float(parse_number(v))}
+                                                      "double": _double, "float": _float}
 ATTRIBUTE_KINDS = tuple(PARSERS)
+# The kinds whose value is one number that may be non-finite (a manifest writes those as "nan", "inf", "-inf").
+NUMBER_KINDS = ("scalar", "double", "float")
 
 
 def parse_value(attr: AttrSpec, value: Any) -> Any:

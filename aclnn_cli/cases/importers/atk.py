@@ -29,6 +29,8 @@ CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type",
 INPUT_KEYS = ("name", "type", "dtype", "shape", "range_values", "required", "backward", "align_32B",
               "outlier_values", "format")
 ND_KEYS = ("name", "mean", "std")
+# ATK's names for the type of a C double or float argument (in "type" or "dtype").
+FLOAT_NAMES = ("float", "double", "float32", "float64", "fp32", "fp64")
 # The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
 CASE_TYPES = {"name": (str,), "api_type": (str,), "aclnn_api_type": (str,), "standard": (dict, str),
               "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,)}
@@ -105,9 +107,11 @@ def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[...,
           unsupported: Callable[..., CaseError]) -> Any:
     """An ATK "attr" entry: its range_values is the value; for an int, [lo, hi] is one integer of that range,
     drawn per case (as ATK draws it) from the file's name and the case's id."""
+    kind = next(a.kind for a in op.attributes if a.name == n)
+    if kind in ("double", "float"):
+        return _number_attr(op, n, kind, inp, unit(stem, f"{key}\0{n}", "attr"), bad, unsupported)
     if inp.get("type") not in ("attr", None):
         raise unsupported(f"{n} is an attribute of {op.name}, given as ATK type {show(inp.get('type'))}", "type")
-    kind = next(a.kind for a in op.attributes if a.name == n)
     rv = inp.get("range_values")
     if kind == "int" and isinstance(rv, list):
         if len(rv) not in (1, 2):
@@ -120,6 +124,36 @@ def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[...,
     if kind == "scalar":
         return field(bad, "range_values", as_number, rv)
     return rv  # (int, bool, string: validation checks the value as a case file's)
+
+
+def _number_attr(op: OpSpec, n: str, kind: str, inp: dict, u: float, bad: Callable[..., CaseError],
+                 unsupported: Callable[..., CaseError]) -> float | int:
+    """A C double or float argument (eps): ATK writes it as an "attr" of dtype double/float (ops-nn's
+    BatchNormBackward: `"dtype": "double", "range_values": [0.0, 1.0]`), or as a "scalar". range_values is
+    the value, or [lo, hi] drawn per case (as for an int); the case reader rounds a float to float32."""
+    if inp.get("type") not in ("attr", "scalar", None, *FLOAT_NAMES):
+        raise unsupported(f"{n} is a C {kind} of {op.name}, given as ATK type {show(inp.get('type'))}", "type")
+    if inp.get("dtype") not in (None, *FLOAT_NAMES):
+        raise unsupported(f"{n} is a C {kind} of {op.name}, given as ATK dtype {show(inp.get('dtype'))} "
+                          f"(expected one of {', '.join(FLOAT_NAMES)})", "dtype")
+    rv = inp.get("range_values")
+    if isinstance(rv, list) and len(rv) == 2:
+        return _draw(rv, u, bad, "range_values")
+    if isinstance(rv, list) and len(rv) == 1:
+        rv = rv[0]
+    elif isinstance(rv, list):
+        raise bad(f"a {kind} attribute's range_values is a value or [lo, hi], got {show(rv)}", "range_values")
+    return field(bad, "range_values", _quoted_number, rv)
+
+
+def _quoted_number(v: Any) -> float | int:
+    """as_number, or a number written as a string: ops-nn's DeepNorm suite writes `"range_values": "1e-6"`."""
+    if isinstance(v, str) and "_" not in v:
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    return as_number(v)
 
 
 def _array(op: OpSpec, entries: list, where_key: str, bad: Callable[..., CaseError],

@@ -2,6 +2,8 @@
 #include "request.h"
 
 #include <cerrno>
+#include <cfloat>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -16,6 +18,8 @@ char kind_code(Kind kind) {
         case Kind::Int: return 'i';
         case Kind::IntList: return 'l';
         case Kind::BoolList: return 'm';
+        case Kind::Double: return 'd';
+        case Kind::Float: return 'f';
         default: return 'n';
     }
 }
@@ -31,6 +35,25 @@ int64_t parse_int64(std::istringstream& words, const std::string& line) {
     long long v = word.empty() ? 0 : std::strtoll(word.c_str(), &end, 10);
     if (word.empty() || *end != '\0' || errno == ERANGE) throw Failure("malformed integer in line: " + line);
     return static_cast<int64_t>(v);
+}
+
+// The line's last word as a double, bit-exact: a hex float (or inf, -inf, nan) as run.py writes it. A value
+// strtod would have to round (ERANGE) is refused; for a float, so is one that float32 does not hold exactly.
+double parse_real(std::istringstream& words, const std::string& line, bool single) {
+    std::string word, extra;
+    words >> word >> extra;
+    const char* s = word.c_str();
+    char* end = nullptr;
+    errno = 0;
+    double v = word.empty() ? 0.0 : std::strtod(s, &end);
+    if (word.empty() || *end != '\0' || errno == ERANGE || !extra.empty()) {
+        throw Failure("malformed number in line: " + line);
+    }
+    bool finite = std::isfinite(v);
+    if (single && finite && (std::fabs(v) > FLT_MAX || static_cast<double>(static_cast<float>(v)) != v)) {
+        throw Failure("not a float32 value in line: " + line);
+    }
+    return v;
 }
 
 size_t storage_size(const std::vector<int64_t>& dims, size_t itemsize) {
@@ -106,6 +129,13 @@ bool read_request(std::istream& in, CaseRequest& req) {
             Param p;
             p.kind = Kind::Int;
             p.integer = parse_int64(words, line);
+            req.params.push_back(p);
+            continue;
+        }
+        if (key == "double" || key == "float") {  // "<kind> <hex float>": a C double or float, exactly
+            Param p;
+            p.kind = key == "double" ? Kind::Double : Kind::Float;
+            p.real = parse_real(words, line, p.kind == Kind::Float);
             req.params.push_back(p);
             continue;
         }

@@ -18,7 +18,7 @@ struct Failure : std::runtime_error {
 };
 
 // One argument of a case, as the request describes it: a tensor, an attribute, or a null pointer.
-enum class Kind { Null, Tensor, Scalar, Bool, String, Int, IntList, BoolList };
+enum class Kind { Null, Tensor, Scalar, Bool, String, Int, IntList, BoolList, Double, Float };
 
 // The code of a kind in OpEntry::kinds ('n' for Null, which the op's pointer kinds accept).
 char kind_code(Kind kind);
@@ -37,6 +37,7 @@ struct Param {
     std::string value;  // a scalar's number as text (hex floats exact), a bool's 0/1, a string
     int64_t integer = 0;  // an int64_t attribute
     std::vector<int64_t> ints;  // an int_list's values, a bool_list's as 0/1
+    double real = 0.0;  // a double's value, a float's (exactly a float32 value)
 };
 
 struct CaseRequest {

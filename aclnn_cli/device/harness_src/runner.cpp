@@ -197,6 +197,10 @@ struct Attributes {
             arg.text.push_back('\0');
         } else if (t.kind == Kind::Int) {
             arg.integer = t.integer;
+        } else if (t.kind == Kind::Double) {
+            arg.f64 = t.real;
+        } else if (t.kind == Kind::Float) {
+            arg.f32 = static_cast<float>(t.real);  // (exact: the request was checked to hold a float32 value)
         } else if (t.kind == Kind::IntList) {
             int_arrays.emplace_back(aclCreateIntArray(t.ints.data(), t.ints.size()));
             if (!int_arrays.back()) throw Failure("aclCreateIntArray returned nullptr" + recent_error());

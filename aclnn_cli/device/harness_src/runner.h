@@ -11,8 +11,8 @@
 
 namespace runner {
 
-// One argument of a call: a tensor, an aclScalar, a bool, a string, an int64_t, an aclIntArray or an
-// aclBoolArray (null pointers stay nullptr).
+// One argument of a call: a tensor, an aclScalar, a bool, a string, an int64_t, an aclIntArray, an
+// aclBoolArray, a double or a float (null pointers stay nullptr).
 struct Arg {
     aclTensor* tensor = nullptr;
     aclScalar* scalar = nullptr;
@@ -21,6 +21,8 @@ struct Arg {
     int64_t integer = 0;
     aclIntArray* ints = nullptr;
     aclBoolArray* bools = nullptr;
+    double f64 = 0.0;
+    float f32 = 0.0f;
 };
 
 // The arguments of one call, in the API's order. Generated code reads them by position.
@@ -33,6 +35,8 @@ struct CallArgs {
     int64_t integer(size_t i) const { return args.at(i).integer; }
     aclIntArray* int_array(size_t i) const { return args.at(i).ints; }
     aclBoolArray* bool_array(size_t i) const { return args.at(i).bools; }
+    double float64(size_t i) const { return args.at(i).f64; }
+    float float32(size_t i) const { return args.at(i).f32; }
 };
 
 // Phase one of an aclnn API (aclnnXxxGetWorkspaceSize), adapted to CallArgs by generated code.
@@ -44,7 +48,8 @@ struct OpEntry {
     const char* name;     // the aclnn API name, as in case.json's "op"
     size_t param_count;   // how many arguments the API takes before workspaceSize (tensors and attributes)
     // Their kinds, one letter each: t tensor, s scalar, b bool, c string, i int64_t, l aclIntArray*,
-    // m aclBoolArray*. A request's argument must be of that kind, or null where the API takes a pointer.
+    // m aclBoolArray*, d double, f float. A request's argument must be of that kind, or null where the API
+    // takes a pointer.
     const char* kinds;
     PhaseOne phase_one;
     PhaseTwo phase_two;
