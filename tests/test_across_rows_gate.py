@@ -1,4 +1,5 @@
-"""Outputs summed over every row (LayerNorm's gradWeight and gradBias, RmsNorm's dgamma) judged both ways by
+"""Outputs summed over every row (LayerNorm's gradWeight and gradBias, RmsNorm's dgamma) or over a channel's rows
+(BatchNorm's gradWeight and gradBias, a case [N, C]: each channel a sum of N terms) judged both ways by
 the allowance derived from the computation (aclnn_cli/ops/accumulation.py, docs/allowances.md):
 
 - a correct float32 kernel passes in every order a kernel uses: sequential (either way), pairwise, numpy's
@@ -25,6 +26,8 @@ from aclnn_cli import manifest as M
 from helpers import run_cli, write_yaml
 from independent_rows import case_blocks
 
+OPS = ("aclnnLayerNormBackward", "aclnnRmsNormGrad", "aclnnBatchNormBackward")
+ACROSS = {"gradWeightOut", "gradBiasOut", "dgammaOut", "gradWeight", "gradBias"}
 CORES = 48  # a 910B/950-sized core count: the per-core orders split the rows in this many contiguous parts
 SHAPES = [[1, 3], [7, 5], [4096, 16], [65536, 64], [400000, 2], [1000000, 2]]
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -35,8 +38,9 @@ def _suite_yaml(op: str) -> str:
     for dtype in DTYPES:
         for shape in SHAPES:
             name = f"{dtype}_{shape[0]}x{shape[1]}"
-            extra = (f"attributes: {{normalizedShape: [{shape[1]}]}}" if op == "aclnnLayerNormBackward"
-                     else "tensors: {rstd: {dtype: float32}, dgammaOut: {dtype: float32}}")
+            extra = {"aclnnLayerNormBackward": f"attributes: {{normalizedShape: [{shape[1]}]}}",
+                     "aclnnRmsNormGrad": "tensors: {rstd: {dtype: float32}, dgammaOut: {dtype: float32}}",
+                     "aclnnBatchNormBackward": "seed: 4243"}[op]
             cases.append(f"  - {{name: {name}, dtype: {dtype}, shape: {shape}, {extra}}}")
     return f"op: {op}\ndefaults: {{product: \"950\", seed: 4242}}\ncases:\n" + "\n".join(cases) + "\n"
 
@@ -45,7 +49,7 @@ def _suite_yaml(op: str) -> str:
 def suite(tmp_path_factory):
     root = tmp_path_factory.mktemp("across")
     out = root / "out"
-    files = [write_yaml(root, _suite_yaml(op), f"{op}.yaml") for op in ("aclnnLayerNormBackward", "aclnnRmsNormGrad")]
+    files = [write_yaml(root, _suite_yaml(op), f"{op}.yaml") for op in OPS]
     result = run_cli("gen", *files, "-o", out)
     assert result.exit_code == 0, result.output
     result = run_cli("emulate", out)
@@ -56,13 +60,18 @@ def suite(tmp_path_factory):
 def _terms(m: M.CaseManifest) -> dict[str, np.ndarray]:
     """{across-rows output: its terms in float32, shape (rows, columns)}, from the docs' formulas."""
     b = {k: v if np.issubdtype(v.dtype, np.integer) else v.astype(np.float32) for k, v in case_blocks(m).items()}
-    rows = b[m.op.family.driver].shape[0]
+    rows = b[m.op.family.driver].shape[0]  # (a Rows op's: blocks are rows)
     with np.errstate(all="ignore"):
         if m.op.name == "aclnnLayerNormBackward":
             dy = b["gradOut"]
             return {"gradWeightOut": (dy * ((b["input"] - b["mean"]) * b["rstd"])).reshape(rows, -1),
                     "gradBiasOut": dy.reshape(rows, -1)}
-        return {"dgammaOut": (b["dy"] * (b["x"] * b["rstd"])).reshape(rows, -1)}
+        if m.op.name == "aclnnRmsNormGrad":
+            return {"dgammaOut": (b["dy"] * (b["x"] * b["rstd"])).reshape(rows, -1)}
+        # BatchNorm: blocks are channels (C, N, 1); the terms as (rows = N, columns = C), the 950's t
+        dy = b["gradOut"][:, :, 0].T
+        return {"gradWeight": (((b["input"][:, :, 0].T - b["saveMean"][:, 0, 0]) * dy) * b["saveInvstd"][:, 0, 0]),
+                "gradBias": dy}
 
 
 def _pairwise(t: np.ndarray) -> np.ndarray:
@@ -149,13 +158,13 @@ def _judge(suite, tmp_path, kernel, worst: dict | None = None) -> dict[str, dict
 
 
 def _across_failing(record: dict) -> set[str]:
-    return {r["output"] for r in record["rows"] if not r["within"]} & {"gradWeightOut", "gradBiasOut", "dgammaOut"}
+    return {r["output"] for r in record["rows"] if not r["within"]} & ACROSS
 
 
 @pytest.mark.parametrize("order", sorted(CORRECT))
 def test_a_correct_float32_sum_passes_in_every_order(suite, tmp_path, order):
     records = _judge(suite, tmp_path, CORRECT[order])
-    assert len(records) == 2 * len(SHAPES) * len(DTYPES)
+    assert len(records) == len(OPS) * len(SHAPES) * len(DTYPES)
     bad = {cid: c["reason"][:300] for cid, c in records.items() if c["status"] != "PASS"}
     assert not bad, bad
 
