@@ -194,6 +194,10 @@ def main() -> None:
     ap.add_argument("--rows-only", action="store_true", help="only the 8192 x 8192 SoftmaxBackward (bench/rows.py)")
     ap.add_argument("--no-rows", action="store_true", help="skip the SoftmaxBackward reduction at scale")
     ap.add_argument("--rows-shape", type=int, nargs=2, default=[8192, 8192], metavar=("ROWS", "COLS"))
+    ap.add_argument("--channels-only", action="store_true",
+                    help="only the BatchNormBackward [64, 256, 56, 56] training case (bench/rows.py)")
+    ap.add_argument("--no-channels", action="store_true", help="skip the BatchNormBackward reduction at scale")
+    ap.add_argument("--channels-shape", type=int, nargs="+", default=[64, 256, 56, 56], metavar="DIM")
     ap.add_argument("--reading-sizes", type=int, nargs="*", help="element counts for it (default 64M 256M; --quick 64M)")
     ap.add_argument("--small-suites", nargs="*", metavar="CASESxELEMENTS",
                     help="small-case suites to run, e.g. 2000x4096 10000x4 (default 2000x4096 10000x4096 10000x4; "
@@ -221,6 +225,12 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
+        if not args.small_only and not args.reading_only and not args.rows_only and not args.no_channels:
+            result["channels"] = rows_bench.run_all(Path(tmp), 0, 0, args.repeat, "channels", args.channels_shape)
+            print(rows_bench.report(result["channels"]) + "\n", flush=True)
+        if args.channels_only:
+            print(json.dumps(result["channels"]))
+            return
         if not args.small_only and not args.reading_only and not args.no_rows:
             result["reduction"] = rows_bench.run_all(Path(tmp), *args.rows_shape, args.repeat)
             print(rows_bench.report(result["reduction"]) + "\n", flush=True)

@@ -1,12 +1,13 @@
-"""A reduction at scale (issue 19): one 8192 x 8192 float32 SoftmaxBackward case, gen + verify, against a
-naive NumPy script doing the same job (generate the inputs, a float32 golden, write it, read it back with
-the dump, np.allclose).
+"""Reductions at scale: one 8192 x 8192 float32 SoftmaxBackward case (rows, issue 19) and one BatchNormBackward
+training case [64, 256, 56, 56] float32 (channels, issue 27), gen + verify, each against a naive NumPy script
+doing the same job (generate the inputs, a float32 golden, write it, read it back with the dump, np.allclose).
 
 Fresh processes, medians of --repeat runs, interleaved. Peak memory is each process's max RSS
 (getrusage of the child), the tool's goal being flat memory: under 1 GiB for a case whose three
 float32 tensors are 256 MiB each.
 
     python bench/bench.py --rows-only [--rows-shape 8192 8192] [--repeat 3]
+    python bench/bench.py --channels-only [--channels-shape 64 256 56 56]
 """
 
 from __future__ import annotations
@@ -47,14 +48,52 @@ op: aclnnSoftmaxBackward
 cases:
   - name: bench
     dtype: float32
-    shape: [{rows}, {cols}]
+    shape: [{shape}]
     attributes: {{dim: -1}}
 """
 
+NAIVE_CHANNELS = """
+import sys
+import numpy as np
+shape, where = [int(v) for v in sys.argv[1:-1]], sys.argv[-1]
+rng = np.random.default_rng(0)
+dy = rng.standard_normal(shape, dtype=np.float32)
+x = rng.standard_normal(shape, dtype=np.float32)
+c = shape[1]
+w = rng.uniform(-2, 2, c).astype(np.float32)
+mean = rng.uniform(-0.25, 0.25, c).astype(np.float32)
+rstd = rng.uniform(0.5, 2, c).astype(np.float32)
+axes = (0,) + tuple(range(2, len(shape)))
+per = (1, c) + (1,) * (len(shape) - 2)
+xh = (x - mean.reshape(per)) * rstd.reshape(per)
+gb = dy.sum(axis=axes)
+gw = (dy * xh).sum(axis=axes)
+m = dy.size // c
+golden = (w * rstd).reshape(per) * (dy - gb.reshape(per) / m - xh * gw.reshape(per) / m)
+for name, a in (("dy", dy), ("x", x), ("golden", golden), ("gw", gw), ("gb", gb)):
+    a.tofile(where + "/" + name + ".bin")
+g = np.fromfile(where + "/golden.bin", dtype=np.float32)
+a = np.fromfile(where + "/golden.bin", dtype=np.float32)
+assert np.allclose(a, g, rtol=1.3e-6, atol=1e-5)
+"""
 
-def run_all(tmp: Path, rows: int, cols: int, repeat: int) -> dict:
-    cases = tmp / "rows.yaml"
-    cases.write_text(CASES.format(rows=rows, cols=cols))
+CHANNEL_CASES = """\
+op: aclnnBatchNormBackward
+cases:
+  - name: bench
+    dtype: float32
+    product: "950"
+    shape: [{shape}]
+"""
+
+SCENARIOS = {"rows": ("SoftmaxBackward", CASES, NAIVE), "channels": ("BatchNormBackward training", CHANNEL_CASES, NAIVE_CHANNELS)}
+
+
+def run_all(tmp: Path, rows: int, cols: int, repeat: int, scenario: str = "rows", shape: list[int] | None = None) -> dict:
+    label, template, naive = SCENARIOS[scenario]
+    shape = list(shape or [rows, cols])
+    cases = tmp / f"{scenario}.yaml"
+    cases.write_text(template.format(shape=", ".join(map(str, shape))))
     naive_dir, out = tmp / "naive", tmp / "rows-out"
     times: dict[str, list[float]] = {"gen": [], "emulate": [], "verify": [], "naive": []}
     peaks: dict[str, float] = {}
@@ -68,13 +107,13 @@ def run_all(tmp: Path, rows: int, cols: int, repeat: int) -> dict:
             peaks[step] = max(peaks.get(step, 0.0), peak)
         shutil.rmtree(naive_dir, ignore_errors=True)
         naive_dir.mkdir()
-        seconds, peak = _isolated([sys.executable, "-c", NAIVE, str(rows), str(cols), str(naive_dir)])
+        seconds, peak = _isolated([sys.executable, "-c", naive, *map(str, shape), str(naive_dir)])
         times["naive"].append(seconds)
         peaks["naive"] = max(peaks.get("naive", 0.0), peak)
     med = {k: statistics.median(v) for k, v in times.items()}
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(naive_dir, ignore_errors=True)
-    return {"shape": [rows, cols], "seconds": med, "peak_rss_mib": peaks,
+    return {"op": label, "shape": shape, "seconds": med, "peak_rss_mib": peaks,
             "ratio": (med["gen"] + med["verify"]) / med["naive"]}
 
 
@@ -97,7 +136,7 @@ def report(r: dict) -> str:
     s, p = r["seconds"], r["peak_rss_mib"]
     rows = [("aclnn-cli gen", s["gen"], p["gen"]), ("aclnn-cli emulate", s["emulate"], p["emulate"]),
             ("aclnn-cli verify", s["verify"], p["verify"]), ("naive NumPy (fp32 golden, allclose)", s["naive"], p["naive"])]
-    lines = [f"SoftmaxBackward {r['shape'][0]} x {r['shape'][1]} float32 (fresh processes, medians):", "",
+    lines = [f"{r.get('op', 'SoftmaxBackward')} {' x '.join(map(str, r['shape']))} float32 (fresh processes, medians):", "",
              f"{'step':38s} {'seconds':>8s} {'peak RSS MiB':>13s}"]
     lines += [f"{name:38s} {sec:8.2f} {mib:13.0f}" for name, sec, mib in rows]
     lines += ["", f"gen + verify / naive: {r['ratio']:.2f}x (goal <= {GOALS['gen + verify / naive']:g}x); "

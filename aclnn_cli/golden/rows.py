@@ -114,6 +114,18 @@ def exact_block(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping) -> 
     return {k: np.asarray(v, dtype=object) for k, v in result.items()}
 
 
+def exact_elements(op: OpSpec, block: Mapping[str, np.ndarray], attrs: Mapping, name: str,
+                   where: np.ndarray) -> np.ndarray:
+    """The exact values of output `name` at flat positions `where` of a block: op.exact_at where the op gives
+    it (a few elements of a long block), else op.exact on the whole block (or its reference on Fractions)."""
+    if op.exact_at is not None:
+        exact_attrs = {k: Fraction(v) if isinstance(v, float) and math.isfinite(v) else v for k, v in attrs.items()}
+        with np.errstate(all="ignore"):
+            got = op.by_output(op.exact_at({**widened(block), **exact_attrs}, {name: where}))
+        return np.asarray(got[name], dtype=object).reshape(-1)
+    return exact_block(op, block, attrs)[name].reshape(-1)[where]
+
+
 def round_exact(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Exact values (Fraction or Decimal) rounded once to dtype, as float64; a float (inf or NaN: a non-finite
     input reached it) as it is."""

@@ -19,7 +19,7 @@ from .. import casedirs
 from ..pipeline import block_chunks, gather_blocks, geometry, write_blocks
 from ..storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
-from .rows import AcrossRows, across_chunk_rows, certify, exact_block, reference_blocks, round_exact
+from .rows import AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks, round_exact
 
 
 def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
@@ -51,11 +51,11 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
                         one = {k: v[b:b + 1] for k, v in blocks.items()}
                         where = np.flatnonzero(unsure[b].reshape(-1))
                         try:
-                            exact = exact_block(op, one, attrs)[t.name].reshape(-1)
+                            exact = exact_elements(op, one, attrs, t.name, where)
                         except NotRational:  # (no exact path: these elements stay uncertified, counted)
                             uncertified += where.size
                             continue
-                        rounded[b].reshape(-1)[where] = round_exact(exact[where], t.dtype)
+                        rounded[b].reshape(-1)[where] = round_exact(exact, t.dtype)
                         fallbacks += where.size
                 write_blocks(case, t, golds[t.name], geo, b0, b1, rounded)
             for name, acc in across.items():

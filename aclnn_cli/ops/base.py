@@ -166,6 +166,11 @@ class OpSpec:
     # One element, to >= 150 bits. None (a user op that gives only `reference`): goldens are the
     # float64 value rounded once, not certified (the manifest says so).
     exact: Callable[[Mapping[str, Fraction]], Fraction | Decimal] | None = None
+    # A Rows op's exact values of a few elements of whole blocks, where `exact` on a long block costs a Fraction
+    # per element: (t as `reference` receives it, float64 widened exactly; {output: flat positions in the
+    # blocks}) -> {output: object array of Fraction/Decimal, one per position}. gen uses it, when given, for
+    # the elements the float64 bound leaves open (BatchNorm's channels of 200,000 elements).
+    exact_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]] | None = None
     # How the device computes, in the inputs' float type (float32). None: emulate plays the
     # float64 reference rounded to float32 (an ideal device).
     kernel: Callable[[Arrays], np.ndarray] | None = None

@@ -32,6 +32,7 @@ import numpy as np
 
 from .accumulation import ACCUMULATION_UNIT, sum_allowance
 from .base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from .dyadic import exact_row_sums
 from .families import Channels
 from .normgrad import SLACK, TINY, U, dx_exact, dx_reference, normalized
 from .registry import register
@@ -328,6 +329,39 @@ def _exact(t) -> dict:
             GB: dy.sum(axis=1, keepdims=True)}
 
 
+def _exact_at(t, wanted) -> dict:
+    """`_exact`'s values at a few positions of whole channels (float64 inputs, exactly widened): each channel's
+    sums exact through ops/dyadic.py (dy * x is exact in float64: two 24-bit significands), Fractions only for
+    the wanted elements. sum(dy (x - mean)) = sum(dy x) - mean sum(dy)."""
+    dy, x = t[DY], t[X]
+    k, m = dy.shape[0], dy.shape[1]
+    per = {n: [Fraction(float(v)) for v in np.broadcast_to(np.asarray(_get(t, n), np.float64), (k, 1, 1)).reshape(-1)]
+           for n in FILLS}
+    s_dy = exact_row_sums(dy.reshape(k, m))
+    s_dyx = exact_row_sums((dy * x).reshape(k, m))
+    train = bool(t[TRAIN])
+    if train:
+        centre, inv = per[SM], per[SI]
+    else:
+        centre = per[RM]
+        inv = [inv_sqrt(v + Fraction(t[EPS])) for v in per[RV]]
+    dotp = [sxy - c * sy for sxy, c, sy in zip(s_dyx, centre, s_dy)]
+    out = {}
+    for name, where in wanted.items():
+        values = []
+        for p in np.asarray(where, np.int64).reshape(-1).tolist():
+            if name == GI:
+                c, i = divmod(p, m)
+                d, xi = Fraction(float(dy.reshape(k, m)[c, i])), Fraction(float(x.reshape(k, m)[c, i]))
+                g, r = per[W][c], inv[c]
+                values.append(g * r * (d - s_dy[c] / m - (xi - centre[c]) * r * (dotp[c] * r) / m) if train
+                              else d * g * r)
+            else:
+                values.append(dotp[p] * inv[p] if name == GW else s_dy[p])
+        out[name] = np.array(values + [None], dtype=object)[:-1]
+    return out
+
+
 def _edge(t) -> dict:
     """Where a float32 intermediate of the kernel overflows (x - mean, a term, a sum) while the channel's inputs
     are finite: the exact result may be finite there; the device value is the float32 kernel's."""
@@ -433,6 +467,7 @@ SPEC = register(OpSpec(
     case_values=_case_values,
     reference=_reference,
     exact=_exact,
+    exact_at=_exact_at,
     kernel=_kernel,
     edge=_edge,
     variants=VARIANTS,

@@ -19,7 +19,7 @@ import numpy as np
 from .base import OpSpec, Reference
 from .declcheck import MESSAGE_LIMIT, describe
 
-FUNCTIONS = ("reference", "exact", "kernel", "ieee", "edge", "textbook")
+FUNCTIONS = ("reference", "exact", "exact_at", "kernel", "ieee", "edge", "textbook")
 SHAPED = ("reference", "exact", "kernel", "ieee")  # (and the variants): what they return is shaped as the pieces
 
 

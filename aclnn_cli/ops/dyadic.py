@@ -1,0 +1,37 @@
+"""Exact sums of float64 values, as Fractions, without a Fraction per term.
+
+Every finite float64 is m * 2^e with an integer m below 2^53. A row's terms are split into 26-bit halves of
+their mantissas, grouped by exponent and summed by np.bincount (float64 sums of integers below 2^51: exact),
+and the groups joined in Python integers: a few NumPy passes per row instead of a Fraction
+addition (with its gcd) per term. Used where an exact pass needs whole-row sums but only a few elements
+(BatchNorm's gradInput: `exact_at`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+HALF = 26
+PIECE = 1 << 25  # terms summed per bincount: each half below 2^26, so a piece's sums stay below 2^51, exact
+
+
+def exact_row_sums(values: np.ndarray) -> list[Fraction]:
+    """The exact sum of each row of a 2-D float64 array of finite values."""
+    m, e = np.frexp(np.asarray(values, np.float64))
+    mant = np.ldexp(m, 53).astype(np.int64)  # (exact: m has 53 bits)
+    exp = e.astype(np.int64) - 53
+    lo_part, hi_part = mant & ((1 << HALF) - 1), mant >> HALF  # (arithmetic shift: the sign stays in hi)
+    sums = []
+    for row_lo, row_hi, row_exp in zip(lo_part, hi_part, exp):
+        floor = int(row_exp.min(initial=0))
+        total = 0
+        for s in range(0, row_exp.size, PIECE):
+            at = row_exp[s:s + PIECE] - floor  # (bincount's float64 sums of integers below 2^51: exact)
+            lo = np.bincount(at, weights=row_lo[s:s + PIECE])
+            hi = np.bincount(at, weights=row_hi[s:s + PIECE])
+            for shift in np.flatnonzero((lo != 0) | (hi != 0)).tolist():
+                total += (int(lo[shift]) + (int(hi[shift]) << HALF)) << shift
+        sums.append(Fraction(total) * Fraction(2) ** floor)
+    return sums
