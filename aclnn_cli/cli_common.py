@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fnmatch
+import errno
 import os
 import sys
 from contextlib import contextmanager
@@ -60,9 +61,32 @@ def one_line_errors():
         fail(exc)
     except OSError as exc:
         where = exc.filename or ""
+        if exc.errno == errno.EMFILE:
+            fail(UserError(f"too many open files (the limit is {open_files_limit()}: raise it with ulimit -n)"))
         fail(UserError(exc.strerror or str(exc), where=str(where)))
     except MemoryError:
         fail(UserError("out of memory (is a size in the input beyond reason?)"))
+    except ImportError as exc:  # (a module loaded on first use, when no descriptor is left to open it)
+        if "Too many open files" not in str(exc):
+            raise
+        fail(UserError(f"too many open files (the limit is {open_files_limit()}: raise it with ulimit -n)"))
+
+
+def open_files_limit() -> int:
+    """This process's limit on open files, raised first to the hard limit where the soft one is lower (a soft
+    limit is a default, not a choice: workers, pipes and storage files each hold descriptors)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            want = 65536 if hard == resource.RLIM_INFINITY else hard
+            if soft != resource.RLIM_INFINITY and soft < want:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                soft = want
+        return int(soft)
+    except (ImportError, ValueError, OSError):
+        return -1
 
 
 def select_cases(cases, patterns: tuple[str, ...]):

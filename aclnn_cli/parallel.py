@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Iterable
 
+from .errors import UserError
 from .tuning import tune_allocator
 
 
@@ -41,8 +42,15 @@ class Runner:
         return [f.result() for f in [self.submit(fn, *args) for args in items]]
 
     def close(self) -> None:
+        """Stop the pool and end its workers. They are killed, not awaited: a worker exits through Python's
+        shutdown, which waits for every non-daemon thread, and a user op's thread may sleep for ever."""
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            workers = list((getattr(self.pool, "_processes", None) or {}).values())
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for p in workers:
+                p.kill()
+            for p in workers:
+                p.join()
         if self._froze:
             self._froze = False
             gc.unfreeze()
@@ -52,6 +60,12 @@ class Runner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def worker_died(what: str) -> UserError:
+    """The one line for a process-pool worker that died under a unit of work (BrokenProcessPool)."""
+    return UserError(f"the worker process running {what} died (a user op calling os._exit, a signal, or out of "
+                     f"memory); run it with --jobs 1 to see it in this process")
 
 
 def jobs_for(jobs: int, units: int) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import forkpool, manifest as M
 from .errors import UserError
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up
+from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up, worker_died
 from .storage import chunks
 
 SPLIT = 1 << 22  # a case with more output elements than this is split into ranges across workers
@@ -82,14 +82,30 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
         head, whole = warm_up(whole, jobs)
         for item, result in zip(head, stage.batch(head, *stage.args)):
             on_result(item, result)
+    from concurrent.futures.process import BrokenProcessPool
+
     with Runner(jobs) as run:
         futures = {run.submit(stage.batch, b, *stage.args): b for b in batches(whole, stage.size, run.jobs)}
         for item, s in zip(items, split):
             if s:
-                on_result(item, stage.split(run, item, *stage.args))
+                try:
+                    on_result(item, stage.split(run, item, *stage.args))
+                except BrokenProcessPool:
+                    raise worker_died(f"case {_name(item)}") from None
         for f in as_completed(list(futures)):
-            for item, result in zip(futures[f], f.result()):
+            try:
+                results = f.result()
+            except BrokenProcessPool:
+                names = [_name(i) for i in futures[f]]
+                raise worker_died(f"case {names[0]}" + (f" or one of {len(names) - 1} others" if len(names) > 1
+                                                         else "")) from None
+            for item, result in zip(futures[f], results):
                 on_result(item, result)
+
+
+def _name(item) -> str:
+    """What a user calls a unit of work: its case id."""
+    return str(getattr(item, "case_id", item))
 
 
 def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,

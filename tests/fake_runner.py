@@ -4,7 +4,8 @@
 It does not compute: a done case gets status 0 and its initial output storage as the dump.
 FAKE_SOC sets the SoC it reports; FAKE_CRASH / FAKE_HANG / FAKE_ERROR name a case id to crash
 (SIGSEGV), hang or answer 'error' on; FAKE_FAIL_START makes it exit before 'ready';
-FAKE_EXIT=N makes it exit with N after the last case.
+FAKE_EXIT=N makes it exit with N after the last case; FAKE_ORPHAN=PATH makes it first start a child that leaves
+its session (setsid) and sleeps, its pid written to PATH (what run must not leave alive).
 """
 
 import os
@@ -17,6 +18,12 @@ import time
 def main() -> None:
     args = sys.argv[1:]
     reply_fd = int(args[args.index("--reply-fd") + 1]) if "--reply-fd" in args else 1
+    if os.environ.get("FAKE_ORPHAN") and os.fork() == 0:
+        os.setsid()
+        with open(os.environ["FAKE_ORPHAN"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(3600)
+        os._exit(0)
     replies = os.fdopen(reply_fd, "w", buffering=1)
     if os.environ.get("FAKE_FAIL_START"):
         print("cannot open device", file=sys.stderr)

@@ -19,7 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     # what every layer uses: dtypes, errors, files, the case-file value language (values/), the
     # precision standards (a case file names its standard and tolerances), options and workers
     "aclnn_cli errors lazy dtypes aclnn_status jsonsafe regular tuning progress layout storage wholefiles statcache casedirs "
-    "values standards tolerances shard options parallel forkpool",
+    "values standards tolerances shard options parallel forkpool reaper",
     "ops",  # operator declarations, the registry, contracts
     "cases",  # case files (and foreign suites) read against an op's declaration into Case objects
     "manifest manifest_text pipeline shardout blockdigests",  # a generated case on disk; how work is cut

@@ -1,0 +1,133 @@
+"""No process a command started is alive when it returns, and no worker's end hangs or tracebacks it (issue 31,
+findings 3, 5, 7, 8, 9): a user reference that forks a sleeper, starts a non-daemon thread or calls os._exit; a
+runner whose child leaves its session; a command under a tiny open-files limit. Whole CLI processes
+(`python -m aclnn_cli`, the console command): tests that call the group in-process keep their children."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CASES = """\
+op: aclnnMyProbe
+defaults: {product: A2, dtype: float32}
+cases:
+  - {name: small, shape: [[4], [5], [6], [7]]}
+  - {name: big, shape: [3000000]}
+"""
+
+OP = """\
+import os, threading, time
+import numpy as np
+from aclnn_cli.ops import OpSpec, Reference, TensorSpec, register
+
+def reference(t):
+    if "{what}" == "thread":
+        threading.Thread(target=time.sleep, args=(3600,)).start()
+    elif "{what}" == "fork":
+        if os.fork() == 0:
+            with open({pids!r}, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            time.sleep(3600)
+            os._exit(0)
+    elif "{what}" == "exit" and t["gradOutput"].size > 1000:
+        os._exit(0)
+    v = t["gradOutput"] * 2.0
+    return Reference(v, np.zeros_like(v), np.abs(v))
+
+register(OpSpec(name="aclnnMyProbe", key="my_probe", summary="x", formula="x",
+    tensors=(TensorSpec("gradOutput", "input", {{"normal": [0, 1]}}), TensorSpec("self", "input", {{"normal": [0, 1]}}),
+             TensorSpec("out", "output", {{"constant": 0}})),
+    products={{"A2": ("float32",)}}, dims=(0, 8), empty_ok=True, reference=reference))
+"""
+
+
+def cli(*args, timeout: float = 120, env=None, limit: int | None = None) -> subprocess.CompletedProcess:
+    pre = (lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_NOFILE, (limit, limit))) if limit else None
+    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, preexec_fn=pre)
+
+
+def alive(pids: list[int]) -> list[int]:
+    left = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.append(pid)
+        except OSError:
+            pass
+    return left
+
+
+def probe(tmp_path: Path, what: str) -> tuple[Path, Path, Path]:
+    pids = tmp_path / "pids.txt"
+    op = tmp_path / "probe.py"
+    op.write_text(OP.format(what=what, pids=str(pids)))
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(CASES)
+    return op, cases, pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+def test_children_a_user_reference_forks_do_not_outlive_gen(tmp_path):
+    op, cases, pids = probe(tmp_path, "fork")
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2")
+    assert r.returncode == 0, r.stderr
+    started = [int(v) for v in pids.read_text().split()]
+    assert len(started) >= 5
+    assert alive(started) == [], "left alive"
+
+
+def test_a_user_thread_that_never_ends_does_not_hang_gen(tmp_path):
+    op, cases, _ = probe(tmp_path, "thread")
+    t0 = time.monotonic()
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2", timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_worker_that_exits_under_gen_is_one_line_naming_a_case(tmp_path):
+    op, cases, _ = probe(tmp_path, "exit")
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2")
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "worker process running case my_probe-" in lines[-1] and "died" in lines[-1], lines
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+def test_a_runner_child_that_leaves_its_session_does_not_outlive_run(tmp_path):
+    from test_run_driver import runner_script
+
+    out = tmp_path / "out"
+    (tmp_path / "c.yaml").write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float32, product: '950', shape: [4]}\n")
+    assert cli("gen", tmp_path / "c.yaml", "-o", out).returncode == 0
+    pids = tmp_path / "orphans.txt"
+    r = cli("run", out, "--runner", runner_script(tmp_path), env={**os.environ, "FAKE_ORPHAN": str(pids)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    started = [int(v) for v in pids.read_text().split()]
+    assert started and alive(started) == [], "left alive"
+
+
+@pytest.mark.parametrize("limit", [12, 16, 20])
+def test_a_tiny_open_files_limit_ends_in_a_result_or_one_line(tmp_path, limit):
+    """Under `ulimit -n` (soft and hard) each command finishes: its verdict, or one error line; no traceback, no hang."""
+    (tmp_path / "s.yaml").write_text("op: aclnnSiluBackward\ndefaults: {product: '950', dtype: float32}\ncases:\n"
+                                     "  - {name: s, shape: [[4], [5], [6], [7], [8], [9], [10], [11]]}\n"
+                                     "  - {name: big, shape: [3000000]}\n")
+    out = tmp_path / "o"
+    assert cli("gen", tmp_path / "s.yaml", "-o", out).returncode == 0
+    for args in (("gen", tmp_path / "s.yaml", "-o", tmp_path / "o2", "-j", "4"), ("emulate", out, "-j", "4"),
+                 ("verify", out, "-j", "8")):
+        r = cli(*args, timeout=60, limit=limit)
+        assert "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        if r.returncode == 2:
+            lines = (r.stdout + r.stderr).strip().splitlines()
+            assert "too many open files" in lines[-1].lower(), lines
+        else:
+            assert r.returncode in (0, 1), (args, r.returncode, r.stderr[-500:])
