@@ -96,6 +96,7 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, ex
         "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance),
         **({"attributes": to_manifest(case.op, case.attributes)} if case.op.attributes else {}), "tensors": tensors,
         "golden": _golden_method(case.op.certified, exact_fallbacks),
+        **({"shard": case.shard} if getattr(case, "shard", "") else {}),
     }
     data["digest"] = digest(data)
     return data

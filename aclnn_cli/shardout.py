@@ -10,6 +10,7 @@ before (`--shard` over one gen's whole suite, e.g. on a shared file system).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -123,7 +124,8 @@ def gen_shard(cases: list, shard: tuple[int, int], where: str) -> tuple[list, Co
     if count > len(pairs):
         raise empty_shard(index, count, len(pairs), where) if index > len(pairs) else _too_many(count, len(pairs), where)
     mine = shard_ids(pairs, index - 1, count)
-    chosen = [c for c in cases if c.case_id in mine]
+    label = f"{index}/{count}"
+    chosen = [dataclasses.replace(c, shard=label) for c in cases if c.case_id in mine]
     return chosen, Coverage(suite_digest(pairs), len(pairs), count, (index,), tuple(sorted(mine)))
 
 
@@ -191,6 +193,12 @@ def select(out: Path, shard: tuple[int, int]) -> Selection:
 
 def _split(out: Path, dirs: list[Path], index: int, count: int) -> Selection:
     manifests, broken = M.load_all(dirs)
+    sharded = next((m for m in manifests if m.raw.get("shard")), None)
+    if sharded is not None:  # (a sharded gen's OUT whose records are gone: splitting again judges other cases)
+        label = str(sharded.raw["shard"])
+        raise UserError(f"case {clip(sharded.case_id)} was written by gen --shard {clip(label)}, but this directory "
+                        f"holds no shard record (aclnn-shard-*.json): run that gen again to restore it, or verify "
+                        f"every case here without --shard", where=str(out))
     pairs = [(m.case_id, m.output.layout.numel) for m in manifests] + [(d.name, 0) for d, _ in broken]
     if count > len(pairs):
         raise empty_shard(index, count, len(pairs), str(out)) if index > len(pairs) else \

@@ -174,6 +174,18 @@ def test_verify_judges_every_case_of_a_sharded_out_with_or_without_shard(copy, t
         assert [c["case_id"] for c in data["cases"] if c["status"] == "FAIL"] == [victim]
 
 
+def test_a_per_shard_verify_whose_record_is_gone_refuses(copy, tmp_path):
+    """Finding 16: the record removed, verify --shard 2/2 re-split the shard's cases and never judged some."""
+    out = copy("out2")
+    flip(out / victim_of(split(SUITE)[2]))
+    (out / "aclnn-shard-2-of-2.json").unlink()
+    r = run_cli("verify", out, "--shard", "2/2", "-j", 1)
+    lines = error_lines(r)
+    assert r.exit_code == 2 and len(lines) == 1 and "gen --shard 2/2" in lines[0] and "no shard record" in lines[0], r.output
+    r = run_cli("verify", out, "-j", 1)  # (without --shard: every case here is judged, the flipped one fails)
+    assert r.exit_code == 1, r.output
+
+
 def test_emulate_writes_every_case_of_a_sharded_out_with_shard(copy):
     out = copy("out2")
     for case in split(SUITE)[2]:

@@ -58,6 +58,7 @@ class Case:
     expect_rule: str = ""  # for negative cases: the doc's rule that rejects the call
     tolerance: tuple[tuple[str, float], ...] = ()  # overrides of the standard's parameters
     attributes: Combo = ()  # (name, value) per attribute of the op; None: a null pointer
+    shard: str = ""  # "I/N" when a sharded gen wrote it (case.json says so: a per-shard verify needs its record)
 
     @property
     def attribute_values(self) -> dict:
