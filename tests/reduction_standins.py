@@ -1,7 +1,8 @@
-"""The six reduction/norm/loss ops of issue 19 as the harness sees them: the registered declaration when it
-exists, else a stand-in holding only what the harness reads (name, header, the API's arguments in order
-and their kinds). The stand-ins are written from the public prototypes (ops-nn headers, RmsNormGrad's
-doc), independently of the declarations, so a test comparing either with the headers checks something.
+"""The six reduction/norm/loss ops of issue 19, and BatchNormBackward (channels), as the harness sees them: the
+registered declaration when it exists, else a stand-in holding only what the harness reads (name, header, the
+API's arguments in order and their kinds). The stand-ins are written from the public prototypes (ops-nn headers,
+RmsNormGrad's doc), independently of the declarations, so a test comparing either with the headers checks
+something.
 """
 
 from __future__ import annotations
@@ -46,11 +47,20 @@ STANDINS = {op.name: op for op in (
              ("gradOut", "input", "normalizedShape", "mean", "rstd", "weightOptional", "biasOptional", "outputMask",
               "gradInputOut", "gradWeightOut", "gradBiasOut"),
              optional=("weightOptional", "biasOptional", "gradInputOut", "gradWeightOut", "gradBiasOut")),
+    _standin("aclnnBatchNormBackward", "batch_norm_backward", "aclnnop/aclnn_batch_norm_backward.h",
+             ("gradOut", "input", "weight", "runningMean", "runningVar", "saveMean", "saveInvstd"),
+             ("gradInput", "gradWeight", "gradBias"),
+             (AttrSpec("training", "bool", default=True), AttrSpec("eps", "double", default=1e-5),
+              AttrSpec("outputMask", "bool_list", default=[True] * 3)),
+             ("gradOut", "input", "weight", "runningMean", "runningVar", "saveMean", "saveInvstd", "training", "eps",
+              "outputMask", "gradInput", "gradWeight", "gradBias"),
+             optional=("weight", "runningMean", "runningVar", "saveMean", "saveInvstd", "gradInput", "gradWeight",
+                       "gradBias")),
 )}
 
 
-def six_ops() -> list[OpSpec]:
-    """The six ops, the registered declaration where there is one (so tests check the real declarations)."""
+def reduction_ops() -> list[OpSpec]:
+    """The seven ops, the registered declaration where there is one (so tests check the real declarations)."""
     return [OPS.get(name, standin) for name, standin in sorted(STANDINS.items())]
 
 
@@ -62,5 +72,6 @@ PUBLIC_HEADERS = {
     "aclnnMseLossBackward": "loss/mse_loss_grad_v2/op_host/op_api/aclnn_mse_loss_backward.h",
     "aclnnNLLLossBackward": "loss/nll_loss_grad/op_api/aclnn_nll_loss_backward.h",
     "aclnnLayerNormBackward": "norm/layer_norm_grad_v3/op_host/op_api/aclnn_layer_norm_backward.h",
+    "aclnnBatchNormBackward": "norm/batch_norm_grad_v3/op_host/op_api/aclnn_batch_norm_backward.h",
 }
 RMS_DOC = "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md"

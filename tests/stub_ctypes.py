@@ -110,8 +110,8 @@ class Stub:
         return self.meta.aclCreateBoolArray(arr, len(values))
 
     def call(self, api: str, *args) -> int:
-        """Phase one with `args` (Tensor, None for nullptr, int for int64_t, or a raw handle), then phase two if it
-        succeeded. Returns phase one's status; phase two must succeed."""
+        """Phase one with `args` (Tensor, None for nullptr, int for int64_t, bool for bool, float for double, or a
+        raw handle), then phase two if it succeeded. Returns phase one's status; phase two must succeed."""
         conv = []
         for a in args:
             if isinstance(a, Tensor):
@@ -120,6 +120,10 @@ class Stub:
                 conv.append(P())
             elif isinstance(a, Handle):
                 conv.append(P(a.value))
+            elif isinstance(a, bool):
+                conv.append(C.c_bool(a))
+            elif isinstance(a, float):
+                conv.append(C.c_double(a))
             else:
                 conv.append(C.c_int64(a))
         size, executor = C.c_uint64(), P()

@@ -1,8 +1,8 @@
-"""The generated runner for the six reduction/norm/loss ops (issue 19): every API argument in the header's
-order and type, compiled against the stub's headers and against the public ops-nn headers (when a git
-mirror of hicann/ops-nn is at hand: ACLNN_OPS_NN_GIT, default /work/.mirror/hicann+ops-nn/repo), and driven
-through the stub CANN with int64_t, aclIntArray*, aclBoolArray*, null optional tensors, several outputs and
-integer tensors, the results checked against hand-derived exact values.
+"""The generated runner for the six reduction/norm/loss ops (issue 19) and BatchNormBackward: every API argument
+in the header's order and type, compiled against the stub's headers and against the public ops-nn headers (when a
+git mirror of hicann/ops-nn is at hand: ACLNN_OPS_NN_GIT, default /work/.mirror/hicann+ops-nn/repo), and driven
+through the stub CANN with int64_t, bool, double, aclIntArray*, aclBoolArray*, null optional tensors, several
+outputs and integer tensors, the results checked against hand-derived exact values.
 
 The ops are the registered declarations when they exist, else stand-ins (reduction_standins.py).
 """
@@ -23,7 +23,7 @@ from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
 from cann_build import STUB_DIR, build_runner, build_stub, tools_missing
-from reduction_standins import PUBLIC_HEADERS, RMS_DOC, STANDINS, six_ops
+from reduction_standins import PUBLIC_HEADERS, RMS_DOC, STANDINS, reduction_ops
 from stub_ctypes import ACL_IDS
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
@@ -56,7 +56,7 @@ def assert_matches(op, params: list[tuple[str, str]]) -> None:
         assert typ in KIND_TYPES[kind], f"{op.name}: {name} is {typ} in the header, declared {kind}"
 
 
-@pytest.mark.parametrize("op", six_ops(), ids=lambda o: o.name)
+@pytest.mark.parametrize("op", reduction_ops(), ids=lambda o: o.name)
 def test_declaration_matches_the_stub_header(op):
     header = STUB_DIR / "include" / op.api_header
     assert header.is_file(), f"{op.name}: the stub has no {op.api_header}"
@@ -81,7 +81,7 @@ def public_text(path: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("op", six_ops(), ids=lambda o: o.name)
+@pytest.mark.parametrize("op", reduction_ops(), ids=lambda o: o.name)
 def test_declaration_matches_the_public_prototype(op):
     text = public_text(PUBLIC_HEADERS.get(op.name, RMS_DOC))
     assert_matches(op, prototype(text, op.name))
@@ -92,7 +92,7 @@ def real_headers(tmp_path_factory) -> Path:
     """An include root holding the public ops-nn headers (fetched now) at the paths the runner includes, and
     for RmsNormGrad a header written from its doc's prototype (the real one is generated at build time)."""
     root = tmp_path_factory.mktemp("ops-nn-headers")
-    for op in six_ops():
+    for op in reduction_ops():
         target = root / op.api_header
         target.parent.mkdir(parents=True, exist_ok=True)
         if op.name in PUBLIC_HEADERS:
@@ -108,7 +108,7 @@ def real_headers(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("harness6") / "h"
-    write_harness(out, six_ops())
+    write_harness(out, reduction_ops())
     return out
 
 
@@ -122,14 +122,20 @@ def test_generated_runner_compiles_against_the_public_headers(project, real_head
 
 
 def test_generated_arguments_follow_the_signature():
-    ln = next(op for op in six_ops() if op.name == "aclnnLayerNormBackward")
+    ln = next(op for op in reduction_ops() if op.name == "aclnnLayerNormBackward")
     src = ops_source([ln])
     assert ("aclnnLayerNormBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.int_array(2), a.tensor(3), "
             "a.tensor(4), a.tensor(5), a.tensor(6), a.bool_array(7), a.tensor(8), a.tensor(9), a.tensor(10), "
             "workspaceSize, executor)") in src
     assert '{"aclnnLayerNormBackward", 11, "ttlttttmttt",' in src
-    nll = next(op for op in six_ops() if op.name == "aclnnNLLLossBackward")
+    nll = next(op for op in reduction_ops() if op.name == "aclnnNLLLossBackward")
     assert "a.integer(4), a.integer(5), a.tensor(6)" in ops_source([nll])
+    bn = next(op for op in reduction_ops() if op.name == "aclnnBatchNormBackward")
+    src = ops_source([bn])
+    assert ("aclnnBatchNormBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.tensor(2), a.tensor(3), a.tensor(4), "
+            "a.tensor(5), a.tensor(6), a.flag(7), a.float64(8), a.bool_array(9), a.tensor(10), a.tensor(11), "
+            "a.tensor(12), workspaceSize, executor)") in src
+    assert '{"aclnnBatchNormBackward", 13, "tttttttbdmttt",' in src
 
 
 def test_an_unknown_kind_is_one_line():
@@ -264,6 +270,57 @@ def test_layer_norm_mask_asking_for_a_null_output_is_161001(runner, tmp_path):
          .tensor("rstd", np.zeros((2, 1), F32)).line("null").line("null").line("bool_list 3 1 1 1")
          .tensor("dx", np.zeros((2, 4), F32), "out").line("null").tensor("db", np.zeros(4, F32), "out"))
     assert drive(runner, r) == ["done c1 161001"]
+
+
+def batch_norm(tmp_path, case: str, training: bool, eps: float, mask=(True, True, True), stats=None,
+               outputs=("gi", "gw", "gb")) -> Request:
+    """gradOut, input (2, 2, 2): channel 0 holds x = [0, 1, 2, 5], dy = [1, 2, 3, 4] (in (n, s) order), channel 1
+    x = [1, 1, 3, 3], dy = [1, -1, 2, 0]; weight [1, 2]. stats: (runningMean, runningVar, saveMean, saveInvstd),
+    None for a null pointer."""
+    x = np.array([0, 1, 1, 1, 2, 5, 3, 3], F32).reshape(2, 2, 2)
+    dy = np.array([1, 2, 1, -1, 3, 4, 2, 0], F32).reshape(2, 2, 2)
+    r = (Request(tmp_path, "aclnnBatchNormBackward", case).tensor("dy", dy).tensor("x", x)
+         .tensor("w", np.array([1, 2], F32)))
+    for name, value in zip(("rm", "rv", "sm", "si"), stats or (None,) * 4):
+        r = r.tensor(name, np.array(value, F32)) if value is not None else r.line("null")
+    r.line(attr("bool", training)).line(attr("double", eps)).line(attr("bool_list", mask))
+    for name, shape in zip(("gi", "gw", "gb"), ((2, 2, 2), (2,), (2,))):
+        r = r.tensor(name, np.full(shape, 7, F32), "out") if name in outputs else r.line("null")
+    return r
+
+
+def test_batch_norm_training_bool_double_and_a_bool_array(runner, tmp_path):
+    """training: h = (x - saveMean) * saveInvstd; dgamma = sum dy h = [4, 2], dbeta = [10, 2];
+    dx = rstd * g * (dy - (h dgamma + dbeta) / 4). The running statistics are null (unused in training)."""
+    r = batch_norm(tmp_path, "c1", True, 1e-5, stats=(None, None, [2, 2], [0.5, 1]))
+    assert drive(runner, r) == ["done c1 0"]
+    np.testing.assert_array_equal(r.result("gi").reshape(-1), [-0.25, 0, 2, -2, 0.25, 0, 2, -2])
+    np.testing.assert_array_equal(r.result("gw"), [4, 2])
+    np.testing.assert_array_equal(r.result("gb"), [10, 2])
+
+
+def test_batch_norm_inference_takes_eps_as_a_double(runner, tmp_path):
+    """inference: invstd = 1 / sqrt(runningVar + eps) = [1, 0.5] only with eps = 0.25 as given;
+    dx = dy g invstd, gradWeight = sum dy (x - runningMean) invstd = [8, 1]. Null saved statistics."""
+    r = batch_norm(tmp_path, "c1", False, 0.25, stats=([2, 2], [0.75, 3.75], None, None))
+    assert drive(runner, r) == ["done c1 0"]
+    np.testing.assert_array_equal(r.result("gi").reshape(-1), [1, 2, 1, -1, 3, 4, 2, 0])
+    np.testing.assert_array_equal(r.result("gw"), [8, 1])
+    np.testing.assert_array_equal(r.result("gb"), [10, 2])
+
+
+def test_batch_norm_output_mask_and_its_statuses(runner, tmp_path):
+    """A masked-off output may be null and is not written; outputMask of 2 values, or a true entry beside a
+    null output: 161002 (aclnn-cli's contract for the op); a null outputMask: 161001."""
+    stats = (None, None, [2, 2], [0.5, 1])
+    weights = batch_norm(tmp_path, "w", True, 1e-5, (False, True, True), stats, outputs=("gw", "gb"))
+    short = batch_norm(tmp_path, "s", True, 1e-5, (True, True), stats)
+    missing = batch_norm(tmp_path, "m", True, 1e-5, (True, True, True), stats, outputs=("gi", "gb"))
+    no_mask = batch_norm(tmp_path, "n", True, 1e-5, None, stats)
+    assert drive(runner, weights, short, missing, no_mask) == ["done w 0", "done s 161002", "done m 161002",
+                                                               "done n 161001"]
+    np.testing.assert_array_equal(weights.result("gw"), [4, 2])
+    np.testing.assert_array_equal(weights.result("gb"), [10, 2])
 
 
 def test_rms_norm_grad_two_const_outputs(runner, tmp_path):

@@ -1,7 +1,8 @@
-"""The stub CANN's six reduction/norm/loss kernels (tests/stub_cann/src/ops_{softmax,loss,norm}.cpp) through
-the public API (ctypes, stub_ctypes.py), against independent oracles: hand-derived exact answers on dyadic
-inputs, and float64 NumPy formulas on random rows within a float32-accumulation bound
-|stub - exact| <= (log2 R + c) * 2^-24 * scale (+ one ulp of a 16-bit output); plus phase one's statuses.
+"""The stub CANN's six reduction/norm/loss kernels (tests/stub_cann/src/ops_{softmax,loss,norm}.cpp) and
+BatchNormBackward's (ops_batchnorm.cpp) through the public API (ctypes, stub_ctypes.py), against independent
+oracles: hand-derived exact answers on dyadic inputs, and float64 NumPy formulas on random rows within a
+float32-accumulation bound |stub - exact| <= (log2 R + c) * 2^-24 * scale (+ one ulp of a 16-bit output); plus
+phase one's statuses.
 """
 
 from __future__ import annotations
@@ -155,6 +156,52 @@ def test_layer_norm_backward_output_mask(stub):
     assert all((stub.view(t) == 7).all() for t in kept)
 
 
+# (2, 2, 2): channel 0 holds x = [0, 1, 2, 5], dy = [1, 2, 3, 4] in (n, s) order, channel 1 x = [1, 1, 3, 3],
+# dy = [1, -1, 2, 0]; element (n, c, s) at (n * 2 + c) * 2 + s.
+BN_X = np.array([0, 1, 1, 1, 2, 5, 3, 3], F32).reshape(2, 2, 2)
+BN_DY = np.array([1, 2, 1, -1, 3, 4, 2, 0], F32).reshape(2, 2, 2)
+
+
+def call_batch_norm(stub, stats, training, eps, mask=(True, True, True), weight=(1, 2), outs=None):
+    """stats: runningMean, runningVar, saveMean, saveInvstd (None: a null pointer); returns (status, outputs)."""
+    outs = outs if outs is not None else [stub.tensor(np.full(s, 7, F32)) for s in ((2, 2, 2), (2,), (2,))]
+    tensors = [None if v is None else stub.tensor(np.array(v, F32)) for v in (weight, *stats)]
+    status = stub.call("aclnnBatchNormBackward", stub.tensor(BN_DY), stub.tensor(BN_X), *tensors, training, eps,
+                       Handle(stub.bool_array(list(mask))), *outs)
+    return status, outs
+
+
+@pytest.mark.parametrize("training, eps, stats, dx, dw", [
+    # training: h = (x - 2) * [0.5, 1]; dgamma = sum dy h = [4, 2], dbeta = [10, 2];
+    # dx = rstd * g * (dy - (h * dgamma + dbeta) / 4); the running statistics are not read
+    (True, 1e-5, ([9, 9], [-1, -1], [2, 2], [0.5, 1]), [-0.25, 0, 2, -2, 0.25, 0, 2, -2], [4, 2]),
+    # null saveMean (0) and saveInvstd (1): h = x
+    (True, 1e-5, (None, None, None, None), [-1.5, -7.5, -2, -6, -13.5, -33.5, -6, -10], [28, 6]),
+    # inference: invstd = 1 / sqrt(runningVar + eps) = [1, 0.5] with eps = 0.25; dx = dy g invstd,
+    # gradWeight = sum dy (x - runningMean) invstd
+    (False, 0.25, ([2, 2], [0.75, 3.75], [9, 9], [9, 9]), [1, 2, 1, -1, 3, 4, 2, 0], [8, 1]),
+    # null runningMean (0) and runningVar (1): invstd = 1 / sqrt(1 + 3) = 0.5
+    (False, 3.0, (None, None, None, None), [0.5, 1, 1, -1, 1.5, 2, 2, 0], [14, 3]),
+], ids=["training", "training-null-stats", "inference", "inference-null-stats"])
+def test_batch_norm_backward_known_answer(stub, training, eps, stats, dx, dw):
+    status, outs = call_batch_norm(stub, stats, training, eps)
+    assert status == 0, stub.error()
+    np.testing.assert_array_equal(stub.view(outs[0]).reshape(-1), dx)
+    np.testing.assert_array_equal(stub.view(outs[1]), dw)
+    np.testing.assert_array_equal(stub.view(outs[2]), [10, 2])
+
+
+def test_batch_norm_backward_output_mask_and_null_weight(stub):
+    """A null weight is ones; a masked-off output (null or not) is never written; all off: nothing written."""
+    stats = (None, None, [2, 2], [0.5, 1])
+    gw = stub.tensor(np.full(2, 7, F32))
+    status, _ = call_batch_norm(stub, stats, True, 1e-5, (False, True, False), None, [None, gw, None])
+    assert status == 0 and stub.view(gw).tolist() == [4, 2]
+    kept = [stub.tensor(np.full(s, 7, F32)) for s in ((2, 2, 2), (2,), (2,))]
+    assert call_batch_norm(stub, stats, True, 1e-5, (False, False, False), outs=kept)[0] == 0
+    assert all((stub.view(t) == 7).all() for t in kept)
+
+
 # ---------------------------------------------------------------- random rows against float64
 
 def as_dtype(a: np.ndarray, dtype) -> np.ndarray:
@@ -277,3 +324,44 @@ def test_layer_norm_backward_against_float64(stub, rng, dtype, weight_dtype):
     assert_close(stub.view(outs[0]).reshape(m, 300), exact, scale, 300, dtype)
     assert_close(stub.view(outs[1]).reshape(300), (xh * D).sum(axis=0), np.abs(xh * D).sum(axis=0), m, F32)
     assert_close(stub.view(outs[2]).reshape(300), D.sum(axis=0), np.abs(D).sum(axis=0), m, F32)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+@pytest.mark.parametrize("dtype, stats_dtype", [(F32, F32), (F16, F32), (F16, F16), (BF16, F32), (BF16, BF16)], ids=str)
+def test_batch_norm_backward_against_float64(stub, rng, training, dtype, stats_dtype):
+    """(N, C, H, W) = (6, 5, 7, 9), M = 378 per channel; input read through a transposed view (strides (1, ...)),
+    gradOut through a stride-0 N axis (one sample repeated)."""
+    n, c, h, w = 6, 5, 7, 9
+    shape, m = (n, c, h, w), n * h * w
+    x = as_dtype(rng.normal(1, 2, (w, h, c, n)), dtype)  # stored transposed: the view reads it as (n, c, h, w)
+    dy1 = as_dtype(rng.normal(size=(c, h, w)), dtype)
+    g, mean = as_dtype(rng.uniform(-2, 2, c), stats_dtype), as_dtype(rng.uniform(-0.5, 0.5, c), stats_dtype)
+    var = as_dtype(rng.uniform(0.25, 4, c), stats_dtype)
+    rstd = as_dtype(rng.uniform(0.5, 2, c), stats_dtype)
+    eps = 1e-3
+    outs = [stub.tensor(zeros(shape, dtype)), stub.tensor(zeros(c, stats_dtype)), stub.tensor(zeros(c, stats_dtype))]
+    tx = stub.tensor(x, shape=shape, strides=(1, n, n * c, n * c * h))
+    tdy = stub.tensor(dy1, shape=shape, strides=(0, h * w, w, 1))
+    args = [tdy, tx, stub.tensor(g), stub.tensor(mean), stub.tensor(var), stub.tensor(mean), stub.tensor(rstd),
+            training, eps, Handle(stub.bool_array([True, True, True])), *outs]
+    assert stub.call("aclnnBatchNormBackward", *args) == 0, stub.error()
+    X = widened(x).transpose(3, 2, 1, 0).transpose(1, 0, 2, 3).reshape(c, m)  # channel-major, (n, s) order
+    D = np.broadcast_to(widened(dy1)[None], shape).transpose(1, 0, 2, 3).reshape(c, m)
+    G, MU = widened(g).reshape(c, 1), widened(mean).reshape(c, 1)
+    if training:
+        R = widened(rstd).reshape(c, 1)
+        H = (X - MU) * R
+        sdy, sdh = D.sum(axis=1, keepdims=True), (D * H).sum(axis=1, keepdims=True)
+        exact = G * R * (D - sdy / m - H * sdh / m)
+        scale = np.abs(G * R) * (np.abs(D) + (np.abs(D).sum(axis=1, keepdims=True)
+                                              + np.abs(H) * np.abs(D * H).sum(axis=1, keepdims=True)) / m)
+        gw_terms = D * H
+    else:
+        inv = 1 / np.sqrt(widened(var).reshape(c, 1) + eps)
+        exact = D * G * inv
+        scale = np.abs(exact)
+        gw_terms = D * (X - MU) * inv
+    got = stub.view(outs[0]).transpose(1, 0, 2, 3).reshape(c, m)
+    assert_close(got, exact, scale, m, dtype)
+    assert_close(stub.view(outs[1]), gw_terms.sum(axis=1), np.abs(gw_terms).sum(axis=1), m, stats_dtype)
+    assert_close(stub.view(outs[2]), D.sum(axis=1), np.abs(D).sum(axis=1), m, stats_dtype)

@@ -1,12 +1,17 @@
 """Phase one of the stub CANN's six reduction/norm/loss operators (tests/stub_cann/src/ops_{softmax,loss,norm}.cpp):
 the statuses of their op_api sources (RmsNormGrad: its OpDef's dtypes and its tiling's shapes), in order,
-through the public API (ctypes). Their kernels: test_stub_reductions.py.
+through the public API (ctypes); and BatchNormBackward's (ops_batchnorm.cpp), those of aclnn-cli's contract for it
+(aclnn_cli.ops.contract.check, which the bundled negative cases expect). Their kernels: test_stub_reductions.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from aclnn_cli.dtypes import lookup
+from aclnn_cli.ops import OPS
+from aclnn_cli.ops.contract import TensorDesc, check
 
 from cann_build import tools_missing
 from stub_ctypes import Handle, stub  # noqa: F401  (stub: the fixture)
@@ -140,3 +145,67 @@ def test_layer_norm_bf16_per_product(stub, soc, name, status):
     soc(name)
     b16 = {k: zeros(v, BF16) for k, v in (("dy", (2, 4)), ("x", (2, 4)), ("dx", (2, 4)))}
     assert ln_call(stub, **b16) == status, stub.error()
+
+
+BN = ("gradOut", "input", "weight", "runningMean", "runningVar", "saveMean", "saveInvstd", "gradInput", "gradWeight",
+      "gradBias")
+
+
+def bn_tensors(dtype=F32, shape=(3, 4, 5), **change) -> dict:
+    channel = (shape[1],) if len(shape) > 1 else shape
+    t = {name: zeros(shape if name in ("gradOut", "input", "gradInput") else channel, dtype) for name in BN}
+    return {**t, **change}
+
+
+def bn_call(stub, t: dict, mask=(True, True, True), training=True):
+    a = [None if t[k] is None else stub.tensor(t[k]) for k in BN]
+    mask_h = None if mask is None else Handle(stub.bool_array(list(mask)))
+    return stub.call("aclnnBatchNormBackward", *a[:7], training, 1e-5, mask_h, *a[7:])
+
+
+def bn_contract(product: str, t: dict, mask) -> int:
+    descs = {k: TensorDesc(lookup("float32"), (), True) if v is None else TensorDesc(lookup(v.dtype.name), v.shape)
+             for k, v in t.items()}
+    return check(OPS["aclnnBatchNormBackward"], product, descs,
+                 {"training": True, "eps": 1e-5, "outputMask": None if mask is None else list(mask)}).status
+
+
+BN_CASES = [
+    ({}, (True,) * 3, 0), ({"gradOut": None}, (True,) * 3, NULLPTR), ({"input": None}, (True,) * 3, NULLPTR),
+    ({}, None, NULLPTR), ({}, (True, True), INVALID), ({}, (True,) * 4, INVALID),
+    ({"gradInput": None}, (True,) * 3, INVALID),  # (161001 in the source: the contract reports 161002)
+    ({"gradInput": None}, (False, True, True), 0), ({"gradWeight": None, "gradBias": None}, (True, False, False), 0),
+    ({k: None for k in BN[2:]}, (False,) * 3, 0), ({k: None for k in BN[2:7]}, (True,) * 3, 0),
+    ({"gradOut": zeros((3, 4, 5), F16)}, (True,) * 3, INVALID), ({"weight": zeros(4, F16)}, (True,) * 3, INVALID),
+    ({"weight": zeros(3)}, (True,) * 3, INVALID), ({"weight": zeros((1, 4))}, (True,) * 3, INVALID),
+    ({"saveMean": zeros(4, F16)}, (True,) * 3, INVALID), ({"gradWeight": zeros(4, F16)}, (True,) * 3, INVALID),
+    ({"gradBias": zeros(5)}, (True,) * 3, INVALID), ({"gradInput": zeros((3, 4, 6))}, (True,) * 3, INVALID),
+    ({"gradOut": zeros((3, 4, 6))}, (True,) * 3, INVALID), ({"runningVar": zeros(4, np.float64)}, (True,) * 3, INVALID),
+    (bn_tensors(np.float64), (True,) * 3, INVALID), (bn_tensors(shape=(7,)), (True,) * 3, INVALID),
+    (bn_tensors(shape=(1,) * 8 + (2,)), (True,) * 3, INVALID),
+    (bn_tensors(shape=(2, 3, 1, 1, 1, 1, 1, 2)), (True,) * 3, 0),
+    (bn_tensors(shape=(4, 0, 3)), (True,) * 3, 0), (bn_tensors(shape=(0, 3, 2)), (True,) * 3, 0),
+    ({"input": zeros((3, 4, 5), F16), "gradOut": zeros((3, 4, 5), F16), "gradInput": zeros((3, 4, 5), F16)},
+     (True,) * 3, 0),  # float32 per-channel tensors beside a 16-bit input
+    (bn_tensors(F16, weight=zeros(4), gradWeight=zeros(4, F16), gradBias=zeros(4, F16)), (True,) * 3, INVALID),
+]
+
+
+@pytest.mark.parametrize("change, mask, status", BN_CASES)
+def test_batch_norm_statuses_are_the_contracts(stub, soc, change, mask, status):
+    soc("Ascend950PR_9599")
+    t = change if set(change) == set(BN) else bn_tensors(**change)
+    assert bn_call(stub, t, mask) == status, stub.error()
+    assert bn_contract("950", t, mask) == status  # (the test's expectation is aclnn-cli's contract)
+
+
+@pytest.mark.parametrize("name, product, dtype, status", [
+    ("Ascend910A", "910", BF16, INVALID), ("Ascend910A", "910", F16, 0), ("Ascend910B1", "A2", BF16, 0),
+    ("Ascend910_9391", "A3", BF16, 0), ("Ascend950PR_9599", "950", BF16, 0), ("Ascend310P3", None, F32, INVALID),
+])
+def test_batch_norm_dtypes_per_product(stub, soc, name, product, dtype, status):
+    soc(name)
+    t = bn_tensors(dtype)
+    assert bn_call(stub, t, training=False) == status, stub.error()
+    if product is not None:
+        assert bn_contract(product, t, (True,) * 3) == status
