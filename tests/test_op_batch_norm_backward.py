@@ -170,7 +170,7 @@ def suite(tmp_path_factory):
     return bundled_suite(tmp_path_factory, "batch_norm_backward")
 
 
-def test_an_independent_float32_kernel_passes_every_bundled_case(suite, tmp_path):
+def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
     """ATen's order (above, sequential channel sums) written as the dumps of every bundled positive case: verify
     passes them all (no false alarm on a correct kernel in another order and arrangement)."""
     import shutil
