@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, api_name, check_format, dtype_name, errors, range_fill, resolve_op,
+from .common import (Collector, api_name, channels_view, check_format, dtype_name, errors, range_fill, resolve_op,
                      safe_name, seed_for, show, unit)
 from .entry import TensorIn, case_entry
 from .fields import MAX_INT64, as_number, check_keys, check_types, field, int_in, int_list, numbers, text
@@ -158,7 +158,8 @@ def _quoted_number(v: Any) -> float | int:
 
 def _array(op: OpSpec, entries: list, where_key: str, bad: Callable[..., CaseError],
            unsupported: Callable[..., CaseError]) -> tuple[str, list]:
-    """A list of ATK "attrs" entries of one name: the elements of an aclIntArray / aclBoolArray, in order."""
+    """A list of ATK "attrs" entries of one name: the elements of an aclIntArray / aclBoolArray, in order (an
+    entry's value or a one-element list of it)."""
     if not entries or not all(isinstance(e, dict) for e in entries):
         raise bad("an attribute list is a non-empty list of objects", where_key)
     given = {e.get("name") for e in entries}
@@ -173,7 +174,10 @@ def _array(op: OpSpec, entries: list, where_key: str, bad: Callable[..., CaseErr
         check_keys(e, INPUT_KEYS, "ATK input", bad, f"{where_key}[{i}].")
         if e.get("type") != "attrs":
             raise bad(f"an attribute list's entries have type 'attrs', got {show(e.get('type'))}", f"{where_key}[{i}].type")
-    return n, [e.get("range_values") for e in entries]
+    # an entry's range_values is the element, or a one-element list of it (ops-nn's BatchNormBackward writes
+    # each outputMask entry as `"range_values": [true]`)
+    values = [e.get("range_values") for e in entries]
+    return n, [v[0] if isinstance(v, list) and len(v) == 1 else v for v in values]
 
 
 def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..., CaseError],
@@ -195,7 +199,9 @@ def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..
         raise bad("an ATK tensor input needs dtype, shape and range_values", "dtype")
     dtype = dtype_name(inp["dtype"], lambda m: unsupported(m, "dtype"))
     shape = field(bad, "shape", int_list, inp["shape"])
-    return TensorIn(dtype, shape, _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported))
+    fill = _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported)
+    shape, strides = channels_view(op, n, inp.get("format"), shape, None, lambda m: unsupported(m, "format"))
+    return TensorIn(dtype, shape, fill, None if strides is None else {"strides": strides})
 
 
 def _fill(rv: Any, dtype: str, stem: str, key: str, bad: Callable[..., CaseError],

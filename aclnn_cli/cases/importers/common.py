@@ -20,6 +20,7 @@ from ... import dtypes as D
 from ...values import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op
+from ...ops.families import Channels
 from ...values.fill import parse_fill
 from .graphops import GRAPH_OPS, GraphOp
 
@@ -128,7 +129,18 @@ def api_name(op: OpSpec, name: str) -> str | None:
 
 
 # Foreign spellings of an op's names (ops-nn's ATK suites), beyond a difference of case.
-ALIASES = {"aclnnRmsNormGrad": {"input": "x"}}
+ALIASES = {
+    "aclnnRmsNormGrad": {"input": "x"},
+    # ops-nn's BatchNormBackward ATK names its tensors by position; its executor passes input0..input6 to the API
+    # in the API's order (norm/batch_norm_grad_v3/tests/st/aclnnBatchNormBackward/executor_aclnnBatchNormBackward.py)
+    "aclnnBatchNormBackward": {f"input{i}": n for i, n in enumerate(
+        ("gradOut", "input", "weight", "runningMean", "runningVar", "saveMean", "saveInvstd"))},
+}
+
+# Outputs a foreign case leaves untyped that take another tensor's dtype rather than the case's: ops-nn's
+# BatchNormBackward ATK lists no outputs, and its executor returns gradWeight and gradBias in weight's dtype (the
+# API takes float32 or weight's; the case's float16 beside a float32 weight is refused).
+OUTPUT_DTYPES = {"aclnnBatchNormBackward": {"gradWeight": "weight", "gradBias": "weight"}}
 
 
 def product_for(soc: str, err: Callable[[str], CaseError]) -> str:
@@ -146,6 +158,40 @@ def check_format(fmt: Any, err: Callable[[str], CaseError]) -> None:
     if fmt is not None and str(fmt).upper() not in PLAIN_FORMATS:
         raise err(f"format '{clip(fmt)}' is not supported (aclnn-cli writes ND storage; plain formats "
                   f"{', '.join(sorted(PLAIN_FORMATS))} are read as ND)")
+
+
+# A channels op (ops/families.Channels: BatchNormBackward) reads the channel at axis 1 of its (N, C, ...) tensors, as
+# the aclnn API does for NC, NCL, NCHW, NCDHW and ND. NHWC and NDHWC put it last (the op_api then takes C from the last
+# axis): such a tensor is imported as the (N, C, ...) view of the same storage, its strides channels-last (PyTorch's
+# channels_last), so every element sits where the channel-last storage holds it. Other formats with the channel
+# elsewhere are unsupported for these ops.
+CHANNEL_LAST = ("NHWC", "NDHWC")
+CHANNEL_ELSEWHERE = ("HWCN", "CHWN", "DHWCN")
+
+
+def channel_ops(op: OpSpec) -> bool:
+    """Whether the op reads a channel axis (the channels family): formats then decide where the channel is."""
+    return isinstance(op.family, Channels)
+
+
+def channels_view(op: OpSpec, name: str, fmt: Any, shape: Sequence[int], strides: Sequence[int] | None,
+                  err: Callable[[str], CaseError]) -> tuple[tuple[int, ...], list[int] | None]:
+    """A channels op's (N, C, ...) tensor given in `fmt`: (view shape, strides), strides None when contiguous.
+    NHWC / NDHWC (N, *S, C) -> view (N, C, *S) over the same storage (strides as given, else contiguous ones, with
+    the channel's moved to axis 1); other formats as they are. Per-channel tensors (C,) and other ops: as they are."""
+    shape = tuple(shape)
+    if fmt is None or not channel_ops(op) or name in op.family.per_row:
+        return shape, None if strides is None else list(strides)
+    f = str(fmt).upper()
+    if f in CHANNEL_ELSEWHERE:
+        raise err(f"format {f} does not hold the channel at axis 1 or last; {op.name} takes (N, C, ...) "
+                  "(NC, NCL, NCHW, NCDHW, ND) or channel-last NHWC, NDHWC")
+    if f not in CHANNEL_LAST:
+        return shape, None if strides is None else list(strides)
+    if len(shape) != len(f):
+        raise err(f"{name} has {len(shape)} dims in format {f}, which has {len(f)}")
+    st = list(strides) if strides is not None else [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    return (shape[0], shape[-1], *shape[1:-1]), [st[0], st[-1], *st[1:-1]]
 
 
 def dtype_name(raw: Any, err: Callable[[str], CaseError]) -> str:

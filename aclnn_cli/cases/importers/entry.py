@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from ...ops import OpSpec
 from ...ops.contract import broadcast_shape
-from .common import spread
+from .common import OUTPUT_DTYPES, spread
 
 
 @dataclass
@@ -32,6 +32,7 @@ def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], p
     """One case of our YAML: case-level dtype and shape are the output's (a rows op: the driver's; else the
     first input's dtype and the inputs' broadcast shape); a tensor differing from them gets a `tensors:`
     override. attributes: the API's values by name (lists as lists)."""
+    tensors = _typed_outputs(op, tensors)
     ins = [t.name for t in op.inputs]
     out_name = op.family.case_tensor(op)
     out = tensors.get(out_name, TensorIn())
@@ -85,6 +86,17 @@ def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], p
     if overrides:
         entry["tensors"] = overrides
     return entry
+
+
+def _typed_outputs(op: OpSpec, tensors: dict[str, TensorIn]) -> dict[str, TensorIn]:
+    """An output the case does not type takes its source tensor's dtype where common.OUTPUT_DTYPES says so
+    (BatchNormBackward's gradWeight and gradBias: weight's), when that tensor is given with a dtype."""
+    out = dict(tensors)
+    for name, source in OUTPUT_DTYPES.get(op.name, {}).items():
+        src, t = tensors.get(source), tensors.get(name, TensorIn())
+        if src is not None and src.dtype and not src.null and t.dtype is None and not t.null:
+            out[name] = TensorIn(src.dtype, t.shape, t.fill, t.layout, t.null, t.exact)
+    return out
 
 
 def _own(op: OpSpec, name: str) -> bool:

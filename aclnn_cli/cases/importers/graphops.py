@@ -38,6 +38,19 @@ def integer(value: Any) -> int:
     return value
 
 
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected True or False, got {value!r}")
+    return value
+
+
+def number(value: Any) -> float | int:
+    """A Float attribute (epsilon) -> the API's double, as given."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
+
+
 def bools(value: Any) -> list[bool]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, bool) for v in value):
         raise ValueError(f"expected a list of True/False, got {value!r}")
@@ -94,6 +107,12 @@ GRAPH_OPS = {
                                to_inputs=("gradOut", "input", "rstd", "mean", "weightOptional"),
                                outputs=("pd_x", "pd_gamma", "pd_beta"),
                                attrs={"output_mask": ("outputMask", bools)}, derive=_norm_shape),
+    "BatchNormGradV3": GraphOp("aclnnBatchNormBackward",
+                               ("dy", "x", "weight", "running_mean", "running_var", "save_mean", "save_rstd"),
+                               to_inputs=("gradOut", "input", "weight", "runningMean", "runningVar", "saveMean",
+                                          "saveInvstd"),
+                               outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
+                               attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),

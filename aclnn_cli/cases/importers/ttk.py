@@ -15,8 +15,8 @@ from typing import Any
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, api_attrs, check_attrs, check_format, dtype_name, errors,
-                     product_for, range_fill, resolve_op, safe_name, seed_for, show)
+from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
+                     dtype_name, errors, product_for, range_fill, resolve_op, safe_name, seed_for, show)
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, read_table
@@ -109,28 +109,53 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
         for fmt in cell.tuple(col):
             check_format(_word(fmt, bad, col, "a format"), lambda m: unsupported(m, col))
     ranges = cell.ranges(n_in)
+    in_formats = _formats(op, cell, "input", n_in, bad, unsupported)
     tensors = {}
     for i, n in enumerate(names):
         shape = field(bad, "input_shapes", int_list, shapes[i])
         if ori[i] is not None and field(bad, "input_ori_shapes", int_list, ori[i]) != shape:
             raise unsupported(f"input_shapes {list(shape)} differ from input_ori_shapes {list(ori[i])}", "input_shapes")
         dtype = dtype_name(_word(dtypes[i], bad, "input_dtypes", "a dtype"), lambda m: unsupported(m, "input_dtypes"))
-        tensors[n] = TensorIn(dtype, shape, _fill(ranges[i], dtype, bad))
+        shape, strides = channels_view(op, n, in_formats[i], shape, None, lambda m: unsupported(m, "input_formats"))
+        tensors[n] = TensorIn(dtype, shape, _fill(ranges[i], dtype, bad), _strided(strides))
     for t in op.inputs:
         if t.name not in tensors and t.optional:  # (LayerNormGradV3 has no beta: biasOptional is null)
             tensors[t.name] = TensorIn(null=True)
     outs = graph.api_outputs(tuple(t.name for t in op.outputs)) if graph else [t.name for t in op.outputs]
     out_dtypes = cell.per_tensor("output_dtypes", len(outs), one_for_all=True)
     out_shapes = cell.per_tensor("output_shapes", len(outs), "output_ori_shapes")
+    out_formats = _formats(op, cell, "output", len(outs), bad, unsupported)
     for i, n in enumerate(outs):
         out = TensorIn()
         if out_dtypes[i] is not None:
             out.dtype = dtype_name(_word(out_dtypes[i], bad, "output_dtypes", "a dtype"),
                                    lambda m: unsupported(m, "output_dtypes"))
         if out_shapes[i] is not None:
-            out.shape = field(bad, "output_shapes", int_list, out_shapes[i])
+            shape = field(bad, "output_shapes", int_list, out_shapes[i])
+            out.shape, strides = channels_view(op, n, out_formats[i], shape, None,
+                                               lambda m: unsupported(m, "output_formats"))
+            out.layout = _strided(strides)
         tensors[n] = out
     return tensors
+
+
+def _formats(op: OpSpec, cell: Cells, side: str, n: int, bad, unsupported) -> list:
+    """A channels op's per-tensor formats of one side (inputs, outputs), where they place the channel
+    (common.channels_view); the same in the `_ori_` column when it is given. Other ops: None each (a plain format
+    is a row-major array of the shape, checked above)."""
+    if not channel_ops(op):
+        return [None] * n
+    col, ori_col = f"{side}_formats", f"{side}_ori_formats"
+    fmts = [_word(f, bad, col, "a format") for f in cell.per_tensor(col, n, fallback=ori_col, one_for_all=True)]
+    ori = [_word(f, bad, ori_col, "a format") for f in cell.per_tensor(ori_col, n, fallback=col, one_for_all=True)]
+    for f, o in zip(fmts, ori):
+        if f is not None and o is not None and f.upper() != o.upper():
+            raise unsupported(f"{col} {show(f)} differ from {ori_col} {show(o)}", col)
+    return fmts
+
+
+def _strided(strides: list[int] | None) -> dict | None:
+    return None if strides is None else {"strides": strides}
 
 
 def _aclnn_tensors(op: OpSpec, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:
@@ -151,7 +176,8 @@ def _aclnn_tensors(op: OpSpec, cell: Cells, bad, unsupported) -> dict[str, Tenso
     ranges = cell.ranges(n)
     tensors = {}
     for i, spec in enumerate(op.tensors):
-        check_format(_word(formats[i], bad, "tensor_formats", "a format"), lambda m: unsupported(m, "tensor_formats"))
+        fmt = _word(formats[i], bad, "tensor_formats", "a format")
+        check_format(fmt, lambda m: unsupported(m, "tensor_formats"))
         dtype = (dtype_name(_word(dtypes[i], bad, "tensor_dtypes", "a dtype"), lambda m: unsupported(m, "tensor_dtypes"))
                  if dtypes[i] is not None else None)
         if shapes[i] is None:
@@ -164,6 +190,10 @@ def _aclnn_tensors(op: OpSpec, cell: Cells, bad, unsupported) -> dict[str, Tenso
             if len(layout["strides"]) != len(shape):
                 raise bad(f"strides {layout['strides']} for the {len(shape)}-d view shape {list(shape)}",
                           "tensor_view_strides")
+        shape, moved = channels_view(op, spec.name, fmt, shape, layout.get("strides"),
+                                     lambda m: unsupported(m, "tensor_formats"))
+        if moved is not None:
+            layout["strides"] = moved
         if offsets[i] not in (None, 0):
             layout["offset"] = field(bad, "tensor_view_offsets", int_in, offsets[i], "an offset")
         if storage[i] is not None:
