@@ -26,6 +26,7 @@ from .jsonsafe import JsonRefused
 from .layout import Layout
 from .regular import TooLarge, read_regular
 from .ops import OpSpec, find_op
+from .ops.base import ACL_FORMATS
 from .ops.contract import TensorDesc, check
 
 if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file loader)
@@ -33,7 +34,6 @@ if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file load
 
 SCHEMA = "aclnn-cli/case/1"
 STATUS_FILE = "status.txt"
-FORMAT_ND = 2
 
 
 def input_file(name: str) -> str:
@@ -68,14 +68,16 @@ def digest(raw: dict) -> str:
 def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, extra: dict | None = None) -> dict:
     """The manifest of a generated case; extra: more keys for a tensor's entry, by tensor name."""
     tensors = []
+    formats = {spec.name: spec.formats for spec in case.op.tensors}
     for t in case.tensors:
         if t.null:  # the harness passes nullptr; dtype and shape say what the tensor would have been
             tensors.append({"name": t.name, "role": t.role, "null": True, "dtype": t.dtype.name,
                             "shape": list(t.layout.shape)})
             continue
+        fmt = formats.get(t.name, {}).get(len(t.layout.shape), "ND")
         entry = {
             "name": t.name, "role": t.role, "dtype": t.dtype.name, "acl_dtype": t.dtype.acl_id,
-            "acl_dtype_name": t.dtype.acl_name, "format": "ND", "acl_format": FORMAT_ND,
+            "acl_dtype_name": t.dtype.acl_name, "format": fmt, "acl_format": ACL_FORMATS[fmt],
             **t.layout.to_json(), "file": input_file(t.name), "sha256": digests[input_file(t.name)],
         }
         if t.role == "input":

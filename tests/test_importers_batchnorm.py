@@ -36,13 +36,9 @@ OPS_NN_GIT = Path(os.environ.get("ACLNN_OPS_NN_GIT", "/work/.mirror/hicann+ops-n
 ATK = "norm/batch_norm_grad_v3/tests/st/aclnnBatchNormBackward/atk_aclnnBatchNormBackward.json"
 TTK = "norm/batch_norm_grad_v3/tests/st/arch35/ttk_kernel_batch_norm_grad_v3.csv"
 OP = "aclnnBatchNormBackward"
-# TTK rows gen cannot finish until the op's exact fallback stops evaluating 1 / sqrt(runningVar + eps) where that
-# is negative or zero (test_exact_fallback_beside_a_nonpositive_variance, below): ops/batch_norm_backward.py's
-# `_exact_at` (and `_exact`) take invstd of every channel, and `inv_sqrt` raises for q <= 0, when only a channel's
-# gradBias (which does not read runningVar) sits on a rounding boundary. Empty this set with the op's fix.
-AWAITING_OP_FIX = {"BatchNormGradV3_infer_001", "BatchNormGradV3_infer_003", "BatchNormGradV3_infer_017",
-                   "BatchNormGradV3_infer_054", "BatchNormGradV3_infer_089", "BatchNormGradV3_infer_101"}
-QUICK_ELEMENTS = 1_000_000  # the quick loop's cases: at most this many elements each (71 cases, about 3 s)
+AWAITING_OP_FIX: set[str] = set()  # (rows the op could not generate: none since invstd is exact at q <= 0 too)
+QUICK_ELEMENTS = 1_000_000  # the quick loop's cases: at most this many elements each
+QUICK_CASES = 74  # how many of both files' cases that is (the infer rows with runningVar + eps <= 0 among them)
 _EXTRACTED: dict[str, Path] = {}
 
 
@@ -185,10 +181,10 @@ def _verdicts(report: dict) -> list[str]:
 
 
 def test_small_cases_of_both_suites_pass_with_the_950_kernel(tmp_path):
-    """Every case of up to QUICK_ELEMENTS elements of both files (71 cases, channel-last rows among them) PASSes."""
+    """Every case of up to QUICK_ELEMENTS elements of both files (QUICK_CASES, channel-last rows among them) PASSes."""
     report, _ = _loop(tmp_path, QUICK_ELEMENTS)
     verdicts = _verdicts(report)
-    assert len(verdicts) == 71 and set(verdicts) == {"PASS"}, verdicts
+    assert len(verdicts) == QUICK_CASES and set(verdicts) == {"PASS"}, (len(verdicts), verdicts)
     names = {c["case_id"] for c in report["cases"]}
     assert any("NHWC" in n for n in names) and any("NDHWC" in n for n in names)
     assert any("atk_aclnnBatchNormBackward" in n for n in names) and any("_infer_" in n for n in names)
@@ -285,8 +281,6 @@ def test_atk_positional_names_one_element_mask_entries_and_weight_typed_outputs(
 
 # ---- the op bug the TTK's inference rows meet (ops/batch_norm_backward.py, not the importer) -----------------------
 
-@pytest.mark.xfail(strict=True, reason="ops/batch_norm_backward.py _exact evaluates inv_sqrt(runningVar + eps) for a "
-                   "channel whose gradBias alone needs the exact fallback, and inv_sqrt raises for q <= 0")
 @pytest.mark.parametrize("var", [-0.5, 0.0])
 def test_exact_fallback_beside_a_nonpositive_variance(tmp_path, var):
     """gradBias = 1 + 2^-8, a bfloat16 tie, sends the channel to the exact path; runningVar + eps <= 0 there makes

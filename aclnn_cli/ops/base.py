@@ -36,8 +36,13 @@ class TensorSpec:
     # This tensor's own dtypes, not tied to the others' (fp32 rstd beside fp16 x; int64/int32 class
     # indices). None: one of the op's float dtypes on the product, related to the others as `contract` says.
     dtypes: tuple[str, ...] | None = None
+    # The aclFormat the harness gives this tensor, by its number of dimensions (ACL_FORMATS' names); ND elsewhere.
+    # BatchNorm's op_api refuses a 5-d ND input and reads the channel of an ND inference input along the last axis.
+    formats: Mapping[int, str] = field(default_factory=dict)
 
 
+# aclFormat values (acl/acl_base_rt.h) of the formats a declaration may name.
+ACL_FORMATS = {"NCHW": 0, "NHWC": 1, "ND": 2, "NDHWC": 27, "NCDHW": 30, "NC": 35, "NCL": 47}
 FLOATS = ("float32", "float16", "bfloat16")
 # The products a case file may name (device/run.py maps the SoC names the runtime reports onto them).
 PRODUCTS = ("950", "A3", "A2", "910", "310P")

@@ -315,6 +315,11 @@ def inv_sqrt(q: Fraction) -> Fraction:
         return Fraction(1 / (Decimal(p) / Decimal(d)).sqrt())
 
 
+def _inv_exact(q: Fraction):
+    """1 / sqrt(q) as the formula says: exact or to 60 digits for q > 0; +inf at 0; NaN below (IEEE's values)."""
+    return inv_sqrt(q) if q > 0 else float("inf") if q == 0 else float("nan")
+
+
 def _exact(t) -> dict:
     """The doc's formulas on Fraction object arrays (any k channels)."""
     dy, x, g = t[DY], t[X], _get(t, W)
@@ -324,7 +329,7 @@ def _exact(t) -> dict:
         return {GI: dx_exact(dy * g, h, rstd), GW: (dy * h).sum(axis=1, keepdims=True),
                 GB: dy.sum(axis=1, keepdims=True)}
     var = np.broadcast_to(np.asarray(_get(t, RV), dtype=object), (dy.shape[0], 1, 1))
-    inv = np.array([[[inv_sqrt(v + Fraction(t[EPS]))]] for v in var.reshape(-1)], dtype=object).reshape(var.shape)
+    inv = np.array([[[_inv_exact(v + Fraction(t[EPS]))]] for v in var.reshape(-1)], dtype=object).reshape(var.shape)
     return {GI: dy * g * inv, GW: (dy * (x - _get(t, RM))).sum(axis=1, keepdims=True) * inv,
             GB: dy.sum(axis=1, keepdims=True)}
 
@@ -342,9 +347,10 @@ def _exact_at(t, wanted) -> dict:
     train = bool(t[TRAIN])
     if train:
         centre, inv = per[SM], per[SI]
-    else:
+    else:  # (only where a wanted element needs it: gradBias does not)
         centre = per[RM]
-        inv = [inv_sqrt(v + Fraction(t[EPS])) for v in per[RV]]
+        needed = set() if set(wanted) <= {GB} else set(range(k))
+        inv = [_inv_exact(v + Fraction(t[EPS])) if c in needed else None for c, v in enumerate(per[RV])]
     dotp = [sxy - c * sy for sxy, c, sy in zip(s_dyx, centre, s_dy)]
     out = {}
     for name, where in wanted.items():
@@ -357,7 +363,7 @@ def _exact_at(t, wanted) -> dict:
                 values.append(g * r * (d - s_dy[c] / m - (xi - centre[c]) * r * (dotp[c] * r) / m) if train
                               else d * g * r)
             else:
-                values.append(dotp[p] * inv[p] if name == GW else s_dy[p])
+                values.append(dotp[p] * inv[p] if name == GW else s_dy[p])  # (inv: Fraction, or inf/NaN)
         out[name] = np.array(values + [None], dtype=object)[:-1]
     return out
 
@@ -433,7 +439,13 @@ def _shape_rule(d, attrs) -> str | None:
 
 
 def _masked_tensor(name: str) -> TensorSpec:
-    return TensorSpec(name, "output", {"constant": 0}, optional=True, dtypes=None if name == GI else FLOATS)
+    return TensorSpec(name, "output", {"constant": 0}, optional=True, dtypes=None if name == GI else FLOATS,
+                      formats=FORMATS if name == GI else {})
+
+
+# The formats ops-nn's own suites give gradOut, input and gradInput (ATK's executor, by rank): the op_api refuses a
+# 5-d ND tensor on the 950 and, in inference, reads the channel of anything but NCHW/NCDHW along the last axis.
+FORMATS = {2: "NC", 3: "NCL", 4: "NCHW", 5: "NCDHW"}
 
 
 SPEC = register(OpSpec(
@@ -449,8 +461,8 @@ SPEC = register(OpSpec(
             "1 / sqrt(runningVar + eps); gradInput = gradOut * weight * invstd; gradWeight = sum(gradOut * (input - "
             "runningMean)) * invstd; gradBias = sum(gradOut)",
     tensors=(
-        TensorSpec(DY, "input", {"normal": [0, 1]}),
-        TensorSpec(X, "input", {"normal": [0, 1]}),
+        TensorSpec(DY, "input", {"normal": [0, 1]}, formats=FORMATS),
+        TensorSpec(X, "input", {"normal": [0, 1]}, formats=FORMATS),
         TensorSpec(W, "input", {"uniform": [-2.0, 2.0]}, optional=True, dtypes=FLOATS),
         TensorSpec(RM, "input", {"uniform": [-0.25, 0.25]}, optional=True, dtypes=FLOATS),
         TensorSpec(RV, "input", {"uniform": [0.25, 4.0]}, optional=True, dtypes=FLOATS),
@@ -491,8 +503,9 @@ aclnnBatchNormBackward phase one (norm/batch_norm_grad_v3/op_host/op_api/aclnn_b
   in {FLOAT, weight's}; formats: a 5-d tensor NCDHW or NDHWC; shapes: 2-8 dims, gradOut = input (= gradInput),
   every per-channel tensor 1-d of length C; a length-0 saveMean/saveInvstd only in inference (not expressible
   by the channels family: the bundled cases give them length C); all of outputMask false -> success.
-- C is axis 1 (NC, NCL, NCHW, NCDHW, ND for 6-8 dims). NHWC and NDHWC storage formats take the last axis as C:
-  a case file has no storage format, so they are not cases here (an imported NHWC row is skipped with the reason).
+- C is axis 1 (NC, NCL, NCHW, NCDHW, ND for 6-8 dims: the harness passes those formats, FORMATS). NHWC and NDHWC storage formats take the last axis as C:
+  an imported NHWC row becomes an (N, C, H, W) view of the same storage with channel-last strides (decision 76):
+  the same values, judged per channel; the device then runs its strided NCHW path, not its channel-last kernels.
 - eps is narrowed to float32 by the op_api (BatchNormBackwardRegbase takes float eps); the golden uses the double
   the API takes (the difference is within float32's rounding of var + eps).
 - A 16-bit weight beside a float32 gradWeight: the training kernel rounds to the weight's dtype, the op_api casts

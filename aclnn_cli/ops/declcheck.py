@@ -13,14 +13,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .. import dtypes as D
 from ..values.attrvalues import ATTRIBUTE_KINDS, parse_value
 from ..values.fill import check_fits, parse_fill
 from ..values.text import clip, show
 from ..errors import UserError
-from .base import FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
+from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Elementwise, Rows
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -136,6 +136,10 @@ class _Check:
                     problem = check_fits(fill, D.lookup(name))
                     if problem:
                         self.fail(f"{field}.default_fill", f"{problem} (the tensor may be {name})")
+            if not isinstance(t.formats, Mapping) or not all(
+                    type(k) is int and 0 <= k <= 8 and v in ACL_FORMATS for k, v in t.formats.items()):
+                self.fail(f"{field}.formats", f"expected {{dimensions 0-8: one of {', '.join(ACL_FORMATS)}}}, "
+                                              f"got {show(t.formats)}")
             if t.dtypes is not None:
                 self.names(f"{field}.dtypes", t.dtypes, tuple(D.DTYPES))
                 if not t.dtypes or len(set(t.dtypes)) != len(t.dtypes):
