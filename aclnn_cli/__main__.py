@@ -5,9 +5,9 @@ from __future__ import annotations
 
 
 def console() -> None:
-    from . import reaper
-    from .cli import main
-    from .cli_common import open_files_limit
+    from .pipeline import reaper
+    from .cli.main import main
+    from .cli.common import open_files_limit
 
     reaper.adopt_orphans()
     open_files_limit()

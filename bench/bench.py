@@ -54,7 +54,7 @@ OURS_EMULATE = PRELUDE + """
 from aclnn_cli import manifest as M
 from aclnn_cli import casedirs
 from aclnn_cli.device.emulate import emulate_case
-from aclnn_cli.parallel import Runner
+from aclnn_cli.pipeline.parallel import Runner
 with Runner(int(sys.argv[2])) as run:
     for d in casedirs.find_cases(Path(sys.argv[1])):
         emulate_case(M.load(d), run=run)

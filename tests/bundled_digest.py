@@ -33,7 +33,7 @@ def case_digests(out_root: Path) -> dict[str, str]:
     """case id -> sha256 over (file name, file bytes) of every file in the case's folder, plus its
     verify JSON entry."""
     import aclnn_cli
-    from aclnn_cli.statcache import CACHE_FILE
+    from aclnn_cli.files.statcache import CACHE_FILE
     cases_dir = Path(aclnn_cli.__file__).parent / "cases"
     verdicts = {}
     report = out_root / "verify.json"
@@ -48,7 +48,7 @@ def case_digests(out_root: Path) -> dict[str, str]:
                 continue
             data = f.read_bytes()
             if f.name == "case.json":  # (its seal hashes the paths: checked, then written as <SEAL>)
-                from aclnn_cli import manifest_text
+                from aclnn_cli.casedir import manifest_text
                 assert manifest_text.sealed_json(data) is not None, f"{case_dir.name}: the manifest's seal does not hold"
                 data = data[:-(64 + 4)] + b"<SEAL>" + data[-4:]
             h.update(f.name.encode() + b"\0" + _normalised(data, out_root, cases_dir) + b"\0")
@@ -60,7 +60,7 @@ def case_digests(out_root: Path) -> dict[str, str]:
 def produce(out_root: Path, jobs: int = 1) -> dict[str, str]:
     """gen, emulate and verify the bundled suite into out_root; its digests."""
     from click.testing import CliRunner
-    from aclnn_cli.cli import main
+    from aclnn_cli.cli.main import main
     for args in (["gen", "-o", out_root, "--jobs", jobs], ["emulate", out_root, "--jobs", jobs],
                  ["verify", out_root, "--jobs", jobs, "--json", out_root / "verify.json"]):
         r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)

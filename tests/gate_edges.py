@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import tolerance_dtype
-from aclnn_cli.pipeline import geometry
-from aclnn_cli.standards import STANDARDS, Standard
+from aclnn_cli.pipeline.stages import geometry
+from aclnn_cli.standards.rules import STANDARDS, Standard
 from aclnn_cli.ops import OPS
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -103,7 +103,7 @@ def _rows_reference(m: M.CaseManifest, out: M.TensorEntry) -> tuple[np.ndarray, 
 def informative(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(informative mask, |golden|) of an output (the first by default): finite golden, normal in the judged
     dtype, at least 1/RELIEF_SCALE of its term scale, and not where the device's documented edge result differs."""
-    from aclnn_cli.tolerances import RELIEF_SCALE
+    from aclnn_cli.standards.tolerances import RELIEF_SCALE
     out = out or m.output
     g = np.fromfile(out.golden, dtype=out.dtype.np_dtype).astype(np.float64)
     if not m.op.family.element_local:
@@ -120,7 +120,7 @@ def informative(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[np
 
 def assert_ordinary(m: M.CaseManifest) -> None:
     """Every judged output meets the definition the ranges are derived for (tolerances.py)."""
-    from aclnn_cli.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
+    from aclnn_cli.standards.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
     for out in m.judged:
         mask, mag = informative(m, out)
         assert mask.mean() >= ORDINARY_SHARE, (m.case_id, out.name, mask.mean())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 
 
 def load(case_dir: Path) -> dict:

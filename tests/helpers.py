@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from aclnn_cli import dtypes as D
-from aclnn_cli.cli import main
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.cli.main import main
 
 
 def write_yaml(tmp: Path, text: str, name: str = "cases.yaml") -> Path:

@@ -95,7 +95,7 @@ def covers(op_name: str) -> bool:
 def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = None) -> np.ndarray:
     """Compute in float32; round once to the output dtype, or twice where the op computes in the
     promoted input dtype and casts (equal 16-bit inputs of a promoting op)."""
-    from aclnn_cli import dtypes as D
+    from aclnn_cli.tensor import dtypes as D
     from aclnn_cli.ops import OPS
 
     op = OPS[op_name]

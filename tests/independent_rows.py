@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 import harness
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
-from aclnn_cli.pipeline import gather_blocks, geometry
-from aclnn_cli.storage import StorageFile
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.pipeline.stages import gather_blocks, geometry
+from aclnn_cli.tensor.storage import StorageFile
 
 
 def case_blocks(m: M.CaseManifest) -> dict:

@@ -17,7 +17,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 
 F32 = np.float32
 U24 = 2.0**-24

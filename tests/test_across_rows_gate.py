@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from helpers import run_cli, write_yaml
 from independent_rows import case_blocks
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import manifest as M
-from aclnn_cli import pipeline
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.pipeline import stages as pipeline
 from aclnn_cli.judge import verify as V
 
 from helpers import manifest, run_cli, write_yaml
@@ -186,8 +186,8 @@ def test_every_file_of_a_split_case_with_several_outputs_is_checked(tmp_path, sm
 def test_blocks_are_recorded_exactly_for_split_outputs_up_to_the_block_limit(small_ranges):
     """The edges of `wanted`: over SPLIT elements (not at it), up to MAX_BLOCKS blocks (not one element more),
     contiguous only."""
-    from aclnn_cli import blockdigests as B
-    from aclnn_cli.layout import Layout
+    from aclnn_cli.pipeline import blockdigests as B
+    from aclnn_cli.tensor.layout import Layout
     top = pipeline.RANGE * B.MAX_BLOCKS
     for n, expected in ((pipeline.SPLIT, False), (pipeline.SPLIT + 1, True), (top, True), (top + 1, False)):
         assert B.wanted(Layout.contiguous((n,)), n) is expected, n

@@ -19,10 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aclnn_cli.values import text as casetext, yamlsafe
+from aclnn_cli.files import text as casetext
+from aclnn_cli.values import yamlsafe
 from aclnn_cli.cases.loader import MAX_CASES, MAX_ID_BYTES, cases_from_doc, load_cases, load_file
 from aclnn_cli.errors import CaseError, UserError
-from aclnn_cli.layout import MAX_ELEMENTS, from_spec
+from aclnn_cli.tensor.layout import MAX_ELEMENTS, from_spec
 
 from helpers import run_cli, write_yaml
 
@@ -197,7 +198,7 @@ def run_limited(args: list[str], cwd: Path, limit: int = 3 << 29, timeout: float
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-c", "from aclnn_cli.cli import main; main()", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-c", "from aclnn_cli.cli.main import main; main()", *args], cwd=cwd,
                           capture_output=True, text=True, preexec_fn=cap, timeout=timeout, env=env)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import harness
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 
 DATA = Path(__file__).parent / "user_ops"
 OP_FILE = DATA / "my_channel_affine_backward.py"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.judge.compare import WORST_K, Metrics, apply_rule, element_errors, special_mismatch
 from aclnn_cli.judge.widening import ulp_of, ulp_at
-from aclnn_cli.standards import MERE_T, STANDARDS, benchmark_ratios, find_standard
+from aclnn_cli.standards.rules import MERE_T, STANDARDS, benchmark_ratios, find_standard
 
 
 def judge(name, a, g, dtype, bench=None, **overrides):
@@ -101,7 +101,7 @@ def test_error_balance_catches_bias_that_mere_mare_passes(dtype):
 
 def test_balance_limit_widens_for_small_samples():
     p = find_standard("mere-mare").params(D.BFLOAT16)
-    from aclnn_cli.standards import balance_limit
+    from aclnn_cli.standards.rules import balance_limit
 
     assert balance_limit(p, D.BFLOAT16, 1) == pytest.approx(2.0**-7 / 16 + 4 * 2.0**-8)
     assert balance_limit(p, D.BFLOAT16, 10**6) == pytest.approx(2.0**-7 / 16 + 4 * 2.0**-8 / 1000)

@@ -12,7 +12,7 @@ import pytest
 
 from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.judge.matrix import defect_matrix
-from aclnn_cli.standards import DEFAULT_STANDARD, STANDARDS
+from aclnn_cli.standards.rules import DEFAULT_STANDARD, STANDARDS
 
 from helpers import run_cli, write_yaml
 

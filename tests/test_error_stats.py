@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.judge import errorstats as S
 from aclnn_cli.judge.compare import element_errors
 from aclnn_cli.judge.results import CaseResult, json_safe
@@ -191,7 +191,7 @@ def test_verify_json_carries_the_error_data_of_the_skipped_tile(tmp_path):
 def test_large_files_and_worker_ranges_give_the_data_of_one_pass(tmp_path):
     """Inputs over 1 MiB are read chunk by chunk (not whole) and closed when a range is done: the sample's
     inputs are read before that; ranges compared apart (as workers do, pickled) merge to the one-pass data."""
-    from aclnn_cli import manifest as M
+    from aclnn_cli.casedir import manifest as M
     from aclnn_cli.judge.comparison import Options, compare_range
     from aclnn_cli.judge.verify import verify_case
 
@@ -232,7 +232,7 @@ def test_elements_only_the_relief_accepted_are_sampled_as_forgiven(tmp_path):
 
 def test_one_process_and_workers_give_the_same_error_data(tmp_path):
     """Results cross from workers to the parent with their error data (kept in each process's spill file)."""
-    from aclnn_cli import casedirs
+    from aclnn_cli.casedir import dirs as casedirs
     from aclnn_cli.judge.verify import Options, verify_dirs
 
     text = ("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: [float16, bfloat16], shape: [[40, 50], [300]], "

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import forkpool
+from aclnn_cli.pipeline import forkpool
 from aclnn_cli.errors import UserError
-from aclnn_cli.pipeline import Stage, run_stage_on_dirs
+from aclnn_cli.pipeline.stages import Stage, run_stage_on_dirs
 
 pytestmark = pytest.mark.skipif(not forkpool.available(), reason="no os.fork here")
 

@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from aclnn_cli.cases.attributes import case_combos, from_manifest, to_manifest
-from aclnn_cli.cli import op_info
+from aclnn_cli.cli.main import op_info
 from aclnn_cli.errors import UserError
 from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register

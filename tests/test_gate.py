@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
 from aclnn_cli.values.fill import BLOCK, generate, parse_fill
-from aclnn_cli.standards import STANDARDS, find_standard
+from aclnn_cli.standards.rules import STANDARDS, find_standard
 
 from helpers import manifest, read_storage, run_cli, tensor, write_yaml
 import harness

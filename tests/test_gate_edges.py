@@ -14,10 +14,10 @@ import json
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
-from aclnn_cli.standards import STANDARDS, find_standard
+from aclnn_cli.standards.rules import STANDARDS, find_standard
 
 from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, outside_values,
                         suite_yaml, write_broken)

@@ -15,10 +15,10 @@ import numpy as np
 import yaml
 from hypothesis import strategies as st
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.cases.loader import load_file
 from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
-from aclnn_cli.standards import STANDARDS, find_standard
+from aclnn_cli.standards.rules import STANDARDS, find_standard
 
 from fuzzing import allowed_outcome, fuzz_target, scratch
 from gate_edges import case_dirs, write_broken

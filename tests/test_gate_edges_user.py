@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import harness
-from aclnn_cli import dtypes as D
-from aclnn_cli.standards import find_standard
-from aclnn_cli.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.standards.rules import find_standard
+from aclnn_cli.standards.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
 
 from gate_edges import BROKEN, DTYPES, TUNABLE, case_dirs, edge_sets
 

@@ -132,7 +132,7 @@ def test_interrupted_gen_leaves_nothing_half_written(tmp_path, monkeypatch):
 
 def test_case_name_cannot_escape_output_dir(tmp_path):
     from aclnn_cli.errors import UserError
-    from aclnn_cli.storage import safe_child
+    from aclnn_cli.tensor.storage import safe_child
 
     with pytest.raises(UserError):
         safe_child(tmp_path, "../evil")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli.cli import BUNDLED
+from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops import OPS as REGISTERED
 
 from cann_build import build_runner, build_stub, stub_ops, tools_missing

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge import comparison as C
 from aclnn_cli.judge import heldrelief as H
 from aclnn_cli.judge.verify import verify_case

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device.emulate import emulate_case
 from aclnn_cli.device.defects import find_variant
 
@@ -142,7 +142,7 @@ def test_without_matplotlib_html_says_how_to_install_it_and_exits_2(run, tmp_pat
 
 
 def test_nothing_but_the_html_report_imports_matplotlib(run):
-    script = ("import sys\nfrom click.testing import CliRunner\nfrom aclnn_cli.cli import main\n"
+    script = ("import sys\nfrom click.testing import CliRunner\nfrom aclnn_cli.cli.main import main\n"
               f"r = CliRunner().invoke(main, ['verify', {str(run[3] / 'out')!r}, '-j', '1', '--json', "
               f"{str(run[3] / 'again.json')!r}])\n"
               "r2 = CliRunner().invoke(main, ['report', sys.argv[1]])\n"

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge import comparison as C
 from aclnn_cli.judge.compare import Metrics, element_errors
 from aclnn_cli.judge.identical import add_differing, differing_errors, exact_never_flagged
-from aclnn_cli.standards import STANDARDS
+from aclnn_cli.standards.rules import STANDARDS
 from aclnn_cli.judge.verify import verify_case
 
 from fuzzing import fuzz_target

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import cases_from_doc, load_file
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import run_cli, write_yaml
-from aclnn_cli.cli_common import MAX_JOBS
-from aclnn_cli import pipeline
+from aclnn_cli.cli.common import MAX_JOBS
+from aclnn_cli.pipeline import stages as pipeline
 
 
 @pytest.mark.parametrize("command", ["gen", "emulate", "verify"])

@@ -20,9 +20,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 from rich.console import Console
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.judge.verify import verify_dirs
 from aclnn_cli.report.formats import load_results, merged_run, print_cases, print_summary, write_verify_json
 from aclnn_cli.report.junit import write_junit

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.cases import attributes as A
 from aclnn_cli.values.fill import BLOCK, generate, parse_fill
 from aclnn_cli.cases.loader import cases_from_doc

@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.cases import attributes as A
 from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import cases_from_doc

@@ -16,17 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent / "aclnn_cli"
 
 # Lowest first. A unit may import units of its own layer or of any lower one.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    # what every layer uses: dtypes, errors, files, the case-file value language (values/), the
-    # precision standards (a case file names its standard and tolerances), options and workers
-    "aclnn_cli errors lazy dtypes aclnn_status jsonsafe regular tuning progress layout storage wholefiles statcache casedirs "
-    "values standards tolerances shard options parallel forkpool reaper",
+    "aclnn_cli errors files",  # the base: errors, files on disk (regular reads, JSON, the stat cache, quoting values)
+    "tensor",  # what a tensor is: dtypes, layouts, its storage in device layout, the aclnn statuses
+    "values standards",  # the case-file value language; the precision standards a case file names
     "ops",  # operator declarations, the registry, contracts
     "cases",  # case files (and foreign suites) read against an op's declaration into Case objects
-    "manifest manifest_text pipeline shardout blockdigests",  # a generated case on disk; how work is cut
+    "casedir",  # a generated case on disk: manifests, case directories, shards
+    "pipeline",  # how work is cut and run: stages, worker pools, block digests, the child reaper
     "golden device",  # gen; the emulated device, the defect catalogue, the harness and runner
     "judge",  # verify: comparison, standards applied, results
-    "report",  # console, JSON, JUnit, HTML
-    "cli cli_common cli_device cli_group __main__",
+    "report",  # console, JSON, JUnit, HTML, progress
+    "cli __main__",
 ))
 LAYER_OF = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 
@@ -159,15 +159,15 @@ def test_cycles_finds_a_circle_and_only_one():
 def test_imports_of_sees_function_level_and_relative_imports(tmp_path):
     pkg = tmp_path / "aclnn_cli"
     (pkg / "judge").mkdir(parents=True)
-    source = ("from typing import TYPE_CHECKING\nfrom .. import dtypes\nfrom .standards import x\n"
+    source = ("from typing import TYPE_CHECKING\nfrom ..tensor import dtypes\nfrom .standards import x\n"
               "if TYPE_CHECKING:\n    from ..report import html\n"
               "def f():\n    from ..cli import main\n    import aclnn_cli.golden.gen\n")
     path = pkg / "judge" / "verify.py"
     path.write_text(source)
-    known = {"aclnn_cli", "aclnn_cli.dtypes", "aclnn_cli.judge", "aclnn_cli.judge.verify", "aclnn_cli.judge.standards",
-             "aclnn_cli.cli", "aclnn_cli.golden", "aclnn_cli.golden.gen", "aclnn_cli.report", "aclnn_cli.report.html"}
+    known = {"aclnn_cli", "aclnn_cli.tensor.dtypes", "aclnn_cli.judge", "aclnn_cli.judge.verify", "aclnn_cli.judge.standards",
+             "aclnn_cli.cli.main", "aclnn_cli.golden", "aclnn_cli.golden.gen", "aclnn_cli.report", "aclnn_cli.report.html"}
     got = imports_of("aclnn_cli.judge.verify", path, known)
-    assert got == {("aclnn_cli.dtypes", 2), ("aclnn_cli.judge.standards", 3), ("aclnn_cli.cli", 7),
+    assert got == {("aclnn_cli.tensor.dtypes", 2), ("aclnn_cli.judge.standards", 3), ("aclnn_cli.cli.main", 7),
                    ("aclnn_cli.golden.gen", 8)}
 
 

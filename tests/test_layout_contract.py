@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.cases.loader import load_cases
-from aclnn_cli.cli import BUNDLED
+from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.values.fill import generate
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import check, rejections, TensorDesc
-from aclnn_cli.storage import canary
+from aclnn_cli.tensor.storage import canary
 from aclnn_cli.judge.verify import verify_case
 
 import harness

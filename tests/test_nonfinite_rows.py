@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rows import exact_block, round_exact
 from aclnn_cli.ops import find_op
 from helpers import run_cli, write_yaml

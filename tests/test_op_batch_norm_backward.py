@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import harness
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.batch_norm_backward import SPEC
 from helpers import run_cli, write_yaml
 from oracle import PREC, Rounder

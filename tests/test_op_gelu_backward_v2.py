@@ -17,7 +17,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import gelu_backward_v2 as M
 

@@ -21,8 +21,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rms_norm_grad import SPEC, VARIANTS
 

@@ -12,9 +12,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli.aclnn_status import INVALID, NULLPTR, SUCCESS
-from aclnn_cli.cli import BUNDLED
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
+from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.softmax_backward import CONTRACT_NOTES, SPEC
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.judge import verify as V
 from aclnn_cli.judge.compare import Metrics, element_errors
 from aclnn_cli.judge.widening import _ulp_of_wide, ulp_of, widen
@@ -22,8 +22,8 @@ from aclnn_cli.golden.gen import generate_cases
 from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.device.emulate import emulate_dirs
 from aclnn_cli.judge.results import CaseResult, Repro
-from aclnn_cli.storage import StorageFile
-from aclnn_cli.wholefiles import LoadedFile
+from aclnn_cli.tensor.storage import StorageFile
+from aclnn_cli.tensor.wholefiles import LoadedFile
 from aclnn_cli.values.yamlsafe import parse
 
 from helpers import write_yaml
@@ -247,7 +247,7 @@ def test_the_case_results_own_init_stores_what_its_fields_descriptors_would(give
 def test_a_manifest_pickles_without_the_memos_kept_on_it(tmp_path):
     """case_standard keeps its answer on the manifest (the small-case pass and verify_case both ask); a standard
     does not pickle, and a large case's manifest goes to the workers pickled: the memo must stay behind."""
-    from aclnn_cli import manifest as M
+    from aclnn_cli.casedir import manifest as M
     from aclnn_cli.cases.loader import load_cases
     from aclnn_cli.golden.gen import generate_cases
     from aclnn_cli.judge.comparison import Options, case_standard

@@ -49,7 +49,7 @@ def _cli() -> list[str]:
         return os.environ["ACLNN_CLI"].split()
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from aclnn_cli.cli import main; sys.argv[0] = 'aclnn-cli'; main()"]
+    return [sys.executable, "-c", "import sys; from aclnn_cli.cli.main import main; sys.argv[0] = 'aclnn-cli'; main()"]
 
 
 CLI = _cli()

@@ -51,7 +51,7 @@ def test_verify_of_one_op_imports_that_op_only(tmp_path):
     yaml = write_yaml(tmp_path, "op: aclnnSigmoidBackward\ncases:\n  - {name: a, dtype: float16, shape: [64]}\n")
     assert run_cli("gen", yaml, "-o", out).exit_code == 0
     assert run_cli("emulate", out).exit_code == 0
-    code = ("import sys\nfrom aclnn_cli.cli import main\n"
+    code = ("import sys\nfrom aclnn_cli.cli.main import main\n"
             f"try:\n    main(['verify', {str(out)!r}, '-j', '1'])\nexcept SystemExit as e:\n    assert e.code == 0, e.code")
     assert _modules_after(code) & OP_MODULES == {"aclnn_cli.ops.sigmoid_backward"}
 

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.errors import UserError
-from aclnn_cli.regular import NotRegular, TooLarge, read_head, read_regular
-from aclnn_cli.wholefiles import LoadedFile, sha256_of_file
+from aclnn_cli.files.regular import NotRegular, TooLarge, read_head, read_regular
+from aclnn_cli.files.regular import sha256_of_file
+from aclnn_cli.tensor.wholefiles import LoadedFile
 
 from helpers import run_cli, write_yaml
 
@@ -39,7 +40,7 @@ FILES = ("self.bin", "gradOutput.bin", "gradInput.golden.bin", "gradInput.dump.b
 
 def cli(*args, timeout: float = HANG, pre: str = "") -> subprocess.CompletedProcess:
     """The CLI in a child process (pre: Python run first in it); a hang is a failed test, not a hung suite."""
-    script = f"{pre}\nfrom aclnn_cli.cli import main; main()"
+    script = f"{pre}\nfrom aclnn_cli.cli.main import main; main()"
     argv = [sys.executable, "-c", script, *map(str, args)]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:  # (its own group: a hung worker is ended with it)

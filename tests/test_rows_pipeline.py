@@ -20,7 +20,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 
 from helpers import logical
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, request, run_cases, soc_product
 from aclnn_cli.errors import UserError
 from helpers import fresh_copy, generated, run_cli, write_yaml

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device import outcome
 from aclnn_cli.device.outcome import VERDICT_LIMIT, VERDICTS, check_done, read_status_file, read_verdict
 from aclnn_cli.device.process import RunnerGone

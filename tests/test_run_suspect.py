@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device.run import RUN_VERDICT_FILE, RunOptions, read_verdict, run_cases
 from helpers import fresh_copy, generated, run_cli, write_yaml
 
@@ -39,7 +39,7 @@ cases:
     expect_status: ACLNN_ERR_PARAM_INVALID
 """
 HANG_LIMIT = 60  # seconds a bounded `run` gets in these tests before it counts as hung
-CLI = [sys.executable, "-c", "import sys; from aclnn_cli.cli import main; sys.argv[0] = 'aclnn-cli'; main()"]
+CLI = [sys.executable, "-c", "import sys; from aclnn_cli.cli.main import main; sys.argv[0] = 'aclnn-cli'; main()"]
 
 # The harness contract, with hooks: {before_ready} runs first, {ready} is the ready line, {on_end} runs
 # at each "end" (case, status, outputs = [[initial storage, dump]], replies; `finish(n)` writes the

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from aclnn_cli.device import emulate as E
 from aclnn_cli.golden import gen as G
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
-from aclnn_cli import pipeline
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
+from aclnn_cli.pipeline import stages as pipeline
 from aclnn_cli.judge import verify as V
 from aclnn_cli.cases.loader import load_cases
-from aclnn_cli.cli import BUNDLED
-from aclnn_cli.shard import shard_ids
+from aclnn_cli.cli.main import BUNDLED
+from aclnn_cli.casedir.shard import shard_ids
 
 from helpers import run_cli, write_yaml
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.cases.loader import load_cases
-from aclnn_cli.shard import shard_ids
+from aclnn_cli.casedir.shard import shard_ids
 from helpers import run_cli, write_yaml
 
 README = Path(__file__).resolve().parent.parent / "docs" / "performance.md"  # (the recipe's page)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from aclnn_cli.errors import UserError
 from aclnn_cli.report.formats import load_shard_results, merged_run
-from aclnn_cli.shard import MAX_COUNT, Coverage, ResultsFile, coverage_problems, merged_coverage
-from aclnn_cli.shardout import RECORD_SCHEMA, read_records, select
+from aclnn_cli.casedir.shard import MAX_COUNT, Coverage, ResultsFile, coverage_problems, merged_coverage
+from aclnn_cli.casedir.shardout import RECORD_SCHEMA, read_records, select
 from fuzzing import MAX_LINE, allowed_outcome, fuzz_target, scratch
 
 HEX = "19cf90c17a39a2acb720d3b10b56a7e926ed0cbd6c952e9cacbc6b03c8e77bbd"

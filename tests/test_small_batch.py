@@ -13,13 +13,13 @@ import os
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.judge import smallbatch
 from aclnn_cli.judge import verify as V
 from aclnn_cli.judge.comparison import Options, compare_range
-from aclnn_cli.standards import STANDARDS
+from aclnn_cli.standards.rules import STANDARDS
 
 from helpers import run_cli, write_yaml
 from test_identical_chunks import assert_same, metrics_fields, same_result

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import manifest as M
-from aclnn_cli import statcache
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.files import statcache
 from aclnn_cli.judge.comparison import checksummed_files
 from aclnn_cli.judge.verify import Options, verify_dirs
 

@@ -116,7 +116,7 @@ SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", 
 def test_phase_one_agrees_with_the_python_contract(stub_root, tmp_path):
     """The stub's phase one (C++, from the docs) and aclnn_cli.ops.contract (Python, from the docs): same
     status for every dtype combination and for every combination of a few shapes, per product."""
-    from aclnn_cli.dtypes import lookup as dtype
+    from aclnn_cli.tensor.dtypes import lookup as dtype
     from aclnn_cli.ops import contract as C
     from aclnn_cli.ops.registry import lookup as op_lookup
 

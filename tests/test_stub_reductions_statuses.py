@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aclnn_cli.dtypes import lookup
+from aclnn_cli.tensor.dtypes import lookup
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import TensorDesc, check
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from test_user_modules import cli
 
 OP = """\

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli.values.text import clip
+from aclnn_cli.files.text import clip
 from aclnn_cli.errors import UserError
 from aclnn_cli.judge.results import CaseResult, Repro
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register

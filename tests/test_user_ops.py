@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 
 from cann_build import tools_missing
 from helpers import logical

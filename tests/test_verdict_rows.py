@@ -11,12 +11,12 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from aclnn_cli import dtypes as D
+from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.judge.compare import Metrics, apply_rule, element_errors
 from aclnn_cli.judge.results import CaseResult, RunResult
 from aclnn_cli.report.formats import merged_run, print_cases
 from aclnn_cli.report.junit import junit_xml
-from aclnn_cli.standards import Row, Verdict, find_standard
+from aclnn_cli.standards.rules import Row, Verdict, find_standard
 
 from helpers import run_cli, write_yaml
 
@@ -104,8 +104,8 @@ def verified(tmp_path_factory):
            "  - {name: slip, dtype: float16, shape: [40, 3], seed: 2}\n"
     assert run_cli("gen", write_yaml(tmp, text), "-o", out, "-j", 1).exit_code == 0
     assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    from aclnn_cli import manifest as M
-    from aclnn_cli import casedirs
+    from aclnn_cli.casedir import manifest as M
+    from aclnn_cli.casedir import dirs as casedirs
     from aclnn_cli.device.defects import find_variant
     from aclnn_cli.device.emulate import emulate_case
 

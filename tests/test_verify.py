@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 
-from aclnn_cli import casedirs
-from aclnn_cli.cli import BUNDLED
+from aclnn_cli.casedir import dirs as casedirs
+from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops import OPS
 
 from helpers import manifest, read_storage, run_cli, write_yaml

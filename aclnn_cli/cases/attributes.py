@@ -15,11 +15,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .. import dtypes as D
+from ..tensor import dtypes as D
 from ..values.fill import parse_number
 from ..ops.base import OpSpec
 from ..values.attrvalues import NUMBER_KINDS, parse_value
-from ..values.text import clip, key_path, unknown_key
+from ..files.text import clip, key_path, unknown_key
 
 Combo = tuple[tuple[str, Any], ...]  # (name, value) per attribute, in the op's order; None = nullptr
 LIST_KINDS = ("int_list", "bool_list")  # kinds whose one value is a list (aclIntArray*, aclBoolArray*)

@@ -16,18 +16,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import dtypes as D
+from ..tensor import dtypes as D
 from .attributes import Combo, id_part, spans_float64, values as attribute_values, with_case_values
 from ..errors import CaseError, UserError
 from ..ops.declcheck import describe
 from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
 from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits, parse_fill
-from ..layout import Layout, from_spec
+from ..tensor.layout import Layout, from_spec
 from ..ops import OpSpec, find_op
-from ..aclnn_status import NAMES as STATUS_NAMES, SUCCESS
+from ..tensor.status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, check, compute_dtype, rejections
-from ..tolerances import ToleranceError
-from ..values.text import clip, key_path, printable_path, read_file, show, unknown_key
+from ..standards.tolerances import ToleranceError
+from ..files.text import clip, key_path, printable_path, read_file, show, unknown_key
 from ..values.yamlsafe import parse as parse_yaml
 
 __all__ = ["Case", "TensorCase", "MAX_CASES", "MAX_ID_BYTES", "cases_from_doc", "collect_files",

@@ -7,15 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from .. import dtypes as D
-from ..aclnn_status import BY_NAME
+from ..tensor import dtypes as D
+from ..tensor.status import BY_NAME
 from .attributes import case_combos
 from ..errors import CaseError
 from ..values.fill import Fill, parse_fill, parse_number
 from ..ops import OpSpec
-from ..standards import DEFAULT_STANDARD, find_standard
-from ..tolerances import ToleranceError
-from ..values.text import as_list, clip, is_int, key_path, show, unknown_key
+from ..standards.rules import DEFAULT_STANDARD, find_standard
+from ..standards.tolerances import ToleranceError
+from ..files.text import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
              "standard", "tolerance", "contract")

@@ -12,12 +12,12 @@ from typing import Callable
 
 import numpy as np
 
-from .. import dtypes as D
+from ..tensor import dtypes as D
 from ..errors import UserError
-from ..layout import Layout
+from ..tensor.layout import Layout
 from ..ops import OPS
 from ..ops.user import load_configured
-from ..storage import view_positions, write_view
+from ..tensor.storage import view_positions, write_view
 
 TILE = 256  # elements per tile of the "last partial tile" defect
 

@@ -14,17 +14,18 @@ from typing import Mapping
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import manifest as M
+from ..tensor import dtypes as D
+from ..casedir import manifest as M
 from .defects import Variant
 from .emulate_rows import emulate_rows_case
 from .run import forget_run_verdict
 from ..ops.contract import compute_dtype
 from ..errors import UserError
-from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, as_user_error, case_elements, gather_inputs, is_large, ranges, run_stage, run_stage_on_dirs
-from ..storage import (CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size, chunks_between,
-                       copy_storage)
+from ..pipeline.parallel import Runner, paused_gc
+from ..pipeline.stages import (Stage, as_user_error, case_elements, gather_inputs, is_large, ranges, run_stage,
+                               run_stage_on_dirs)
+from ..tensor.storage import (CHUNK, StorageFile, WriteError, atomic_write_text, check_file_sha256, check_size,
+                              chunks_between, copy_storage)
 
 
 def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: Variant | None = None) -> np.ndarray:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import manifest as M
+from ..tensor import dtypes as D
+from ..casedir import manifest as M
 from ..golden.rows import widened
-from ..pipeline import block_chunks, gather_blocks, geometry, write_blocks
-from ..storage import CHUNK, StorageFile, WriteError, check_file_sha256, check_size, copy_storage
+from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_blocks
+from ..tensor.storage import CHUNK, StorageFile, WriteError, check_file_sha256, check_size, copy_storage
 
 
 class Pairwise:

@@ -15,7 +15,7 @@ from .. import __version__
 from ..errors import UserError
 from ..ops import OPS, OpSpec
 from ..ops.declcheck import API_NAME, HEADER  # (register checks the same: one pattern each)
-from ..storage import atomic_write_text
+from ..tensor.storage import atomic_write_text
 
 CORE_FILES = {"CMakeLists.txt": "CMakeLists.txt", "runner.cpp": "src/runner.cpp", "runner.h": "src/runner.h",
               "request.cpp": "src/request.cpp", "request.h": "src/request.h"}

@@ -12,13 +12,13 @@ import os
 import stat
 from pathlib import Path
 
-from .. import manifest as M
-from ..aclnn_status import NAMES as STATUS_NAMES
+from ..casedir import manifest as M
+from ..tensor.status import NAMES as STATUS_NAMES
 from ..errors import UserError
-from ..manifest import CaseManifest
-from ..storage import atomic_write_text
-from ..wholefiles import bounded_regular_bytes
-from ..values.text import clip
+from ..casedir.manifest import CaseManifest
+from ..tensor.storage import atomic_write_text
+from ..files.regular import bounded_regular_bytes
+from ..files.text import clip
 from .replies import parse_status, quote
 
 RUN_VERDICT_FILE = "run-verdict.txt"  # first line the verdict (VERDICTS), then why

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..values.text import clip
+from ..files.text import clip
 from ..errors import UserError
 
 MAX_LINE = 4096  # bytes in one reply line; a runner cannot make run hold (or print) more

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .. import dtypes as D
-from .. import manifest as M
+from ..tensor import dtypes as D
+from ..casedir import manifest as M
 from ..errors import UserError
-from ..manifest import CaseManifest
+from ..casedir.manifest import CaseManifest
 from ..ops.base import AttrSpec
-from ..values.text import clip
+from ..files.text import clip
 from .outcome import RUN_VERDICT_FILE, check_done, forget_run_verdict, read_verdict, write_verdict
 from .process import RunnerGone, RunnerProcess
 from .replies import SHOW, MalformedReply, parse_reply, quote

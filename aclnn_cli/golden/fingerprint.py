@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..cases.loader import Case
-from ..manifest_text import canonical_json
+from ..casedir.manifest_text import canonical_json
 from ..ops import OpSpec
 from ..ops.registry import DECLARED_IN
 

@@ -18,24 +18,26 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import blockdigests, jsonsafe, manifest as M, pipeline
+from ..pipeline import blockdigests, stages as pipeline
+from ..files import jsonsafe
+from ..casedir import manifest as M
 
-from .. import casedirs
+from ..casedir import dirs as casedirs
 
-from .. import manifest_text
+from ..casedir import manifest_text
 from ..cases.loader import Case
 from ..errors import UserError
-from ..jsonsafe import JsonRefused
+from ..files.jsonsafe import JsonRefused
 from ..values.fill import generate
 from .fingerprint import fingerprint
 from .rounding import golden
-from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, case_elements, gather_inputs, ranges, run_stage
+from ..pipeline.parallel import Runner, paused_gc
+from ..pipeline.stages import Stage, case_elements, gather_inputs, ranges, run_stage
 from .rowsgen import fill_rows_goldens
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
-from ..storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks_between, copy_storage, in_view_mask,
-                       replace_dir, safe_child, sha256_file, write_new_file)
-from ..wholefiles import regular_file_bytes, sha256_of_file
+from ..tensor.storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks_between, copy_storage,
+                              in_view_mask, replace_dir, safe_child, write_new_file)
+from ..files.regular import regular_file_bytes, sha256_file, sha256_of_file
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..dtypes import DType, canonical_nans, round_fraction, round_from_f64
+from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.base import OpSpec
 from .rational import NotRational, through_reference
 

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..dtypes import DType, canonical_nans, round_fraction, round_from_f64
+from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.accumulation import across_rows_allowance
 from ..ops.base import OpSpec, Reference
 from .rational import through_reference

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import manifest as M
+from ..casedir import manifest as M
 
-from .. import casedirs
-from ..pipeline import block_chunks, gather_blocks, geometry, write_blocks
-from ..storage import CHUNK, StorageFile, write_new_file
+from ..casedir import dirs as casedirs
+from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_blocks
+from ..tensor.storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
 from .rows import AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks, round_exact
 

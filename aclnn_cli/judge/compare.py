@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..dtypes import DType
+from ..tensor.dtypes import DType
 from .widening import _EXPONENT_BITS, _ulp_of_wide, ulp_at, ulp_of, widen
 from .workspace import Buffers
 

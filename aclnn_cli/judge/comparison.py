@@ -17,21 +17,21 @@ from typing import Mapping
 
 import numpy as np
 
-from .. import manifest as M
-from ..blockdigests import BlockCheck
+from ..casedir import manifest as M
+from ..pipeline.blockdigests import BlockCheck
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
 from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
-from ..dtypes import round_from_f64
-from ..pipeline import gather_inputs
+from ..tensor.dtypes import round_from_f64
+from ..pipeline.stages import gather_inputs
 from ..errors import UserError
-from ..layout import source_positions
-from ..standards import DEFAULT_STANDARD, Standard, find_standard
+from ..tensor.layout import source_positions
+from ..standards.rules import DEFAULT_STANDARD, Standard, find_standard
 from .judgeddtype import tolerance_dtype
 from .rowrelief import rows_relief
-from ..storage import CHUNK, StorageFile, check_file_sha256
-from ..wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
+from ..tensor.storage import CHUNK, StorageFile, check_file_sha256
+from ..tensor.wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
 
 CSV_ROW_LIMIT = 100_000
 SPARSE_BACKOFF = 15  # chunks compared densely, without a look at their bits, after one that mostly differs

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import manifest as M
+from ..casedir import manifest as M
 from .compare import element_errors
 from .judgeddtype import tolerance_dtype
-from ..standards import Standard
-from ..storage import StorageFile, check_file_sha256, check_size, in_view_mask
-from ..wholefiles import LoadedFile
+from ..standards.rules import Standard
+from ..tensor.storage import StorageFile, check_file_sha256, check_size, in_view_mask
+from ..tensor.wholefiles import LoadedFile
 
 
 def writes_outside_view(m: M.CaseManifest, out: M.TensorEntry | None = None) -> str | None:

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..dtypes import DType
+from ..tensor.dtypes import DType
 from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors, sum_squares, total64
 from .workspace import Buffers
 

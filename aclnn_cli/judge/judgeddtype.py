@@ -3,8 +3,8 @@ the element descriptions)."""
 
 from __future__ import annotations
 
-from .. import manifest as M
-from ..dtypes import DType
+from ..casedir import manifest as M
+from ..tensor.dtypes import DType
 from ..ops.contract import compute_dtype
 
 

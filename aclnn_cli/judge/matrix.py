@@ -11,13 +11,13 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .. import manifest as M
+from ..casedir import manifest as M
 
-from .. import casedirs
+from ..casedir import dirs as casedirs
 from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
 from ..ops import find_op
-from ..standards import DEFAULT_STANDARD, STANDARDS
+from ..standards.rules import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .. import manifest as M
+from ..casedir import manifest as M
 from .compare import Metrics
 
 

@@ -10,7 +10,7 @@ from dataclasses import MISSING as NO_DEFAULT, dataclass, field, fields
 
 from .errorpack import PackedErrors
 from .spill import Spilled, spill
-from ..shard import Coverage
+from ..casedir.shard import Coverage
 
 PASS, FAIL, LAYOUT, MISTRUSTED, MISSING, STATUS, CRASH, TIMEOUT, ERROR = (
     "PASS", "FAIL", "LAYOUT", "MISTRUSTED", "MISSING", "STATUS", "CRASH", "TIMEOUT", "ERROR")

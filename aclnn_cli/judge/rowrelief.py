@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import manifest as M
+from ..casedir import manifest as M
 from ..golden.rows import reference_blocks, widened
-from ..pipeline import gather_blocks, geometry
-from ..wholefiles import LoadedFile
+from ..pipeline.stages import gather_blocks, geometry
+from ..tensor.wholefiles import LoadedFile
 
 
 def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray, limit: float

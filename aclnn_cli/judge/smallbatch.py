@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import manifest as M, statcache
-from ..regular import open_regular
-from ..storage import CHUNK
-from ..dtypes import DType
-from ..standards import Standard
+from ..casedir import manifest as M
+from ..files import statcache
+from ..files.regular import open_regular
+from ..tensor.storage import CHUNK
+from ..tensor.dtypes import DType
+from ..standards.rules import Standard
 from .comparison import Comparison, Options, case_standard, standard_rule
 from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors, sum_squares
 from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged

@@ -11,24 +11,24 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import manifest as M
+from ..casedir import manifest as M
 
-from .. import casedirs
-from .. import statcache
+from ..casedir import dirs as casedirs
+from ..files import statcache
 from ..device.outcome import read_status_file, read_verdict, status_mismatch
-from ..blockdigests import recorded as recorded_blocks
+from ..pipeline.blockdigests import recorded as recorded_blocks
 from ..errors import UserError
 from ..ops.user import ENV as USER_OPS_ENV
 from .comparison import CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names, compare_range, tolerance_dtype
 from .elements import describe_element, writes_outside_view
 from .mistrust import mistrust
 from .smallbatch import precompare
-from ..parallel import Runner, paused_gc
-from ..pipeline import Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
+from ..pipeline.parallel import Runner, paused_gc
+from ..pipeline.stages import Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
 from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, UNCERTIFIED, CaseResult, Repro, RunResult,
                       by_path, rows_of)
-from ..standards import DEFAULT_STANDARD, STANDARDS, find_standard
-from ..storage import check_file_sha256, check_size
+from ..standards.rules import DEFAULT_STANDARD, STANDARDS, find_standard
+from ..tensor.storage import check_file_sha256, check_size
 
 __all__ = ["CSV_ROW_LIMIT", "Options", "check_run_tolerances", "tolerance_dtype", "verify_case", "verify_dirs",
            "verify_manifests"]

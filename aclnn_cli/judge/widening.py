@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
+from ..tensor.dtypes import DType
 
 
 def ulp_at(g: np.ndarray, dtype: DType) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..lazy import cached_attribute
+from ..files.lazy import cached_attribute
 from .families import ELEMENTWISE, Elementwise, Rows
 from .mathfns import exp
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from ..dtypes import DType, lookup
-from ..aclnn_status import INVALID, NULLPTR, SUCCESS
+from ..tensor.dtypes import DType, lookup
+from ..tensor.status import INVALID, NULLPTR, SUCCESS
 from .base import FLOATS, OpSpec
 from .families import broadcast_shape
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import dtypes as D
+from ..tensor import dtypes as D
 from ..values.attrvalues import ATTRIBUTE_KINDS, parse_value
 from ..values.fill import check_fits, parse_fill
-from ..values.text import clip, show
+from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Elementwise, Rows

@@ -22,7 +22,7 @@ from .exact import dec
 from .mathfns import exp as cr_exp
 from .registry import register
 from .treesum import row_sum64
-from ..dtypes import lookup, round_from_f64
+from ..tensor.dtypes import lookup, round_from_f64
 
 DY, Y = C.DY, C.Y
 # y is clipped to [Y_LO, Y_HI] in the reference and the exact path. Past Y_HI a nonzero sum (|s| >= 2^-149, a

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..dtypes import FLOAT32, round_fraction
+from ..tensor.dtypes import FLOAT32, round_fraction
 
 _NEAR = 2.0**-50  # relative distance from a float32 rounding boundary below which float64 exp cannot decide
 _CONTEXT = decimal.Context(prec=40)

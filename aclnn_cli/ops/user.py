@@ -19,7 +19,7 @@ import stat
 import sys
 from pathlib import Path
 
-from ..values.text import clip, show
+from ..files.text import clip, show
 from ..errors import UserError
 from .declcheck import MESSAGE_LIMIT, describe
 from .registry import OPS

@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .. import __version__, jsonsafe
-from ..values.text import clip
+from .. import __version__
+from ..files import jsonsafe
+from ..files.text import clip
 from ..errors import UserError
-from ..shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
-from ..jsonsafe import JsonRefused
-from ..regular import TooLarge, kind, read_regular
-from ..storage import atomic_write_text, safe_child
+from ..casedir.shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
+from ..files.jsonsafe import JsonRefused
+from ..files.regular import TooLarge, kind, read_regular
+from ..tensor.storage import atomic_write_text, safe_child
 from ..judge.results import ALL_STATUSES, PASS, UNCERTIFIED, CaseResult, RunResult, json_safe
 from .errordata import errors_problem
 from .rows import row_lines, rows_problem

@@ -24,9 +24,9 @@ from .. import __version__
 from ..errors import UserError
 from ..judge.results import (CRASH, ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, TIMEOUT, CaseResult,
                              RunResult)
-from ..parallel import Runner
-from ..progress import Progress
-from ..storage import atomic_write_text
+from ..pipeline.parallel import Runner
+from .progress import Progress
+from ..tensor.storage import atomic_write_text
 from .errordata import read_errors, term_scale
 from .rows import INFO, as_row, number
 from .palette import HISTOGRAM_LEGEND, SCATTER_LEGEND
@@ -284,7 +284,7 @@ def _task(c: CaseResult) -> dict | None:
 def draw(task: dict) -> tuple[bytes | None, str, bool]:
     """(the PNG of a case's plots or None, why not, whether errors are relative to the term scale): on a
     worker, from the verify JSON's data alone."""
-    from ..standards import STANDARDS
+    from ..standards.rules import STANDARDS
     from ..ops import find_op
     from .plots import case_figure
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..judge.results import PASS, RunResult
-from ..storage import atomic_write_text
+from ..tensor.storage import atomic_write_text
 from .formats import element_line
 from .rows import row_lines
 

@@ -21,7 +21,7 @@ from matplotlib import colors, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..dtypes import DTYPES
+from ..tensor.dtypes import DTYPES
 from .errordata import ErrorData
 from .palette import AWAY, EXACT, FLAGGED, FORGIVEN, OK, PLAIN, TOWARD
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..judge.results import ROW_KEYS
-from ..standards import Row
+from ..standards.rules import Row
 
 _TYPES = {"output": str, "metric": str, "value": (int, float), "limit": (int, float), "comparison": str,
           "within": bool, "note": str}

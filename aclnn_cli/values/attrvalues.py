@@ -11,9 +11,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from .. import dtypes as D
+from ..tensor import dtypes as D
 from .fill import parse_number
-from .text import show
+from ..files.text import show
 
 
 class AttrSpec(Protocol):

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..dtypes import DType, round_from_f64
-from .text import show
+from ..tensor.dtypes import DType, round_from_f64
+from ..files.text import show
 
 BLOCK = 1 << 16
 

@@ -21,7 +21,7 @@ from yaml.events import AliasEvent, MappingStartEvent
 from yaml.nodes import ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
-from .text import clip, show
+from ..files.text import clip, show
 
 MAX_NODES = 250_000  # YAML nodes, every alias counted at its expanded size (~2 s, ~200 MB at worst)
 MAX_DEPTH = 64  # nesting levels; case files need about 6

@@ -14,9 +14,9 @@ import yaml
 
 from ..loader import cases_from_doc
 from ...errors import UserError
-from ...options import PATH
+from ...files.options import PATH
 from ...ops import find_op
-from ...storage import atomic_write_text
+from ...tensor.storage import atomic_write_text
 from . import describe_skipped, import_file
 from .source import read_regular
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ... import dtypes as D
+from ...tensor import dtypes as D
 from ...values import yamlsafe
 from ...errors import CaseError
 from ...ops import OpSpec, find_op

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ... import jsonsafe
+from ...files import jsonsafe
 from ...errors import CaseError, UserError
 from ..spec import MAX_CASES
-from ...values.text import MAX_FILE_BYTES, printable_path
+from ...files.text import MAX_FILE_BYTES, printable_path
 
 
 @contextmanager

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from . import casedirs, shardout
-from .device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
-from .cli_common import one_line_errors, parse_shard, select_cases
-from .errors import UserError
-from .device.harness import select_ops, write_harness
-from .options import PATH
-from .progress import Progress
+from ..casedir import dirs as casedirs, shardout
+from ..device.run import MAX_TIMEOUT, SOC_PRODUCTS, RunOptions, check_timeout, run_cases
+from .common import one_line_errors, parse_shard, select_cases
+from ..errors import UserError
+from ..device.harness import select_ops, write_harness
+from ..files.options import PATH
+from ..report.progress import Progress
 
 
 def register(main: click.Group) -> None:

@@ -12,25 +12,26 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 from pathlib import Path
 
-from . import __version__, jsonsafe
-from . import dtypes as D
-from .cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values, with_case_values
-from .aclnn_status import NAMES as STATUS_NAMES
-from .cases.spec import MAX_SEED
-from .values.text import clip
-from .errors import UserError
+from .. import __version__
+from ..files import jsonsafe
+from ..tensor import dtypes as D
+from ..cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values, with_case_values
+from ..tensor.status import NAMES as STATUS_NAMES
+from ..cases.spec import MAX_SEED
+from ..files.text import clip
+from ..errors import UserError
 from .manifest_text import canonical_json, sealed_json
-from .lazy import cached_attribute
-from .casedirs import MANIFEST, join
-from .jsonsafe import JsonRefused
-from .layout import Layout
-from .regular import TooLarge, read_regular
-from .ops import OpSpec, find_op
-from .ops.base import ACL_FORMATS
-from .ops.contract import TensorDesc, check
+from ..files.lazy import cached_attribute
+from .dirs import MANIFEST, join
+from ..files.jsonsafe import JsonRefused
+from ..tensor.layout import Layout
+from ..files.regular import TooLarge, read_regular
+from ..ops import OpSpec, find_op
+from ..ops.base import ACL_FORMATS
+from ..ops.contract import TensorDesc, check
 
 if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file loader)
-    from .cases.loader import Case
+    from ..cases.loader import Case
 
 SCHEMA = "aclnn-cli/case/1"
 STATUS_FILE = "status.txt"

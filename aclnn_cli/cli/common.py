@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import click
 
-from .errors import UserError
-from .options import default_jobs
+from ..errors import UserError
+from ..files.options import default_jobs
 
 
 def parse_shard(ctx, param, value: str | None):
@@ -111,3 +111,25 @@ def quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+class StandardName(click.ParamType):
+    """A precision standard's name, checked against standards.py only when an option is given (or
+    its help shown): a plain click.Choice would import the judge, and numpy with it, at every start."""
+
+    name = "standard"
+
+    def _names(self) -> list[str]:
+        from ..standards.rules import STANDARDS
+
+        return list(STANDARDS)
+
+    def get_metavar(self, *args, **kwargs) -> str:  # (click < 8.2 passes param; 8.2+ param and ctx)
+        return f"[{'|'.join(self._names())}]"
+
+    def convert(self, value, param, ctx):
+        names = self._names()
+        if value in names:
+            return value
+        self.fail(f"{str(value)[:60]!r} is not one of {', '.join(map(repr, names))}.", param, ctx)
+

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .values.text import clip, show
-from .errors import UserError
+from ..files.text import clip, show
+from ..errors import UserError
 
 MAX_COUNT = 1 << 62  # a shard count or a number of cases in files from outside
 _HEX = re.compile(r"[0-9a-f]{64}")

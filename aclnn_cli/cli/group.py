@@ -12,9 +12,9 @@ class Commands(click.Group):
     ELSEWHERE = {  # name: (module, attribute, short help as the command's docstring starts)
         "convert": ("aclnn_cli.cases.importers.cli", "convert",
                     "Convert ATK JSON, TTK CSV or msOpST JSON case files into our YAML."),
-        "harness": ("aclnn_cli.cli_device", "harness",
+        "harness": ("aclnn_cli.cli.device", "harness",
                     "Write the C++17 CMake project of the runner that calls the real aclnn API."),
-        "run": ("aclnn_cli.cli_device", "run", "Run the cases under OUT on the device through a built runner."),
+        "run": ("aclnn_cli.cli.device", "run", "Run the cases under OUT on the device through a built runner."),
     }
 
     def list_commands(self, ctx) -> list[str]:

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import UserError
-from .cli_group import Commands as _Commands
-from .cli_common import (JOBS, SHARD, broken_pipe, console as _console, fail as _fail, one_line_errors as _one_line_errors,
-                         quiet_stdout, select_cases)
-from .options import PATH, StandardName, default_jobs
+from .. import __version__
+from ..errors import UserError
+from .group import Commands as _Commands
+from .common import (JOBS, SHARD, broken_pipe, console as _console, fail as _fail,
+                     one_line_errors as _one_line_errors, quiet_stdout, select_cases, StandardName)
+from ..files.options import PATH, default_jobs
 
 # Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
 # command's own start) pays for click alone, not for numpy, rich, yaml and every op (issue 20).
 
-BUNDLED = Path(__file__).resolve().parent / "cases"  # shipped inside the package (pip install .)
+BUNDLED = Path(__file__).resolve().parent.parent / "cases"  # shipped inside the package (pip install .)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,8 +38,8 @@ def main(op_paths: tuple[Path, ...]) -> None:
     harness   write the C++ runner project that calls the real aclnn API
     run       drive a built runner over the cases (crash and timeout isolated)
     """
-    from .ops import user
-    from .tuning import tune_allocator
+    from ..ops import user
+    from ..pipeline.tuning import tune_allocator
 
     tune_allocator()
 
@@ -48,7 +48,7 @@ def main(op_paths: tuple[Path, ...]) -> None:
             known = [p for p in os.environ.get(user.ENV, "").split(os.pathsep) if p]
             os.environ[user.ENV] = os.pathsep.join(known + [str(p.resolve()) for p in op_paths])
         if os.environ.get(user.ENV):  # user op files: loaded (and their variants checked) now, one line each
-            from .device.defects import catalogue
+            from ..device.defects import catalogue
 
             user.load_configured()
             catalogue()  # (a user op's variant without its kind: one line now, not at its first emulate)
@@ -56,7 +56,7 @@ def main(op_paths: tuple[Path, ...]) -> None:
 
 
 def _size(ctx, param, value):
-    from .golden.outdir import parse_size
+    from ..golden.outdir import parse_size
 
     try:
         return parse_size(value)
@@ -85,12 +85,12 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
     Case files are our YAML, or ATK JSON, TTK CSV and msOpST JSON suites as they are
     (recognised by content; see docs/importing.md).
     """
-    from . import shardout
-    from .cases import importers
-    from .cases.loader import load_cases
-    from .golden.gen import generate_cases
-    from .golden.outdir import SizeLimits
-    from .progress import Progress
+    from ..casedir import shardout
+    from ..cases import importers
+    from ..cases.loader import load_cases
+    from ..golden.gen import generate_cases
+    from ..golden.outdir import SizeLimits
+    from ..report.progress import Progress
 
     with _one_line_errors():
         if not str(out):
@@ -126,14 +126,14 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
 @SHARD
 def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | None) -> None:
     """Write every output dump under OUT as the device kernels would compute it."""
-    from . import casedirs, shardout
-    from .device.emulate import emulate_all, emulate_dirs
-    from .device.defects import find_variant, ops_with_kernel
-    from .progress import Progress
+    from ..casedir import dirs as casedirs, shardout
+    from ..device.emulate import emulate_all, emulate_dirs
+    from ..device.defects import find_variant, ops_with_kernel
+    from ..report.progress import Progress
 
     with _one_line_errors():
         if json_path is not None:
-            from .storage import check_output_paths
+            from ..tensor.storage import check_output_paths
 
             check_output_paths(json_path)
         try:  # (the catalogue includes user ops' variants, loaded after import: not a fixed Choice)
@@ -157,7 +157,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
     done = total - len(errors)
     click.echo(f"emulated {done} cases in {out}" + (f" with defect '{defect}'" if defect else "")
                + (f"; {len(errors)} cases have bad files (above)" if errors else ""))
-    from .ops import OPS
+    from ..ops import OPS
 
     if variant is not None and variant.op_kernel:
         having = ops_with_kernel(variant, OPS.values())
@@ -172,7 +172,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
                    f"float32), so this loop cannot catch a wrong golden; give the op a `kernel` or run the device",
                    err=True)
     if json_path is not None:
-        from .storage import atomic_write_text
+        from ..tensor.storage import atomic_write_text
 
         atomic_write_text(json_path, json.dumps({"emulated": done, "errors": len(errors), "defect": defect,
                                                  "replayed_reference": replayed}, indent=1) + "\n")
@@ -194,9 +194,9 @@ HTML_HELP = ("Write an HTML report here: one offline file with plots of every ca
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, html_path: Path | None,
            failures_only: bool, strict: bool, verbose: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
-    from .report.formats import load_shard_results, merged_run
-    from .report.html import require_matplotlib
-    from .storage import check_output_paths
+    from ..report.formats import load_shard_results, merged_run
+    from ..report.html import require_matplotlib
+    from ..tensor.storage import check_output_paths
 
     console = _console()
     with _one_line_errors():
@@ -215,9 +215,9 @@ def matrix(paths: tuple[Path, ...], jobs: int) -> None:
     """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
     import tempfile
 
-    from .cases.loader import load_cases
-    from .golden.gen import generate_case
-    from .judge.matrix import defect_matrix, markdown, matrix_cases
+    from ..cases.loader import load_cases
+    from ..golden.gen import generate_case
+    from ..judge.matrix import defect_matrix, markdown, matrix_cases
 
     try:
         cases = load_cases(list(paths) or [BUNDLED])
@@ -235,7 +235,7 @@ def defects() -> None:
     """List the defects and legitimate variants 'emulate --defect' can play."""
     from rich.table import Table
 
-    from .device.defects import catalogue
+    from ..device.defects import catalogue
 
     table = Table(title="emulate --defect")
     for col in ("name", "kind", "what the kernel does"):
@@ -287,10 +287,10 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
            json_path: Path | None, junit_path: Path | None, html_path: Path | None, csv_dir: Path | None,
            failures_only: bool, jobs: int, shard, verbose: bool, rehash: bool) -> None:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
-    from . import shardout
-    from .judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
-    from .progress import Progress
-    from .storage import check_output_paths
+    from ..casedir import shardout
+    from ..judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
+    from ..report.progress import Progress
+    from ..tensor.storage import check_output_paths
 
     console = _console()
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
@@ -298,7 +298,7 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                    rehash=rehash)
     with _one_line_errors():
         if html_path:
-            from .report.html import require_matplotlib
+            from ..report.html import require_matplotlib
 
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path, csv_dir=csv_dir)
@@ -325,19 +325,19 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
     """Write the CI files, then print the cases that did not pass (every case if verbose) and the summary, exit.
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run).
     The files come first: a closed or full standard output (`| head -1`, /dev/full) must not lose them."""
-    from .report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
+    from ..report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
 
     with _one_line_errors():  # (written case by case: thousands of cases are never all held as JSON or XML)
         if json_path:
             write_verify_json(json_path, run, standard)
         if junit_path:
-            from .report.junit import write_junit
+            from ..report.junit import write_junit
 
             write_junit(junit_path, run)
         if csv_dir:
             write_error_csvs(csv_dir, run)
         if html[0]:
-            from .report.html import write_html
+            from ..report.html import write_html
 
             write_html(html[0], run, standard, jobs=html[1], title=html[2])
     console.on_broken_pipe = broken_pipe  # (rich's own answer is SystemExit(1): a pass would exit 1)
@@ -362,7 +362,7 @@ def ops(as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .ops import OPS
+    from ..ops import OPS
 
     data = [op_info(s) for s in OPS.values()]
     if as_json:

@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .values.text import is_int, show
+from ..files.text import is_int, show
 
 # Elements of a view, storage bytes, strides, offsets: anything larger would overflow the int64 index
 # arithmetic (numpy, the manifest, the harness) long before any file system could hold the tensor.

@@ -16,10 +16,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import forkpool, manifest as M
-from .errors import UserError
+from . import forkpool
+from ..casedir import manifest as M
+from ..errors import UserError
 from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up, worker_died
-from .storage import chunks
+from ..tensor.storage import chunks
 
 SPLIT = 1 << 22  # a case with more output elements than this is split into ranges across workers
 RANGE = SPLIT // 4  # elements per range of a split case

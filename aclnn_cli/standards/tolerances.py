@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from .dtypes import DType
+from ..tensor.dtypes import DType
 
 ORDINARY_SHARE = 0.25  # informative elements in a case of ordinary magnitude, at least
 ORDINARY_MAGNITUDE = 0.125  # |golden| of at least one informative element

@@ -18,14 +18,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
-from . import jsonsafe
+from .. import __version__
+from ..files import jsonsafe
 from . import manifest as M
-from . import casedirs
-from .values.text import clip, show
-from .errors import UserError
+from . import dirs as casedirs
+from ..files.text import clip, show
+from ..errors import UserError
 from .shard import Coverage, empty_shard, shard_ids, some, suite_digest
-from .storage import atomic_write_text
+from ..tensor.storage import atomic_write_text
 
 RECORD_SCHEMA = "aclnn-cli/shard/1"
 RECORD_RE = re.compile(r"aclnn-shard-([1-9][0-9]{0,18})-of-([1-9][0-9]{0,18})\.json")

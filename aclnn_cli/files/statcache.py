@@ -26,7 +26,7 @@ import os
 import stat
 import time
 
-from .wholefiles import regular_file_bytes
+from .regular import regular_file_bytes
 
 CACHE_FILE = ".stat-cache.json"
 FORMAT = "aclnn-cli/stat-cache/1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 MANIFEST = "case.json"
 

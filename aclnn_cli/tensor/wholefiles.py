@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
-from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 from .layout import Layout, source_positions
-from .regular import TooLarge, read_regular
-from .storage import changed, open_storage, sha256_file, size_problem
+from ..files.regular import SMALL_FILE  # (storage files up to this many bytes may be read whole: LoadedFile)
+from .storage import changed, open_storage, size_problem
 
-SMALL_FILE = 1 << 20  # storage files up to this many bytes may be read whole (LoadedFile)
 
 
 class LoadedFile:
@@ -81,64 +78,3 @@ class OpenedOnUse(dict):
     def __missing__(self, name: str):
         self[name] = f = self._opener(name)
         return f
-
-
-def regular_file_bytes(path: str, limit: int) -> bytes | None:
-    """A regular file's bytes, if it is one and holds at most `limit`; else None (also if it cannot be
-    read). One open, one fstat, one read; a FIFO in a file's place is not waited on (regular.py)."""
-    try:
-        return read_regular(path, limit)
-    except OSError:
-        return None
-
-
-def sha256_of_file(path: str) -> str | None:
-    """The sha256 of a regular file, or None if it is not one (or cannot be read). Small files are read
-    with one read (regular_file_bytes); larger ones in blocks."""
-    try:
-        return hashlib.sha256(read_regular(path, SMALL_FILE)).hexdigest()
-    except TooLarge:
-        pass
-    except OSError:
-        return None
-    try:
-        return sha256_file(Path(path))
-    except OSError:
-        return None
-
-
-def bounded_regular_bytes(path: str, limit: int, what: str) -> bytes | None:
-    """A small regular file's bytes, or None if there is none; anything else is one UserError naming it.
-
-    For files another program writes beside a case (a runner's status.txt, run-verdict.txt): a FIFO or
-    device in a file's place must not hang the run (O_NONBLOCK, then fstat), and a huge file is refused
-    after reading at most `limit` + 1 bytes.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            from .regular import kind
-
-            raise UserError(f"{what} is {kind(st.st_mode)}, not a regular file", where=path)
-        parts, size = [], 0
-        while size <= limit:  # (a regular file that grows meanwhile still ends here)
-            block = os.read(fd, limit + 1 - size)
-            if not block:
-                break
-            parts.append(block)
-            size += len(block)
-            if size == st.st_size:  # (all it held when looked at: no read to find its end)
-                break
-    except OSError as exc:
-        raise UserError(f"cannot read the {what}: {exc.strerror}", where=path) from None
-    finally:
-        os.close(fd)
-    if size > limit:
-        raise UserError(f"{what} holds more than {limit} bytes", where=path)
-    return b"".join(parts)

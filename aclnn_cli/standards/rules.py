@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX, Joint,
-                         Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative, ulps_max)
-from .values.text import clip
-from .dtypes import DType
+from .tolerances import (ABSOLUTE_MAX, MARE_T_MAX, MAX_FACTOR, ORDINARY_MAGNITUDE, ORDINARY_SHARE, SMALL_MAX,
+                         Joint, Range, check_joints, check_value, factor, mean_ulps_max, ratio_max, relative,
+                         ulps_max)
+from ..files.text import clip
+from ..tensor.dtypes import DType
 
 if TYPE_CHECKING:  # (what the judge measures: the judge package sits above the standards)
-    from .judge.compare import Metrics, Rule
+    from ..judge.compare import Metrics, Rule
 
 MERE_T = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-13, "float64": 2.0**-13}
 ALLCLOSE = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1.3e-6, 1e-5)}

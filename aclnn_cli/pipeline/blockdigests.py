@@ -18,9 +18,9 @@ import re
 
 import numpy as np
 
-from .errors import UserError
-from . import pipeline
-from .storage import changed
+from ..errors import UserError
+from . import stages as pipeline
+from ..tensor.storage import changed
 
 MAX_BLOCKS = 4096  # 4G elements: the list stays far below the manifest's size limit
 KEY = "golden_blocks"

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Callable, Iterable
 
-from .errors import UserError
+from ..errors import UserError
 from .tuning import tune_allocator
 
 

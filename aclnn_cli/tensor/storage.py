@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from .dtypes import DType
-from .errors import UserError
+from ..errors import UserError
 from .layout import Layout, source_positions
-from .regular import NotRegular, kind, open_regular
+from ..files.regular import NotRegular, kind, open_regular
 
 WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC  # open_regular's flags for a file written from the start
 CHUNK = 1 << 16  # elements per processing chunk: bounds memory, keeps temporaries in cache (measured best)
@@ -266,16 +266,6 @@ _CANARY_BITS = {1: 0xAB, 2: 0xDEAD, 4: 0xDEADBEEF, 8: 0xDEADBEEFDEADBEEF}
 def canary(dtype: DType) -> np.ndarray:
     """A finite, unmistakable value (bits 0xDEAD / 0xDEADBEEF) filling output storage before the call."""
     return np.array(_CANARY_BITS[dtype.itemsize], dtype=dtype.uint_dtype).view(dtype.np_dtype)
-
-
-def sha256_file(path: Path) -> str:
-    """A regular file's sha256 (NotRegular, an OSError, for anything else: a FIFO is not waited on)."""
-    h = hashlib.sha256()
-    fd, _ = open_regular(path)
-    with open(fd, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_file_sha256(path: Path, expected: str, what: str) -> None:

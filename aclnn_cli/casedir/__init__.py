@@ -1,0 +1,1 @@
+"""A generated case on disk: its manifest, case directories, shards."""

@@ -1,0 +1,1 @@
+"""The aclnn-cli command."""

@@ -1,0 +1,1 @@
+"""Files on disk: regular-file reads, JSON, the stat cache, quoting user values, click path types."""

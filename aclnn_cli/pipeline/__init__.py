@@ -1,0 +1,1 @@
+"""How work is cut and run: stages, worker pools, block digests, the child reaper."""

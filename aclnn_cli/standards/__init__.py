@@ -1,0 +1,1 @@
+"""The precision standards and their tolerances."""
