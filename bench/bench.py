@@ -51,8 +51,8 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib()}))
 """
 
 OURS_EMULATE = PRELUDE + """
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device.emulate import emulate_case
 from aclnn_cli.pipeline.parallel import Runner
 with Runner(int(sys.argv[2])) as run:
@@ -62,7 +62,7 @@ print(json.dumps({"seconds": 0, "rss_mib": peak_mib()}))
 """
 
 OURS_VERIFY = PRELUDE + """
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.verify import Options, verify_dirs
 dirs = casedirs.find_cases(Path(sys.argv[1]))
 t = time.perf_counter()

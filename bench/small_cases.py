@@ -70,8 +70,8 @@ print(json.dumps({"seconds": seconds, "load_seconds": loaded - t, **rss_parts()}
 """
 
 OURS_EMULATE = PRELUDE + """
-from aclnn_cli import manifest as M
-from aclnn_cli import casedirs
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.device.emulate import emulate_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
@@ -84,7 +84,7 @@ print(json.dumps({"seconds": seconds, "load_seconds": loaded - t, **rss_parts()}
 """
 
 OURS_VERIFY = PRELUDE + """
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.verify import Options, verify_dirs
 out, jobs = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
@@ -126,7 +126,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mib": peak_mib(), "fa
 
 PROFILE = PRELUDE + """
 import cProfile, pstats
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.cases.loader import load_cases
 from aclnn_cli.device.emulate import emulate_all
 from aclnn_cli.golden.gen import generate_cases

@@ -168,7 +168,7 @@ def test_a_mostly_identical_chunk_computes_errors_for_the_differing_elements_onl
 FAULTS = """
 import resource, sys
 from pathlib import Path
-from aclnn_cli import manifest as M
+from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range
 m = M.load(Path(sys.argv[1]))
 def faults(chunks):
