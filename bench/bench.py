@@ -187,6 +187,10 @@ def main() -> None:
     ap.add_argument("--tmp", type=Path, default=None, help="scratch directory (needs ~25 GiB for the 1G check)")
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
     ap.add_argument("--small-only", action="store_true", help="only the many-small-cases benchmark")
+    ap.add_argument("--whole-only", action="store_true",
+                    help="only the whole-process pairs of 2,000 small cases (bench/whole.py)")
+    ap.add_argument("--no-whole", action="store_true", help="skip the whole-process pairs")
+    ap.add_argument("--whole-pairs", type=int, default=7, help="alternated pairs per step for --whole (default 7)")
     ap.add_argument("--no-small", action="store_true", help="skip the many-small-cases benchmark")
     ap.add_argument("--reading-only", action="store_true",
                     help="only verify against the read floor, --rehash, a first verify, and --help (bench/reading.py)")
@@ -225,6 +229,15 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
+        if args.whole_only or not (args.no_whole or args.reading_only or args.small_only):
+            import whole
+
+            count, n = small_cases.parse_suite(args.small_suites[0]) if args.small_suites else small_cases.SUITES[0]
+            result["whole"] = whole.run_pairs(Path(tmp), count, n, args.jobs, args.whole_pairs)
+            print(whole.report(result["whole"]) + "\n", flush=True)
+            if args.whole_only:
+                print(json.dumps(result["whole"]))
+                return
         if not args.small_only and not args.reading_only and not args.rows_only and not args.no_channels:
             result["channels"] = rows_bench.run_all(Path(tmp), 0, 0, args.repeat, "channels", args.channels_shape)
             print(rows_bench.report(result["channels"]) + "\n", flush=True)
