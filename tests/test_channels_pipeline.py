@@ -83,3 +83,34 @@ def test_a_shape_the_family_cannot_relate_is_one_line(tmp_path):
     r = cli("gen", y, "-o", tmp_path / "o")
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "scale has shape [1, 3]" in lines[0], lines
+
+
+def test_the_harness_gets_the_format_an_op_declares_by_rank(tmp_path):
+    """BatchNormBackward's gradOut, input and gradInput carry NC, NCL, NCHW, NCDHW by rank (ND from 6-d, and for the
+    per-channel tensors): the 950's op_api refuses a 5-d ND input and reads an ND inference input's channel last."""
+    import json
+
+    y = tmp_path / "bn.yaml"
+    y.write_text("op: aclnnBatchNormBackward\ndefaults: {dtype: float32, product: '950'}\ncases:\n"
+                 "  - {name: r, shape: [[2, 3], [2, 3, 4], [2, 3, 4, 5], [2, 3, 2, 2, 2], [2, 3, 1, 2, 1, 2]]}\n")
+    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "gen", y, "-o", tmp_path / "o"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want = {2: ("NC", 35), 3: ("NCL", 47), 4: ("NCHW", 0), 5: ("NCDHW", 30), 6: ("ND", 2)}
+    seen = set()
+    for case in (tmp_path / "o").iterdir():
+        m = json.loads((case / "case.json").read_text())
+        for t in m["tensors"]:
+            rank = len(t["shape"])
+            expected = want[rank] if t["name"] in ("gradOut", "input", "gradInput") else ("ND", 2)
+            assert (t["format"], t["acl_format"]) == expected, (case.name, t["name"])
+            seen.add(rank)
+    assert seen >= {1, 2, 3, 4, 5, 6}
+
+
+def test_a_format_no_harness_knows_is_refused_when_the_op_loads(tmp_path):
+    bad = tmp_path / "bad_format.py"
+    bad.write_text(OP_FILE.read_text().replace('TensorSpec("self", "input", {"normal": [0, 1]})',
+                                               'TensorSpec("self", "input", {"normal": [0, 1]}, formats={4: "NHWQ"})'))
+    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(bad), "ops"], capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "formats" in lines[0] and "NHWQ" in lines[0], lines
