@@ -18,8 +18,8 @@ widened exactly in registers; all arithmetic is float32 (op_kernel/arch35/batch_
   t = fl(fl(fl(x - mean) * dy) * rstd);  dgamma = sum(t), dbeta = sum(dy)  (folded binary trees per channel)
   c = fl(fl(fl(fl(fl(x - mean) * rstd) * dgamma) + dbeta) * fl(1 / M));  dx = fl(rstd * fl(g * fl(dy - c)))
   gradWeight, gradBias: dgamma, dbeta rounded once (RINT) to their dtype.
-Inference: dx = fl(fl(dy * g) * invstd), invstd an fp32 rsqrt of fl(var + eps) (Newton-refined: taken correctly
-rounded here); gradWeight and gradBias from separate ReduceSum ops: terms fl(dy * fl(fl(x - mean) * invstd)).
+Inference: dx = fl(fl(dy * g) * invstd), invstd an fp32 rsqrt of fl(var + eps) (Newton-refined: emulated as the
+float64 value rounded once); gradWeight and gradBias from separate ReduceSum ops: terms fl(dy * fl(fl(x - mean) * invstd)).
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ def _eps32(t):
 
 
 def _inv_sqrt_f(v):
-    """rsqrt in v's float type, correctly rounded (float64 evaluation rounded once to float32)."""
+    """rsqrt in v's float type: the float64 1 / sqrt rounded to it (within an ulp of the exact value, as the device's
+    Newton-refined rsqrt is; not bit for bit the device's)."""
     with np.errstate(all="ignore"):
         return (1.0 / np.sqrt(v.astype(np.float64))).astype(v.dtype)
 
