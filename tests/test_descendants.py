@@ -86,10 +86,8 @@ def test_children_a_user_reference_forks_do_not_outlive_gen(tmp_path):
 
 def test_a_user_thread_that_never_ends_does_not_hang_gen(tmp_path):
     op, cases, _ = probe(tmp_path, "thread")
-    t0 = time.monotonic()
-    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2", timeout=90)
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2", timeout=90)  # (a hang: TimeoutExpired)
     assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t0 < 60
 
 
 def test_a_worker_that_exits_under_gen_is_one_line_naming_a_case(tmp_path):
