@@ -35,9 +35,19 @@ def _guard(fn: Callable, what: str, file: str, check: Callable | None = None) ->
         problem = check(args[0], result) if check is not None and args else None
         if problem:
             raise UserError(f"{what} {problem}", where=file)
-        return result
+        return _as_arrays(result) if check is not None else result
 
     return guarded
+
+
+def _as_arrays(result):
+    """A Reference's fields as arrays (a list the checks accepted is read with .reshape downstream), per output."""
+    if isinstance(result, Reference):
+        return dataclasses.replace(result, **{f.name: np.asarray(getattr(result, f.name))
+                                              for f in dataclasses.fields(result) if getattr(result, f.name) is not None})
+    if isinstance(result, dict):
+        return {k: _as_arrays(v) for k, v in result.items()}
+    return result
 
 
 def _shape_check(spec: OpSpec) -> Callable:
@@ -109,7 +119,11 @@ def _reference_problem(r: Reference) -> str | None:
                                                                             allowance.shape, shared.shape)))
             bound, scale, allowance, shared = (np.broadcast_to(a, finite.shape) for a in (bound, scale, allowance, shared))
         except (TypeError, ValueError):
-            return None  # (an object array: an exact pass on Fractions; the shape check below judges the rest)
+            fields = [np.asarray(a) for a in (r.value, r.bound, r.scale, r.allowance, r.shared) if a is not None]
+            odd = next((a for a in fields if a.dtype.kind not in "biufcO"), None)
+            if odd is not None:  # (text or bytes: no arithmetic reads it; an object array is an exact pass's Fractions)
+                return f"a field of dtype {odd.dtype} (numbers expected)"
+            return None
         for what, a in (("bound", bound), ("scale", scale), ("allowance", allowance), ("shared error", shared)):
             bad = finite & ~((a >= 0) & np.isfinite(a))
             if bad.any():
