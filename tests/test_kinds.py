@@ -359,7 +359,7 @@ TWO = "(TensorSpec('dy', 'input', {'normal': [0, 1]}, dtypes=DT), TensorSpec('x'
     ({"family": "Rows(driver='x', axes=dim_axis('x'), per_row=('nope',))"}, ("family.per_row[0]",)),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), per_row=('x',))"}, ("family.per_row", "cannot be per-row too")),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), across_rows=('dy',))"}, ("family.across_rows[0]", "expected one of out")),
-    ({"family": "'rows'"}, ("family", "expected Elementwise(), Rows(...) or Channels(...)")),
+    ({"family": "'rows'"}, ("family", "expected Elementwise(), Rows(...), Channels(...) or Split(...)")),
     ({"signature": "('dy', 'x', 'idx', 'dim', 'out')"}, ("signature", "missing mask")),
     ({"signature": "('dy', 'x', 'idx', 'dim', 'mask', 'out', 'dy')"}, ("signature", "twice: dy")),
     ({"signature": "('dy', 'x', 'idx', 'dim', 'mask', 'y')"}, ("signature[5]",)),

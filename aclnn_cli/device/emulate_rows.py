@@ -16,7 +16,7 @@ import numpy as np
 from ..tensor import dtypes as D
 from ..casedir import manifest as M
 from ..golden.rows import widened
-from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_blocks
+from ..pipeline.stages import block_at, block_chunks, gather_blocks, geometry, write_blocks
 from ..tensor.storage import CHUNK, StorageFile, WriteError, check_file_sha256, check_size, copy_storage
 
 
@@ -146,12 +146,10 @@ def emulated_range(m: M.CaseManifest, out: M.TensorEntry, files: dict | None, st
             for b0, b1 in block_chunks(geo, 0, geo.a1, CHUNK):
                 acc.add(kernel_blocks(m, gather_blocks(m, files, geo, b0, b1))[out.name].reshape(-1))
             return cast_output(acc.total(out.layout.numel), out.dtype)[start:stop]
-        if out.name in m.op.family.per_row:  # (one value per block)
-            return cast_output(kernel_blocks(m, gather_blocks(m, files, geo, start, stop))[out.name].reshape(-1), out.dtype)
-        block, at = geo.block_of(np.arange(start, stop, dtype=np.int64))
+        block, at, size = block_at(m, out.name, geo, np.arange(start, stop, dtype=np.int64))
         b0, b1 = int(block.min(initial=0)), int(block.max(initial=-1)) + 1
         values = kernel_blocks(m, gather_blocks(m, files, geo, b0, b1))[out.name].reshape(-1)
-        return cast_output(values[(block - b0) * geo.block + at], out.dtype)
+        return cast_output(values[(block - b0) * size + at], out.dtype)
     finally:
         if own:
             for f in files.values():

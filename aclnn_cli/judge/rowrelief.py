@@ -14,7 +14,7 @@ import numpy as np
 
 from ..casedir import manifest as M
 from ..golden.rows import reference_blocks, widened
-from ..pipeline.stages import gather_blocks, geometry
+from ..pipeline.stages import block_at, gather_blocks, geometry
 from ..tensor.wholefiles import LoadedFile
 
 
@@ -32,14 +32,13 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     if flat.size == 0:  # (nothing flagged in this piece)
         return np.zeros(0), np.zeros(0, bool), np.zeros(0), np.zeros(0)
     geo = geometry(m)
-    per_block = out.name in m.op.family.per_row  # (one value per block: a sum over each row or channel)
-    block_of, inside = (flat, np.zeros_like(flat)) if per_block else geo.block_of(flat)
+    block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
     blocks = _gather_wanted(m, files, geo, wanted)
     attrs = m.attribute_values
     with np.errstate(all="ignore"):
         ref = reference_blocks(m.op, blocks, attrs)[out.name]
-        at = np.searchsorted(wanted, block_of) * (1 if per_block else geo.block) + inside
+        at = np.searchsorted(wanted, block_of) * size + inside
         scale = ref.scale.reshape(-1)[at]
         if ref.allowance is not None:  # (a sum's derived allowance: within it is within the standard's T)
             scale = np.broadcast_to(ref.allowance, ref.value.shape).reshape(-1)[at] / max(limit, 2.0**-100)

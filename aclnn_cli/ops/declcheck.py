@@ -21,7 +21,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Elementwise, Rows
+from .families import Elementwise, Rows, Split
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
 KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # case ids and file names are made of it
@@ -208,9 +208,9 @@ class _Check:
         self.function("contract.shape_rule", c.shape_rule)
 
     def family(self, f: Any) -> None:
-        """Elementwise, Rows or Channels; a Rows family's names are the op's tensors in the right role."""
+        """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""
         if not isinstance(f, (Elementwise, Rows)):
-            self.fail("family", f"expected Elementwise(), Rows(...) or Channels(...), got {show(f)}")
+            self.fail("family", f"expected Elementwise(), Rows(...), Channels(...) or Split(...), got {show(f)}")
         if isinstance(f, Elementwise):
             return
         ins = tuple(t.name for t in self.spec.inputs)
@@ -225,6 +225,13 @@ class _Check:
         both = sorted(set(f.per_row) & set(f.across_rows))
         if both:
             self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")
+        if isinstance(f, Split):
+            self.names("family.halves", f.halves, ins)
+            attrs = {a.name: a.kind for a in self.spec.attributes}
+            if attrs.get(f.dim) != "int":
+                self.fail("family.dim", f"expected the name of an int attribute (int64_t) to split at, got {show(f.dim)}")
+            if f.driver in f.halves or set(f.halves) & set(f.per_row + f.across_rows):
+                self.fail("family.halves", "a half is cut at dim; it cannot be the driver, per-row or summed across rows")
 
     def signature(self, names: tuple) -> None:
         """Empty, or every tensor and attribute name once (the header's order)."""

@@ -34,6 +34,7 @@ BUNDLED: dict[str, str] = {
     "aclnnSiluBackward": "silu_backward",
     "aclnnSoftmaxBackward": "softmax_backward",
     "aclnnSoftplusBackward": "softplus_backward",
+    "aclnnSwiGluGrad": "swi_glu_grad",
     "aclnnSwishBackward": "swish_backward",
 }
 

@@ -205,6 +205,21 @@ def geometry(m):
     return geo
 
 
+def own_geometry(m, name: str, geo):
+    """The blocks of tensor `name` where the family cuts them from its own shape (a half-size yGrad), else None."""
+    family = m.op.family
+    return family.own_geometry(name, shapes_of(m), m.attribute_values, geo) if name in family.own else None
+
+
+def block_at(m, name: str, geo, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(block, position inside it, elements per block) of tensor `name`'s logical elements `flat`: a per-row
+    output's element b is block b; a tensor with its own geometry is cut by it; the rest by the driver's."""
+    if name in m.op.family.per_row:
+        return flat, np.zeros_like(flat), 1
+    own = own_geometry(m, name, geo)
+    return (*(own or geo).block_of(flat), (own or geo).block)
+
+
 def case_elements(m) -> int:
     """What a case's work is counted in: the driver's elements for a Rows op, else the output's."""
     geo = geometry(m) if m.expect_status == 0 else None  # (a refused case may not cut into rows: dim out of range)
@@ -216,6 +231,7 @@ def write_blocks(m, out, f, geo, b0: int, b1: int, values: np.ndarray, write=Non
     per-row output's one value per block, a row output's elements wherever the family's blocks lie. write: a
     variant's own writer (device/defects.py), else the storage's."""
     values = values.reshape(-1)
+    geo = own_geometry(m, out.name, geo) or geo
     if out.name in m.op.family.per_row:
         start, stop = b0, b1
     elif geo.contiguous:
@@ -246,7 +262,8 @@ def block_chunks(geo, start_block: int, stop_block: int, chunk: int):
 
 def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> dict[str, np.ndarray]:
     """The inputs of blocks [b0, b1) as the op's functions take them (docs/families.md): (k, R, A0) arrays,
-    broadcast to the driver's shape; per-row inputs (k, 1, 1); null inputs absent. Float inputs as stored
+    broadcast to the driver's shape; per-row inputs (k, 1, 1); a tensor with its own geometry (k, its R, its
+    A0); null inputs absent. Float inputs as stored
     (widen them yourself), integer inputs as int64."""
     family = m.op.family
     shape = tuple(next(t for t in m.tensors if t.name == family.driver).layout.shape)
@@ -256,8 +273,13 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
         if t.null:
             continue
         f = files[t.name]
+        own = own_geometry(m, t.name, geo) if family.own else None
         if t.name in family.per_row:
             values = (np.repeat(f.read(t.layout, 0, 1), k) if t.layout.numel == 1 else f.read(t.layout, b0, b1)).reshape(k, 1, 1)
+        elif own is not None:  # (its own shape's blocks: read where they lie, nothing broadcast)
+            where = own.positions(b0, b1)
+            values = (f.read(t.layout, where.start, where.stop) if isinstance(where, slice) else
+                      f.gather_at(t.layout, tuple(t.layout.shape), where)).reshape(k, own.r, own.a0)
         elif geo.contiguous:
             values = f.gather(t.layout, shape, b0 * geo.block, b1 * geo.block).reshape(k, geo.r, geo.a0)
         else:

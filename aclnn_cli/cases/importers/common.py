@@ -92,6 +92,9 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
             except ValueError as exc:
                 raise err(f"attribute {clip(name)}={show(value)} is not supported: {exc}") from None
             continue
+        if graph is None and name in {a.name for a in op.attributes}:  # (an op named by its key: the API's names)
+            out[name] = list(value) if isinstance(value, tuple) else value
+            continue
         if name not in fixed:
             takes = ", ".join(a.name for a in op.attributes) or "no attributes"
             raise err(f"attribute '{clip(name)}' is not supported: {op.name} takes {takes}")

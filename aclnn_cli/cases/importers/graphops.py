@@ -113,6 +113,8 @@ GRAPH_OPS = {
                                           "saveInvstd"),
                                outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
                                attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
+    "SwiGluGrad": GraphOp("aclnnSwiGluGrad", ("y_grad", "x"), to_inputs=("yGrad", "x"), outputs=("x_grad",),
+                          to_outputs=("out",), attrs={"dim": ("dim", integer)}),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),
