@@ -7,6 +7,8 @@ exact paths, and this rounding shares none with its dtypes module.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import mpmath
 import numpy as np
 
@@ -62,3 +64,19 @@ def round_all(values: list, r: Rounder) -> np.ndarray:
     for k in rng.choice(len(values), 300, replace=False):
         assert bits[k] == r(values[k])
     return bits
+
+
+def rounded_bits(values: list, dtype) -> np.ndarray:
+    """Each exact value (Fraction or mpf) rounded once to dtype, as its bit pattern."""
+    if np.dtype(dtype.np_dtype) == np.float32:  # (float32: through mpmath at 24 bits, round half even)
+        with mpmath.workprec(PREC):
+            out = []
+            for v in values:
+                mv = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
+                with mpmath.workprec(24):
+                    out.append(float(+mv))
+        return np.array(out, np.float32).view(np.uint32)
+    r = Rounder(dtype.np_dtype)
+    with mpmath.workprec(PREC):
+        return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v) for v in values],
+                        np.uint16)

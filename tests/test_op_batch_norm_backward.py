@@ -25,7 +25,7 @@ import harness
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.batch_norm_backward import SPEC
 from helpers import run_cli, write_yaml
-from oracle import PREC, Rounder
+from oracle import PREC, Rounder, rounded_bits
 from rowblocks import bundled_suite
 
 GI, GW, GB = "gradInput", "gradWeight", "gradBias"
@@ -91,22 +91,6 @@ def oracle(case: Path, m: dict) -> dict[str, list]:
         dx[:, ch] = np.array(vals, dtype=object).reshape(dx[:, ch].shape)
         gb.append(total)
     return {GI: list(dx.reshape(-1)), GW: gw, GB: gb}
-
-
-def rounded_bits(values: list, dtype: D.DType) -> np.ndarray:
-    """Each exact value (Fraction or mpf) rounded once to dtype, as its bit pattern."""
-    if dtype.name == "float32":  # (float32: through mpmath at 24 bits, round half even)
-        with mpmath.workprec(PREC):
-            out = []
-            for v in values:
-                mv = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
-                with mpmath.workprec(24):
-                    out.append(float(+mv))
-        return np.array(out, np.float32).view(np.uint32)
-    r = Rounder(dtype.np_dtype)
-    with mpmath.workprec(PREC):
-        return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v) for v in values],
-                        np.uint16)
 
 
 @pytest.fixture(scope="module")

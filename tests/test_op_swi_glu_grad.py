@@ -25,7 +25,7 @@ from aclnn_cli.ops.swi_glu_grad import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, write_yaml
-from oracle import PREC, Rounder
+from oracle import PREC, rounded_bits
 from rowblocks import bundled_suite
 
 ORACLE_YAML = """\
@@ -62,15 +62,6 @@ def oracle(case, m) -> list:
             s = 1 / (1 + mpmath.exp(-av))
             out_a[i], out_b[i] = g * (s + s * (1 - s) * av) * bv, g * s * av
     return list(np.concatenate([out_a, out_b], axis=dim).reshape(-1))
-
-
-def rounded_bits(values: list, dtype) -> np.ndarray:
-    if dtype is D.FLOAT32:
-        with mpmath.workprec(24):
-            return np.array([float(+v) for v in values], np.float32).view(np.uint32)
-    r = Rounder(dtype.np_dtype)
-    with mpmath.workprec(PREC):
-        return np.array([r(v) for v in values], np.uint16)
 
 
 @pytest.fixture(scope="module")

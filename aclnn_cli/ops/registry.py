@@ -21,6 +21,7 @@ BUNDLED: dict[str, str] = {
     "aclnnBatchNormBackward": "batch_norm_backward",
     "aclnnFastGeluBackward": "fast_gelu_backward",
     "aclnnGeluBackwardV2": "gelu_backward_v2",
+    "aclnnGroupNormBackward": "group_norm_backward",
     "aclnnHardsigmoidBackward": "hardsigmoid_backward",
     "aclnnHardswishBackward": "hardswish_backward",
     "aclnnLayerNormBackward": "layer_norm_backward",

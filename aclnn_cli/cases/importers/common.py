@@ -81,6 +81,7 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
     fixed = dict(graph.fixed_attrs) if graph else {}
     mapped = dict(graph.attrs or {}) if graph else {}
     ignored = dict(graph.ignored or {}) if graph else {}
+    listed = dict(graph.lists or {}) if graph else {}
     out: dict = {}
     for name, value in attrs.items():
         if name in ignored:
@@ -88,9 +89,17 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
         if name in mapped:
             api_name, convert = mapped[name]
             try:
-                out[api_name] = convert(value)
+                converted = convert(value)
             except ValueError as exc:
                 raise err(f"attribute {clip(name)}={show(value)} is not supported: {exc}") from None
+            if api_name is not None:
+                out[api_name] = converted
+            continue
+        if name in listed:
+            api_name, index, length = listed[name]
+            if not isinstance(value, bool):
+                raise err(f"attribute {clip(name)}={show(value)} is not supported: expected True or False")
+            out.setdefault(api_name, [True] * length)[index] = value
             continue
         if graph is None and name in {a.name for a in op.attributes}:  # (an op named by its key: the API's names)
             out[name] = list(value) if isinstance(value, tuple) else value

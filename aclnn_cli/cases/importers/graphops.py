@@ -64,7 +64,10 @@ class GraphOp:
     inputs / outputs: the graph's tensor names in order; to_inputs / to_outputs: the API's name of each (empty:
     the API's inputs / outputs in order). attrs: graph attribute -> (API attribute, converter); fixed_attrs:
     graph attributes the API fixes to a value (a case giving another is unsupported); ignored: graph
-    attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes."""
+    attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes; lists:
+    graph bool attributes that are entries of an API list attribute, graph name -> (API name, index, length),
+    missing entries true (GroupNormGrad's dx_is_require... are outputMask). An `attrs` entry whose API name is
+    None is checked by its converter and not passed (data_format: the API has one layout)."""
 
     api: str
     inputs: tuple[str, ...]
@@ -75,6 +78,7 @@ class GraphOp:
     attrs: Mapping[str, tuple[str, Convert]] = None  # type: ignore[assignment]
     ignored: Mapping[str, str] = None  # type: ignore[assignment]
     derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
+    lists: Mapping[str, tuple[str, int, int]] = None  # type: ignore[assignment]
 
     def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str]:
         """The API's name for each graph input, in the graph's order."""
@@ -82,6 +86,26 @@ class GraphOp:
 
     def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str]:
         return list(self.to_outputs or api_outputs)
+
+
+def only(expected: str) -> Convert:
+    """A String attribute the API has no argument for, accepted only at the value the API assumes."""
+    def convert(value: Any) -> Any:
+        if str(value) != expected:
+            raise ValueError(f"{value!r}: the aclnn API takes {expected} only")
+        return value
+    return convert
+
+
+def _group_sizes(shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """GroupNormGrad has no N, C, HxW: they are x's (N, C, *spatial) shape."""
+    x = shapes.get("input")
+    if x is None or len(x) < 2:
+        return {}
+    hxw = 1
+    for s in x[2:]:
+        hxw *= s
+    return {"N": x[0], "C": x[1], "HxW": hxw}
 
 
 def _norm_shape(shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -113,6 +137,12 @@ GRAPH_OPS = {
                                           "saveInvstd"),
                                outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
                                attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
+    "GroupNormGrad": GraphOp("aclnnGroupNormBackward", ("dy", "mean", "rstd", "x", "gamma"),
+                             to_inputs=("gradOut", "mean", "rstd", "input", "gamma"), outputs=("dx", "dgamma", "dbeta"),
+                             to_outputs=("gradInput", "gradGammaOut", "gradBetaOut"),
+                             attrs={"num_groups": ("group", integer), "data_format": (None, only("NCHW"))},
+                             lists={"dx_is_require": ("outputMask", 0, 3), "dgamma_is_require": ("outputMask", 1, 3),
+                                    "dbeta_is_require": ("outputMask", 2, 3)}, derive=_group_sizes),
     "SwiGluGrad": GraphOp("aclnnSwiGluGrad", ("y_grad", "x"), to_inputs=("yGrad", "x"), outputs=("x_grad",),
                           to_outputs=("out",), attrs={"dim": ("dim", integer)}),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
