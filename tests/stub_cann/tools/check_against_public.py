@@ -107,7 +107,8 @@ def doc_problems(rel: str, doc: str) -> tuple[int, list[str]]:
     the header at `rel`. Returns (declarations checked, problems)."""
     blocks = "\n".join(re.findall(r"```[Cc]pp\n(.*?)```", doc, flags=re.S))
     protos = {norm(m) for m in re.findall(r"aclnnStatus\s+aclnn\w+\s*\([^)]*\)", blocks)}
-    problems = [] if re.search(rf'#include\s+"{re.escape(rel)}"', blocks) else [f"the doc's example does not include {rel}"]
+    included = re.search(rf'#include\s+"{re.escape(rel)}"', blocks)
+    problems = [] if included else [f"the doc's example does not include {rel}"]
     checked = 0
     for d in declarations((INCLUDE / rel).read_text()):
         if d.startswith("#include"):
