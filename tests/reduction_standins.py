@@ -1,8 +1,8 @@
-"""The six reduction/norm/loss ops of issue 19, and BatchNormBackward (channels), as the harness sees them: the
-registered declaration when it exists, else a stand-in holding only what the harness reads (name, header, the
-API's arguments in order and their kinds). The stand-ins are written from the public prototypes (ops-nn headers,
-RmsNormGrad's doc), independently of the declarations, so a test comparing either with the headers checks
-something.
+"""The six reduction/norm/loss ops of issue 19, BatchNormBackward (channels) and SwiGluGrad (split), as the harness
+sees them: the registered declaration when it exists, else a stand-in holding only what the harness reads (name,
+header, the API's arguments in order and their kinds). The stand-ins are written from the public prototypes (ops-nn
+headers, RmsNormGrad's and SwiGluGrad's docs), independently of the declarations, so a test comparing either with
+the headers checks something.
 """
 
 from __future__ import annotations
@@ -56,16 +56,18 @@ STANDINS = {op.name: op for op in (
               "outputMask", "gradInput", "gradWeight", "gradBias"),
              optional=("weight", "runningMean", "runningVar", "saveMean", "saveInvstd", "gradInput", "gradWeight",
                        "gradBias")),
+    _standin("aclnnSwiGluGrad", "swi_glu_grad", "aclnnop/aclnn_swi_glu_grad.h", ("yGrad", "x"), ("out",),
+             (AttrSpec("dim", "int", default=-1),), ("yGrad", "x", "dim", "out")),
 )}
 
 
 def reduction_ops() -> list[OpSpec]:
-    """The seven ops, the registered declaration where there is one (so tests check the real declarations)."""
+    """The eight ops, the registered declaration where there is one (so tests check the real declarations)."""
     return [OPS.get(name, standin) for name, standin in sorted(STANDINS.items())]
 
 
-# Where each op's public header is in hicann/ops-nn (RmsNormGrad's is generated from its OpDef at build time:
-# its prototype is in its doc).
+# Where each op's public header is in hicann/ops-nn (RmsNormGrad's and SwiGluGrad's are generated from their OpDef
+# at build time: their prototypes are in their docs, DOCS).
 PUBLIC_HEADERS = {
     "aclnnSoftmaxBackward": "activation/softmax_grad/op_api/aclnn_softmax_backward.h",
     "aclnnLogSoftmaxBackward": "activation/log_softmax_grad/op_api/aclnn_logsoftmax_backward.h",
@@ -74,4 +76,5 @@ PUBLIC_HEADERS = {
     "aclnnLayerNormBackward": "norm/layer_norm_grad_v3/op_host/op_api/aclnn_layer_norm_backward.h",
     "aclnnBatchNormBackward": "norm/batch_norm_grad_v3/op_host/op_api/aclnn_batch_norm_backward.h",
 }
-RMS_DOC = "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md"
+DOCS = {"aclnnRmsNormGrad": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md",
+        "aclnnSwiGluGrad": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md"}

@@ -23,7 +23,7 @@ from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
 from cann_build import STUB_DIR, build_runner, build_stub, tools_missing
-from reduction_standins import PUBLIC_HEADERS, RMS_DOC, STANDINS, reduction_ops
+from reduction_standins import DOCS, PUBLIC_HEADERS, STANDINS, reduction_ops
 from stub_ctypes import ACL_IDS
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
@@ -83,14 +83,15 @@ def public_text(path: str) -> str:
 
 @pytest.mark.parametrize("op", reduction_ops(), ids=lambda o: o.name)
 def test_declaration_matches_the_public_prototype(op):
-    text = public_text(PUBLIC_HEADERS.get(op.name, RMS_DOC))
+    text = public_text(PUBLIC_HEADERS[op.name] if op.name in PUBLIC_HEADERS else DOCS[op.name])
     assert_matches(op, prototype(text, op.name))
 
 
 @pytest.fixture(scope="module")
 def real_headers(tmp_path_factory) -> Path:
     """An include root holding the public ops-nn headers (fetched now) at the paths the runner includes, and
-    for RmsNormGrad a header written from its doc's prototype (the real one is generated at build time)."""
+    for RmsNormGrad and SwiGluGrad a header written from their doc's two prototypes (the real one is generated at
+    build time)."""
     root = tmp_path_factory.mktemp("ops-nn-headers")
     for op in reduction_ops():
         target = root / op.api_header
@@ -98,10 +99,11 @@ def real_headers(tmp_path_factory) -> Path:
         if op.name in PUBLIC_HEADERS:
             target.write_text(public_text(PUBLIC_HEADERS[op.name]))
         else:
-            proto = re.search(r"aclnnStatus aclnnRmsNormGradGetWorkspaceSize\([^)]*\)", public_text(RMS_DOC)).group(0)
-            target.write_text('#include "aclnn/aclnn_base.h"\n#include "aclnn_util.h"\nextern "C" {\n'
-                              f"ACLNN_API {proto};\nACLNN_API aclnnStatus aclnnRmsNormGrad(void* workspace, "
-                              "uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);\n}\n")
+            doc = public_text(DOCS[op.name])
+            protos = [re.search(rf"aclnnStatus {op.name}{phase}\s*\([^)]*\)", doc).group(0)
+                      for phase in ("GetWorkspaceSize", "")]
+            target.write_text('#include "aclnn/aclnn_base.h"\n#include "aclnn_util.h"\nextern "C" {\n' +
+                              "".join(f"ACLNN_API {p};\n" for p in protos) + "}\n")
     return root
 
 
@@ -136,6 +138,9 @@ def test_generated_arguments_follow_the_signature():
             "a.tensor(5), a.tensor(6), a.flag(7), a.float64(8), a.bool_array(9), a.tensor(10), a.tensor(11), "
             "a.tensor(12), workspaceSize, executor)") in src
     assert '{"aclnnBatchNormBackward", 13, "tttttttbdmttt",' in src
+    glu = next(op for op in reduction_ops() if op.name == "aclnnSwiGluGrad")
+    assert ("aclnnSwiGluGradGetWorkspaceSize(a.tensor(0), a.tensor(1), a.integer(2), a.tensor(3), workspaceSize, "
+            "executor)") in ops_source([glu])
 
 
 def test_an_unknown_kind_is_one_line():
@@ -321,6 +326,29 @@ def test_batch_norm_output_mask_and_its_statuses(runner, tmp_path):
                                                                "done n 161001"]
     np.testing.assert_array_equal(weights.result("gw"), [4, 2])
     np.testing.assert_array_equal(weights.result("gb"), [10, 2])
+
+
+def swi_glu_grad(tmp_path, case: str, dim: int, x=None) -> Request:
+    """x (2, 4) = [A, B] along axis 1, A in {0, 100}: s = 1/2 or 1 (exp(-100) + 1 = 1 in float32), so out_A =
+    yGrad * B / 2 or yGrad * B, out_B = 0 or 100 * yGrad, exactly."""
+    x = np.array([[0, 100, 3, -2], [100, 0, 0.5, 4]], F32) if x is None else x
+    return (Request(tmp_path, "aclnnSwiGluGrad", case).tensor("dy", np.array([[2, 0.5], [-4, 3]], F32))
+            .tensor("x", x).line(attr("int", dim)).tensor("out", np.full(x.shape, 7, F32), "out"))
+
+
+def test_swi_glu_grad_int_dim_and_its_statuses(runner, tmp_path):
+    """dim 1 and -1 split the same axis; dim 2 is out of range, an odd axis is not split in halves: 161002."""
+    pos, neg = swi_glu_grad(tmp_path, "p", 1), swi_glu_grad(tmp_path, "n", -1)
+    wide, odd = swi_glu_grad(tmp_path, "w", 2), swi_glu_grad(tmp_path, "o", -1, np.zeros((2, 5), F32))
+    assert drive(runner, pos, neg, wide, odd) == ["done p 0", "done n 0", "done w 161002", "done o 161002"]
+    for r in (pos, neg):
+        np.testing.assert_array_equal(r.result("out"), [[3, -1, 0, 50], [-2, 6, -400, 0]])
+
+
+def test_swi_glu_grad_wrong_values_defect(runner, tmp_path):
+    r = swi_glu_grad(tmp_path, "d", 1)
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnSwiGluGrad") == ["done d 0"]
+    np.testing.assert_array_equal(r.result("out"), [[-3, 1, 0, -50], [2, -6, 400, 0]])
 
 
 def test_rms_norm_grad_two_const_outputs(runner, tmp_path):

@@ -54,8 +54,12 @@ PUBLIC = {
     "aclnnop/aclnn_batch_norm_backward.h": ("ops_nn",
                                             "norm/batch_norm_grad_v3/op_host/op_api/aclnn_batch_norm_backward.h"),
 }
-# Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc.
-GENERATED = {"aclnnop/aclnn_rms_norm_grad.h": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md"}
+# Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc, whose
+# prototypes (```Cpp blocks) the stub's declarations must match, and whose call example includes the header's path.
+GENERATED = {
+    "aclnnop/aclnn_rms_norm_grad.h": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md",
+    "aclnnop/aclnn_swi_glu_grad.h": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md",
+}
 
 
 def strip_comments(text: str) -> str:
@@ -97,6 +101,25 @@ def declarations(text: str) -> list[str]:
     return out
 
 
+def doc_problems(rel: str, doc: str) -> tuple[int, list[str]]:
+    """A generated header against its op's doc: each prototype (ACLNN_API and the `;` dropped) is one of the doc's
+    C++ prototypes token for token, its #includes of the toolkit's own headers aside; the doc's example includes
+    the header at `rel`. Returns (declarations checked, problems)."""
+    blocks = "\n".join(re.findall(r"```[Cc]pp\n(.*?)```", doc, flags=re.S))
+    protos = {norm(m) for m in re.findall(r"aclnnStatus\s+aclnn\w+\s*\([^)]*\)", blocks)}
+    included = re.search(rf'#include\s+"{re.escape(rel)}"', blocks)
+    problems = [] if included else [f"the doc's example does not include {rel}"]
+    checked = 0
+    for d in declarations((INCLUDE / rel).read_text()):
+        if d.startswith("#include"):
+            continue
+        checked += 1
+        bare = re.sub(r"^ACLNN_API ", "", d).rstrip(";")
+        if bare not in protos:
+            problems.append(f"not a prototype of the doc: {d}")
+    return checked, problems
+
+
 def public_text(repos: dict[str, Path], key: str, path: str) -> str:
     return subprocess.run(["git", "-C", str(repos[key]), "show", f"HEAD:{path}"], check=True,
                           capture_output=True, text=True).stdout
@@ -111,13 +134,17 @@ def main() -> int:
     repos = {"runtime": args.runtime, "opbase": args.opbase, "ops_nn": args.ops_nn}
     stub_files = sorted(str(p.relative_to(INCLUDE)) for p in INCLUDE.rglob("*.h"))
     missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED]
+    bad = total = 0
     for f in sorted(GENERATED):
-        print(f"GENERATED (not checked, from {GENERATED[f]}): {f}")
-    bad = 0
+        checked, problems = doc_problems(f, public_text(repos, "ops_nn", GENERATED[f]))
+        print(f"GENERATED (checked against the prototypes of {GENERATED[f]}): {f}")
+        total += checked
+        for p in problems:
+            bad += 1
+            print(f"MISMATCH {f}: {p}")
     for f in missing_map:
         print(f"NO PUBLIC COUNTERPART: {f}")
         bad += 1
-    total = 0
     for rel in stub_files:
         if rel not in PUBLIC:
             continue
