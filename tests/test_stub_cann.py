@@ -23,7 +23,7 @@ NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "le
                 "sigmoid_backward", "gelu_backward_v2")
 REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
                      "rms_norm_grad", "layer_norm_backward",
-                     "batch_norm_backward")  # their kernels: test_stub_reductions.py
+                     "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -80,7 +80,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 26 and p.returncode == 0, p.stderr
+    assert len(units) == 27 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):
