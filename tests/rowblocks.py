@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+import harness
+from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
 
 CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases"
@@ -39,3 +41,20 @@ def bundled_suite(tmp_path_factory, key: str) -> Path:
         r = run_cli(*args)
         assert r.exit_code == 0, r.output[-2000:]
     return out
+
+
+def write_dump(case: Path, t: dict, values) -> None:
+    """An independent kernel's float32 results (logical order) as the dump of output `t` (a manifest entry): rounded
+    half to even into its dtype and written through its view over a copy of its initial storage."""
+    buf = harness.storage(case, t).copy()
+    with np.errstate(over="ignore"):  # (an infinity in 16 bits is the value, not an accident)
+        harness.view(buf, t)[...] = D.round_from_f32(np.asarray(values, np.float32), D.lookup(t["dtype"]), "rint")
+    buf.tofile(case / t["dump"])
+
+
+def not_passing(out: Path, report: Path) -> list[tuple[str, str]]:
+    """verify over `out`: the (case id, reason) of every case that did not pass."""
+    import json
+
+    run_cli("verify", out, "--json", report)
+    return [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]

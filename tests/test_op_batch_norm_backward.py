@@ -12,7 +12,6 @@ in inference dx = dy invstd w, invstd = 1 / sqrt(runningVar + eps) in mpmath at 
 
 from __future__ import annotations
 
-import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -26,7 +25,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.batch_norm_backward import SPEC
 from helpers import run_cli, write_yaml
 from oracle import PREC, Rounder, rounded_bits
-from rowblocks import bundled_suite
+from rowblocks import bundled_suite, not_passing, write_dump
 
 GI, GW, GB = "gradInput", "gradWeight", "gradBias"
 FILLS = {"weight": 1.0, "runningMean": 0.0, "runningVar": 1.0, "saveMean": 0.0, "saveInvstd": 1.0}
@@ -173,14 +172,10 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
             t = harness.tensors(m)[name]
             if t.get("null"):
                 continue
-            buf = harness.storage(case, t).copy()
-            harness.view(buf, t)[...] = D.round_from_f32(np.asarray(values, np.float32), D.lookup(t["dtype"]), "rint")
-            buf.tofile(case / t["dump"])
+            write_dump(case, t, values)
         wrote += 1
     assert wrote >= 60
-    report = tmp_path / "aten.json"
-    run_cli("verify", work, "--json", report)
-    bad = [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+    bad = not_passing(work, tmp_path / "aten.json")
     assert not bad, bad
 
 

@@ -23,7 +23,7 @@ NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "le
                 "sigmoid_backward", "gelu_backward_v2")
 REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
                      "rms_norm_grad", "layer_norm_backward",
-                     "batch_norm_backward")  # their kernels: test_stub_reductions.py
+                     "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 SPLIT_HEADERS = ("swi_glu_grad",)  # its kernel: test_stub_swi_glu_grad.py
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")

@@ -191,6 +191,29 @@ def test_batch_norm_backward_known_answer(stub, training, eps, stats, dx, dw):
     np.testing.assert_array_equal(stub.view(outs[2]), [10, 2])
 
 
+@pytest.mark.parametrize("scale, row1", [(False, [6, 8]), (True, [3, 4])])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+def test_embedding_dense_backward_known_answer(stub, scale, row1, index_dtype):
+    """Rows 0 and 2 both index 1 (summed, halved with scaleGradByFreq); row 3 indexes paddingIdx 3: zero."""
+    out = stub.tensor(np.full((4, 2), 7, F32))
+    grad = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], F32)
+    status = stub.call("aclnnEmbeddingDenseBackward", stub.tensor(grad), stub.tensor(np.array([1, 0, 1, 3], index_dtype)),
+                       4, 3, scale, out)
+    assert status == 0, stub.error()
+    np.testing.assert_array_equal(stub.view(out), [[3, 4], row1, [0, 0], [0, 0]])
+
+
+def test_embedding_dense_backward_empty_and_statuses(stub):
+    """An empty grad zero-fills out; indices not one per row, or out not (numWeights, D), is 161002."""
+    out = stub.tensor(np.full((3, 2), 7, F32))
+    assert stub.call("aclnnEmbeddingDenseBackward", stub.tensor(np.zeros((0, 2), F32)),
+                     stub.tensor(np.zeros(0, np.int64)), 3, -1, False, out) == 0
+    assert stub.view(out).tolist() == [[0, 0]] * 3
+    grad, index = stub.tensor(np.ones((4, 2), F32)), stub.tensor(np.zeros(3, np.int64))
+    assert stub.call("aclnnEmbeddingDenseBackward", grad, index, 3, -1, False, out) == 161002
+    assert stub.call("aclnnEmbeddingDenseBackward", grad, stub.tensor(np.zeros(4, np.int64)), 4, -1, False, out) == 161002
+
+
 def test_batch_norm_backward_output_mask_and_null_weight(stub):
     """A null weight is ones; a masked-off output (null or not) is never written; all off: nothing written."""
     stats = (None, None, [2, 2], [0.5, 1])

@@ -17,7 +17,7 @@ from typing import Mapping
 import numpy as np
 
 from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
-from ..ops.accumulation import across_rows_allowance
+from ..ops.accumulation import ACCUMULATION_UNIT, across_rows_allowance
 from ..ops.base import OpSpec, Reference
 from .rational import through_reference
 
@@ -143,9 +143,9 @@ class AcrossRows:
         self.value, self.bound, self.scale = np.zeros(size), np.zeros(size), np.zeros(size)
         self.peak, self.squares = np.zeros(size), np.zeros(size)
         self.sums = np.zeros(size)  # sum over the float64 additions of |their result|: their roundings' bound
-        self.rows = 0
+        self.rows = 0  # (or, per element, an int64 array: Scatter's elements get different numbers of terms)
 
-    def add(self, r: Reference, rows: int) -> None:
+    def add(self, r: Reference, rows) -> None:
         scale = r.scale.reshape(-1)
         with np.errstate(all="ignore"):
             np.maximum(self.peak, np.abs(self.value) + scale, out=self.peak)
@@ -164,14 +164,18 @@ class AcrossRows:
         bounds and sums are added with errors far below the slack."""
         return (self.bound + F64_UNIT * (1 + 2.0**-50) * self.sums) * (1 + 2.0**-40)
 
-    def allowance(self, term_roundings: int) -> np.ndarray:
+    def allowance(self, term_roundings: int, sum_roundings: int = 0) -> np.ndarray:
         """A correct float32 kernel's largest distance from the exact sum, per element (ops/accumulation.py).
-        The prefixes were summed in float64: total_bound() covers their error too."""
+        The prefixes were summed in float64: total_bound() covers their error too. `rows` is per element where
+        the elements get different numbers of terms (Scatter); sum_roundings: float32 roundings of the whole sum."""
         slack = self.total_bound()
         with np.errstate(all="ignore"):
             peak = np.maximum(self.peak, np.abs(self.value)) * (1 + 2.0**-40) + slack
             total = self.scale * (1 + 2.0**-40) + slack
-        return across_rows_allowance(peak, total, self.squares * (1 + 2.0**-40), self.rows, term_roundings)
+            allowance = across_rows_allowance(peak, total, self.squares * (1 + 2.0**-40), self.rows, term_roundings)
+            if sum_roundings:
+                allowance = allowance + sum_roundings * ACCUMULATION_UNIT * (1 + 2.0**-40) * (np.abs(self.value) + slack)
+        return allowance
 
 
 def across_chunk_rows(rows: int) -> int:

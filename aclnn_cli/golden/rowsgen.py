@@ -59,7 +59,7 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
                         fallbacks += where.size
                 write_blocks(case, t, golds[t.name], geo, b0, b1, rounded)
             for name, acc in across.items():
-                acc.add(refs[name], b1 - b0)
+                acc.add(refs[name], op.family.across_terms(blocks, attrs, b1 - b0))
         for t in outs:
             if t.name in across:
                 done = _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
@@ -86,6 +86,9 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
         try:
             for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
                 blocks = gather_blocks(case, ins, geo, b0, b1)
+                if not case.op.family.column_local:  # (Scatter: an element depends on the rows that hit it)
+                    exact += exact_elements(case.op, blocks, case.attribute_values, t.name, where)
+                    continue
                 columns = {k: v if k in per_row else v.reshape(b1 - b0, -1)[:, where].reshape(b1 - b0, where.size, 1)
                            for k, v in blocks.items()}
                 exact += exact_block(case.op, columns, case.attribute_values)[t.name].reshape(-1)
@@ -96,6 +99,6 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
             rounded[where] = round_exact(exact, t.dtype)
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:
         gold.write(t.layout, 0, t.layout.numel, rounded)
-    allowance = acc.allowance(case.op.family.term_roundings)
+    allowance = acc.allowance(case.op.family.term_roundings, case.op.family.sum_roundings)
     write_new_file(casedirs.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
     return int(where.size) if certified else -int(where.size)

@@ -37,19 +37,21 @@ SECOND_ORDER = 1.0 + 2.0**-6
 ACCUMULATION_UNIT = 2.0**-24  # float32: the 950's kernels accumulate fp16, bf16 and fp32 in float32
 
 
-def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarray, rows: int,
+def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarray, rows,
                           term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
     """The absolute allowance per element of a sum over `rows` rows (float64 arrays, one value per element).
 
     peak: an upper bound on the largest |prefix sum| in row order; total: sum |t_i| (caps every node);
-    squares: an upper bound on sum t_i^2; term_roundings: c, the float32 roundings that make one term."""
+    squares: an upper bound on sum t_i^2; term_roundings: c, the float32 roundings that make one term.
+    rows: an int, or per element an int array (a scatter's elements sum different numbers of terms)."""
     with np.errstate(all="ignore"):  # (a sum that is inf or NaN, from a non-finite input, has no allowance)
         peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
-        p = max(1, min(PARTIALS, rows))
-        contiguous = 4.0 * peak**2 * max(rows - p, 0)
+        p = np.clip(rows, 1, PARTIALS)
+        contiguous = 4.0 * peak**2 * np.maximum(np.asarray(rows) - p, 0)
         last = np.zeros_like(peak)
-        for m in range(2, p + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
-            last += np.minimum(2.0 * m * peak, total) ** 2
+        for m in range(2, int(np.max(p, initial=1)) + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
+            node = np.minimum(2.0 * m * peak, total) ** 2
+            last += node if np.ndim(p) == 0 else np.where(m <= p, node, 0.0)
         nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
         return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER
 

@@ -186,7 +186,7 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
             must.append((f"dtype_{d}_on_{product}", retyped(tied, lookup(d))))
     for t in op.tensors:
         if t.dtypes is not None and not base[t.name].null:
-            wrong = next(d for d in ("float64", "float32", "int64") if d not in t.dtypes)
+            wrong = next(d for d in ("float64", "float32", "int64", "bfloat16") if d not in t.dtypes)
             must.append((f"dtype_{wrong}_{t.name}", retyped([t.name], lookup(wrong))))
     if op.contract.dtypes == "same" and grad in tied and len(tied) > 1:
         supported = [lookup(d) for d in op.products[product]]

@@ -166,16 +166,35 @@ class Rows:
     # The float32 roundings that make one term of an across-rows sum from the inputs (LayerNorm's dy * x̂,
     # x̂ = (x - mean) * rstd: 3): its allowance's term error (ops/accumulation.py). 4 covers the bundled ops.
     term_roundings: int = 4
+    # float32 roundings applied to a finished across-rows sum as a whole (Scatter's fl(S * fl(1 / count))): each
+    # adds u |result| to the allowance.
+    sum_roundings: int = 0
     name: str = "rows"
     own = property(lambda self: ())  # (the questions: Elementwise)
     element_local: bool = False
     inputs_broadcast: bool = False
     rounded_once: bool = True
     shared_errors: bool = True
+    # - column_local: an across-rows output's element (r, a0) depends on that column of each row input only; then
+    #   gen's exact pass hands `exact` the uncertain columns (else whole blocks, or `exact_at` the elements).
+    column_local: bool = True
 
     def case_tensor(self, op) -> str:
         """The tensor whose dtype and shape a case's `dtype` and `shape` give: the driver."""
         return self.driver
+
+    def across_terms(self, blocks: Mapping[str, np.ndarray], attrs: Mapping, rows: int):
+        """How many terms each element of an across-rows output gets from these blocks: every row, one each."""
+        return rows
+
+    def partial_shape(self, t: Mapping, piece: tuple[int, ...]) -> tuple[int, ...]:
+        """An across-rows output's partial over the blocks given: (1, R, A0)."""
+        return (1, *piece[1:])
+
+    def row_values(self, m, files: dict, blocks: Mapping[str, np.ndarray]) -> dict:
+        """Per-row values the functions receive beside the blocks' inputs, (k, 1, 1) each, from the whole case
+        (Scatter: how many rows share each row's index). Rows: none."""
+        return {}
 
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """Every tensor's shape: the family's defaults from the driver's (`default_shapes`), then those given."""

@@ -79,7 +79,7 @@ def _shape_check(spec: OpSpec) -> Callable:
                     return f"returned {name} with {problem}"
             arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
             arrays += [a for a in (got.allowance, got.shared) if a is not None] if isinstance(got, Reference) else []
-            want = (1, *piece[1:]) if name in across else (piece[0], 1, 1) if name in per_block else piece
+            want = spec.family.partial_shape(t, piece) if name in across else (piece[0], 1, 1) if name in per_block else piece
             for a in arrays:
                 s = np.shape(a)
                 if name in own and len(s) == 3 and s[0] == piece[0]:  # (its own blocks: the family's shapes)

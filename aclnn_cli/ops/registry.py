@@ -19,6 +19,7 @@ from .guard import guarded
 # API name -> its declaration module in aclnn_cli.ops (the module name is the op's key)
 BUNDLED: dict[str, str] = {
     "aclnnBatchNormBackward": "batch_norm_backward",
+    "aclnnEmbeddingDenseBackward": "embedding_dense_backward",
     "aclnnFastGeluBackward": "fast_gelu_backward",
     "aclnnGeluBackwardV2": "gelu_backward_v2",
     "aclnnGroupNormBackward": "group_norm_backward",

@@ -287,4 +287,5 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
         if np.issubdtype(values.dtype, np.integer):
             values = values.astype(np.int64)
         out[t.name] = values
+    out.update(family.row_values(m, files, out))  # (per-row values from the whole case: Scatter's index counts)
     return out

@@ -1,0 +1,209 @@
+"""aclnnEmbeddingDenseBackward: goldens against an oracle that shares nothing with the op or the Scatter family, an
+independent float32 kernel (ATen's CPU order) over every bundled case, the 950 kernel's order by hand, and the
+defects and legitimate variants through emulate and verify, up to 65,536 rows into 8 weights.
+
+The oracle reads the generated case directories through the manifest's numbers alone (tests/harness.py: shape,
+strides, offset), so a row added into the wrong output row, an index read with the wrong stride or a partial
+written to the wrong elements shows up as a wrong golden. Its algebra is the doc's: out[w] = sum of grad's rows
+with index w (w != paddingIdx, w inside [0, numWeights)), over the count of w with scaleGradByFreq, in Fractions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import harness
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.ops.embedding_dense_backward import SPEC
+from helpers import run_cli, write_yaml
+from rowblocks import as_f64, bundled_suite, not_passing, write_dump
+from test_op_batch_norm_backward import rounded_bits
+
+
+def logical(case: Path, m: dict, name: str) -> np.ndarray:
+    t = harness.tensors(m)[name]
+    return harness.view(harness.storage(case, t), t).astype(np.float64)
+
+
+def oracle(case: Path, m: dict) -> list:
+    """out's exact values in row-major order: Fractions, or a float where a non-finite grad value reaches it."""
+    attrs = {a["name"]: a["value"] for a in m.get("attributes", [])}
+    width, pad, scale = attrs["numWeights"], attrs["paddingIdx"], attrs["scaleGradByFreq"]
+    grad = logical(case, m, "grad")
+    d = grad.shape[-1] if grad.ndim else 1
+    rows = grad.reshape(-1, d) if d else np.zeros((0, 0))
+    index = [int(v) for v in logical(case, m, "indices").reshape(-1)]
+    counts = Counter(index)
+    exact = [[Fraction(0)] * d for _ in range(width)]
+    special = [[0.0] * d for _ in range(width)]
+    for row, w in zip(rows, index):
+        if not 0 <= w < width or w == pad:
+            continue
+        for j, v in enumerate(row.tolist()):
+            if np.isfinite(v):
+                exact[w][j] += Fraction(v) / (counts[w] if scale else 1)
+            else:
+                special[w][j] += v
+    return [s if s != 0 or np.isnan(s) else e for er, sr in zip(exact, special) for e, s in zip(er, sr)]
+
+
+def _golden_matches(case: Path, m: dict) -> int:
+    t = harness.tensors(m)["out"]
+    dtype = D.lookup(t["dtype"])
+    want = oracle(case, m)
+    got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1)
+    special = np.array([isinstance(v, float) for v in want], dtype=bool)
+    if special.any():
+        g = got[special].astype(np.float64)
+        s = np.array([v for v in want if isinstance(v, float)])
+        assert np.array_equal(np.isnan(g), np.isnan(s)) and np.array_equal(g[~np.isnan(g)], s[~np.isnan(s)]), case.name
+    exact = [v for v in want if not isinstance(v, float)]
+    bits = got[~special].view(dtype.uint_dtype) if dtype.name != "float32" else got[~special].view(np.uint32)
+    assert np.array_equal(bits, rounded_bits(exact, dtype).astype(bits.dtype)), case.name
+    return len(want)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return bundled_suite(tmp_path_factory, "embedding_dense_backward")
+
+
+def positive_cases(root: Path):
+    for case in sorted(p.parent for p in root.glob("*/case.json")):
+        m = harness.load(case)
+        if m["expect_status"] == 0:
+            yield case, m
+
+
+def test_goldens_equal_the_oracle_rounded_once(suite):
+    """Every golden of every bundled positive case (dtypes, ranks, paddingIdx, scaleGradByFreq, 65,536 rows into
+    8 weights, strided, special values) is the oracle's exact value rounded once, bit for bit."""
+    compared = sum(_golden_matches(case, m) for case, m in positive_cases(suite))
+    assert compared > 40_000
+
+
+def aten_float32(grad: np.ndarray, index: np.ndarray, attrs: dict) -> np.ndarray:
+    """ATen's CPU embedding_dense_backward (aten/src/ATen/native/Embedding.cpp, embedding_dense_backward_cpu) in
+    numpy float32: rows in index order, grad_weight[k].add_(grad[i], scale) with scale = 1 / counts[k] (a double
+    narrowed to the float alpha) when scaleGradByFreq; rows of padding_idx skipped."""
+    f = np.float32
+    width, pad = attrs["numWeights"], attrs["paddingIdx"]
+    d = grad.shape[-1]
+    rows = grad.reshape(-1, d).astype(f)
+    index = index.reshape(-1).astype(np.int64)
+    counts = Counter(index.tolist())
+    out = np.zeros((width, d), f)
+    with np.errstate(all="ignore"):
+        for i, k in enumerate(index.tolist()):
+            if k != pad and 0 <= k < width:
+                alpha = f(1.0 / counts[k]) if attrs["scaleGradByFreq"] else f(1)
+                out[k] = out[k] + alpha * rows[i]
+    return out
+
+
+def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
+    """ATen's order written as the dumps of every bundled positive case: verify passes them all."""
+    work = tmp_path / "aten"
+    shutil.copytree(suite, work)
+    wrote = 0
+    for case, m in positive_cases(work):
+        if 0 in harness.tensors(m)["grad"]["shape"]:
+            continue
+        attrs = {a["name"]: a["value"] for a in m.get("attributes", [])}
+        out = aten_float32(logical(case, m, "grad"), logical(case, m, "indices"), attrs)
+        write_dump(case, harness.tensors(m)["out"], out)
+        wrote += 1
+    assert wrote >= 80
+    bad = not_passing(work, tmp_path / "aten.json")
+    assert not bad, bad
+
+
+def _block(grad, index, width=4, pad=-1, scale=False):
+    grad = np.asarray(grad, np.float32)
+    index = np.asarray(index, np.int64)
+    counts = Counter(index.tolist())
+    return {"grad": grad.reshape(len(index), -1, 1), "indices": index.reshape(-1, 1, 1),
+            "indexCount": np.array([counts[int(i)] for i in index], np.int64).reshape(-1, 1, 1),
+            "numWeights": width, "paddingIdx": pad, "scaleGradByFreq": scale}
+
+
+def test_kernel_follows_the_source_order():
+    """Eleven rows into index 1 by hand in float32 (ProcessPerGradGroup: groups of 5 summed from 0, each group added
+    to the running sum), times fl(1 / 11) with scaleGradByFreq; index 3 is paddingIdx and stays zero."""
+    f = np.float32
+    v = np.array([1e8, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1], f)
+    groups = [f(0), f(0), f(0)]
+    for i, x in enumerate(v):
+        groups[i // 5] = f(groups[i // 5] + x)
+    want = f(f(f(f(0) + groups[0]) + groups[1]) + groups[2])
+    assert want == f(100000008) and np.cumsum(v, dtype=f)[-1] == f(1e8)  # (the group order is visible here)
+    grad = np.concatenate([v, [5.0, 6.0]]).reshape(-1, 1)
+    index = [1] * 11 + [3, 0]
+    got = SPEC.kernel(_block(grad, index, pad=3))
+    assert got.shape == (4, 1) and got[1, 0] == want and got[3, 0] == 0 and got[0, 0] == 6.0
+    scaled = SPEC.kernel(_block(grad, index, pad=3, scale=True))
+    assert scaled[1, 0] == want * (f(1) / f(11))
+
+
+def test_exact_at_equals_exact_everywhere():
+    rng = np.random.default_rng(5)
+    grad = rng.normal(size=(40, 3)).astype(np.float32)
+    index = rng.integers(-1, 6, size=40)
+    for scale in (False, True):
+        t = as_f64(_block(grad, index, width=5, pad=2, scale=scale))
+        whole = SPEC.exact({**t, "grad": np.array([Fraction(float(x)) for x in t["grad"].reshape(-1)] + [None],
+                                                  dtype=object)[:-1].reshape(t["grad"].shape)})
+        at = SPEC.exact_at(t, {"out": np.arange(15)})["out"]
+        assert list(at) == list(whole.reshape(-1))
+
+
+DEFECT_YAML = """\
+op: aclnnEmbeddingDenseBackward
+defaults: {product: "950", seed: 31, dtype: [float32, float16, bfloat16]}
+cases:
+  - {name: dup, shape: [4096, 8], attributes: {numWeights: 8, paddingIdx: 3, scaleGradByFreq: [false, true]}}
+  - {name: big, shape: [65536, 2], attributes: {numWeights: 8, paddingIdx: 3, scaleGradByFreq: [false, true]}}
+"""
+LEGITIMATE = ("emb-sequential", "emb-reversed", "emb-pairwise", "emb-core-partials")
+DEFECTS = ("emb-last-write-wins", "emb-padding-kept", "emb-scale-missing", "emb-scale-twice", "emb-fp16-accumulation",
+           "emb-bf16-accumulation", "emb-off-by-one", "emb-row-stride", "emb-zeros")
+
+
+@pytest.fixture(scope="module")
+def defect_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("emb_defects")
+    out = root / "out"
+    assert run_cli("gen", write_yaml(root, DEFECT_YAML, "emb.yaml"), "-o", out).exit_code == 0
+    return out
+
+
+def _verdicts(suite: Path, tmp: Path, variant: str | None) -> dict[str, str]:
+    work = tmp / (variant or "correct")
+    shutil.copytree(suite, work)
+    r = run_cli("emulate", work, "-j", "1", *(("--defect", variant) if variant else ()))
+    assert r.exit_code == 0, r.output[-2000:]
+    report = tmp / f"{variant}.json"
+    run_cli("verify", work, "--json", report)
+    return {c["case_id"]: c["status"] for c in json.loads(report.read_text())["cases"]}
+
+
+@pytest.mark.parametrize("variant", (None, *LEGITIMATE))
+def test_legitimate_orders_pass(defect_suite, tmp_path, variant):
+    verdicts = _verdicts(defect_suite, tmp_path, variant)
+    assert len(verdicts) == 12 and set(verdicts.values()) == {"PASS"}, verdicts
+
+
+@pytest.mark.parametrize("variant", DEFECTS)
+def test_defects_fail_in_every_dtype(defect_suite, tmp_path, variant):
+    """Each defect fails every case it can show in (the scale defects where scaleGradByFreq is on), fp32, fp16
+    and bf16, at 4,096 rows into 8 weights and at 65,536."""
+    verdicts = _verdicts(defect_suite, tmp_path, variant)
+    shows = {c: v for c, v in verdicts.items() if "scale" not in variant or "scaleGradByFreq-true" in c}
+    assert len(shows) >= 6 and set(shows.values()) == {"FAIL"}, verdicts
