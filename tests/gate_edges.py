@@ -14,7 +14,7 @@ import numpy as np
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import tolerance_dtype
-from aclnn_cli.pipeline.stages import geometry
+from aclnn_cli.pipeline.stages import geometry, own_geometry
 from aclnn_cli.standards.rules import STANDARDS, Standard
 from aclnn_cli.ops import OPS
 
@@ -37,6 +37,10 @@ ORDINARY = {
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
     "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
+    # (GroupNorm's N, C, HxW, group are the API's arguments, from the case's dims: [rows, 2] as rows samples of
+    # 2 channels in 1 group)
+    "group_norm_backward": {"attributes": lambda dims: {"N": dims[0], "C": dims[1], "HxW": 1, "group": 1},
+                            "inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
 }
 ROW_LENGTH = 2
 
@@ -49,7 +53,8 @@ def case_shape_attributes(op, shape: int) -> tuple[list[int], dict]:
     for a in op.attributes:
         if a.default is None and a.kind == "int_list" and a.name not in attrs:
             attrs[a.name] = [dims[-1]]
-    attrs.update(ORDINARY.get(op.key, {}).get("attributes", {}))
+    more = ORDINARY.get(op.key, {}).get("attributes", {})
+    attrs.update(more(dims) if callable(more) else more)
     return dims, attrs
 
 
@@ -94,6 +99,7 @@ def _rows_reference(m: M.CaseManifest, out: M.TensorEntry) -> tuple[np.ndarray, 
         edges = m.op.by_output(m.op.edge({**widened(blocks), **attrs})) if m.op.edge is not None else {}
     where = np.asarray(edges[out.name][0], bool).reshape(-1) if out.name in edges else np.zeros(scale.size, bool)
     geo = geometry(m)
+    geo = own_geometry(m, out.name, geo) or geo  # (an output cut from its own shape: GroupNorm's per channel)
     if out.name not in m.op.family.per_row and out.name not in m.op.family.across_rows and not geo.contiguous:
         order = geo.positions(0, geo.a1)  # (block order -> the output's logical order: channels)
         scale, where = scale[np.argsort(order)], where[np.argsort(order)]
