@@ -20,6 +20,8 @@ from .guard import guarded
 BUNDLED: dict[str, str] = {
     "aclnnBatchNormBackward": "batch_norm_backward",
     "aclnnFastGeluBackward": "fast_gelu_backward",
+    "aclnnGeGluBackward": "ge_glu_backward",
+    "aclnnGeGluV3Backward": "ge_glu_v3_backward",
     "aclnnGeluBackwardV2": "gelu_backward_v2",
     "aclnnHardsigmoidBackward": "hardsigmoid_backward",
     "aclnnHardswishBackward": "hardswish_backward",
