@@ -258,17 +258,6 @@ def shape_rule(descs, attrs) -> str | None:
     return None
 
 
-def textbook_halves(lin, act, dy, gelu, approximate, mp):
-    """The doc's formula in mpmath for the tests' oracle: (grad of the linear half, grad of the activated one)."""
-    if approximate == 0:
-        d = (1 + mp.erf(act / mp.sqrt(2))) / 2 + act * mp.exp(-act * act / 2) / mp.sqrt(2 * mp.pi)
-    else:
-        u = mp.sqrt(2 / mp.pi) * (act + mp.mpf("0.044715") * act ** 3)
-        du = mp.sqrt(2 / mp.pi) * (1 + 3 * mp.mpf("0.044715") * act ** 2)
-        d = (1 + mp.tanh(u)) / 2 + act * (1 - mp.tanh(u) ** 2) * du / 2
-    return dy * gelu, dy * lin * d
-
-
 def spec(name: str, key: str, header: str, attributes: tuple[AttrSpec, ...], summary: str) -> OpSpec:
     """The declaration both APIs share (V3 adds activateLeft)."""
     return register(OpSpec(
