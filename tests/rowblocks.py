@@ -39,3 +39,26 @@ def bundled_suite(tmp_path_factory, key: str) -> Path:
         r = run_cli(*args)
         assert r.exit_code == 0, r.output[-2000:]
     return out
+
+
+def generated_yaml(tmp_path_factory, text: str, name: str) -> Path:
+    """A case file's text generated once into a fresh directory (a module fixture's suite)."""
+    from helpers import write_yaml
+
+    root = tmp_path_factory.mktemp(name)
+    out = root / "out"
+    r = run_cli("gen", write_yaml(root, text, f"{name}.yaml"), "-o", out)
+    assert r.exit_code == 0, r.output[-2000:]
+    return out
+
+
+def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str]:
+    """case id -> verify's status of a copy of the suite emulated with a defect or legitimate variant."""
+    import json
+    import shutil
+
+    work = tmp_path / "variant"
+    shutil.copytree(suite, work)
+    assert run_cli("emulate", work, "--defect", variant).exit_code == 0
+    run_cli("verify", work, "--json", tmp_path / "variant.json")
+    return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}

@@ -26,9 +26,10 @@ from aclnn_cli.ops.ge_glu_backward import SPEC
 from aclnn_cli.ops.ge_glu_v3_backward import SPEC as V3
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from helpers import run_cli, write_yaml
-from oracle import PREC, Rounder
-from rowblocks import bundled_suite
+from helpers import run_cli
+from oracle import PREC
+from rowblocks import bundled_suite, generated_yaml, variant_statuses
+from test_op_swi_glu_grad import _logical, rounded_bits
 
 ORACLE_YAML = """\
 op: aclnnGeGluV3Backward
@@ -43,11 +44,6 @@ cases:
   - {name: strided, shape: [4, 6], attributes: {approximate: 0, activateLeft: false},
      tensors: {self: {layout: transposed}, gradInput: {layout: {step: 2, offset: 1}}, gelu: {layout: transposed}}}
 """
-
-
-def _logical(case, m, name) -> np.ndarray:
-    t = harness.tensors(m)[name]
-    return harness.view(harness.storage(case, t), t).astype(np.float64)
 
 
 def _attr(m, name, default=None):
@@ -81,22 +77,9 @@ def oracle(case, m) -> list:
     return list(np.concatenate([d_act, d_lin] if left else [d_lin, d_act], axis=dim).reshape(-1))
 
 
-def rounded_bits(values: list, dtype) -> np.ndarray:
-    if dtype is D.FLOAT32:
-        with mpmath.workprec(24):
-            return np.array([float(+v) for v in values], np.float32).view(np.uint32)
-    r = Rounder(dtype.np_dtype)
-    with mpmath.workprec(PREC):
-        return np.array([r(v) for v in values], np.uint16)
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    root = tmp_path_factory.mktemp("geglu_oracle")
-    out = root / "out"
-    r = run_cli("gen", write_yaml(root, ORACLE_YAML, "geglu.yaml"), "-o", out)
-    assert r.exit_code == 0, r.output
-    return out
+    return generated_yaml(tmp_path_factory, ORACLE_YAML, "geglu_oracle")
 
 
 def test_goldens_equal_the_oracle_rounded_once(generated):
@@ -237,19 +220,13 @@ cases:
 
 @pytest.fixture(scope="module")
 def gate_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("geglu_gate")
-    out = root / "out"
-    assert run_cli("gen", write_yaml(root, GATE_YAML, "gate.yaml"), "-o", out).exit_code == 0
-    return out
+    return generated_yaml(tmp_path_factory, GATE_YAML, "geglu_gate")
 
 
 @pytest.mark.parametrize("variant", DEFECTS + LEGITIMATE)
 def test_each_defect_fails_every_case_and_each_legitimate_variant_passes(gate_suite, tmp_path, variant):
     """approximate-ignored computes the erf form: the approximate-0 cases are the kernel itself, and pass."""
-    work = tmp_path / "out"
-    shutil.copytree(gate_suite, work)
-    assert run_cli("emulate", work, "--defect", variant).exit_code == 0
-    status = {k: v[0] for k, v in _statuses(work, tmp_path / "r.json").items()}
+    status = variant_statuses(gate_suite, tmp_path, variant)
     assert len(status) == 18
     for case, got in status.items():
         same = variant == "geglu-approximate-ignored" and "approximate0" in case
