@@ -259,8 +259,9 @@ def shape_rule(descs, attrs) -> str | None:
 
 
 def spec(name: str, key: str, header: str, attributes: tuple[AttrSpec, ...], summary: str) -> OpSpec:
-    """The declaration both APIs share (V3 adds activateLeft)."""
-    return register(OpSpec(
+    """The declaration both APIs share (V3 adds activateLeft); each module registers its own (the registry reads
+    the op's file from the caller of register)."""
+    return OpSpec(
         name=name,
         key=key,
         header=header,
@@ -290,9 +291,9 @@ def spec(name: str, key: str, header: str, attributes: tuple[AttrSpec, ...], sum
                        "its gradient (erf: pdf * x = 0 * inf; tanh: 0 * inf or inf * 0), the linear side's "
                        "gradient is gradOutput * gelu; NaN reaches the elements it touches. The tanh kernel gives "
                        "NaN for |B| > 1.8e19 too (x^2 overflows), the golden its limit.",
-    ))
+    )
 
 
-SPEC = spec("aclnnGeGluBackward", "ge_glu_backward", "aclnnop/aclnn_geglu_backward.h",
-            (AttrSpec(DIM, "int", default=-1), AttrSpec(APPROX, "int", default=1)),
-            "Gradient of GeGlu (A * gelu(B), self = [A, B] split in halves along dim; gelu the saved forward output).")
+SPEC = register(spec("aclnnGeGluBackward", "ge_glu_backward", "aclnnop/aclnn_geglu_backward.h",
+                         (AttrSpec(DIM, "int", default=-1), AttrSpec(APPROX, "int", default=1)),
+                         "Gradient of GeGlu (A * gelu(B), self = [A, B] split in halves along dim; gelu the saved forward output)."))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .base import AttrSpec
 from .ge_glu_backward import APPROX, DIM, LEFT, spec
+from .registry import register
 
-SPEC = spec("aclnnGeGluV3Backward", "ge_glu_v3_backward", "aclnnop/aclnn_geglu_backward.h",
-            (AttrSpec(DIM, "int", default=-1), AttrSpec(APPROX, "int", default=1), AttrSpec(LEFT, "bool", default=False)),
-            "Gradient of GeGluV3 (activateLeft: which half of self, split along dim, is gelu'd).")
+SPEC = register(spec("aclnnGeGluV3Backward", "ge_glu_v3_backward", "aclnnop/aclnn_geglu_backward.h",
+                         (AttrSpec(DIM, "int", default=-1), AttrSpec(APPROX, "int", default=1), AttrSpec(LEFT, "bool", default=False)),
+                         "Gradient of GeGluV3 (activateLeft: which half of self, split along dim, is gelu'd)."))
