@@ -51,8 +51,9 @@ def _attr(m, name, default=None):
 
 
 def textbook_halves(lin, act, dy, gelu, approximate, mp):
-    """(grad of the linear half, grad of the gelu'd one) in mpmath, written without cancellation far out (erfc for
-    Phi, s = 1 / (1 + e^-2u) and 1 - s = e^-2u s for the tanh form's (1 + tanh u) / 2 and 1 - tanh^2 u = 4 s (1 - s))."""
+    """(grad of the linear half, grad of the gelu'd one) in mpmath, written without cancellation far out: erfc
+    for Phi; s = 1 / (1 + e^-2u) and 1 - s = e^-2u s for the tanh form's (1 + tanh u) / 2 and
+    1 - tanh^2 u = 4 s (1 - s)."""
     if approximate == 0:
         d = mp.erfc(-act / mp.sqrt(2)) / 2 + act * mp.exp(-act * act / 2) / mp.sqrt(2 * mp.pi)
     else:

@@ -31,7 +31,7 @@ import numpy as np
 from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, grad_linear_reference, legitimate, \
     products
 from .families import Split
-from .gelu_backward_v2 import gelu_grad_exact, gelu_grad_reference
+from .gelu_backward_v2 import SPEC as GELU_GRAD
 from .mathfns import exp
 from .registry import register
 
@@ -72,6 +72,16 @@ def _reference(t) -> Reference:
     r_lin = grad_linear_reference(dy, gelu, np.abs(gelu), 0.0)
     r_act = gelu_grad_reference(dy * lin, act, _mode(t))
     return Reference(*(_join(t, getattr(r_lin, f), getattr(r_act, f)) for f in ("value", "bound", "scale")))
+
+
+def gelu_grad_reference(dy, x, mode: str) -> Reference:
+    """GeluBackwardV2's reference of dy * gelu'(x), bound and all (dy exact in float64)."""
+    return GELU_GRAD.reference({"gradOutput": dy, "self": x, "approximate": mode})
+
+
+def gelu_grad_exact(dy: Fraction, x: Fraction, mode: str):
+    """GeluBackwardV2's exact dy * gelu'(x) (>= 48 significant digits)."""
+    return GELU_GRAD.exact({"gradOutput": dy, "self": x, "approximate": mode})
 
 
 def _fraction(v) -> Fraction:

@@ -79,13 +79,8 @@ def _mode(t) -> str:
 
 
 def _reference(t):
-    return gelu_grad_reference(t["gradOutput"], t["self"], _mode(t))
-
-
-def gelu_grad_reference(dy, x, mode: str) -> Reference:
-    """dy * GELU'(x) in float64 with its bound, dy exact in float64 (GeGluBackward passes gradOutput times the
-    linear half, a product of two float32 values: exact)."""
-    if mode == "tanh":
+    x, dy = t["self"], t["gradOutput"]
+    if _mode(t) == "tanh":
         f, err, terms = _tanh(x)
         doc = terms
     else:
@@ -122,18 +117,14 @@ def _exact_factor(xq, mode: str):
 
 
 def _exact(t):
-    return gelu_grad_exact(t["gradOutput"], t["self"], _mode(t))
-
-
-def gelu_grad_exact(dy, x, mode: str):
-    """dy f(x) to >= 48 significant digits (dy, x Fractions): 60-digit decimal plus the digits e^(x^2) or e^(x^3)
-    scale the argument's rounding by, doubled while f's terms cancel to fewer (near its zero); 0 below decimal's
-    range."""
+    """dy f(x) to >= 48 significant digits: 60-digit decimal plus the digits e^(x^2) or e^(x^3) scale the
+    argument's rounding by, doubled while f's terms cancel to fewer (near its zero); 0 below decimal's range."""
+    x = t["self"]
     digits = X.PRECISION_DIGITS + 3 * max(0, len(str(abs(x.numerator) // x.denominator)))
     while True:
-        f, terms = X.evaluate_at(digits, _exact_factor, x, mode)
+        f, terms = X.evaluate_at(digits, _exact_factor, x, _mode(t))
         if terms == 0 or (f != 0 and terms.adjusted() - f.adjusted() <= digits - 49) or digits > 4000:
-            return X.evaluate_at(digits, lambda: X.dec(dy) * f)
+            return X.evaluate_at(digits, lambda: X.dec(t["gradOutput"]) * f)
         digits *= 2
 
 
