@@ -83,9 +83,28 @@ def generated(tmp_path_factory):
     return generated_yaml(tmp_path_factory, ORACLE_YAML, "geglu_oracle")
 
 
+GELU_ORACLE_YAML = """\
+op: aclnnGeGluBackward
+defaults: {product: "950", seed: 32, dtype: [float32, float16, bfloat16], attributes: {approximate: [0, 1]}}
+cases:
+  - {name: last, shape: [3, 12]}
+  - {name: first, shape: [4, 3, 2], attributes: {dim: 0, approximate: [0, 1]}}
+  - {name: wide, shape: [2, 16], inputs: {self: {uniform: [-30, 30]}}}
+"""
+
+
+def test_geglu_backward_goldens_equal_the_oracle_rounded_once(tmp_path_factory):
+    """aclnnGeGluBackward (activateLeft false) through the same oracle: 18 cases."""
+    assert_goldens_equal_the_oracle(generated_yaml(tmp_path_factory, GELU_ORACLE_YAML, "geglu_v1_oracle"), 18)
+
+
 def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden (both halves' roles, every axis, both forms, strided self, gelu and gradInput, the gelu'd half
     far out and near gelu's minimum) is the oracle's value rounded once to its dtype, bit for bit."""
+    assert_goldens_equal_the_oracle(generated, 57)
+
+
+def assert_goldens_equal_the_oracle(generated, count: int) -> None:
     cases = sorted(p.parent for p in generated.glob("*/case.json"))
     compared = 0
     for case in cases:
@@ -96,7 +115,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
         want = rounded_bits(oracle(case, m), dtype).astype(dtype.uint_dtype)
         assert np.array_equal(got, want), case.name
         compared += got.size
-    assert len(cases) == 57 and compared > 1500
+    assert len(cases) == count and compared > 20 * count
 
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
