@@ -58,3 +58,26 @@ def not_passing(out: Path, report: Path) -> list[tuple[str, str]]:
 
     run_cli("verify", out, "--json", report)
     return [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+
+
+def generated_yaml(tmp_path_factory, text: str, name: str) -> Path:
+    """A case file's text generated once into a fresh directory (a module fixture's suite)."""
+    from helpers import write_yaml
+
+    root = tmp_path_factory.mktemp(name)
+    out = root / "out"
+    r = run_cli("gen", write_yaml(root, text, f"{name}.yaml"), "-o", out)
+    assert r.exit_code == 0, r.output[-2000:]
+    return out
+
+
+def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str]:
+    """case id -> verify's status of a copy of the suite emulated with a defect or legitimate variant."""
+    import json
+    import shutil
+
+    work = tmp_path / "variant"
+    shutil.copytree(suite, work)
+    assert run_cli("emulate", work, "--defect", variant).exit_code == 0
+    run_cli("verify", work, "--json", tmp_path / "variant.json")
+    return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}

@@ -55,7 +55,7 @@ def _reference(t) -> dict:
     2.01u; scale |rstd| T). The 950 computes it as gamma rstd dy + C2 x + C3 (as ATen's CPU kernel does), whose
     C2 x and C3 cancel where |mean| dwarfs the group's spread; what every element of a row shares there (the
     rounding of C2 and C3 and of the float32 sums they come from) is `shared`: the error balance leaves it out.
-    Measured: the 950's arrangement passes with |mean| up to 10^4 times the spread in float32 (decision 80). gradGammaOut: terms dy h (3.02u),
+    Measured: the 950's arrangement passes with |mean| up to 10^4 times the spread in float32 (decision 81). gradGammaOut: terms dy h (3.02u),
     gradBetaOut: dy exact; their allowances derived from the terms of every arrangement a kernel may use."""
     dy, x, mean, rstd, gamma = split(t)
     k, n, d, hw = x.shape

@@ -21,6 +21,8 @@ BUNDLED: dict[str, str] = {
     "aclnnBatchNormBackward": "batch_norm_backward",
     "aclnnEmbeddingDenseBackward": "embedding_dense_backward",
     "aclnnFastGeluBackward": "fast_gelu_backward",
+    "aclnnGeGluBackward": "ge_glu_backward",
+    "aclnnGeGluV3Backward": "ge_glu_v3_backward",
     "aclnnGeluBackwardV2": "gelu_backward_v2",
     "aclnnGroupNormBackward": "group_norm_backward",
     "aclnnHardsigmoidBackward": "hardsigmoid_backward",
