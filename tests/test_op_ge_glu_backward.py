@@ -168,7 +168,7 @@ def _statuses(directory: Path, report: Path) -> dict:
 
 
 @pytest.mark.parametrize("key", ["ge_glu_backward", "ge_glu_v3_backward"])
-def test_ops_nn_golden_and_the_float16_device_path_pass_every_bundled_case(tmp_path_factory, tmp_path, key):
+def test_an_independent_float32_implementation_passes_every_bundled_case(tmp_path_factory, tmp_path, key):
     """ops-nn's golden formula in float32 passes every bundled case; so does the device's float16 path (x1 * dy
     rounded to half before the float32 gelu', which the emulated kernel does not do)."""
     suite = bundled_suite(tmp_path_factory, key)
