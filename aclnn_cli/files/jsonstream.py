@@ -23,6 +23,13 @@ from typing import Any, Iterator
 from .jsonsafe import MAX_DEPTH, MAX_NUMBER_CHARS, MAX_STRING_CHARS, JsonRefused, _check_shape, _no_constant, _pairs
 
 CHUNK = 1 << 20  # bytes read at a time
+# Number tokens are parsed by json's C code; a value's text is then looked at for what jsonsafe's per-token hooks
+# would refuse or flag (a Python call per number was most of the reading time). Bytes of a number token as 1:
+_RUNS = bytes(ord("1") if chr(b) in "0123456789.eE+-" else ord("0") for b in range(256))
+_LONG = b"1" * (MAX_NUMBER_CHARS + 1)  # a run of number characters longer than a token may be
+# an exponent of three digits or more, the only way a token of at most MAX_NUMBER_CHARS overflows a double:
+_EXPONENTS = bytes(ord("d") if chr(b).isdigit() and b < 128 else ord("e") if chr(b) in "eE" else
+                   ord("+") if b == ord("+") else ord(" ") for b in range(256))
 _WS = re.compile(r"[ \t\n\r]*")
 _NEAR_END = 16  # an error this close to the end of what is read may be the value going on past it ("-Infinit")
 
@@ -47,8 +54,9 @@ class JsonStream:
         self.bytes = 0  # bytes read
         self.overflowed = False
         self._utf8 = codecs.getincrementaldecoder("utf-8-sig")()
-        self._scan = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=self._int, parse_float=self._float,
-                                      parse_constant=_no_constant).scan_once
+        self._scan = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant).scan_once
+        self._strict = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=self._int, parse_float=self._float,
+                                        parse_constant=_no_constant).scan_once  # (jsonsafe's hooks, per token)
 
     # -- numbers, as jsonsafe reads them
     @staticmethod
@@ -128,14 +136,18 @@ class JsonStream:
                 raise JsonRefused(f"nested more than {MAX_DEPTH} levels deep") from None
             except JsonRefused:
                 raise
-            except (ValueError, OverflowError) as exc:  # (int() and float() on a token the scanner accepted)
+            except (ValueError, OverflowError) as exc:  # (an integer token of over 4,300 digits)
+                self._numbers(buf, start, len(buf))  # (says it as jsonsafe does: the token's length)
                 raise JsonRefused(f"not valid JSON: {str(exc).splitlines()[0][:80]}") from None
             else:
-                if end < len(buf) or self.eof:  # (a number at the end of what is read may go on)
+                if self.eof or end < len(buf) and not (type(value) in (int, float) and buf[end] in "0123456789.eE+-"):
+                    # (a number at the end of what is read may go on: "0." and then "5")
+                    if end - start > limit:  # (found whole in a read that went past the limit)
+                        raise TooLong()
                     self.start, self.pos = start, end
                     if end - start > MAX_STRING_CHARS:  # (only a value this long can hold a string over the limit)
                         _check_shape(value, MAX_DEPTH)
-                    return value
+                    return self._numbers(buf, start, end) or value
                 problem = None
             if problem and (self.eof or problem[1] < len(buf) - _NEAR_END
                             and not problem[0].startswith("Unterminated string")):
@@ -143,6 +155,22 @@ class JsonStream:
             if len(buf) - start > limit:
                 raise TooLong()
             self._more(start, len(buf) - start)  # (doubling: a long value is scanned O(log) times, not per chunk)
+
+    def _numbers(self, buf: str, start: int, end: int):
+        """None when buf[start:end] holds no number token jsonsafe would refuse or that overflows a double; else
+        the value parsed again token by token with jsonsafe's hooks (JsonRefused, or the value, overflowed set).
+        A long run of digits inside a string (an id) costs only that second parse."""
+        data = buf[start:end].encode("utf-8", "surrogatepass")
+        if _LONG not in data.translate(_RUNS):
+            exponents = data.translate(_EXPONENTS)
+            if b"eddd" not in exponents and b"e+ddd" not in exponents:
+                return None
+        try:
+            return self._strict(buf, start)[0]
+        except (ValueError, OverflowError) as exc:  # (int() on a token of over 4,300 digits)
+            if isinstance(exc, JsonRefused):
+                raise
+            raise JsonRefused(f"not valid JSON: {str(exc).splitlines()[0][:80]}") from None
 
     def members(self) -> Iterator[str]:
         """The keys of the object at the stream's position, one at a time: read each one's value before the next."""

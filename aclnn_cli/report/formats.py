@@ -112,25 +112,37 @@ def _row(c: CaseResult) -> tuple[str, ...]:
 
 
 def _print_rows(console: Console, title: str, cases: list[CaseResult]) -> None:
-    """One row per case: a rich table for a screenful or so, plain aligned lines (fast) beyond."""
-    rows = [_row(c) for c in cases]
-    if len(rows) <= TABLE_ROWS:
+    """One row per case: a rich table for a screenful or so, plain aligned lines (fast) beyond, printed PIECE
+    cases at a time (report reads each case back for its row: 100,000 rows are never held at once)."""
+    if len(cases) <= TABLE_ROWS:
         table = Table(title=title)
         for col in _HEAD:
             table.add_column(col, overflow="fold", justify="right" if col.startswith(("max", "M")) else "left")
-        for r in rows:
+        for r in map(_row, cases):
             table.add_row(Text(r[0]), Text(r[1], style=STYLE[r[1]]), *r[2:6], Text(r[6]))
         console.print(table)
         return
-    width = max(len(_HEAD[0]), *(len(r[0]) for r in rows))
-    out = Text(f"{title} ({len(rows)} cases)\n", style="italic")
+    width = max(len(_HEAD[0]), *(len(c.case_id) for c in cases))  # (_text keeps a string's length)
+    out = Text(f"{title} ({len(cases)} cases)\n", style="italic")
     out.append(f"{_HEAD[0]:<{width}}  {_HEAD[1]:<10}" + "".join(f" {h:>9}" for h in _HEAD[2:6]) + f"  {_HEAD[6]}\n",
                style="bold")
-    for r in rows:
+    for i, r in enumerate(map(_row, cases), 1):
         out.append(f"{r[0]:<{width}}  ")
         out.append(f"{r[1]:<10}", style=STYLE[r[1]])
         out.append("".join(f" {x:>9}" for x in r[2:6]) + f"  {r[6]}\n")
+        out = _flushed(console, out, i)
     console.print(out, soft_wrap=True, end="")
+
+
+PIECE = 500  # cases whose lines are printed together
+
+
+def _flushed(console: Console, out: Text, i: int) -> Text:
+    """out printed and a new Text after every PIECE-th case (i counts them); else out."""
+    if i % PIECE:
+        return out
+    console.print(out, soft_wrap=True, end="")
+    return Text()
 
 
 def print_cases(console: Console, run: RunResult, show_passing: bool = False) -> None:
@@ -143,7 +155,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
     if not bad:
         return
     out = Text()
-    for c in bad:
+    for i, c in enumerate(bad, 1):
         out.append(c.status, style=STYLE[c.status])
         judged = "contract" if is_contract(c) else _text(c.standard)  # a negative case meets no precision standard
         out.append(f" {_text(c.case_id)} ({judged}): {_text(c.reason)}\n")
@@ -153,6 +165,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
             out.append(f"    {_text(element_line(w))}\n")
         if c.repro:
             out.append(f"    repro: {_text(c.repro)}\n")
+        out = _flushed(console, out, i)
     console.print(out, soft_wrap=True, end="")
 
 
