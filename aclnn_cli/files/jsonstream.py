@@ -174,39 +174,40 @@ class JsonStream:
 
     def members(self) -> Iterator[str]:
         """The keys of the object at the stream's position, one at a time: read each one's value before the next."""
-        self.expect("{", "'{'")
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        while True:
+        closed = self._open("{", "}")
+        while not closed:
             if self.peek() != '"':
                 raise self._refuse("Expecting property name enclosed in double quotes", self.pos)
             key = self.value(1 << 20)
             self.expect(":", "':' delimiter")
             yield key
-            following = self.peek()
-            self.pos += 1
-            if following == "}":
-                return
-            if following != ",":
-                raise self._refuse("Expecting ',' delimiter", self.pos - 1)
+            closed = self._next("}")
 
     def items(self) -> Iterator[int]:
         """The indices of the array at the stream's position, one at a time: read each element before the next."""
-        self.expect("[", "'['")
-        if self.peek() == "]":
-            self.pos += 1
-            return
-        index = 0
-        while True:
+        closed, index = self._open("[", "]"), 0
+        while not closed:
             yield index
             index += 1
-            following = self.peek()
+            closed = self._next("]")
+
+    def _open(self, opening: str, closing: str) -> bool:
+        """Past the opening character of a container; whether it closes at once (empty)."""
+        self.expect(opening, f"'{opening}'")
+        if self.peek() == closing:
             self.pos += 1
-            if following == "]":
-                return
-            if following != ",":
-                raise self._refuse("Expecting ',' delimiter", self.pos - 1)
+            return True
+        return False
+
+    def _next(self, closing: str) -> bool:
+        """Past the ',' or the closing character after a member or element; whether the container closed."""
+        following = self.peek()
+        self.pos += 1
+        if following == closing:
+            return True
+        if following != ",":
+            raise self._refuse("Expecting ',' delimiter", self.pos - 1)
+        return False
 
     def skip(self, limit: int, depth: int = 1) -> None:
         """Read past the value at the stream's position, checking it as `value` would: whole when it is at most
