@@ -11,6 +11,9 @@ and noisy, so each pair is measured --repeat times and the medians are compared.
     python bench/bench.py --small-only --quick             # only the 2,000-case suite
     python bench/bench.py --profile-small gen|regen|emulate|verify   # one step on 2,000 cases under cProfile
 
+`python bench/bench.py --report-only` times `aclnn-cli report` of a 100,000-case run against json.load of its
+results and a naive merge, as whole processes (bench/merge.py).
+
 After the large-tensor table, the "many small cases" part (issue 9) times gen, an unchanged
 re-gen, emulate and verify of 2,000 and 10,000 4,096-element float16 SiluBackward cases (and
 10,000 of 4 elements) against naive per-case scripts; see bench/small_cases.py.
@@ -192,6 +195,11 @@ def main() -> None:
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-process pairs")
     ap.add_argument("--whole-pairs", type=int, default=7, help="alternated pairs per step for --whole (default 7)")
     ap.add_argument("--no-small", action="store_true", help="skip the many-small-cases benchmark")
+    ap.add_argument("--report-only", action="store_true",
+                    help="only `aclnn-cli report` of a large run against json.load and a naive merge (bench/merge.py)")
+    ap.add_argument("--no-report", action="store_true", help="skip the report of a large run")
+    ap.add_argument("--report-cases", type=int, default=100_000, help="cases in the results file for it")
+    ap.add_argument("--report-pairs", type=int, default=5, help="alternated pairs per yardstick for it (default 5)")
     ap.add_argument("--reading-only", action="store_true",
                     help="only verify against the read floor, --rehash, a first verify, and --help (bench/reading.py)")
     ap.add_argument("--no-reading", action="store_true", help="skip the speed-of-reading part")
@@ -229,7 +237,7 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
-        if args.whole_only or not (args.no_whole or args.reading_only or args.small_only):
+        if args.whole_only or not (args.no_whole or args.reading_only or args.small_only or args.report_only):
             import whole
 
             count, n = small_cases.parse_suite(args.small_suites[0]) if args.small_suites else small_cases.SUITES[0]
@@ -237,6 +245,15 @@ def main() -> None:
             print(whole.report(result["whole"]) + "\n", flush=True)
             if args.whole_only:
                 print(json.dumps(result["whole"]))
+                return
+        if args.report_only or not (args.no_report or args.reading_only or args.small_only or args.rows_only
+                                    or args.channels_only):
+            import merge
+
+            result["report"] = merge.run_pairs(Path(tmp), args.report_cases, args.report_pairs)
+            print(merge.report(result["report"]) + "\n", flush=True)
+            if args.report_only:
+                print(json.dumps(result["report"]))
                 return
         if not args.small_only and not args.reading_only and not args.rows_only and not args.no_channels:
             result["channels"] = rows_bench.run_all(Path(tmp), 0, 0, args.repeat, "channels", args.channels_shape)

@@ -1,5 +1,5 @@
 """Structured fuzz targets of the JSON readers: case.json (manifest.load, then verify) and verify's results
-files (report's load_results, then the report written from them).
+files (report's read_results, then the report written from them).
 
 Documents are near-valid: a real manifest or results file with hostile leaves (wrong types, huge ints,
 NaN, long and odd strings, deep nesting, missing and unknown keys), re-signed (the manifest's digest
@@ -24,7 +24,8 @@ from aclnn_cli.casedir import manifest as M
 
 from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.judge.verify import verify_dirs
-from aclnn_cli.report.formats import load_results, merged_run, print_cases, print_summary, write_verify_json
+from aclnn_cli.report.formats import print_cases, print_summary, write_verify_json
+from aclnn_cli.report.merged import read_results
 from aclnn_cli.report.junit import write_junit
 
 from fuzzing import allowed_outcome, fuzz_target, scratch
@@ -155,7 +156,7 @@ def test_fuzz_results_file(text):
         path = d / "v.json"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         try:
-            run = merged_run(load_results([path]))
+            run = read_results([path])
         except Exception as exc:  # noqa: BLE001
             allowed_outcome(exc)
             return

@@ -13,7 +13,8 @@ import os
 from hypothesis import strategies as st
 
 from aclnn_cli.errors import UserError
-from aclnn_cli.report.formats import load_shard_results, merged_run
+from aclnn_cli.report.formats import merged_run
+from aclnn_cli.report.merged import load_shard_results
 from aclnn_cli.casedir.shard import MAX_COUNT, Coverage, ResultsFile, coverage_problems, merged_coverage
 from aclnn_cli.casedir.shardout import RECORD_SCHEMA, read_records, select
 from fuzzing import MAX_LINE, allowed_outcome, fuzz_target, scratch

@@ -194,8 +194,8 @@ HTML_HELP = ("Write an HTML report here: one offline file with plots of every ca
 def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | None, html_path: Path | None,
            failures_only: bool, strict: bool, verbose: bool) -> None:
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
-    from ..report.formats import load_shard_results, merged_run
     from ..report.html import require_matplotlib
+    from ..report.merged import read_results
     from ..tensor.storage import check_output_paths
 
     console = _console()
@@ -203,7 +203,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
         if html_path:
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path)
-        run = merged_run(*load_shard_results(list(paths)), strict=strict)
+        run = read_results(list(paths), strict=strict)  # (streamed: a brief row per case in memory)
     _finish(console, run, None, failures_only, json_path, junit_path, verbose=verbose,
             html=(html_path, default_jobs(), "report: merged verify results"))
 

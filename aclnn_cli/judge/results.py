@@ -315,6 +315,16 @@ class CaseResult:
                 wrapped |= 1 << bit
         return _restore, (tuple(values), wrapped)
 
+    @property
+    def uncertified(self) -> bool:
+        """Whether the case's golden has elements gen could not certify (its reason says so, in these words)."""
+        return UNCERTIFIED in (self.reason or "")
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether the result holds error data (the HTML report's plots), without reading it back."""
+        return self._errors is not None
+
     def to_json(self, errors: bool = True) -> dict:
         """The result as strict JSON data (non-finite numbers as strings). (json_safe copies every dict
         and list, as asdict would: what it returns shares nothing with the result.) errors=False leaves

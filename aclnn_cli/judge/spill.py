@@ -13,7 +13,7 @@ import tempfile
 import threading
 
 
-class _SpillFile:
+class SpillFile:
     """An append-only temporary file (already unlinked: the system frees it when the process ends). Writes
     are gathered in a buffer of BUFFER bytes: a write per case would cost more than the case's sample."""
 
@@ -65,7 +65,7 @@ class Spilled:
 
     __slots__ = ("_file", "_offset", "_size")
 
-    def __init__(self, file: _SpillFile | None, offset: int, data_or_size) -> None:
+    def __init__(self, file: SpillFile | None, offset: int, data_or_size) -> None:
         self._file, self._offset, self._size = file, offset, data_or_size
 
     def load(self) -> bytes:
@@ -75,14 +75,14 @@ class Spilled:
         return spill, (self.load(),)
 
 
-_CURRENT: list[_SpillFile] = []  # this process's spill file, made on first use
+_CURRENT: list[SpillFile] = []  # this process's spill file, made on first use
 
 
 def spill(data: bytes) -> Spilled:
     """Keep data out of memory; Spilled.load() gives it back."""
     if not _CURRENT or _CURRENT[0].pid != os.getpid():  # (a forked worker: a file of its own)
         try:
-            _CURRENT[:] = [_SpillFile()]
+            _CURRENT[:] = [SpillFile()]
         except OSError:
             return Spilled(None, 0, bytes(data))
     file = _CURRENT[0]

@@ -103,19 +103,28 @@ def _is_number(x) -> bool:
     return (isinstance(x, (int, float)) and not isinstance(x, bool)) or isinstance(x, str) and x in NONFINITE
 
 
+_PLAIN_NUMBERS = frozenset((float, int))  # (a list of these alone converts without a look at each: most lists)
+
+
 def _numbers(values, key: str, n: int | None = None) -> np.ndarray:
     _need(isinstance(values, list) and (n is None or len(values) == n), key,
           "a list of numbers" + ("" if n is None else f" as long as sample.index ({n})"))
     try:
+        if set(map(type, values)) <= _PLAIN_NUMBERS:
+            return np.array(values, dtype=np.float64)
         return np.array([NONFINITE[x] if isinstance(x, str) else x for x in values], dtype=np.float64)
     except (KeyError, TypeError, ValueError, OverflowError):
         raise ValueError(f"{key} must be a list of numbers (non-finite ones as \"nan\", \"inf\", \"-inf\")") from None
 
 
+def _whole(values, low: int) -> bool:
+    """Whether values (a list) are ints from low to 2^62 (int64 arrays), looked at in C: lists of thousands."""
+    return set(map(type, values)) <= {int} and (not values or (min(values) >= low and max(values) <= 2**62))
+
+
 def _ints(values, key: str, n: int | None = None) -> list[int]:
     ok = isinstance(values, list) and (n is None or len(values) == n)
-    _need(ok and all(type(v) is int and abs(v) <= 2**62 for v in values), key,  # (int64 arrays)
-          "a list of integers" + ("" if n is None else f" ({n})"))
+    _need(ok and _whole(values, -2**62), key, "a list of integers" + ("" if n is None else f" ({n})"))
     return values
 
 
@@ -148,8 +157,7 @@ def _map(emap) -> ErrorMap:
     flagged = emap.get("flagged")
     if flagged is not None:
         ok = isinstance(flagged, list) and len(flagged) == grid[0] and all(
-            isinstance(r, list) and len(r) == grid[1] and all(type(v) is int and 0 <= v <= 2**62 for v in r)
-            for r in flagged)
+            isinstance(r, list) and len(r) == grid[1] and _whole(r, 0) for r in flagged)
         _need(ok, "map.flagged", f"null or {grid[0]} rows of {grid[1]} counts")
         flagged = np.array(flagged, dtype=np.int64).reshape(grid)
     return ErrorMap(rows, cols, (block[0], block[1]), ulp_max, flagged)

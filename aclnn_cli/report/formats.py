@@ -16,16 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__
-from ..files import jsonsafe
-from ..files.text import clip
-from ..errors import UserError
-from ..casedir.shard import Coverage, ResultsFile, ShardProblems, coverage_problems, merged_coverage
-from ..files.jsonsafe import JsonRefused
-from ..files.regular import TooLarge, kind, read_regular
+from ..casedir.shard import Coverage
 from ..tensor.storage import atomic_write_text, safe_child
-from ..judge.results import ALL_STATUSES, PASS, UNCERTIFIED, CaseResult, RunResult, json_safe
-from .errordata import errors_problem
-from .rows import row_lines, rows_problem
+from ..judge.results import ALL_STATUSES, PASS, CaseResult, RunResult, json_safe
+from .rows import row_lines
 
 # 2: each case's `errors` (ulp histogram, sample, map) for the HTML report; 3: `coverage`, the shard(s) of
 # which suite the results must hold (shard.py)
@@ -118,25 +112,37 @@ def _row(c: CaseResult) -> tuple[str, ...]:
 
 
 def _print_rows(console: Console, title: str, cases: list[CaseResult]) -> None:
-    """One row per case: a rich table for a screenful or so, plain aligned lines (fast) beyond."""
-    rows = [_row(c) for c in cases]
-    if len(rows) <= TABLE_ROWS:
+    """One row per case: a rich table for a screenful or so, plain aligned lines (fast) beyond, printed PIECE
+    cases at a time (report reads each case back for its row: 100,000 rows are never held at once)."""
+    if len(cases) <= TABLE_ROWS:
         table = Table(title=title)
         for col in _HEAD:
             table.add_column(col, overflow="fold", justify="right" if col.startswith(("max", "M")) else "left")
-        for r in rows:
+        for r in map(_row, cases):
             table.add_row(Text(r[0]), Text(r[1], style=STYLE[r[1]]), *r[2:6], Text(r[6]))
         console.print(table)
         return
-    width = max(len(_HEAD[0]), *(len(r[0]) for r in rows))
-    out = Text(f"{title} ({len(rows)} cases)\n", style="italic")
+    width = max(len(_HEAD[0]), *(len(c.case_id) for c in cases))  # (_text keeps a string's length)
+    out = Text(f"{title} ({len(cases)} cases)\n", style="italic")
     out.append(f"{_HEAD[0]:<{width}}  {_HEAD[1]:<10}" + "".join(f" {h:>9}" for h in _HEAD[2:6]) + f"  {_HEAD[6]}\n",
                style="bold")
-    for r in rows:
+    for i, r in enumerate(map(_row, cases), 1):
         out.append(f"{r[0]:<{width}}  ")
         out.append(f"{r[1]:<10}", style=STYLE[r[1]])
         out.append("".join(f" {x:>9}" for x in r[2:6]) + f"  {r[6]}\n")
+        out = _flushed(console, out, i)
     console.print(out, soft_wrap=True, end="")
+
+
+PIECE = 500  # cases whose lines are printed together
+
+
+def _flushed(console: Console, out: Text, i: int) -> Text:
+    """out printed and a new Text after every PIECE-th case (i counts them); else out."""
+    if i % PIECE:
+        return out
+    console.print(out, soft_wrap=True, end="")
+    return Text()
 
 
 def print_cases(console: Console, run: RunResult, show_passing: bool = False) -> None:
@@ -149,7 +155,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
     if not bad:
         return
     out = Text()
-    for c in bad:
+    for i, c in enumerate(bad, 1):
         out.append(c.status, style=STYLE[c.status])
         judged = "contract" if is_contract(c) else _text(c.standard)  # a negative case meets no precision standard
         out.append(f" {_text(c.case_id)} ({judged}): {_text(c.reason)}\n")
@@ -159,6 +165,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
             out.append(f"    {_text(element_line(w))}\n")
         if c.repro:
             out.append(f"    repro: {_text(c.repro)}\n")
+        out = _flushed(console, out, i)
     console.print(out, soft_wrap=True, end="")
 
 
@@ -191,7 +198,7 @@ def print_summary(console: Console, run: RunResult) -> None:
     console.print(Text.assemble(
         f"{len(run.cases)} cases ({len(precision)} precision, {len(contract)} contract): ",
         ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " - ", verdict))
-    uncertified = [c for c in precision if UNCERTIFIED in (c.reason or "")]
+    uncertified = [c for c in precision if c.uncertified]
     if uncertified:  # (a passing case's reason is not printed: its uncertified golden must still be seen)
         console.print(Text(f"note: {len(uncertified)} cases have golden elements not certified (e.g. "
                            f"{_text(uncertified[0].case_id)}: {_text(uncertified[0].reason.split('; golden: ')[-1])})",
@@ -220,15 +227,25 @@ def write_verify_json(path: Path, run: RunResult, standard: str | None) -> None:
     thousands of cases is never held as JSON data (or text) all at once."""
     if not run.cases:
         return write_json(path, verify_json(run, standard))
-    atomic_write_text(path, _verify_chunks(verify_json(run, standard, cases=False), (c.to_json() for c in run.cases)))
+    from .merged import MergedRun
+
+    head = verify_json(run, standard, cases=False)
+    if isinstance(run, MergedRun):  # (report: each case's text as the merge kept it)
+        return atomic_write_text(path, _document(head, (c.text() for c in run.cases)))
+    atomic_write_text(path, _verify_chunks(head, (c.to_json() for c in run.cases)))
 
 
 def _verify_chunks(head: dict, cases):
     """The text of a verify JSON document with these cases (strict JSON data), one case at a time."""
+    return _document(head, (_case_text(c).replace("\n", "\n    ") for c in cases))  # (strings hold no raw newline)
+
+
+def _document(head: dict, texts):
+    """The verify JSON document of head with these cases' texts (each indented as it stands in "cases")."""
     text = json.dumps(json_safe(head), indent=2, allow_nan=False)
     yield text[:-2] + ',\n  "cases": ['  # (head ends with "\n}")
-    for i, c in enumerate(cases):
-        yield ("," if i else "") + "\n    " + _case_text(c).replace("\n", "\n    ")  # (strings hold no raw newline)
+    for i, t in enumerate(texts):
+        yield ("," if i else "") + "\n    " + t
     yield "\n  ]\n}\n"
 
 
@@ -258,100 +275,6 @@ def write_error_csvs(directory: Path, run: RunResult) -> int:
         atomic_write_text(safe_child(directory, f"{c.case_id}.csv"), buf.getvalue())
         written += 1
     return written
-
-
-def load_results(paths: list[Path]) -> list[dict]:
-    """Case results from verify --json files (or directories of them); a case id may appear once."""
-    return load_shard_results(paths)[0]
-
-
-def load_shard_results(paths: list[Path]) -> tuple[list[dict], Coverage | None]:
-    """load_results, and the shards of the suite they cover (None: no shard information). Results
-    with shard information must be every shard of one suite, once, each with all its cases
-    (ShardProblems, one line per problem, otherwise)."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
-        elif p.is_file():
-            files.append(p)
-        elif p.exists():  # (a FIFO given by name: said so, never opened)
-            raise UserError(f"not a regular file or directory ({kind(p.stat().st_mode)})", where=str(p))
-        else:
-            raise UserError("no such file or directory", where=str(p))
-    cases: list[dict] = []
-    read: list[ResultsFile] = []
-    for f in files:
-        data = read_results_json(f)
-        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
-            continue  # other JSON lying around (e.g. case.json) is not a result file
-        if not isinstance(data.get("cases"), list):
-            raise UserError("'cases' must be a list of case results", where=str(f))
-        coverage = None
-        if data["schema"] in COVERAGE_SCHEMAS and data.get("coverage") is not None:
-            coverage = Coverage.from_json(data["coverage"], str(f))
-        for i, c in enumerate(data["cases"]):
-            problem = _bad_result(c)
-            if problem:
-                raise UserError(f"case #{i + 1}: {problem}", where=str(f))
-        cases.extend(data["cases"])
-        read.append(ResultsFile(str(f), coverage, [c["case_id"] for c in data["cases"]]))
-    if not read or not cases:
-        raise UserError(f"no verify results ({VERIFY_SCHEMA}) found", where=", ".join(map(str, paths)))
-    problems = coverage_problems(read)
-    if problems:
-        raise ShardProblems(problems)
-    seen: dict[str, str] = {}
-    for f in read:
-        for case_id in f.cases:
-            if case_id in seen:
-                raise UserError(f"case {clip(case_id)} is also in {seen[case_id]}: shards overlap", where=f.name)
-            seen[case_id] = f.name
-    return cases, merged_coverage(read)
-
-
-MAX_RESULTS_BYTES = 256 << 20  # one verify --json file: some 60,000 cases at about 4 KB each (shard larger runs)
-
-
-def read_results_json(path: Path):
-    """One results file's JSON: a regular file (a FIFO is not waited on) of at most MAX_RESULTS_BYTES, refused
-    from its size before a byte is read (parsing holds some ten times the file in memory), strict JSON."""
-    try:
-        return jsonsafe.loads(jsonsafe.decode_utf8(read_regular(path, MAX_RESULTS_BYTES)))
-    except TooLarge as exc:
-        raise UserError(f"results file is {exc.size} bytes; at most {MAX_RESULTS_BYTES >> 20} MiB",
-                        where=str(path)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", where=str(path)) from None
-    except JsonRefused as exc:
-        raise UserError(f"not a readable results file: {exc}", where=str(path)) from None
-
-
-_REQUIRED = {"case_id": str, "op": str, "dtype": str, "product": str, "status": str, "standard": str, "reason": str}
-
-
-def _bad_result(c) -> str | None:
-    """Why one case result of a results file cannot be merged, or None."""
-    if not isinstance(c, dict):
-        return "not an object"
-    for key, kind in _REQUIRED.items():
-        if not isinstance(c.get(key), kind):
-            return f"'{key}' must be a {kind.__name__}"
-    if c["status"] not in ALL_STATUSES:
-        return f"unknown status {c['status'][:40]!r} (valid: {', '.join(ALL_STATUSES)})"
-    shape = c.get("shape")
-    if not isinstance(shape, list) or len(shape) > 64 or not all(type(d) is int and 0 <= d < 2**62 for d in shape):
-        return "'shape' must be a list of at most 64 sizes"
-    for key, kind in _OPTIONAL.items():
-        if c.get(key) is not None and not isinstance(c[key], kind):
-            return f"'{key}' must be a {kind.__name__}"
-    if not all(isinstance(w, dict) for w in c.get("worst") or []):
-        return "'worst' must be a list of objects"
-    return rows_problem(c.get("rows")) or errors_problem(c.get("errors"))
-
-
-_OPTIONAL = {"worst": list, "params": dict, "metrics": dict, "benchmark": dict, "errors": dict, "repro": str,
-             "path": str, "kind": str}
 
 
 def merged_run(cases: list[dict], coverage: Coverage | None = None, strict: bool = False) -> RunResult:

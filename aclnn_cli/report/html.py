@@ -232,23 +232,29 @@ def _worst_table(worst: list) -> str:
 
 
 def _figures(cases: list[CaseResult], jobs: int):
-    """The <img> (or a note) of each case in order, drawn on `jobs` workers a few cases ahead."""
-    tasks = [_task(c) for c in cases]
-    for k in [k for k, t in enumerate(tasks) if t is not None][PLOT_BUDGET:]:
-        tasks[k] = False  # (over the budget: listed without plots)
-    drawn = sum(bool(t) for t in tasks)
+    """The <img> (or a note) of each case in order, drawn on `jobs` workers a few cases ahead. A case's error
+    data is read (report: back from its spill) when its plot is submitted, never every case's at once."""
+    having = [k for k, c in enumerate(cases) if c.has_errors]
+    plotted = set(having[:PLOT_BUDGET])  # (over the budget: listed without plots)
+    drawn = len(plotted)
     with Progress("report: plots", drawn, None) as bar, Runner(max(1, min(jobs, drawn))) as run:
+        def submit(k: int, c: CaseResult):  # its future; None: no plots; False: over the budget
+            if k not in plotted:
+                return False if c.has_errors else None
+            task = _task(c)
+            return run.submit(draw, task) if task else None
+
         pending: deque = deque()
-        todo = iter(zip(cases, tasks))
-        for c, task in todo:
-            pending.append((c, run.submit(draw, task) if task else task))
+        todo = iter(enumerate(cases))
+        for k, c in todo:
+            pending.append((c, submit(k, c)))
             if len(pending) >= AHEAD * run.jobs:
                 break
         while pending:
             c, future = pending.popleft()
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append((nxt[0], run.submit(draw, nxt[1]) if nxt[1] else nxt[1]))
+                pending.append((nxt[1], submit(*nxt)))
             if future is None:
                 yield ""
             elif future is False:

@@ -3,6 +3,7 @@ only a run with --junit imports xml.etree."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,6 +11,9 @@ from ..judge.results import PASS, RunResult
 from ..tensor.storage import atomic_write_text
 from .formats import element_line
 from .rows import row_lines
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.+=:,;@/ -]*")  # attribute text ElementTree writes as it is (no escapes)
 
 
 def _testcase(c: dict) -> ET.Element:
@@ -49,6 +53,9 @@ def write_junit(path: Path, run: RunResult, name: str = "aclnn-cli verify") -> N
     def chunks():
         suite = _suite([c.status for c in run.cases], name)
         for i, c in enumerate(run.cases):
+            if i and c.status == PASS and _PLAIN.fullmatch(c.op + c.dtype + c.case_id):
+                yield f'  <testcase classname="{c.op}.{c.dtype}" name="{c.case_id}" />\n'  # (as ElementTree writes it)
+                continue
             one = _suite([], name)
             one.append(_testcase(c.to_json(errors=False)))  # (the error data is not in JUnit)
             ET.indent(one)
