@@ -91,7 +91,7 @@ def test_every_bundled_op_is_checked_against_an_oracle():
     import aclnn_cli.ops as package
 
     here = Path(__file__).parent
-    modules = [importlib.import_module(f"aclnn_cli.ops.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+    modules = [importlib.import_module(m.name) for m in pkgutil.walk_packages(package.__path__, "aclnn_cli.ops.")]
     bundled = [m.SPEC for m in modules if isinstance(getattr(m, "SPEC", None), OpSpec)]
     assert len(bundled) >= 10
     for op in bundled:

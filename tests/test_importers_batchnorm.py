@@ -279,7 +279,7 @@ def test_atk_positional_names_one_element_mask_entries_and_weight_typed_outputs(
     assert c1["weight"].null and (c1["gradWeight"].dtype.name, c1["gradBias"].dtype.name) == ("float16", "float16")
 
 
-# ---- the op bug the TTK's inference rows meet (ops/batch_norm_backward.py, not the importer) -----------------------
+# ---- the op bug the TTK's inference rows meet (ops/channels/batch_norm_backward.py, not the importer) -----------------------
 
 @pytest.mark.parametrize("var", [-0.5, 0.0])
 def test_exact_fallback_beside_a_nonpositive_variance(tmp_path, var):

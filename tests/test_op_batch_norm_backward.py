@@ -22,7 +22,7 @@ import pytest
 
 import harness
 from aclnn_cli.tensor import dtypes as D
-from aclnn_cli.ops.batch_norm_backward import SPEC
+from aclnn_cli.ops.channels.batch_norm_backward import SPEC
 from helpers import run_cli, write_yaml
 from oracle import PREC, Rounder, rounded_bits
 from rowblocks import bundled_suite, not_passing, write_dump
@@ -197,7 +197,7 @@ def test_kernel_follows_the_source_order():
 
 
 def test_inv_sqrt_is_exact_on_squares_and_close_elsewhere():
-    from aclnn_cli.ops.batch_norm_backward import inv_sqrt
+    from aclnn_cli.ops.channels.batch_norm_backward import inv_sqrt
 
     assert inv_sqrt(Fraction(1, 4)) == 2 and inv_sqrt(Fraction(9, 16)) == Fraction(4, 3)
     v = inv_sqrt(Fraction(2))

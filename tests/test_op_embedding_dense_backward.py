@@ -21,7 +21,7 @@ import pytest
 
 import harness
 from aclnn_cli.tensor import dtypes as D
-from aclnn_cli.ops.embedding_dense_backward import SPEC
+from aclnn_cli.ops.scatter.embedding_dense_backward import SPEC
 from helpers import run_cli, write_yaml
 from rowblocks import as_f64, bundled_suite, not_passing, write_dump
 from test_op_batch_norm_backward import rounded_bits

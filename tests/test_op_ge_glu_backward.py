@@ -22,8 +22,8 @@ import pytest
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.ge_glu_backward import SPEC
-from aclnn_cli.ops.ge_glu_v3_backward import SPEC as V3
+from aclnn_cli.ops.split.ge_glu_backward import SPEC
+from aclnn_cli.ops.split.ge_glu_v3_backward import SPEC as V3
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli

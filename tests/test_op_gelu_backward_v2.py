@@ -19,7 +19,7 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.ops import gelu_backward_v2 as M
+from aclnn_cli.ops.elementwise import gelu_backward_v2 as M
 
 from oracle import PREC, Rounder
 

@@ -23,7 +23,7 @@ import pytest
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.group_norm_backward import SPEC
+from aclnn_cli.ops.groups.group_norm_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, write_yaml

@@ -15,7 +15,7 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.ops import hardswish_backward as M
+from aclnn_cli.ops.elementwise import hardswish_backward as M
 
 from oracle import PREC
 from test_op_gelu_backward_v2 import all_values, oracle_bits

@@ -25,7 +25,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.layer_norm_backward import SPEC, VARIANTS
+from aclnn_cli.ops.rows.layer_norm_backward import SPEC, VARIANTS
 
 from oracle import Rounder
 import independent_rows  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.ops import leaky_relu_backward as M
+from aclnn_cli.ops.elementwise import leaky_relu_backward as M
 
 from oracle import PREC, Rounder
 

@@ -17,7 +17,7 @@ from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.golden.rows import certify, exact_block, reference_blocks, round_exact
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.log_softmax_backward import CONTRACT_NOTES, EXP_ULPS, SPEC, Y_HI, Y_LO
+from aclnn_cli.ops.rows.log_softmax_backward import CONTRACT_NOTES, EXP_ULPS, SPEC, Y_HI, Y_LO
 
 import softmax_oracle as O
 from helpers import logical, manifest, run_cli, write_yaml

@@ -23,7 +23,7 @@ from aclnn_cli.cases.loader import load_file
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.device.defects import variant_kind
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.mse_loss_backward import CONTRACT_NOTES, SPEC
+from aclnn_cli.ops.elementwise.mse_loss_backward import CONTRACT_NOTES, SPEC
 
 from helpers import logical, manifest, run_cli, tensor, write_yaml
 import harness

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli.tensor import dtypes as D
-from aclnn_cli.ops.nll_loss_backward import SPEC, VARIANTS
+from aclnn_cli.ops.rows.nll_loss_backward import SPEC, VARIANTS
 import independent_rows  # noqa: E402
 from rowblocks import as_fractions, bundled_suite  # noqa: E402
 

@@ -24,7 +24,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.rms_norm_grad import SPEC, VARIANTS
+from aclnn_cli.ops.rows.rms_norm_grad import SPEC, VARIANTS
 
 from helpers import run_cli
 import independent_rows  # noqa: E402

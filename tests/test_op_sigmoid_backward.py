@@ -17,7 +17,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import broadcast_shape
-from aclnn_cli.ops.sigmoid_backward import CONTRACT_NOTES, SPEC
+from aclnn_cli.ops.elementwise.sigmoid_backward import CONTRACT_NOTES, SPEC
 
 from oracle import PREC
 from test_golden_exhaustive import all_values, rounder

@@ -16,7 +16,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.softmax_backward import CONTRACT_NOTES, SPEC
+from aclnn_cli.ops.rows.softmax_backward import CONTRACT_NOTES, SPEC
 
 import softmax_oracle as O
 from helpers import logical, manifest, run_cli

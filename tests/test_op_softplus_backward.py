@@ -12,7 +12,7 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.ops import softplus_backward as M
+from aclnn_cli.ops.elementwise import softplus_backward as M
 
 from oracle import PREC
 

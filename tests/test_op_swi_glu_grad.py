@@ -21,7 +21,7 @@ import pytest
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.swi_glu_grad import SPEC
+from aclnn_cli.ops.split.swi_glu_grad import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, write_yaml

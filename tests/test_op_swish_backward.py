@@ -12,7 +12,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS
-from aclnn_cli.ops.swish_backward import CONTRACT_NOTES, SPEC
+from aclnn_cli.ops.elementwise.swish_backward import CONTRACT_NOTES, SPEC
 
 from oracle import PREC
 from test_golden_exhaustive import all_values

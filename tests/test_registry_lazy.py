@@ -17,17 +17,21 @@ OPS_DIR = Path(ops_pkg.__file__).parent
 
 
 def test_bundled_table_names_every_op_file_and_nothing_else():
-    declaring = {p.stem for p in OPS_DIR.glob("*.py") if "\nSPEC = register(" in p.read_text()}
+    """Every op module is in the folder of its family (ops/<family>/<op>.py), named by its key, and BUNDLED names
+    exactly those modules."""
+    declaring = {f"{p.parent.name}.{p.stem}" for p in OPS_DIR.glob("*/*.py") if "\nSPEC = register(" in p.read_text()}
     assert set(BUNDLED.values()) == declaring
-    bundled = {name: Path(DECLARED_IN[name]).stem for name in OPS if Path(DECLARED_IN[name]).parent == OPS_DIR}
+    bundled = {name: f"{Path(DECLARED_IN[name]).parent.name}.{Path(DECLARED_IN[name]).stem}" for name in OPS
+               if Path(DECLARED_IN[name]).parent.parent == OPS_DIR}
     assert bundled == BUNDLED
-    assert all(OPS[name].key == module for name, module in BUNDLED.items())
+    assert all(OPS[name].key == module.rsplit(".", 1)[1] for name, module in BUNDLED.items())
+    assert all(type(OPS[name].family).__name__.lower() == module.split(".")[0] for name, module in BUNDLED.items())
 
 
 def test_find_op_takes_every_spelling_it_took_before():
     for name, module in BUNDLED.items():
         spec = OPS[name]
-        for spelling in (name, name.removeprefix("aclnn"), module, name.upper(), f"  {name} "):
+        for spelling in (name, name.removeprefix("aclnn"), module.rsplit(".", 1)[1], name.upper(), f"  {name} "):
             assert find_op(spelling) is spec, spelling
 
 
@@ -42,7 +46,7 @@ OP_MODULES = {f"aclnn_cli.ops.{m}" for m in BUNDLED.values()}
 
 def test_looking_up_one_op_imports_that_op_only():
     loaded = _modules_after("from aclnn_cli.ops import find_op; find_op('aclnnSiluBackward')")
-    assert loaded & OP_MODULES == {"aclnn_cli.ops.silu_backward"}
+    assert loaded & OP_MODULES == {"aclnn_cli.ops.elementwise.silu_backward"}
 
 
 def test_verify_of_one_op_imports_that_op_only(tmp_path):
@@ -53,7 +57,7 @@ def test_verify_of_one_op_imports_that_op_only(tmp_path):
     assert run_cli("emulate", out).exit_code == 0
     code = ("import sys\nfrom aclnn_cli.cli.main import main\n"
             f"try:\n    main(['verify', {str(out)!r}, '-j', '1'])\nexcept SystemExit as e:\n    assert e.code == 0, e.code")
-    assert _modules_after(code) & OP_MODULES == {"aclnn_cli.ops.sigmoid_backward"}
+    assert _modules_after(code) & OP_MODULES == {"aclnn_cli.ops.elementwise.sigmoid_backward"}
 
 
 def test_reading_the_registry_whole_loads_every_op():

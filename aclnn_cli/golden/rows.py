@@ -1,4 +1,4 @@
-"""Goldens of Rows-family ops (ops/families.py): whole blocks in, every output's certified golden out.
+"""Goldens of Rows-family ops (ops/families/): whole blocks in, every output's certified golden out.
 
 The inputs are binary floats, so each output is a fixed function of them and its exact value exists. The
 op's float64 `reference` gives value and bound per element; where value - bound and value + bound round

@@ -276,10 +276,10 @@ def _cli(op: str, user_paths: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _bundled(op: str) -> bool:
     """Whether op is declared in aclnn-cli's own ops/ (not in a user's --ops file)."""
-    from ..ops.declcheck import BUNDLED_DIR
+    from ..ops.declcheck import is_bundled
     from ..ops.registry import DECLARED_IN
 
-    return op in DECLARED_IN and Path(DECLARED_IN[op]).resolve().parent == BUNDLED_DIR
+    return op in DECLARED_IN and is_bundled(DECLARED_IN[op])
 
 
 def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:

@@ -198,7 +198,7 @@ class OpSpec:
     # the second input), with mp the mpmath module (a test dependency, passed in, never imported here).
     textbook: Callable[[object, Mapping, object], object] | None = None
     oracle_attributes: tuple[Mapping, ...] = ({},)  # attribute sets the oracle covers, as the device receives them
-    # How the pipeline cuts a case (families.py): Elementwise (flat pieces) or Rows (whole rows along the
+    # How the pipeline cuts a case (ops/families/): Elementwise (flat pieces), Rows (whole rows along the
     # reduced axes). With several outputs, reference/kernel/variants return {output name: result}.
     family: Elementwise | Rows = ELEMENTWISE
     # Values the functions receive beside the attributes, from the case's shapes (MSE's numel(self)):

@@ -38,6 +38,11 @@ SCALAR_DTYPES = (*FLOATS, "float64", "int32", "int64")  # what an aclScalar of t
 BUNDLED_DIR = Path(__file__).resolve().parent
 
 
+def is_bundled(file: str) -> bool:
+    """Whether a declaration file is one of aclnn-cli's own ops (ops/<family>/<op>.py), not a user's module."""
+    return bool(file) and Path(file).resolve().parent.parent == BUNDLED_DIR
+
+
 class Refused(Exception):
     """One field of a declaration is wrong: (field, message)."""
 
@@ -262,7 +267,7 @@ def check(spec: Any, ops: Mapping[str, OpSpec], declared_in: Mapping[str, str], 
         mine = _aliases(spec)
         for other in ops.values():
             if mine & _aliases(other):
-                whose = "a bundled op" if Path(declared_in.get(other.name, "")).resolve().parent == BUNDLED_DIR \
+                whose = "a bundled op" if is_bundled(declared_in.get(other.name, "")) \
                     else f"an op already registered ({clip(declared_in.get(other.name, ''), 80)})"
                 field = "name" if other.name.lower() == spec.name.lower() else "key"
                 raise Refused(field, f"{other.name} (key {other.key}) is {whose}: give this op another name and key")

@@ -10,36 +10,35 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
 from .base import FIND, OpSpec
-from .declcheck import BUNDLED_DIR, check
+from .declcheck import check, is_bundled
 from .guard import guarded
 
-# API name -> its declaration module in aclnn_cli.ops (the module name is the op's key)
+# API name -> its declaration module in aclnn_cli.ops, in its family's folder (the module's name is the op's key)
 BUNDLED: dict[str, str] = {
-    "aclnnBatchNormBackward": "batch_norm_backward",
-    "aclnnEmbeddingDenseBackward": "embedding_dense_backward",
-    "aclnnFastGeluBackward": "fast_gelu_backward",
-    "aclnnGeGluBackward": "ge_glu_backward",
-    "aclnnGeGluV3Backward": "ge_glu_v3_backward",
-    "aclnnGeluBackwardV2": "gelu_backward_v2",
-    "aclnnGroupNormBackward": "group_norm_backward",
-    "aclnnHardsigmoidBackward": "hardsigmoid_backward",
-    "aclnnHardswishBackward": "hardswish_backward",
-    "aclnnLayerNormBackward": "layer_norm_backward",
-    "aclnnLeakyReluBackward": "leaky_relu_backward",
-    "aclnnLogSigmoidBackward": "log_sigmoid_backward",
-    "aclnnLogSoftmaxBackward": "log_softmax_backward",
-    "aclnnMseLossBackward": "mse_loss_backward",
-    "aclnnNLLLossBackward": "nll_loss_backward",
-    "aclnnRmsNormGrad": "rms_norm_grad",
-    "aclnnSigmoidBackward": "sigmoid_backward",
-    "aclnnSiluBackward": "silu_backward",
-    "aclnnSoftmaxBackward": "softmax_backward",
-    "aclnnSoftplusBackward": "softplus_backward",
-    "aclnnSwiGluGrad": "swi_glu_grad",
-    "aclnnSwishBackward": "swish_backward",
+    "aclnnBatchNormBackward": "channels.batch_norm_backward",
+    "aclnnEmbeddingDenseBackward": "scatter.embedding_dense_backward",
+    "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",
+    "aclnnGeGluBackward": "split.ge_glu_backward",
+    "aclnnGeGluV3Backward": "split.ge_glu_v3_backward",
+    "aclnnGeluBackwardV2": "elementwise.gelu_backward_v2",
+    "aclnnGroupNormBackward": "groups.group_norm_backward",
+    "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
+    "aclnnHardswishBackward": "elementwise.hardswish_backward",
+    "aclnnLayerNormBackward": "rows.layer_norm_backward",
+    "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
+    "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
+    "aclnnLogSoftmaxBackward": "rows.log_softmax_backward",
+    "aclnnMseLossBackward": "elementwise.mse_loss_backward",
+    "aclnnNLLLossBackward": "rows.nll_loss_backward",
+    "aclnnRmsNormGrad": "rows.rms_norm_grad",
+    "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
+    "aclnnSiluBackward": "elementwise.silu_backward",
+    "aclnnSoftmaxBackward": "rows.softmax_backward",
+    "aclnnSoftplusBackward": "elementwise.softplus_backward",
+    "aclnnSwiGluGrad": "split.swi_glu_grad",
+    "aclnnSwishBackward": "elementwise.swish_backward",
 }
 
 
@@ -112,7 +111,7 @@ def _spellings() -> dict[str, str]:
     """Every accepted spelling of a bundled op -> its module (built once)."""
     if not _SPELLINGS:
         for name, module in BUNDLED.items():
-            for spelling in (name, name.removeprefix("aclnn"), module):
+            for spelling in (name, name.removeprefix("aclnn"), module.rsplit(".", 1)[-1]):
                 _SPELLINGS[spelling] = module
             _SPELLINGS[name.lower()] = module
     return _SPELLINGS
@@ -133,7 +132,7 @@ def register(spec: OpSpec) -> OpSpec:
     Its variants join the defect catalogue (device/defects.catalogue checks them). An op declared outside
     aclnn_cli is registered with its functions guarded (guard.py): use the returned spec."""
     file = sys._getframe(1).f_globals.get("__file__") or ""
-    bundled = Path(str(file)).resolve().parent == BUNDLED_DIR
+    bundled = is_bundled(str(file))
     # a user op is checked against every op (a bundled name above all); a bundled one against those loaded
     # (BUNDLED's names and keys are unique: tests/test_registry_lazy.py)
     check(spec, OPS if not bundled else dict(dict.items(OPS)), DECLARED_IN, str(file))

@@ -181,7 +181,7 @@ def as_user_error(problem: Exception, where: Path | str) -> UserError:
                      where=str(getattr(problem, "filename", None) or where))
 
 
-# ------------------------------------------------------------------ the Rows family (ops/families.py)
+# ------------------------------------------------------------------ the Rows family (ops/families/)
 
 def shapes_of(m) -> dict[str, tuple[int, ...]]:
     """{tensor name: view shape} of a Case or CaseManifest (null tensors keep the shape they would have)."""

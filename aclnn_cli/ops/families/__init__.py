@@ -1,0 +1,23 @@
+"""Operator families: what the pipeline must know about an op beyond its functions.
+
+Like OpInfo's UnaryUfuncInfo / ReductionOpInfo, or benchdnn's one driver per family. The family decides how gen,
+emulate and verify cut a case into pieces the op's functions can take whole, how its tensors' shapes relate, and
+how its errors grow; the pipeline asks it and never tests its name (docs/families.md).
+
+- `Elementwise` (the default) and `Rows` (base.py): flat pieces; whole rows along reduced axes.
+- `Channels` (channels.py): an (N, C, ...) driver reduced over N and the spatial axes (BatchNorm).
+- `Split` (split.py): an input split in halves along `dim`; the half-size tensors cut from their own shape (GLUs).
+- `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
+- `Groups` (groups.py): groups of channels over every sample (GroupNorm).
+
+Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
+"""
+
+from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_shape, dim_axis, trailing_axes
+from .channels import Channels
+from .groups import Groups
+from .scatter import Scatter
+from .split import Split
+
+__all__ = ["ELEMENTWISE", "Channels", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split",
+           "broadcast_shape", "dim_axis", "trailing_axes"]

@@ -1,0 +1,1 @@
+"""Group operators: groups of channels over every sample (families.Groups): GroupNorm."""

@@ -1,0 +1,1 @@
+"""Scatter operators: rows added into the output rows an index names (families.Scatter): embeddings."""
