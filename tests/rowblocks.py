@@ -12,7 +12,7 @@ import harness
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
 
-CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases"
+CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases" / "bundled"
 
 
 def _float(v) -> bool:

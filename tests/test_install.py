@@ -7,6 +7,7 @@ cache), and runs gen with no arguments, emulate and verify outside this checkout
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -28,13 +29,22 @@ def _run(args, cwd, timeout=900):
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_suite(tmp_path):
     wheels = tmp_path / "wheels"
+    # (from a copy of the tracked files: setuptools reuses a checkout's build/ directory, whose stale copies of
+    # changed modules went into the wheel)
+    source = tmp_path / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels),
-                  str(ROOT)], cwd=tmp_path)
+                  str(source)], cwd=tmp_path)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = wheels.glob("aclnn_cli-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {f"aclnn_cli/cases/{op}.yaml" for op in ("silu_backward", "fast_gelu_backward", "log_sigmoid_backward",
-                                                    "hardsigmoid_backward")} <= set(names)
+    assert {f"aclnn_cli/cases/bundled/{op}.yaml" for op in ("silu_backward", "fast_gelu_backward",
+                                                            "log_sigmoid_backward", "hardsigmoid_backward")} <= set(names)
+    assert "aclnn_cli/ops/families/scatter.py" in names and "aclnn_cli/ops/groups/group_norm_backward.py" in names
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

@@ -30,7 +30,7 @@ import harness
 
 F32 = np.float32
 U = 2.0**-24
-BUNDLED = "aclnn_cli/cases/mse_loss_backward.yaml"
+BUNDLED = "aclnn_cli/cases/bundled/mse_loss_backward.yaml"
 DTYPES = {"float32": np.float32, "float16": D.FLOAT16.np_dtype, "bfloat16": D.BFLOAT16.np_dtype}
 # (reduction, N): none and sum ignore N; mean over a short, an odd, a long and a huge self
 SETTINGS = [(0, 231), (2, 231), (1, 1), (1, 3), (1, 231), (1, 16383), (1, 300000), (1, 2**24 + 3)]

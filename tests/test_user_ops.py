@@ -153,7 +153,7 @@ def test_emulate_of_an_op_without_a_kernel_says_it_replays_the_reference(generat
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["replayed_reference"] == ["aclnnMyHardtanhBackward"] and report["emulated"] > 0
     bundled = tmp_path / "b"
-    assert cli("gen", Path(__file__).parents[1] / "aclnn_cli/cases/silu_backward.yaml", "-o", bundled,
+    assert cli("gen", Path(__file__).parents[1] / "aclnn_cli/cases/bundled/silu_backward.yaml", "-o", bundled,
                "--case", "silu_backward-*float32*").returncode == 0
     done = cli("emulate", bundled, "--json", tmp_path / "b.json")
     assert "warning" not in done.stderr and json.loads((tmp_path / "b.json").read_text())["replayed_reference"] == []

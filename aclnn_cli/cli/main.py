@@ -20,7 +20,7 @@ from ..files.options import PATH, default_jobs
 # Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
 # command's own start) pays for click alone, not for numpy, rich, yaml and every op (issue 20).
 
-BUNDLED = Path(__file__).resolve().parent.parent / "cases"  # shipped inside the package (pip install .)
+BUNDLED = Path(__file__).resolve().parent.parent / "cases" / "bundled"  # shipped inside the package (pip install .)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
