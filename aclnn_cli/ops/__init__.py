@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate
@@ -33,7 +34,10 @@ def find_op(name: str) -> OpSpec:
     for spec in OPS.values():
         if wanted in (spec.name, spec.name.removeprefix("aclnn"), spec.key) or wanted.lower() == spec.name.lower():
             return spec
-    raise KeyError(f"unknown op '{name}' (known: {', '.join(sorted(OPS))})")
+    near = difflib.get_close_matches(wanted.lower(), {n.lower(): n for n in OPS}, n=2, cutoff=0.75)
+    names = {n.lower(): n for n in OPS}
+    hint = f"did you mean {' or '.join(names[n] for n in near)}? " if near else ""
+    raise KeyError(f"unknown op '{name}' ({hint}`aclnn-cli ops` lists the {len(OPS)} known)")
 
 
 __all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "defect", "find_op", "legitimate",

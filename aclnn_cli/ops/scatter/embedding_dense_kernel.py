@@ -156,7 +156,7 @@ def _last_write_wins(t):
     """Defect: duplicates stored, not accumulated: each index keeps the last of its rows (a plain scatter)."""
     g = t[GRAD][:, :, 0]
     order, w, seg, rank, starts = segments(t)
-    last = np.r_[starts[1:], order.size] - 1
+    last = (np.r_[starts[1:], order.size] - 1)[:starts.size]  # (no index in the chunk: none)
     return _partial(t, _scaled(g[order[last]], t, order, starts), w, starts)
 
 
