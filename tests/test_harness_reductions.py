@@ -141,6 +141,12 @@ def test_generated_arguments_follow_the_signature():
     glu = next(op for op in reduction_ops() if op.name == "aclnnSwiGluGrad")
     assert ("aclnnSwiGluGradGetWorkspaceSize(a.tensor(0), a.tensor(1), a.integer(2), a.tensor(3), workspaceSize, "
             "executor)") in ops_source([glu])
+    gn = next(op for op in reduction_ops() if op.name == "aclnnGroupNormBackward")
+    src = ops_source([gn])
+    assert ("aclnnGroupNormBackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.tensor(2), a.tensor(3), a.tensor(4), "
+            "a.integer(5), a.integer(6), a.integer(7), a.integer(8), a.bool_array(9), a.tensor(10), a.tensor(11), "
+            "a.tensor(12), workspaceSize, executor)") in src
+    assert '{"aclnnGroupNormBackward", 13, "tttttiiiimttt",' in src
 
 
 def test_an_unknown_kind_is_one_line():
@@ -349,6 +355,49 @@ def test_swi_glu_grad_wrong_values_defect(runner, tmp_path):
     r = swi_glu_grad(tmp_path, "d", 1)
     assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnSwiGluGrad") == ["done d 0"]
     np.testing.assert_array_equal(r.result("out"), [[-3, 1, 0, -50], [2, -6, 400, 0]])
+
+
+def group_norm(tmp_path, case: str, hxw: int = 2, group: int = 2, mask=(True, True, True), gamma=True,
+               outputs=("gi", "gg", "gb")) -> Request:
+    """N = 1, C = 4, HxW = 2 in two groups (test_stub_group_norm_backward's known answer): group 0 x = [1, 3, 0, 2],
+    dy = [1, 1, 2, 0], mean 1.5, rstd 2, gamma [1, 2]: C2 = 10, C3 = -18, dx = [-6, 14, -10, 2], dgamma [2, -6];
+    group 1 x = 0, dy = 1, mean 0, rstd 1: dx = 0, dgamma 0; dbeta 2 each. (The API reads the numbers, not the
+    shape: gradOut and input are (4, 2).)"""
+    r = (Request(tmp_path, "aclnnGroupNormBackward", case)
+         .tensor("dy", np.array([[1, 1], [2, 0], [1, 1], [1, 1]], F32))
+         .tensor("x", np.array([[1, 3], [0, 2], [0, 0], [0, 0]], F32))
+         .tensor("mean", np.array([1.5, 0], F32)).tensor("rstd", np.array([2, 1], F32)))
+    r = r.tensor("gamma", np.array([1, 2, 1, 1], F32)) if gamma else r.line("null")
+    for value in (1, 4, hxw, group):
+        r.line(attr("int", value))
+    r.line(attr("bool_list", mask))
+    for name, shape in zip(("gi", "gg", "gb"), ((4, 2), (4,), (4,))):
+        r = r.tensor(name, np.full(shape, 7, F32), "out") if name in outputs else r.line("null")
+    return r
+
+
+def test_group_norm_four_ints_a_bool_array_and_its_statuses(runner, tmp_path):
+    """N, C, HxW, group as int64; with a null gamma (ones) group 0 gives C2 = 4, C3 = -8, dx = [-2, 6, -4, 0];
+    the masked-off outputs null. group 3 does not divide C = 4; with HxW 3 input is not N * C * HxW; a true entry beside a null output: 161002; a null outputMask: 161001."""
+    full, ones = group_norm(tmp_path, "f"), group_norm(tmp_path, "o", mask=(True, False, False), gamma=False,
+                                                        outputs=("gi",))
+    bad = [group_norm(tmp_path, "g", group=3), group_norm(tmp_path, "h", hxw=3),
+           group_norm(tmp_path, "m", outputs=("gi", "gg")), group_norm(tmp_path, "n", mask=None)]
+    assert drive(runner, full, ones, *bad) == ["done f 0", "done o 0", "done g 161002", "done h 161002",
+                                               "done m 161002", "done n 161001"]
+    np.testing.assert_array_equal(full.result("gi").reshape(-1), [-6, 14, -10, 2, 0, 0, 0, 0])
+    np.testing.assert_array_equal(full.result("gg"), [2, -6, 0, 0])
+    np.testing.assert_array_equal(full.result("gb"), [2, 2, 2, 2])
+    np.testing.assert_array_equal(ones.result("gi").reshape(-1), [-2, 6, -4, 0, 0, 0, 0, 0])
+
+
+def test_group_norm_wrong_values_defect(runner, tmp_path):
+    r = group_norm(tmp_path, "d")
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnGroupNormBackward") == [
+        "done d 0"]
+    np.testing.assert_array_equal(r.result("gi").reshape(-1), [6, -14, 10, -2, 0, 0, 0, 0])
+    np.testing.assert_array_equal(r.result("gg"), [-2, 6, 0, 0])
+    np.testing.assert_array_equal(r.result("gb"), [-2, -2, -2, -2])
 
 
 def test_rms_norm_grad_two_const_outputs(runner, tmp_path):

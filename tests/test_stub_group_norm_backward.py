@@ -15,7 +15,7 @@ import pytest
 
 from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.group_norm_kernel import VARIANTS, kernel
+from aclnn_cli.ops.groups.group_norm_kernel import VARIANTS, kernel
 from aclnn_cli.tensor.dtypes import lookup
 
 from cann_build import tools_missing

@@ -1,8 +1,8 @@
 // libopapi of the stub: GroupNormBackward (norm/group_norm_grad), the groups family.
 //
-// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/group_norm_backward.py, checked by
+// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/groups/group_norm_backward.py, checked by
 // aclnn_cli.ops.contract.check), in its order: nulls 161001, then everything else 161002. Phase two: the 950
-// kernel (op_kernel/arch35/group_norm_grad_base.h, _g_full_load.h) in float32, the order group_norm_kernel.py
+// kernel (op_kernel/arch35/group_norm_grad_base.h, _g_full_load.h) in float32, the order groups/group_norm_kernel.py
 // writes down: per (n, g) of D = C / group channels of HxW elements, sums in the 950's 64-lane tree order.
 #include "aclnnop/aclnn_group_norm_backward.h"
 #include "elements.h"
