@@ -147,6 +147,9 @@ def test_generated_arguments_follow_the_signature():
             "a.integer(5), a.integer(6), a.integer(7), a.integer(8), a.bool_array(9), a.tensor(10), a.tensor(11), "
             "a.tensor(12), workspaceSize, executor)") in src
     assert '{"aclnnGroupNormBackward", 13, "tttttiiiimttt",' in src
+    v3 = next(op for op in reduction_ops() if op.name == "aclnnGeGluV3Backward")
+    assert ("aclnnGeGluV3BackwardGetWorkspaceSize(a.tensor(0), a.tensor(1), a.tensor(2), a.integer(3), a.integer(4), "
+            "a.flag(5), a.tensor(6), workspaceSize, executor)") in ops_source([v3])
 
 
 def test_an_unknown_kind_is_one_line():
@@ -398,6 +401,44 @@ def test_group_norm_wrong_values_defect(runner, tmp_path):
     np.testing.assert_array_equal(r.result("gi").reshape(-1), [6, -14, 10, -2, 0, 0, 0, 0])
     np.testing.assert_array_equal(r.result("gg"), [-2, 6, 0, 0])
     np.testing.assert_array_equal(r.result("gb"), [-2, -2, -2, -2])
+
+
+def ge_glu(tmp_path, case: str, dim: int = -1, approximate: int = 1, left=None, gelu_shape=(2, 2)) -> Request:
+    """self (2, 4) = [L, B] along axis 1 ([B, L] with activateLeft), the gelu'd B = [[0, 100], [-100, 0]]: tanh form
+    gelu'(B) = [[1/2, 1], [0, 1/2]] exactly (g1 = 1/2, 1, 0), the erf form's 1/2 at 0; the linear side dy * gelu.
+    left None: aclnnGeGluBackward (no activateLeft)."""
+    lin, act = np.array([[3, -2], [0.5, 4]], F32), np.array([[0, 100], [-100, 0]], F32)
+    x = np.concatenate([act, lin] if left else [lin, act], axis=1)
+    r = (Request(tmp_path, "aclnnGeGluBackward" if left is None else "aclnnGeGluV3Backward", case)
+         .tensor("dy", np.array([[2, 0.5], [-4, 3]], F32)).tensor("x", x)
+         .tensor("gelu", np.ones(gelu_shape, F32) * 1.5).line(attr("int", dim)).line(attr("int", approximate)))
+    if left is not None:
+        r.line(attr("bool", left))
+    return r.tensor("out", np.full(x.shape, 7, F32), "out")
+
+
+def test_ge_glu_two_ints_a_bool_and_their_statuses(runner, tmp_path):
+    """dim -1 and 1 split the same axis; activateLeft swaps the halves; dim 2 out of range, approximate 2, a gelu
+    not gradOutput's shape: 161002."""
+    v1, v1_pos = ge_glu(tmp_path, "a"), ge_glu(tmp_path, "p", dim=1)
+    v3, v3_left = ge_glu(tmp_path, "r", left=False), ge_glu(tmp_path, "l", left=True)
+    bad = [ge_glu(tmp_path, "w", dim=2), ge_glu(tmp_path, "x", approximate=2, left=True),
+           ge_glu(tmp_path, "g", gelu_shape=(2, 4))]
+    assert drive(runner, v1, v1_pos, v3, v3_left, *bad) == [
+        "done a 0", "done p 0", "done r 0", "done l 0", "done w 161002", "done x 161002", "done g 161002"]
+    lin_side, act_side = [[3, 0.75], [-6, 4.5]], [[3, -1], [0, 6]]
+    for r in (v1, v1_pos, v3):
+        np.testing.assert_array_equal(r.result("out"), np.concatenate([lin_side, act_side], axis=1))
+    np.testing.assert_array_equal(v3_left.result("out"), np.concatenate([act_side, lin_side], axis=1))
+
+
+def test_ge_glu_wrong_values_defect(runner, tmp_path):
+    r = ge_glu(tmp_path, "d", approximate=0, left=True)
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnGeGluV3Backward") == [
+        "done d 0"]
+    got = r.result("out")
+    np.testing.assert_array_equal(got[:, 2:], [[-3, -0.75], [6, -4.5]])
+    assert got[0, 0] == -3  # the erf form at 0 (its gelu'(+-100) is not exact)
 
 
 def test_rms_norm_grad_two_const_outputs(runner, tmp_path):
