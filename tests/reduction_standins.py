@@ -1,5 +1,6 @@
 """The six reduction/norm/loss ops of issue 19, BatchNormBackward (channels), SwiGluGrad, GeGluBackward and
-GeGluV3Backward (split) and GroupNormBackward (groups), as the harness sees them: the registered declaration when it exists, else a stand-in holding only what the harness reads (name,
+GeGluV3Backward (split) and GroupNormBackward (groups), as the harness sees them: the registered declaration when
+it exists, else a stand-in holding only what the harness reads (name,
 header, the API's arguments in order and their kinds). The stand-ins are written from the public prototypes (ops-nn
 headers, RmsNormGrad's and SwiGluGrad's docs), independently of the declarations, so a test comparing either with
 the headers checks something.

@@ -20,6 +20,7 @@ from aclnn_cli.tensor.dtypes import lookup
 from cann_build import tools_missing
 from stub_ctypes import stub  # noqa: F401  (stub: the fixture)
 from test_stub_reductions import BF16, F16, F32, U, ulp, zeros
+from test_stub_swi_glu_grad import soc, widened  # noqa: F401  (soc: a fixture)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -99,7 +100,8 @@ def textbook(lin, act, dy, gelu, approximate: int):
     """The doc's gradients in float64: the linear side dy gelu (one rounding), the gelu'd side dy L gelu'(B): erf
     form Phi(B) + B phi(B), tanh form g + B g (1 - g) 2k (1 + 3c B^2) with g = sigmoid(2k (B + c B^3)). Bounds (in u):
     the linear side 1; the other 40 (|erf| / 2 + 1/2 + |B phi|) or (24 + 3|z|) (g + |B g (1 - g) 2k (1 + 3c B^2)|)
-    times |dy L| (z = 2k (B + c B^3), the exponent, whose 3 roundings exp magnifies by |z|): the roundings of the kernel's ~20 float32 steps (the erf form's cdf = erf / 2 + 1/2 keeps erf's absolute
+    times |dy L| (z = 2k (B + c B^3), the exponent, whose 3 roundings exp magnifies by |z|): the roundings of the
+    kernel's ~20 float32 steps (the erf form's cdf = erf / 2 + 1/2 keeps erf's absolute
     error where it cancels to ~0), and the erf form's rational approximation and clamp at 3.92 (under 1.7e-8 = 0.3 u
     absolute in erf)."""
     p = dy * lin
@@ -118,10 +120,6 @@ def assert_within(got, exact, bound, dtype):
     tol = 1.01 * U * bound + (0 if dtype == F32 else (2 if dtype == F16 else 1) * ulp(exact, dtype))
     bad = np.abs(got - exact) > tol
     assert not bad.any(), f"{int(bad.sum())} of {bad.size} off: got {got[bad][:5]}, exact {exact[bad][:5]}"
-
-
-def widened(a):
-    return np.asarray(a, dtype=np.float64)
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
@@ -171,11 +169,6 @@ def rng():
 
 
 # ---------------------------------------------------------------- phase one
-
-@pytest.fixture
-def soc(monkeypatch):
-    return lambda name: monkeypatch.setenv("ACLNN_STUB_SOC", name)
-
 
 def tensors(shape=(4, 8), dim=-1, dtype=F32, **change) -> dict:
     """gradOutput, self, gelu, gradInput for self of `shape` split along `dim` (an out-of-range dim: gradOutput

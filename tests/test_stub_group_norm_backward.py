@@ -20,7 +20,8 @@ from aclnn_cli.tensor.dtypes import lookup
 
 from cann_build import tools_missing
 from stub_ctypes import Handle, stub  # noqa: F401  (stub: the fixture)
-from test_stub_reductions import BF16, F16, F32, U, ulp, zeros
+from test_stub_reductions import BF16, F16, F32, zeros
+from test_stub_swi_glu_grad import assert_within, soc, widened  # noqa: F401  (soc: a fixture)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -174,17 +175,6 @@ def textbook(dy, x, mean, rstd, gamma, group):
              "gradBetaOut": k * np.abs(dy).sum((0, 2))})
 
 
-def assert_within(got, exact, bound, dtype):
-    got, exact = np.asarray(got, dtype=np.float64), np.asarray(exact, dtype=np.float64)
-    tol = 1.01 * U * bound + (ulp(exact, dtype) if dtype != F32 else 0)
-    bad = np.abs(got - exact) > tol
-    assert not bad.any(), f"{int(bad.sum())} of {bad.size} off: got {got[bad][:5]}, exact {exact[bad][:5]}"
-
-
-def widened(a):
-    return np.asarray(a, dtype=np.float64)
-
-
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
 def test_against_float64_through_strided_views(stub, rng, dtype):
     """N = 3, C = 6 in 3 groups, HxW = 70 (two 64-lane blocks), input (3, 6, 70) read through a transposed view,
@@ -235,11 +225,6 @@ def rng():
 
 
 # ---------------------------------------------------------------- phase one
-
-@pytest.fixture
-def soc(monkeypatch):
-    return lambda name: monkeypatch.setenv("ACLNN_STUB_SOC", name)
-
 
 def tensors(n=2, c=6, hxw=4, group=3, dtype=F32, stats=None, **change) -> dict:
     stats = stats or dtype

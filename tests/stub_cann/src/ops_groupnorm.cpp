@@ -167,12 +167,9 @@ stub::Job GnJob(const GnCall& g) {
         auto read = [&](int k) { return stub::ReadFloats(j.T(in[k]), j.T(in[k]).view); };
         Floats dy = read(kDy), x = read(kX), mean = read(kMean), rstd = read(kRstd);
         Floats gamma = in[kGamma] >= 0 ? read(kGamma) : Floats(static_cast<size_t>(c), 1.0f);  // null: ones
-        Floats dx(x.size()), dg(static_cast<size_t>(c), 0.0f), db(dg.size(), 0.0f);
-        Groups{n, c, hxw, group, dy, x, mean, rstd, gamma}.Run(dx, dg, db);
-        const Floats* results[3] = {&dx, &dg, &db};
-        for (int k = 0; k < 3; ++k) {
-            if (out[k] >= 0) stub::WriteFloats(j.T(out[k]), *results[k], j.T(out[k]).dtype, negate);
-        }
+        Floats res[3] = {Floats(x.size()), Floats(static_cast<size_t>(c), 0.0f), Floats(static_cast<size_t>(c), 0.0f)};
+        Groups{n, c, hxw, group, dy, x, mean, rstd, gamma}.Run(res[0], res[1], res[2]);  // dx, dgamma, dbeta
+        for (int k = 0; k < 3; ++k) j.Write(out[k], res[k], negate);
     };
     return job;
 }
