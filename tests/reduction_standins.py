@@ -1,5 +1,6 @@
-"""The six reduction/norm/loss ops of issue 19, BatchNormBackward (channels) and SwiGluGrad (split), as the harness
-sees them: the registered declaration when it exists, else a stand-in holding only what the harness reads (name,
+"""The six reduction/norm/loss ops of issue 19, BatchNormBackward (channels), SwiGluGrad, GeGluBackward and
+GeGluV3Backward (split) and GroupNormBackward (groups), as the harness sees them: the registered declaration when
+it exists, else a stand-in holding only what the harness reads (name,
 header, the API's arguments in order and their kinds). The stand-ins are written from the public prototypes (ops-nn
 headers, RmsNormGrad's and SwiGluGrad's docs), independently of the declarations, so a test comparing either with
 the headers checks something.
@@ -58,11 +59,26 @@ STANDINS = {op.name: op for op in (
                        "gradBias")),
     _standin("aclnnSwiGluGrad", "swi_glu_grad", "aclnnop/aclnn_swi_glu_grad.h", ("yGrad", "x"), ("out",),
              (AttrSpec("dim", "int", default=-1),), ("yGrad", "x", "dim", "out")),
+    _standin("aclnnGroupNormBackward", "group_norm_backward", "aclnnop/aclnn_group_norm_backward.h",
+             ("gradOut", "input", "mean", "rstd", "gamma"), ("gradInput", "gradGammaOut", "gradBetaOut"),
+             (AttrSpec("N", "int"), AttrSpec("C", "int"), AttrSpec("HxW", "int"), AttrSpec("group", "int"),
+              AttrSpec("outputMask", "bool_list", default=[True] * 3)),
+             ("gradOut", "input", "mean", "rstd", "gamma", "N", "C", "HxW", "group", "outputMask", "gradInput",
+              "gradGammaOut", "gradBetaOut"),
+             optional=("gamma", "gradInput", "gradGammaOut", "gradBetaOut")),
+    _standin("aclnnGeGluBackward", "ge_glu_backward", "aclnnop/aclnn_geglu_backward.h", ("gradOutput", "self", "gelu"),
+             ("gradInput",), (AttrSpec("dim", "int", default=-1), AttrSpec("approximate", "int", default=1)),
+             ("gradOutput", "self", "gelu", "dim", "approximate", "gradInput")),
+    _standin("aclnnGeGluV3Backward", "ge_glu_v3_backward", "aclnnop/aclnn_geglu_backward.h",
+             ("gradOutput", "self", "gelu"), ("gradInput",),
+             (AttrSpec("dim", "int", default=-1), AttrSpec("approximate", "int", default=1),
+              AttrSpec("activateLeft", "bool", default=False)),
+             ("gradOutput", "self", "gelu", "dim", "approximate", "activateLeft", "gradInput")),
 )}
 
 
 def reduction_ops() -> list[OpSpec]:
-    """The eight ops, the registered declaration where there is one (so tests check the real declarations)."""
+    """The eleven ops, the registered declaration where there is one (so tests check the real declarations)."""
     return [OPS.get(name, standin) for name, standin in sorted(STANDINS.items())]
 
 
@@ -75,6 +91,9 @@ PUBLIC_HEADERS = {
     "aclnnNLLLossBackward": "loss/nll_loss_grad/op_api/aclnn_nll_loss_backward.h",
     "aclnnLayerNormBackward": "norm/layer_norm_grad_v3/op_host/op_api/aclnn_layer_norm_backward.h",
     "aclnnBatchNormBackward": "norm/batch_norm_grad_v3/op_host/op_api/aclnn_batch_norm_backward.h",
+    "aclnnGroupNormBackward": "norm/group_norm_grad/op_host/op_api/aclnn_group_norm_backward.h",
+    "aclnnGeGluBackward": "activation/ge_glu_grad_v2/op_host/op_api/aclnn_geglu_backward.h",
+    "aclnnGeGluV3Backward": "activation/ge_glu_grad_v2/op_host/op_api/aclnn_geglu_backward.h",
 }
 DOCS = {"aclnnRmsNormGrad": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md",
         "aclnnSwiGluGrad": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md"}

@@ -143,6 +143,20 @@ def test_generated_arguments_follow_the_signature():
             "executor)") in ops_source([glu])
 
 
+# The runner's letter for each argument kind and the CallArgs accessor it passes the argument through.
+ACCESSORS = {"t": "tensor", "i": "integer", "b": "flag", "m": "bool_array"}
+
+
+@pytest.mark.parametrize("name, kinds", [("aclnnGroupNormBackward", "tttttiiiimttt"),
+                                         ("aclnnGeGluBackward", "tttiit"), ("aclnnGeGluV3Backward", "tttiibt")])
+def test_generated_arguments_of_the_groups_and_geglu_ops(name, kinds):
+    """Four int64 sizes and a bool array (GroupNorm), two ints and a bool (GeGluV3), in the public header's order."""
+    src = ops_source([next(op for op in reduction_ops() if op.name == name)])
+    args = ", ".join(f"a.{ACCESSORS[k]}({i})" for i, k in enumerate(kinds))
+    assert f"{name}GetWorkspaceSize({args}, workspaceSize, executor)" in src
+    assert f'{{"{name}", {len(kinds)}, "{kinds}",' in src
+
+
 def test_an_unknown_kind_is_one_line():
     from dataclasses import replace
     from aclnn_cli.ops.base import AttrSpec
@@ -349,6 +363,88 @@ def test_swi_glu_grad_wrong_values_defect(runner, tmp_path):
     r = swi_glu_grad(tmp_path, "d", 1)
     assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnSwiGluGrad") == ["done d 0"]
     np.testing.assert_array_equal(r.result("out"), [[-3, 1, 0, -50], [2, -6, 400, 0]])
+
+
+def group_norm(tmp_path, case: str, hxw: int = 2, group: int = 2, mask=(True, True, True), gamma=True,
+               outputs=("gi", "gg", "gb")) -> Request:
+    """N = 1, C = 4, HxW = 2 in two groups (test_stub_group_norm_backward's known answer): group 0 x = [1, 3, 0, 2],
+    dy = [1, 1, 2, 0], mean 1.5, rstd 2, gamma [1, 2]: C2 = 10, C3 = -18, dx = [-6, 14, -10, 2], dgamma [2, -6];
+    group 1 x = 0, dy = 1, mean 0, rstd 1: dx = 0, dgamma 0; dbeta 2 each. (The API reads the numbers, not the
+    shape: gradOut and input are (4, 2).)"""
+    r = (Request(tmp_path, "aclnnGroupNormBackward", case)
+         .tensor("dy", np.array([[1, 1], [2, 0], [1, 1], [1, 1]], F32))
+         .tensor("x", np.array([[1, 3], [0, 2], [0, 0], [0, 0]], F32))
+         .tensor("mean", np.array([1.5, 0], F32)).tensor("rstd", np.array([2, 1], F32)))
+    r = r.tensor("gamma", np.array([1, 2, 1, 1], F32)) if gamma else r.line("null")
+    for value in (1, 4, hxw, group):
+        r.line(attr("int", value))
+    r.line(attr("bool_list", mask))
+    for name, shape in zip(("gi", "gg", "gb"), ((4, 2), (4,), (4,))):
+        r = r.tensor(name, np.full(shape, 7, F32), "out") if name in outputs else r.line("null")
+    return r
+
+
+def test_group_norm_four_ints_a_bool_array_and_its_statuses(runner, tmp_path):
+    """N, C, HxW, group as int64; with a null gamma (ones) group 0 gives C2 = 4, C3 = -8, dx = [-2, 6, -4, 0];
+    the masked-off outputs null. group 3 does not divide C = 4; with HxW 3 input is not N * C * HxW; a true entry
+    beside a null output: 161002; a null outputMask: 161001."""
+    full, ones = group_norm(tmp_path, "f"), group_norm(tmp_path, "o", mask=(True, False, False), gamma=False,
+                                                        outputs=("gi",))
+    bad = [group_norm(tmp_path, "g", group=3), group_norm(tmp_path, "h", hxw=3),
+           group_norm(tmp_path, "m", outputs=("gi", "gg")), group_norm(tmp_path, "n", mask=None)]
+    assert drive(runner, full, ones, *bad) == ["done f 0", "done o 0", "done g 161002", "done h 161002",
+                                               "done m 161002", "done n 161001"]
+    np.testing.assert_array_equal(full.result("gi").reshape(-1), [-6, 14, -10, 2, 0, 0, 0, 0])
+    np.testing.assert_array_equal(full.result("gg"), [2, -6, 0, 0])
+    np.testing.assert_array_equal(full.result("gb"), [2, 2, 2, 2])
+    np.testing.assert_array_equal(ones.result("gi").reshape(-1), [-2, 6, -4, 0, 0, 0, 0, 0])
+
+
+def test_group_norm_wrong_values_defect(runner, tmp_path):
+    r = group_norm(tmp_path, "d")
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnGroupNormBackward") == [
+        "done d 0"]
+    np.testing.assert_array_equal(r.result("gi").reshape(-1), [6, -14, 10, -2, 0, 0, 0, 0])
+    np.testing.assert_array_equal(r.result("gg"), [-2, 6, 0, 0])
+    np.testing.assert_array_equal(r.result("gb"), [-2, -2, -2, -2])
+
+
+def ge_glu(tmp_path, case: str, dim: int = -1, approximate: int = 1, left=None, gelu_shape=(2, 2)) -> Request:
+    """self (2, 4) = [L, B] along axis 1 ([B, L] with activateLeft), the gelu'd B = [[0, 100], [-100, 0]]: tanh form
+    gelu'(B) = [[1/2, 1], [0, 1/2]] exactly (g1 = 1/2, 1, 0), the erf form's 1/2 at 0; the linear side dy * gelu.
+    left None: aclnnGeGluBackward (no activateLeft)."""
+    lin, act = np.array([[3, -2], [0.5, 4]], F32), np.array([[0, 100], [-100, 0]], F32)
+    x = np.concatenate([act, lin] if left else [lin, act], axis=1)
+    r = (Request(tmp_path, "aclnnGeGluBackward" if left is None else "aclnnGeGluV3Backward", case)
+         .tensor("dy", np.array([[2, 0.5], [-4, 3]], F32)).tensor("x", x)
+         .tensor("gelu", np.ones(gelu_shape, F32) * 1.5).line(attr("int", dim)).line(attr("int", approximate)))
+    if left is not None:
+        r.line(attr("bool", left))
+    return r.tensor("out", np.full(x.shape, 7, F32), "out")
+
+
+def test_ge_glu_two_ints_a_bool_and_their_statuses(runner, tmp_path):
+    """dim -1 and 1 split the same axis; activateLeft swaps the halves; dim 2 out of range, approximate 2, a gelu
+    not gradOutput's shape: 161002."""
+    v1, v1_pos = ge_glu(tmp_path, "a"), ge_glu(tmp_path, "p", dim=1)
+    v3, v3_left = ge_glu(tmp_path, "r", left=False), ge_glu(tmp_path, "l", left=True)
+    bad = [ge_glu(tmp_path, "w", dim=2), ge_glu(tmp_path, "x", approximate=2, left=True),
+           ge_glu(tmp_path, "g", gelu_shape=(2, 4))]
+    assert drive(runner, v1, v1_pos, v3, v3_left, *bad) == [
+        "done a 0", "done p 0", "done r 0", "done l 0", "done w 161002", "done x 161002", "done g 161002"]
+    lin_side, act_side = [[3, 0.75], [-6, 4.5]], [[3, -1], [0, 6]]
+    for r in (v1, v1_pos, v3):
+        np.testing.assert_array_equal(r.result("out"), np.concatenate([lin_side, act_side], axis=1))
+    np.testing.assert_array_equal(v3_left.result("out"), np.concatenate([act_side, lin_side], axis=1))
+
+
+def test_ge_glu_wrong_values_defect(runner, tmp_path):
+    r = ge_glu(tmp_path, "d", approximate=0, left=True)
+    assert drive(runner, r, ACLNN_STUB_DEFECT="wrong-values", ACLNN_STUB_DEFECT_OP="aclnnGeGluV3Backward") == [
+        "done d 0"]
+    got = r.result("out")
+    np.testing.assert_array_equal(got[:, 2:], [[-3, -0.75], [6, -4.5]])
+    assert got[0, 0] == -3  # the erf form at 0 (its gelu'(+-100) is not exact)
 
 
 def test_rms_norm_grad_two_const_outputs(runner, tmp_path):

@@ -145,6 +145,32 @@ float PairwiseSum(const float* v, int64_t n, int64_t stride) {
     return PairwiseSum(v, half, stride) + PairwiseSum(v + half * stride, n - half, stride);
 }
 
+float TreeSum(const float* v, int64_t n, int64_t stride) {
+    constexpr int64_t kLanes = 64;
+    int64_t count = n > 0 ? (n + kLanes - 1) / kLanes : 1;
+    std::vector<float> b(static_cast<size_t>(count * kLanes), 0.0f);
+    for (int64_t i = 0; i < n; ++i) b[static_cast<size_t>(i)] = v[i * stride];
+    auto fold = [&](int64_t into, int64_t from) {  // block `into` += block `from`, lane by lane
+        for (int64_t l = 0; l < kLanes; ++l) {
+            b[static_cast<size_t>(into * kLanes + l)] += b[static_cast<size_t>(from * kLanes + l)];
+        }
+    };
+    if (count > 1 && (count & (count - 1)) != 0) {
+        int64_t p = 1;
+        while (p * 2 < count) p *= 2;
+        for (int64_t j = 0; j < count - p; ++j) fold(j, p + j);
+        count = p;
+    }
+    while (count > 1) {
+        count /= 2;
+        for (int64_t j = 0; j < count; ++j) fold(j, j + count);
+    }
+    for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
+        for (int64_t l = 0; l < width; ++l) b[static_cast<size_t>(l)] += b[static_cast<size_t>(l + width)];
+    }
+    return b[0];
+}
+
 Rows::Rows(const std::vector<int64_t>& shape, size_t lo, size_t hi) {
     for (size_t i = 0; i < shape.size(); ++i) (i < lo ? a1 : i < hi ? r : a0) *= shape[i];
 }

@@ -230,6 +230,10 @@ int64_t Job::Work() const {
     return n;
 }
 
+void Job::Write(int at, const std::vector<float>& v, bool negate) const {
+    if (at >= 0) WriteFloats(T(at), v, T(at).dtype, negate);
+}
+
 aclnnStatus PhaseOneJob(const OpDef& def, uint64_t* workspaceSize, aclOpExecutor** executor, const Check& check,
                         const std::function<Job(const Checker&)>& make) {
     RETURN_IF_FAILED(Admit(def, workspaceSize, executor));

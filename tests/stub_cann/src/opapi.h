@@ -104,6 +104,9 @@ struct Job {
     const aclTensor& T(int i) const { return tensors[static_cast<size_t>(i)]; }
     const aclTensor& First() const { return tensors[outputs.at(0)]; }
     int64_t Work() const;  // elements the outputs hold
+    // Writes v (row-major over the view) into tensors[at] in its own dtype (WriteFloats); nothing for at = -1 (an
+    // output the call's outputMask leaves out).
+    void Write(int at, const std::vector<float>& v, bool negate) const;
 };
 
 // Phase one of such an op: the null workspaceSize/executor and device checks, `check`, then the job

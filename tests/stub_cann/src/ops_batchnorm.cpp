@@ -188,10 +188,9 @@ stub::Job BnJob(const BnCall& b) {
             }
             Infer(ch, g, channel(kRunMean, 0.0f), inv, dx, dg, db);
         }
-        const Floats* results[3] = {&dx, &dg, &db};
-        for (int k = 0; k < 3; ++k) {
-            if (out[k] >= 0) stub::WriteFloats(j.T(out[k]), *results[k], j.T(out[k]).dtype, negate);
-        }
+        j.Write(out[0], dx, negate);
+        j.Write(out[1], dg, negate);
+        j.Write(out[2], db, negate);
     };
     return job;
 }
