@@ -17,6 +17,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
+from aclnn_cli.judge.judging import OutputJudging
 from aclnn_cli.standards.rules import STANDARDS, find_standard
 
 from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, outside_values,
@@ -151,12 +152,12 @@ def test_every_accepted_edge_fails_broken_dumps_through_the_judge(every, std_nam
             # every output, and for a Rows op also its second look (every element against its term scale)
             looks = (False, True) if m.op.family.shared_errors else (False,)
             for out in m.judged:
-                dtype = tolerance_dtype(m, out)[0]
+                dtype, floor = tolerance_dtype(m, out)
                 for edge, relieve_all in itertools.product(edge_sets(std, dtype), looks):
                     params = std.params(dtype, edge.values)  # accepted
                     opts = Options(standard=std_name, relieve_all=relieve_all)
-                    metrics, bench, _ = compare_range(m, opts, 0, out.layout.numel, judged=(std, params),
-                                                      out_name=out.name)
+                    judged = OutputJudging(out, std, params, dtype, floor)
+                    metrics, bench, _ = compare_range(m, opts, 0, out.layout.numel, judged=judged, out_name=out.name)
                     verdict = std.judge(metrics, params, dtype, bench)
                     assert not verdict.passed, (m.case_id, out.name, edge, relieve_all, verdict.reason)
                     checked += 1

@@ -244,19 +244,26 @@ def test_the_case_results_own_init_stores_what_its_fields_descriptors_would(give
         assert type(a) is type(b) and (a == b or slot == "_errors"), slot  # (errors: spilled, each its own handle)
 
 
-def test_a_manifest_pickles_without_the_memos_kept_on_it(tmp_path):
-    """case_standard keeps its answer on the manifest (the small-case pass and verify_case both ask); a standard
-    does not pickle, and a large case's manifest goes to the workers pickled: the memo must stay behind."""
+def test_a_case_is_judged_once_and_its_manifest_carries_nothing_of_it(tmp_path, monkeypatch):
+    """How a case is judged is worked out once per case in a batch (judging.case_judging), handed to the small-case
+    pass and to verify_case, and kept nowhere on the manifest: a manifest pickles as it was loaded, and the
+    judging of a pickled one is the same."""
     from aclnn_cli.casedir import manifest as M
     from aclnn_cli.cases.loader import load_cases
     from aclnn_cli.golden.gen import generate_cases
-    from aclnn_cli.judge.comparison import Options, case_standard
-    (tmp_path / "s.yaml").write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [8]}\n")
+    from aclnn_cli.judge import judging, verify
+    from aclnn_cli.judge.comparison import Options
+    (tmp_path / "s.yaml").write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [[8], [9]]}\n")
     generate_cases(load_cases([tmp_path / "s.yaml"]), tmp_path / "out")
-    m = M.load(casedirs.find_cases(tmp_path / "out")[0])
+    manifests = [M.load(d) for d in casedirs.find_cases(tmp_path / "out")]
+    before = [set(m.__dict__) for m in manifests]
+    calls = []
+    real = judging.case_judging
+    monkeypatch.setattr(verify, "case_judging", lambda m, o: calls.append(m) or real(m, o))
     opts = Options(standard="allclose")
-    found = case_standard(m, opts, m.judged[0])
-    assert case_standard(m, opts, m.judged[0]) is found  # (the memo)
-    back = pickle.loads(pickle.dumps(m))
-    assert not any(k.startswith("_memo_") for k in back.__dict__) and back.case_id == m.case_id
-    assert case_standard(back, opts, back.judged[0])[1] == found[1]
+    results = verify._verify_batch(manifests, opts)
+    assert len(results) == 2 and len(calls) == 2 and set(map(id, calls)) == set(map(id, manifests))
+    added = set().union(*(set(m.__dict__) - b for m, b in zip(manifests, before)))
+    assert not any(k.startswith("_") for k in added), added  # (its own cached attributes only: inputs, judged)
+    back = pickle.loads(pickle.dumps(manifests[0]))
+    assert real(back, opts)[0].params == real(manifests[0], opts)[0].params

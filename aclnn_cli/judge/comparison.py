@@ -25,10 +25,9 @@ from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
 from ..tensor.dtypes import round_from_f64
 from ..pipeline.stages import gather_inputs
-from ..errors import UserError
 from ..tensor.layout import source_positions
-from ..standards.rules import DEFAULT_STANDARD, Standard, find_standard
 from .judgeddtype import tolerance_dtype
+from .judging import OutputJudging, output_judging
 from .rowrelief import rows_relief
 from ..tensor.storage import CHUNK, StorageFile, check_file_sha256
 from ..tensor.wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
@@ -53,62 +52,18 @@ class Options:
     relieve_all: bool = False
 
 
-def case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None = None) -> tuple[Standard, dict]:
-    """The standard a case is judged by, and its parameters. Cases that agree on the standard, dtype and
-    overrides share one parameters dict (read it, never change it)."""
-    mine = m.__dict__.get("_memo_standard")  # (asked by the small-case pass and again by verify_case)
-    if mine is not None and mine[0] is opts and mine[1] is out:
-        return mine[2]
-    found = _case_standard(m, opts, out)
-    m.__dict__["_memo_standard"] = (opts, out, found)  # (a memo: never pickled, see CaseManifest.__getstate__)
-    return found
-
-
-def _case_standard(m: M.CaseManifest, opts: Options, out: M.TensorEntry | None) -> tuple[Standard, dict]:
-    name = opts.standard or m.standard or DEFAULT_STANDARD
-    overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
-        else dict(opts.tolerance)
-    dtype = tolerance_dtype(m, out)[0]
-    key = (name, dtype.name, tuple(overrides.items()))
-    known = _STANDARDS.get(key)
-    if known is not None:
-        return known
-    try:
-        std = find_standard(name)
-        params = std.params(dtype, overrides)
-    except (KeyError, ValueError) as exc:
-        raise UserError(exc.args[0], where=str(m.dir)) from None
-    if len(_STANDARDS) > 1024:
-        _STANDARDS.clear()
-        _RULES.clear()
-    _STANDARDS[key] = std, params
-    _RULES[id(params)] = params, std.rule(params)
-    return std, params
-
-
-_STANDARDS: dict[tuple, tuple[Standard, dict]] = {}
-_RULES: dict[int, tuple[dict, object]] = {}  # id(params) -> (params, the standard's rule with them)
-
-
-def standard_rule(std: Standard, params: dict):
-    """std.rule(params), made once for the parameters case_standard shares."""
-    known = _RULES.get(id(params))
-    return known[1] if known is not None and known[0] is params else std.rule(params)
-
-
 def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
-                  judged: tuple[Standard, dict] | None = None, out_name: str | None = None,
+                  judged: OutputJudging | None = None, out_name: str | None = None,
                   hash_inputs: bool = True, golden_blocks: list[str] | None = None) -> tuple[Metrics, Metrics | None, list]:
     """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
 
     checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
-    reads (for a whole case read by one process). judged: case_standard(m, opts), if known.
+    reads (for a whole case read by one process). judged: how the output is judged (judging.py), if known.
     golden_blocks: the golden's recorded block digests, to check the blocks this range reads (blockdigests.py).
     """
     out = m.output if out_name is None else next(t for t in m.judged if t.name == out_name)
-    std, params = judged or case_standard(m, opts, out)
-    cmp = Comparison(m, std, params, opts, checksums, whole=start == 0 and stop == out.layout.numel, out=out,
-                     hash_inputs=hash_inputs)
+    judged = judged or output_judging(m, opts, out)
+    cmp = Comparison(m, judged, opts, checksums, whole=start == 0 and stop == out.layout.numel, hash_inputs=hash_inputs)
     try:
         cmp.blocks = golden_blocks and BlockCheck(golden_blocks, start, stop, out.layout.numel, out.golden)
         result = cmp.run(start, stop)
@@ -159,19 +114,19 @@ SPARSE_CHUNK = 4 * CHUNK
 class Comparison:
     """One case's chunked comparison under one standard."""
 
-    def __init__(self, m: M.CaseManifest, std: Standard, params: dict, opts: Options, checksums: bool = False,
-                 whole: bool = False, out: M.TensorEntry | None = None, hash_inputs: bool = True,
-                 outputs: bool = True) -> None:
-        """whole: this comparison reads every element (small files are then read whole, in one go).
-        out: the output judged (default the first); hash_inputs: with checksums, the inputs' too (a case with
+    def __init__(self, m: M.CaseManifest, judged: OutputJudging, opts: Options, checksums: bool = False,
+                 whole: bool = False, hash_inputs: bool = True, outputs: bool = True) -> None:
+        """judged: the output and how it is judged (judging.py). whole: this comparison reads every element (small
+        files are then read whole, in one go). hash_inputs: with checksums, the inputs' too (a case with
         several outputs hashes its inputs with the first output's comparison only). outputs=False: the dump and
         golden are not opened (smallbatch.py read them, and asks only for relief: release_held)."""
+        std, params = judged.std, judged.params
         self.m, self.std, self.opts = m, std, opts
         self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
-        self.out = out = out or m.output
-        self.rule = standard_rule(std, params)
+        self.out = out = judged.out
+        self.rule = judged.rule
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
-        _, self.floor = tolerance_dtype(m, out)
+        self.floor = judged.floor
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
         in_sha = sha if hash_inputs else (lambda name, key: None)
         self.whole = whole

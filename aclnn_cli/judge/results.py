@@ -114,7 +114,7 @@ def _pack_dict(obj, value):
     if value is None:
         value = {}
     last = _LAST_DICT[0]
-    if last[0] is value and last[1] == value:  # (the run's cases share one parameters dict: see judge.case_standard)
+    if last[0] is value and last[1] == value:  # (the run's cases share one parameters dict: see judge/judging.py)
         return last[2]
     if isinstance(value, dict) and all(isinstance(v, (int, float, str)) for v in value.values()):
         try:

@@ -31,27 +31,31 @@ from ..files.regular import open_regular
 from ..tensor.storage import CHUNK
 from ..tensor.dtypes import DType
 from ..standards.rules import Standard
-from .comparison import Comparison, Options, case_standard, standard_rule
+from .comparison import Comparison, Options
 from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors, sum_squares
 from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged
 from .heldrelief import Held
-from .judgeddtype import tolerance_dtype
+from .judging import OutputJudging, output_judging
 
 BATCH_ELEMENTS = 1 << 19  # elements compared in one pass (bounds its memory: 16 MiB of errors at most)
 SMALL_CASE = CHUNK  # cases of at most this many output elements (one chunk) are batched
 Parts = tuple[Metrics, None, list]  # compare_range's result
 
 
-def precompare(manifests: list[M.CaseManifest], opts: Options) -> dict[int, Parts]:
+def precompare(manifests: list[M.CaseManifest], opts: Options, judgings: list | None = None) -> dict[int, Parts]:
     """{index into manifests: compare_range(m, opts, 0, n, checksums=True)'s result} for the cases this pass
-    judged; the others are absent (verify compares them itself)."""
+    judged; the others are absent (verify compares them itself). judgings: each case's judging.case_judging (None
+    where it could not be made), if known."""
     if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
         return {}
     groups: dict[tuple, tuple[_Judged, list[tuple[int, M.CaseManifest]]]] = {}
+    firsts: dict[int, OutputJudging] = {}
     for i, m in enumerate(manifests):
-        how = _judged(m, opts)
+        judged = _first(m, opts, judgings[i] if judgings is not None else ())
+        how = judged and _judged(m, opts, judged)
         if how is not None:
             groups.setdefault(how.key, (how, []))[1].append((i, m))
+            firsts[i] = judged
     done: dict[int, Parts] = {}
     for how, members in groups.values():
         batch, size = [], 0
@@ -59,11 +63,23 @@ def precompare(manifests: list[M.CaseManifest], opts: Options) -> dict[int, Part
             batch.append(item)
             size += item[1].judged[0].layout.numel
             if size >= BATCH_ELEMENTS:
-                done.update(_compare_batch(batch, how, opts))
+                done.update(_compare_batch(batch, how, opts, firsts))
                 batch, size = [], 0
         if batch:
-            done.update(_compare_batch(batch, how, opts))
+            done.update(_compare_batch(batch, how, opts, firsts))
     return done
+
+
+def _first(m: M.CaseManifest, opts: Options, judging) -> OutputJudging | None:
+    """The case's one output's judging: given, else made here (None: the usual path says why it cannot be)."""
+    if judging:
+        return judging[0]
+    if judging is None:
+        return None
+    try:
+        return output_judging(m, opts, m.judged[0] if m.judged else None)
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,7 @@ class _Judged:
 _KNOWN: dict[tuple, _Judged] = {}  # _Judged.key -> the one made for it (a run's thousands of cases share a few)
 
 
-def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
+def _judged(m: M.CaseManifest, opts: Options, judged: OutputJudging) -> _Judged | None:
     """How this pass judges the case, or None: not for this pass (the usual path judges it)."""
     try:
         if m.expect_status != 0 or len(m.judged) != 1 or not m.op.family.element_local or m.uncertified_elements:
@@ -100,11 +116,10 @@ def _judged(m: M.CaseManifest, opts: Options) -> _Judged | None:
         nbytes = n * out.dtype.itemsize + sum(t.layout.storage_size * t.dtype.itemsize for t in m.inputs if not t.null)
         if nbytes >= statcache.WORTH_BYTES:  # (its stat record may prove its files: verify_case's way)
             return None
-        std, params = case_standard(m, opts, out)
+        std, params = judged.std, judged.params
         if std.against != "golden" or std.benchmark:
             return None
-        rule = standard_rule(std, params)
-        floor = tolerance_dtype(m, out)[1]
+        rule, floor = judged.rule, judged.floor
         key = (out.dtype.name, id(rule), floor, opts.signed_zeros)
         how = _KNOWN.get(key)
         if how is None or how.rule is not rule or how.std is not std or how.params is not params:
@@ -155,8 +170,10 @@ def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch:
     return True
 
 
-def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options) -> dict[int, Parts]:
-    """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring)."""
+def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options,
+                   firsts: dict[int, OutputJudging]) -> dict[int, Parts]:
+    """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring). firsts: each
+    case's output's judging, by index."""
     dtype = how.dtype
     sizes = np.array([m.judged[0].layout.numel for _, m in batch], dtype=np.int64)
     starts = np.zeros(len(batch) + 1, dtype=np.int64)
@@ -204,7 +221,7 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
             done[batch[k][0]] = (folded[k], None, [])
         else:  # (flagged elements, re-judged with the op's relief as Comparison.run re-judges them)
             try:
-                metrics = _relieved(batch[k][1], how, opts, sub, slice(lo, hi),
+                metrics = _relieved(batch[k][1], firsts[batch[k][0]], how, opts, sub, slice(lo, hi),
                                     None if dense[k] else at[lo:hi] - starts[k], n, int(zero_goldens[k]))
             except Exception:  # (a user op's function failing, say: the per-case path makes it the case's ERROR)
                 metrics = None
@@ -269,7 +286,7 @@ def _folded(sub: ElementErrors, at: np.ndarray, cut: np.ndarray, starts: np.ndar
     return out
 
 
-def _relieved(m: M.CaseManifest, how: _Judged, opts: Options, sub: ElementErrors, s: slice,
+def _relieved(m: M.CaseManifest, judged: OutputJudging, how: _Judged, opts: Options, sub: ElementErrors, s: slice,
               positions: np.ndarray | None, n: int, zero_goldens: int) -> Metrics | None:
     """A case's Metrics with its flagged elements held and re-judged with the op's relief, as Comparison.run
     does for its one chunk (positions: the case's differing elements, or None: every element); None when
@@ -284,7 +301,7 @@ def _relieved(m: M.CaseManifest, how: _Judged, opts: Options, sub: ElementErrors
         metrics.add(e, 0)
     else:
         add_differing(metrics, Differing(n, positions, e, zero_goldens), 0)
-    relief = Comparison(m, how.std, how.params, opts, whole=True, out=m.judged[0], outputs=False)
+    relief = Comparison(m, judged, opts, whole=True, outputs=False)
     try:
         relief.release_held(metrics, held)
     finally:

@@ -19,7 +19,9 @@ from ..device.outcome import read_status_file, read_verdict, status_mismatch
 from ..pipeline.blockdigests import recorded as recorded_blocks
 from ..errors import UserError
 from ..ops.user import ENV as USER_OPS_ENV
-from .comparison import CSV_ROW_LIMIT, Options, case_standard, check_files, checksummed_files, checksummed_names, compare_range, tolerance_dtype
+from .comparison import CSV_ROW_LIMIT, Options, check_files, checksummed_files, checksummed_names, compare_range
+from .judgeddtype import tolerance_dtype
+from .judging import OutputJudging, case_judging
 from .elements import describe_element, writes_outside_view
 from .mistrust import mistrust
 from .smallbatch import precompare
@@ -55,15 +57,16 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
 
 
 def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None = None,
-                compared: tuple | None = None) -> CaseResult:
+                compared: tuple | None = None, judging: tuple[OutputJudging, ...] | None = None) -> CaseResult:
     """Judge one case. With a Runner, a large case's ranges are compared by its workers.
     compared: its comparison, made already with its checksums checked (smallbatch.py's, for a small case).
+    judging: how its outputs are judged (judging.case_judging), if made already: else made here, once.
 
     A case with several outputs (a Rows op's dx and dgamma) judges each on its own, against its own
     allowance; the case passes when every output does, and its reason names each output."""
-    outs = m.judged or (m.output,)
-    out = outs[0]
-    std, params = case_standard(m, opts, out)
+    judging = judging or case_judging(m, opts)
+    outs = tuple(j.out for j in judging)
+    out, std, params = judging[0].out, judging[0].std, judging[0].params
     where = str(m.dir)
     result = CaseResult(m.case_id, m.op.name, out.dtype.name, list(out.layout.shape), sys.intern(m.product), PASS, std.name, "",
                         params=params, path=where, repro=_repro(m, opts), kind=_kind(m))
@@ -80,7 +83,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     if compared is not None:
         # smallbatch.py judged it: one small contiguous output (no storage outside its view), its dump read, its
         # golden and inputs hashed, all under WORTH_BYTES (no stat record to read or write)
-        _settle(result, m, [(out, _verdict_of(m, out, opts, [compared], (std, params)))], opts.strict)
+        _settle(result, m, [(out, _verdict_of(judging[0], [compared]))], opts.strict)
         return result
     for o in outs:
         if o.dump_path is None or not os.path.lexists(o.dump_path):
@@ -106,7 +109,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     proven = recorded and not opts.rehash  # (else: hash them, as they are read)
     if worth and not recorded:  # (--rehash of files the record vouches for: the same record would be written)
         before = statcache.snapshot(where, list(digests))
-    judged = [(o, _judge_output(m, o, opts, run, proven, first=i == 0)) for i, o in enumerate(outs)]
+    judged = [(j.out, _judge_output(m, j, opts, run, proven, first=i == 0)) for i, j in enumerate(judging)]
     if all(v is None for _, v in judged):
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
@@ -136,7 +139,7 @@ class _OutputVerdict:
     verdict_rows: tuple = ()  # the standard's rows (standards.Row), not yet naming this output
 
 
-def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Runner | None, proven: bool,
+def _judge_output(m: M.CaseManifest, judged: OutputJudging, opts: Options, run: Runner | None, proven: bool,
                   first: bool) -> _OutputVerdict | None:
     """Compare one output (None: it is empty). first: its comparison also hashes the inputs.
 
@@ -144,18 +147,18 @@ def _judge_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Run
     flagged elements is judged once more with every element against its term scale (Options.relieve_all):
     the row sum's shared error may lean a row's errors one way while each is within its bound; a defect's
     errors stay over it."""
-    v = _compare_output(m, out, opts, run, proven, first)
+    v = _compare_output(m, judged, opts, run, proven, first)
     if v is not None and not v.passed and v.std.relief and m.op.family.shared_errors and not opts.relieve_all:
-        v = _compare_output(m, out, replace(opts, relieve_all=True), run, True, False)
+        v = _compare_output(m, judged, replace(opts, relieve_all=True), run, True, False)
     return v
 
 
-def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: Runner | None, proven: bool,
+def _compare_output(m: M.CaseManifest, judged: OutputJudging, opts: Options, run: Runner | None, proven: bool,
                     first: bool) -> _OutputVerdict | None:
+    out = judged.out
     n = out.layout.numel
     if n == 0:
         return None
-    std, params = case_standard(m, opts, out)
     pieces = ranges(n, run.jobs) if run is not None and is_large(n) else [(0, n)]
     if len(pieces) > 1:  # workers read ranges: whole-file checksums are separate units beside them
         blocks = None if proven else recorded_blocks(m, out)  # (else each range checks the golden it reads)
@@ -165,22 +168,20 @@ def _compare_output(m: M.CaseManifest, out: M.TensorEntry, opts: Options, run: R
         for f in sums:
             f.result()
     else:
-        parts = [compare_range(m, opts, 0, n, not proven, (std, params), out.name, first)]
-    return _verdict_of(m, out, opts, parts)
+        parts = [compare_range(m, opts, 0, n, not proven, judged, out.name, first)]
+    return _verdict_of(judged, parts)
 
 
-def _verdict_of(m: M.CaseManifest, out: M.TensorEntry, opts: Options, parts: list,
-                judged: tuple | None = None) -> _OutputVerdict:
-    """One output's verdict from its comparison's parts (ranges): (metrics, benchmark metrics, error rows).
-    judged: case_standard(m, opts, out), if known."""
-    std, params = judged or case_standard(m, opts, out)
+def _verdict_of(judged: OutputJudging, parts: list) -> _OutputVerdict:
+    """One output's verdict from its comparison's parts (ranges): (metrics, benchmark metrics, error rows)."""
+    std, params = judged.std, judged.params
     metrics, bench, rows = parts[0]
     for other, other_bench, other_rows in parts[1:]:
         metrics.merge(other)
         if bench is not None:
             bench.merge(other_bench)
         rows.extend(other_rows[:max(0, CSV_ROW_LIMIT - len(rows))])
-    verdict = std.judge(metrics, params, tolerance_dtype(m, out)[0], bench)
+    verdict = std.judge(metrics, params, judged.dtype, bench)
     return _OutputVerdict(std, verdict.passed, verdict.reason, metrics, bench, rows, verdict.rows)
 
 
@@ -336,18 +337,28 @@ def _broken_result(d: Path, exc: UserError, opts: Options) -> CaseResult:
 def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
     """Several small cases in one unit of work for the pool (see parallel.batches); those that can be are
     compared in one vectorised pass first (smallbatch.py)."""
-    compared = precompare(manifests, opts)
-    return [_verify_safely(m, opts, compared=compared.get(i)) for i, m in enumerate(manifests)]
+    judgings = [_judging(m, opts) for m in manifests]
+    compared = precompare(manifests, opts, judgings)
+    return [_verify_safely(m, opts, compared=compared.get(i), judging=judgings[i]) for i, m in enumerate(manifests)]
+
+
+def _judging(m: M.CaseManifest, opts: Options) -> tuple[OutputJudging, ...] | None:
+    """How the case is judged, once for the batch's passes (None: it cannot be; verify_case says why)."""
+    try:
+        return case_judging(m, opts)
+    except Exception:
+        return None
 
 
 def _verify_split(run: Runner, m: M.CaseManifest, opts: Options) -> CaseResult:
     return _verify_safely(m, opts, run)
 
 
-def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None, compared: tuple | None = None) -> CaseResult:
+def _verify_safely(m: M.CaseManifest, opts: Options, run: Runner | None = None, compared: tuple | None = None,
+                   judging: tuple[OutputJudging, ...] | None = None) -> CaseResult:
     """A case's verdict; bad files (and I/O failures while reading them) make it ERROR, not the run."""
     try:
-        return verify_case(m, opts, run, compared)
+        return verify_case(m, opts, run, compared, judging)
     except (UserError, OSError) as exc:
         reason = str(exc) if isinstance(exc, UserError) else f"{getattr(exc, 'filename', '') or m.dir}: {exc.strerror or exc}"
         return CaseResult(m.case_id, m.op.name, m.output.dtype.name, list(m.output.layout.shape), m.product, ERROR,

@@ -1,0 +1,78 @@
+"""How a case's outputs are judged, worked out once per case and passed down (verify, the small-case pass, the
+chunked comparison and the worst elements' descriptions all read the same value).
+
+Per output: the standard and its parameters (the run's --standard and --tolerance over the case's own), the rule
+they make, the dtype whose thresholds apply and the relative-error floor (judgeddtype.py). Cases that agree on the
+standard, dtype and overrides share one parameters dict and one rule (read them, never change them): a run of
+thousands of small cases makes a few.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..casedir import manifest as M
+from ..errors import UserError
+from ..standards.rules import DEFAULT_STANDARD, Standard, find_standard
+from ..tensor.dtypes import DType
+from .judgeddtype import tolerance_dtype
+
+
+@dataclass(frozen=True)
+class OutputJudging:
+    """How one output is judged."""
+
+    out: M.TensorEntry
+    std: Standard
+    params: dict
+    dtype: DType  # whose thresholds apply (a compute dtype coarser than the output's: its)
+    floor: float  # the relative-error floor
+
+    @property
+    def rule(self):
+        return standard_rule(self.std, self.params)
+
+
+def output_judging(m: M.CaseManifest, opts, out: M.TensorEntry | None = None) -> OutputJudging:
+    """How output `out` (default the first) of a case is judged under the run's options (judge.Options).
+    UserError: the case's or the run's standard or tolerance cannot judge it."""
+    out = out or m.output
+    dtype, floor = tolerance_dtype(m, out)
+    std, params = _standard(m, opts, dtype)
+    return OutputJudging(out, std, params, dtype, floor)
+
+
+def case_judging(m: M.CaseManifest, opts) -> tuple[OutputJudging, ...]:
+    """Every judged output's OutputJudging, in the case's order."""
+    return tuple(output_judging(m, opts, out) for out in (m.judged or (m.output,)))
+
+
+def _standard(m: M.CaseManifest, opts, dtype: DType) -> tuple[Standard, dict]:
+    name = opts.standard or m.standard or DEFAULT_STANDARD
+    overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
+        else dict(opts.tolerance)
+    key = (name, dtype.name, tuple(overrides.items()))
+    known = _STANDARDS.get(key)
+    if known is not None:
+        return known
+    try:
+        std = find_standard(name)
+        params = std.params(dtype, overrides)
+    except (KeyError, ValueError) as exc:
+        raise UserError(exc.args[0], where=str(m.dir)) from None
+    if len(_STANDARDS) > 1024:
+        _STANDARDS.clear()
+        _RULES.clear()
+    _STANDARDS[key] = std, params
+    _RULES[id(params)] = params, std.rule(params)
+    return std, params
+
+
+_STANDARDS: dict[tuple, tuple[Standard, dict]] = {}
+_RULES: dict[int, tuple[dict, object]] = {}  # id(params) -> (params, the standard's rule with them)
+
+
+def standard_rule(std: Standard, params: dict):
+    """std.rule(params), made once for the parameters this module shares."""
+    known = _RULES.get(id(params))
+    return known[1] if known is not None and known[0] is params else std.rule(params)
