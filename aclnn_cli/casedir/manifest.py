@@ -191,6 +191,15 @@ class CaseManifest:
         return n if type(n) is int and n > 0 else 0
 
     @cached_attribute
+    def geometry(self):
+        """The family's blocks of this case (ops/families/), None for an elementwise op; made once, on first read.
+        KeyError, ValueError, TypeError or IndexError where its shapes and attributes cannot be cut (not cached)."""
+        family = self.op.family
+        if family.element_local:
+            return None
+        return family.geometry({t.name: tuple(t.layout.shape) for t in self.tensors}, self.attribute_values)
+
+    @cached_attribute
     def inputs(self) -> tuple[TensorEntry, ...]:
         return tuple(t for t in self.tensors if t.role == "input")
 

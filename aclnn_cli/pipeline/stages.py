@@ -193,16 +193,10 @@ def geometry(m):
     family = m.op.family
     if family.element_local:
         return None
-    known = m.__dict__.get("_geometry") if hasattr(m, "__dict__") else None
-    if known is not None:
-        return known
-    try:
-        geo = family.geometry(shapes_of(m), m.attribute_values)
+    try:  # (a manifest keeps its own, made once; a Case, read by gen once per stage, is cut here)
+        return m.geometry if isinstance(m, M.CaseManifest) else family.geometry(shapes_of(m), m.attribute_values)
     except (KeyError, ValueError, TypeError, IndexError) as exc:
         raise UserError(f"{m.op.name}: cannot cut this case into rows: {exc}") from None
-    if hasattr(m, "__dict__"):
-        m.__dict__["_geometry"] = geo
-    return geo
 
 
 def own_geometry(m, name: str, geo):
