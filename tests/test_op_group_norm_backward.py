@@ -26,9 +26,9 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.groups.group_norm_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from helpers import run_cli, write_yaml
+from helpers import run_cli
 from oracle import rounded_bits
-from rowblocks import bundled_suite
+from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses, write_dump
 
 GI, GG, GB = "gradInput", "gradGammaOut", "gradBetaOut"
 
@@ -85,11 +85,7 @@ def oracle(case, m) -> dict[str, list[Fraction]]:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gn_oracle")
-    out = root / "out"
-    r = run_cli("gen", write_yaml(root, ORACLE_YAML, "gn.yaml"), "-o", out)
-    assert r.exit_code == 0, r.output
-    return out
+    return generated_yaml(tmp_path_factory, ORACLE_YAML, "gn_oracle")
 
 
 def test_goldens_equal_the_oracle_rounded_once(generated):
@@ -149,20 +145,19 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
             continue
         ins = {name: _logical(case, m, name) for name, t in harness.tensors(m).items() if t["role"] == "input"}
         result = aten_float32(ins, {a["name"]: a["value"] for a in m["attributes"]})
-        for name, values in result.items():
-            t = harness.tensors(m)[name]
-            if t.get("null"):
-                continue
-            buf = harness.storage(case, t).copy()
-            harness.view(buf, t)[...] = D.round_from_f32(np.asarray(values, np.float32).reshape(t["shape"]),
-                                                         D.lookup(t["dtype"]), "rint")
-            buf.tofile(case / t["dump"])
+        _write_dumps(case, m, result)
         wrote += 1
     assert wrote >= 50
-    report = tmp_path / "aten.json"
-    run_cli("verify", work, "--json", report)
-    bad = [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+    bad = not_passing(work, tmp_path / "aten.json")
     assert not bad, bad
+
+
+def _write_dumps(case, m, result) -> None:
+    """An independent kernel's outputs as the dumps of the outputs the case computes."""
+    for name, values in result.items():
+        t = harness.tensors(m)[name]
+        if not t.get("null") and t.get("dump"):
+            write_dump(case, t, np.asarray(values, np.float32).reshape(t["shape"]))
 
 
 def test_exact_at_equals_exact_everywhere():
@@ -197,20 +192,12 @@ cases:
 
 @pytest.fixture(scope="module")
 def gate_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gn_gate")
-    out = root / "out"
-    assert run_cli("gen", write_yaml(root, GATE_YAML, "gate.yaml"), "-o", out).exit_code == 0
-    return out
+    return generated_yaml(tmp_path_factory, GATE_YAML, "gn_gate")
 
 
 @pytest.mark.parametrize("variant", DEFECTS + LEGITIMATE)
 def test_each_defect_fails_every_case_and_each_legitimate_variant_passes(gate_suite, tmp_path, variant):
-    work = tmp_path / "out"
-    shutil.copytree(gate_suite, work)
-    assert run_cli("emulate", work, "--defect", variant).exit_code == 0
-    report = tmp_path / "r.json"
-    run_cli("verify", work, "--json", report)
-    status = {c["case_id"]: c["status"] for c in json.loads(report.read_text())["cases"]}
+    status = variant_statuses(gate_suite, tmp_path, variant)
     assert len(status) == 9
     want = "PASS" if variant in LEGITIMATE else "FAIL"
     unseen = BELOW_PRECISION.get(variant, set())
@@ -268,14 +255,6 @@ def test_ops_nn_ttk_suite_imports_and_passes_both_kernels(tmp_path):
         m = harness.load(case)
         ins = {name: _logical(case, m, name) for name, t in harness.tensors(m).items() if t["role"] == "input"}
         result = aten_float32(ins, {a["name"]: a["value"] for a in m["attributes"]})
-        for name, values in result.items():
-            t = harness.tensors(m)[name]
-            if t.get("null") or not t.get("dump"):
-                continue
-            buf = harness.storage(case, t).copy()
-            harness.view(buf, t)[...] = D.round_from_f32(np.asarray(values, np.float32).reshape(t["shape"]),
-                                                         D.lookup(t["dtype"]), "rint")
-            buf.tofile(case / t["dump"])
-    run_cli("verify", out, "--json", report)
-    bad = [(c["case_id"], c["reason"][:200]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+        _write_dumps(case, m, result)
+    bad = not_passing(out, report)
     assert not bad, bad

@@ -24,9 +24,9 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.split.swi_glu_grad import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from helpers import run_cli, write_yaml
+from helpers import run_cli
 from oracle import PREC, rounded_bits
-from rowblocks import bundled_suite
+from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses, write_dump
 
 ORACLE_YAML = """\
 op: aclnnSwiGluGrad
@@ -66,11 +66,7 @@ def oracle(case, m) -> list:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    root = tmp_path_factory.mktemp("swiglu_oracle")
-    out = root / "out"
-    r = run_cli("gen", write_yaml(root, ORACLE_YAML, "swiglu.yaml"), "-o", out)
-    assert r.exit_code == 0, r.output
-    return out
+    return generated_yaml(tmp_path_factory, ORACLE_YAML, "swiglu_oracle")
 
 
 def test_goldens_equal_the_oracle_rounded_once(generated):
@@ -118,15 +114,10 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
             continue
         dim = next(a["value"] for a in m["attributes"] if a["name"] == "dim")
         got = ops_nn_float32(_logical(case, m, "x"), _logical(case, m, "yGrad"), dim)
-        t = harness.tensors(m)["out"]
-        buf = harness.storage(case, t).copy()
-        harness.view(buf, t)[...] = D.round_from_f32(got.astype(np.float32), D.lookup(t["dtype"]), "rint")
-        buf.tofile(case / t["dump"])
+        write_dump(case, harness.tensors(m)["out"], got)
         wrote += 1
     assert wrote >= 60
-    report = tmp_path / "ops_nn.json"
-    run_cli("verify", work, "--json", report)
-    bad = [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+    bad = not_passing(work, tmp_path / "ops_nn.json")
     assert not bad, bad
 
 
@@ -171,20 +162,12 @@ cases:
 
 @pytest.fixture(scope="module")
 def gate_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("swiglu_gate")
-    out = root / "out"
-    assert run_cli("gen", write_yaml(root, GATE_YAML, "gate.yaml"), "-o", out).exit_code == 0
-    return out
+    return generated_yaml(tmp_path_factory, GATE_YAML, "swiglu_gate")
 
 
 @pytest.mark.parametrize("variant", DEFECTS + LEGITIMATE)
 def test_each_defect_fails_every_case_and_each_legitimate_variant_passes(gate_suite, tmp_path, variant):
-    work = tmp_path / "out"
-    shutil.copytree(gate_suite, work)
-    assert run_cli("emulate", work, "--defect", variant).exit_code == 0
-    report = tmp_path / "r.json"
-    run_cli("verify", work, "--json", report)
-    status = {c["case_id"]: c["status"] for c in json.loads(report.read_text())["cases"]}
+    status = variant_statuses(gate_suite, tmp_path, variant)
     assert len(status) == 9
     want = "PASS" if variant in LEGITIMATE else "FAIL"
     assert {k: v for k, v in status.items() if v != want} == {}
@@ -227,9 +210,6 @@ def test_ops_nn_ttk_suite_imports_and_passes_both_kernels(tmp_path):
         m = harness.load(case)
         dim = next(a["value"] for a in m["attributes"] if a["name"] == "dim")
         got = ops_nn_float32(_logical(case, m, "x"), _logical(case, m, "yGrad"), dim)
-        t = harness.tensors(m)["out"]
-        buf = harness.storage(case, t).copy()
-        harness.view(buf, t)[...] = got.astype(np.float32)
-        buf.tofile(case / t["dump"])
-    run_cli("verify", out, "--json", report)
-    assert {c["status"] for c in json.loads(report.read_text())["cases"]} == {"PASS"}
+        write_dump(case, harness.tensors(m)["out"], got)
+    bad = not_passing(out, report)
+    assert not bad, bad
