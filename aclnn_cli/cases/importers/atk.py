@@ -110,6 +110,8 @@ def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[...,
     kind = next(a.kind for a in op.attributes if a.name == n)
     if kind in ("double", "float"):
         return _number_attr(op, n, kind, inp, unit(stem, f"{key}\0{n}", "attr"), bad, unsupported)
+    if kind == "scalar" and inp.get("type") == "scalar":  # (ATK writes an aclScalar* argument as type "scalar")
+        return _scalar_attr(op, n, inp, unit(stem, f"{key}\0{n}", "attr"), bad, unsupported)
     if inp.get("type") not in ("attr", None):
         raise unsupported(f"{n} is an attribute of {op.name}, given as ATK type {show(inp.get('type'))}", "type")
     rv = inp.get("range_values")
@@ -143,6 +145,22 @@ def _number_attr(op: OpSpec, n: str, kind: str, inp: dict, u: float, bad: Callab
         rv = rv[0]
     elif isinstance(rv, list):
         raise bad(f"a {kind} attribute's range_values is a value or [lo, hi], got {show(rv)}", "range_values")
+    return field(bad, "range_values", _quoted_number, rv)
+
+
+def _scalar_attr(op: OpSpec, n: str, inp: dict, u: float, bad: Callable[..., CaseError],
+                 unsupported: Callable[..., CaseError]) -> float | int:
+    """An aclScalar* argument ATK writes as type "scalar" (SwishBackward's betaOptional, SoftplusBackward's beta):
+    range_values is the value ("nan" and "inf" as strings too), or [lo, hi] drawn per case as for an int; the case
+    reader rounds it to the op's scalar dtype. A distribution ({"name": "nd", ...}) is not a value: unsupported."""
+    rv = inp.get("range_values")
+    if isinstance(rv, dict):
+        raise unsupported(f"{n} is an aclScalar of {op.name}, given a distribution {show(rv.get('name'))} (it takes a "
+                          "value or [lo, hi])", "range_values")
+    if isinstance(rv, list) and len(rv) == 2:
+        return _draw(rv, u, bad, "range_values")
+    if isinstance(rv, list) and len(rv) == 1:
+        rv = rv[0]
     return field(bad, "range_values", _quoted_number, rv)
 
 

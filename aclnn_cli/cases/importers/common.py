@@ -143,6 +143,10 @@ def api_name(op: OpSpec, name: str) -> str | None:
 # Foreign spellings of an op's names (ops-nn's ATK suites), beyond a difference of case.
 ALIASES = {
     "aclnnRmsNormGrad": {"input": "x"},
+    # ops-nn's ATK suites of activation/leaky_relu_grad and softplus_v2_grad name self "x" (and LeakyRelu's
+    # negativeSlope "a"), as the ops' forward does
+    "aclnnLeakyReluBackward": {"x": "self", "a": "negativeSlope"},
+    "aclnnSoftplusBackward": {"x": "self"},
     # ops-nn's BatchNormBackward ATK names its tensors by position; its executor passes input0..input6 to the API
     # in the API's order (norm/batch_norm_grad_v3/tests/st/aclnnBatchNormBackward/executor_aclnnBatchNormBackward.py)
     "aclnnBatchNormBackward": {f"input{i}": n for i, n in enumerate(

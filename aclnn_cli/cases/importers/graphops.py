@@ -119,6 +119,8 @@ GRAPH_OPS = {
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
     "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
+    "LeakyReluGrad": GraphOp("aclnnLeakyReluBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
+                             attrs={"negative_slope": ("negativeSlope", number)}),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
                            attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
     "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),
