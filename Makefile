@@ -40,8 +40,8 @@ PYTEST := -m pytest -q -rs -n auto --dist loadfile $(PYTEST_ARGS)
 test: $(STAMP) browser
 	$(BIN)/python $(PYTEST)
 
-# The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core, in about a
-# minute on 2. make test runs them all.
+# The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core, in about two
+# minutes on 2. make test runs them all.
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -rs -n auto --dist load -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
 
