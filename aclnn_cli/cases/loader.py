@@ -27,6 +27,7 @@ from ..ops import OpSpec, find_op
 from ..tensor.status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, check, compute_dtype, rejections
 from ..standards.tolerances import ToleranceError
+from ..files.lazy import cached_attribute
 from ..files.text import clip, key_path, printable_path, read_file, show, unknown_key
 from ..values.yamlsafe import parse as parse_yaml
 
@@ -42,6 +43,12 @@ class TensorCase:
     fill: Fill
     slot: int  # position in the op signature; part of the random stream's seed
     null: bool = False
+
+    @cached_attribute
+    def described(self) -> list:
+        """What decides this tensor's bytes, for the case's fingerprint (golden/fingerprint.py): made once, as
+        tensors are shared by the cases of a file."""
+        return [self.name, self.role, self.dtype.name, self.null, self.slot, self.layout.to_json(), self.fill.describe()]
 
 
 @dataclass(frozen=True, slots=True)  # (slots: a run may hold tens of thousands)

@@ -21,7 +21,7 @@ def fingerprint(case: Case) -> str:
     definition = {
         "tool_version": __version__, "scheme": "pcg64-block65536/f64-round-once/v1", "op": case.op.name,
         "product": case.product, "seed": case.seed, "expect_status": case.expect_status,
-        "standard": case.standard, "tolerance": list(case.tolerance), "tensors": [_described(t) for t in case.tensors],
+        "standard": case.standard, "tolerance": list(case.tolerance), "tensors": [t.described for t in case.tensors],
     }
     if case.attributes:  # (only ops with attributes: the other ops' fingerprints stay as they were)
         definition["attributes"] = [[n, list(v) if isinstance(v, tuple) else v] for n, v in case.attributes]
@@ -47,12 +47,3 @@ def op_declaration_digest(op: OpSpec) -> str:
 
 
 _DECLARATIONS: dict[str, str] = {}
-
-
-def _described(t) -> list:
-    """A tensor's part of the fingerprint; kept on the (shared, immutable) tensor once made."""
-    d = t.__dict__.get("_fingerprint")
-    if d is None:
-        d = t.__dict__["_fingerprint"] = [t.name, t.role, t.dtype.name, t.null, t.slot, t.layout.to_json(),
-                                          t.fill.describe()]
-    return d

@@ -117,18 +117,21 @@ class Scatter(Rows):
         return {self.count: per_row.reshape(-1, 1, 1)}
 
     def _counts(self, m, files: dict) -> np.ndarray:
-        """Rows per index value over the whole case (bincount of the index, read a chunk at a time; cached)."""
-        known = m.__dict__.get("_scatter_counts") if hasattr(m, "__dict__") else None
-        if known is not None:
-            return known
+        """Rows per index value over the whole case (bincount of the index, read a chunk at a time). Kept for the
+        index file it was read from: a stage reads a case's blocks chunk after chunk through one open file."""
+        source = files[self.index]
+        if _LAST_COUNTS[0] is source:
+            return _LAST_COUNTS[1]
         attrs = m.attribute_values
         entry = next(t for t in m.inputs if t.name == self.index)
         width = self.width(attrs)
         counts = np.zeros(width, dtype=np.int64)
         numel = entry.layout.numel
         for s in range(0, numel, CHUNK):
-            index = as_rows(files[self.index].read(entry.layout, s, min(numel, s + CHUNK))).reshape(-1)
+            index = as_rows(source.read(entry.layout, s, min(numel, s + CHUNK))).reshape(-1)
             counts += np.bincount(index[(index >= 0) & (index < width)], minlength=width)
-        if hasattr(m, "__dict__"):
-            m.__dict__["_scatter_counts"] = counts
+        _LAST_COUNTS[:] = [source, counts]
         return counts
+
+
+_LAST_COUNTS: list = [None, None]  # (the index file read last, its counts): one case at a time per process
