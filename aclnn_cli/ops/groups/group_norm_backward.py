@@ -24,6 +24,10 @@ from ..registry import register
 from ..treesum import exact_sum_factor, row_sum64
 
 U32 = ACCUMULATION_UNIT
+# The float32 roundings between C2's and C3's terms and their values on the 950 (group_norm_kernel.py): C2 six
+# (sum2 * mean, - sum1, three * rstd, * s), C3 four beside C2's own (-C2 * mean, sum2 * rstd, * s, the
+# difference); 8 bounds either, with the second-order terms.
+ROUNDINGS = 8
 
 
 def _orders(terms):
@@ -39,12 +43,13 @@ def _channel_sum(terms, units: float, roundings: int, extra=()) -> Reference:
     value, bound, scale (k, d, 1) and the allowance of a float32 kernel's sum, derived from these terms and from
     `extra` (the terms of other arrangements the kernel may add: the 950's dy x and dy mean)."""
     k, n, d, hw = terms.shape
-    flat = _orders(terms)[0]
+    orders = _orders(terms)
+    flat = orders[0]
     mag = row_sum64(np.abs(flat).reshape(k * d, -1, 1)).reshape(k, d, 1) * SLACK
     value = row_sum64(flat.reshape(k * d, -1, 1)).reshape(k, d, 1)
     m = n * hw
     bound = (exact_sum_factor(m) + units) * U * mag + (m + 4) * TINY
-    allowance = sum_allowance(_orders(terms), roundings)
+    allowance = sum_allowance(orders, roundings)
     for more in extra:
         allowance = allowance + sum_allowance(_orders(more), roundings)
     return Reference(value, bound, mag, allowance.reshape(k, d, 1))
@@ -70,10 +75,10 @@ def _reference(t) -> dict:
         r3s = np.abs(rstd) ** 3 / m
         c2_terms = r3s * (big_a * np.abs(mean) + big_ax)            # |C2|'s terms
         c3_terms = c2_terms * np.abs(mean) + np.abs(rstd) * big_a / m
-        sums = (sum_allowance([(a * x).reshape(k * n, -1)], 1) + np.abs(mean).reshape(-1) *
-                sum_allowance([a.reshape(k * n, -1)], 0)).reshape(k, n, 1, 1)
-        shared = (np.abs(x) + np.abs(mean)) * (r3s * sums + 8 * U32 * c2_terms) + np.abs(rstd) / m * (
-            sum_allowance([a.reshape(k * n, -1)], 0).reshape(k, n, 1, 1)) + 8 * U32 * c3_terms
+        sum2 = sum_allowance([a.reshape(k * n, -1)], 0).reshape(k, n, 1, 1)  # (sum1's and sum2's accumulation)
+        sums = sum_allowance([(a * x).reshape(k * n, -1)], 1).reshape(k, n, 1, 1) + np.abs(mean) * sum2
+        shared = (np.abs(x) + np.abs(mean)) * (r3s * sums + ROUNDINGS * U32 * c2_terms) + np.abs(rstd) / m * sum2 \
+            + ROUNDINGS * U32 * c3_terms
     gi = Reference(value.reshape(k, -1, 1), bound.reshape(k, -1, 1), mag.reshape(k, -1, 1),
                    shared=np.broadcast_to(shared, x.shape).reshape(k, -1, 1))
     return {GI: gi,
