@@ -122,6 +122,32 @@ def test_reference_and_exact_against_the_oracle(checked):
     assert rows >= 2400
 
 
+def test_exact_at_equals_the_oracle_everywhere(checked):
+    """The path gen takes for a few open elements of a long row (row sums exact through integers, ops/dyadic.py)
+    gives the oracle's Fractions at every position of every output, on every oracle block."""
+    _, blocks = checked
+    for t, o in blocks:
+        k, n = t["gradOut"].shape[:2]
+        got = SPEC.exact_at(as_f64(t), {GI: np.arange(k * n), GW: np.arange(n), GB: np.arange(n)})
+        for name in OUTS:
+            assert list(got[name]) == flat(o, name), name
+
+
+def test_exact_at_on_a_long_cancelling_row_and_on_inputs_wider_than_float32():
+    """A 50,000-element row whose mean is 1000 x its spread (the sums cancel), and a row of float64 values (the
+    integer split cannot take them: `exact` whole): both equal the oracle where asked."""
+    rng = np.random.default_rng(5)
+    t = block(rng, 1, 50_000, "float32")
+    t["input"] = (t["input"] + np.float32(1000)).astype(np.float32)
+    t["mean"] = np.full((1, 1, 1), 1000.25, np.float32)
+    wide = block(rng, 2, 7, "float32")
+    wide["gradOut"] = wide["gradOut"].astype(np.float64) * (1 + 2.0**-40)
+    for t, where in ((t, rng.integers(0, 50_000, 20)), (wide, np.arange(14))):
+        o = oracle(t)
+        got = SPEC.exact_at(as_f64(t), {GI: where})[GI]
+        assert list(got) == [flat(o, GI)[p] for p in where]
+
+
 def within_premise(result: dict, t: dict, o: dict) -> float:
     """The largest |result - exact| / ((log2 N + 8) 2^-24 scale) over every output (must be <= 1)."""
     ref = SPEC.reference(as_f64(t))

@@ -116,7 +116,7 @@ def _golden_method(certified: bool, fallbacks: int) -> dict:
         return {"method": "float64, rounded once, not certified", "exact_fallback_elements": 0,
                 "uncertified_elements": -fallbacks}
     return {"method": "float64, certified rounding to the output dtype, exact through the reference on Fractions",
-            "exact_fallback_elements": 0}
+            "exact_fallback_elements": fallbacks}
 
 
 @dataclass(frozen=True)

@@ -35,3 +35,29 @@ def exact_row_sums(values: np.ndarray) -> list[Fraction]:
                 total += (int(lo[shift]) + (int(hi[shift]) << HALF)) << shift
         sums.append(Fraction(total) * Fraction(2) ** floor)
     return sums
+
+
+NARROW_BITS = 24  # float32's significand: what `exact_row_dots` takes as its narrow factor
+WIDE_HIGH = 53 - NARROW_BITS  # the wide factor's top bits, so each partial product fits float64's 53
+NORMAL = 2.0**-1021  # a product of at most 53 bits at or above this is a normal float64: exact
+
+
+def exact_row_dots(wide: np.ndarray, narrow: np.ndarray) -> list[Fraction] | None:
+    """The exact sum of wide * narrow along each row of two 2-D float64 arrays, or None where the split below
+    does not make every partial product exact (a narrow value wider than float32, a tiny or non-finite product).
+
+    wide (any float64) is cut into its top 29 significand bits and the rest (at most 24 bits); each times a
+    narrow value (at most 24 bits) has at most 53 bits, so float64 holds it exactly unless it falls below the
+    normal range, and the products' row sums are exact_row_sums'."""
+    wide, narrow = np.asarray(wide, np.float64), np.asarray(narrow, np.float64)
+    with np.errstate(all="ignore"):
+        if not (np.isfinite(wide).all() and np.isfinite(narrow).all()
+                and (narrow.astype(np.float32).astype(np.float64) == narrow).all()):
+            return None
+        m, e = np.frexp(wide)
+        high = np.ldexp(np.trunc(np.ldexp(m, WIDE_HIGH)), e - WIDE_HIGH)
+        parts = np.concatenate([high * narrow, (wide - high) * narrow], axis=1)
+    size = np.abs(parts)
+    if not np.isfinite(parts).all() or ((size < NORMAL) & (size > 0)).any():
+        return None
+    return exact_row_sums(parts)

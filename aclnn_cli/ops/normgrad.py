@@ -6,8 +6,12 @@ h = (x - mean) * rstd and a = dy * gamma (gamma per element for LayerNorm, one v
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
+from .dyadic import exact_row_dots, exact_row_sums
 from .treesum import exact_sum_factor, row_sum64
 
 U = 2.0**-53
@@ -48,3 +52,46 @@ def dx_exact(a, h, rstd):
     if not n:
         return a
     return (a - a.sum(axis=1, keepdims=True) / n - h * ((h * a).sum(axis=1, keepdims=True) / n)) * rstd
+
+
+def as_fractions(v) -> np.ndarray:
+    """A float array as Fractions (a non-finite value stays a float: IEEE decides what it touches)."""
+    v = np.asarray(v, np.float64)
+    flat = [Fraction(e) if math.isfinite(e) else e for e in v.reshape(-1).tolist()]
+    return np.array(flat + [None], dtype=object)[:-1].reshape(v.shape)
+
+
+class ExactRows:
+    """Exact row sums of (rows, n) float64 arrays a, x (a with at most 53 significant bits, x float32 values) and
+    per-row mean and rstd: s1 = sum(a), s2 = sum(x̂ a) = rstd (sum(x a) - mean sum(a)) through ops/dyadic.py,
+    so a few elements of a long row cost a few Fractions, not one per element."""
+
+    def __init__(self, a, x, mean, rstd, sxa):
+        self.a, self.x, self.n = a, x, a.shape[1]
+        self.mu = [Fraction(float(v)) for v in mean[:, 0]]
+        self.r = [Fraction(float(v)) for v in rstd[:, 0]]
+        self.s1 = exact_row_sums(a)
+        self.s2 = [r * (sx - m * s) for r, sx, m, s in zip(self.r, sxa, self.mu, self.s1)]
+
+    def _h(self, row: int, j: int) -> Fraction:
+        return (Fraction(float(self.x[row, j])) - self.mu[row]) * self.r[row]
+
+    def at(self, rows, cols) -> list[Fraction]:
+        """dx = (a - s1 / n - x̂ s2 / n) rstd at (row, column) pairs."""
+        return [(Fraction(float(self.a[i, j])) - self.s1[i] / self.n - self._h(i, j) * self.s2[i] / self.n) * self.r[i]
+                for i, j in zip(np.asarray(rows).tolist(), np.asarray(cols).tolist())]
+
+    def column(self, dy, cols, lanes, weighted: bool) -> list[Fraction]:
+        """Columns (j, c) of a (k, n, a0) dy summed over its k rows: sum of dy x̂ (weighted) or of dy."""
+        a0 = dy.shape[2]
+        out = []
+        for j, c in zip(np.asarray(cols).tolist(), np.asarray(lanes).tolist()):
+            terms = [Fraction(float(d)) for d in dy[:, j, c].tolist()]
+            out.append(sum((d * self._h(i * a0 + c, j) for i, d in enumerate(terms)) if weighted else terms, Fraction(0)))
+        return out
+
+
+def dx_exact_at(a, x, mean, rstd) -> ExactRows | None:
+    """ExactRows of (rows, n) arrays, or None where x or a is too wide for an exact split (ops/dyadic.py)."""
+    sxa = exact_row_dots(a, x) if a.shape[1] else None
+    return None if sxa is None else ExactRows(a, x, mean, rstd, sxa)

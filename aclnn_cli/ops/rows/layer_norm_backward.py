@@ -23,7 +23,7 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families import Rows
-from ..normgrad import SLACK, TINY, U, dx_exact, dx_reference
+from ..normgrad import SLACK, TINY, U, as_fractions, dx_exact, dx_exact_at, dx_reference
 from ..registry import register
 from ..treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
 
@@ -96,6 +96,31 @@ def _exact(t) -> dict:
     """Fractions: the doc's formula on any k rows (and, for the across-rows pass, any columns)."""
     dy, a, xh, rstd = _parts(t)
     return {GI: dx_exact(a, xh, rstd), GW: (dy * xh).sum(axis=0, keepdims=True), GB: dy.sum(axis=0, keepdims=True)}
+
+
+def _exact_at(t, wanted) -> dict:
+    """`_exact`'s values at a few positions of a block (float64 inputs, exactly widened), without a Fraction per
+    element of a long row (ops/normgrad.py, dx_exact_at); inputs it cannot take exactly take `_exact` whole."""
+    dy = np.asarray(t[DY], np.float64)
+    k, n, a0 = dy.shape
+    x, mean, rstd = (np.broadcast_to(np.asarray(t[name], np.float64), dy.shape) for name in (X, MEAN, RSTD))
+    a = dy * np.broadcast_to(np.asarray(t[W], np.float64), dy.shape) if t.get(W) is not None else dy
+    narrow = all((np.asarray(v, np.float32) == v).all() for v in (dy, t.get(W, 0.0)))
+    exact = dx_exact_at(*(np.moveaxis(v, 1, 2).reshape(k * a0, n) for v in (a, x, mean, rstd))) if narrow else None
+    if exact is None:
+        whole = _exact({**t, **{name: as_fractions(t[name]) for name in (DY, X, MEAN, RSTD, W) if t.get(name) is not None}})
+        return {name: np.asarray(whole[name]).reshape(-1)[np.asarray(where, np.int64)] for name, where in wanted.items()}
+    out = {}
+    for name, where in wanted.items():
+        where = np.asarray(where, np.int64).reshape(-1)
+        if name == GI:
+            i, j, c = np.unravel_index(where, dy.shape)
+            values = exact.at(i * a0 + c, j)
+        else:  # (columns of an across-rows output: their k terms each)
+            j, c = np.divmod(where, a0)
+            values = exact.column(dy, j, c, weighted=name == GW)
+        out[name] = np.array(values + [None], dtype=object)[:-1]
+    return out
 
 
 def _edge(t) -> dict:
@@ -347,6 +372,7 @@ SPEC = register(OpSpec(
     family=Rows(driver=X, axes=_axes, per_row=(MEAN, RSTD), across_rows=(GW, GB), shapes=_shapes),
     reference=_reference,
     exact=_exact,
+    exact_at=_exact_at,
     kernel=_kernel,
     edge=_edge,
     variants=VARIANTS,
