@@ -355,6 +355,8 @@ TWO = "(TensorSpec('dy', 'input', {'normal': [0, 1]}, dtypes=DT), TensorSpec('x'
 @pytest.mark.parametrize("changes, needles", [
     ({"attributes": "(AttrSpec('dim', 'int64_t'),)"},
      ("attributes[0].kind", "expected one of scalar, bool, string, int_list, int, bool_list, double, float, got 'int64_t'")),
+    ({"attributes": "(AttrSpec('lr', 'float_list'),)"}, ("attributes[0].kind", "got 'float_list'")),  # (decision 84)
+    ({"attributes": "(AttrSpec('hx', 'tensor_list'),)"}, ("attributes[0].kind", "got 'tensor_list'")),
     ({"family": "Rows(driver='out', axes=dim_axis('x'))"}, ("family.driver", "expected one of dy, x, idx")),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), per_row=('nope',))"}, ("family.per_row[0]",)),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), per_row=('x',))"}, ("family.per_row", "cannot be per-row too")),
