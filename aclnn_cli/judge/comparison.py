@@ -126,6 +126,7 @@ class Comparison:
         self.out = out = judged.out
         self.rule = judged.rule
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
+        self._last_rows: dict = {}  # (rowrelief.py: the blocks relief evaluated last, and what it found on them)
         self.floor = judged.floor
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
         in_sha = sha if hash_inputs else (lambda name, key: None)
@@ -293,7 +294,7 @@ class Comparison:
         m, dtype = self.m, self.out.dtype
         shared = 0.0
         if not m.op.family.element_local:  # (whole rows, never the element alone: rowrelief.py)
-            scale, where, device, shared = rows_relief(m, self.out, self.inputs, flat, self.limit)
+            scale, where, device, shared = rows_relief(m, self.out, self.inputs, flat, self.limit, self._last_rows)
         else:
             ins = self._gather(flat)
             scale = m.op.golden_f64(ins).scale

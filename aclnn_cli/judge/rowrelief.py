@@ -18,12 +18,14 @@ from ..pipeline.stages import block_at, gather_blocks, geometry
 from ..tensor.wholefiles import LoadedFile
 
 
-def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray, limit: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.ndarray, limit: float,
+                last: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(term scale, where the device may differ, the device's value there, the error a correct kernel shares
     with the element's row: Reference.shared) of logical elements `flat` of output `out`. files: input name ->
     an open storage reader; limit: the standard's relative limit per element (T), which an across-rows
-    output's allowance is divided by."""
+    output's allowance is divided by. last: a dict the caller keeps, holding the blocks of the previous call and
+    what was worked out on them (a row longer than a chunk is flagged chunk after chunk: its reference is
+    evaluated once, not once per chunk)."""
     if out.name in m.op.family.across_rows:
         with np.errstate(all="ignore"):  # (T below 2^-100 counts as 2^-100: a subnormal T would make the
             #                                 divisor infinite and every error 0, or below float32's range)
@@ -34,23 +36,37 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
-    blocks = _gather_wanted(m, files, geo, wanted)
-    attrs = m.attribute_values
+    key = (out.name, wanted.tobytes())
+    if last is None or last.get("key") != key:
+        blocks = _gather_wanted(m, files, geo, wanted)
+        with np.errstate(all="ignore"):
+            found = {"key": key, "ref": reference_blocks(m.op, blocks, m.attribute_values)[out.name],
+                     "edges": _edges(m, out, blocks)}
+        if last is not None:
+            last.clear()
+            last.update(found)
+    else:
+        found = last
+    ref, edges = found["ref"], found["edges"]
     with np.errstate(all="ignore"):
-        ref = reference_blocks(m.op, blocks, attrs)[out.name]
         at = np.searchsorted(wanted, block_of) * size + inside
         scale = ref.scale.reshape(-1)[at]
         if ref.allowance is not None:  # (a sum's derived allowance: within it is within the standard's T)
             scale = np.broadcast_to(ref.allowance, ref.value.shape).reshape(-1)[at] / max(limit, 2.0**-100)
         shared = np.zeros(flat.size) if ref.shared is None else np.broadcast_to(ref.shared, ref.value.shape).reshape(-1)[at]
         where, device = np.zeros(flat.size, bool), np.full(flat.size, np.nan)
-        if m.op.edge is not None:
-            edges = m.op.by_output(m.op.edge({**widened(blocks), **attrs}))
-            if out.name in edges:
-                w, d = edges[out.name]
-                where = np.asarray(w, bool).reshape(-1)[at]
-                device = np.asarray(d, np.float64).reshape(-1)[at]
+        if edges is not None:
+            w, d = edges
+            where = np.asarray(w, bool).reshape(-1)[at]
+            device = np.asarray(d, np.float64).reshape(-1)[at]
     return scale, where, device, shared
+
+
+def _edges(m: M.CaseManifest, out: M.TensorEntry, blocks: dict):
+    """The op's edge results for `out` on these blocks ((where, device value) or None)."""
+    if m.op.edge is None:
+        return None
+    return m.op.by_output(m.op.edge({**widened(blocks), **m.attribute_values})).get(out.name)
 
 
 def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray) -> dict[str, np.ndarray]:
