@@ -164,8 +164,9 @@ def within_premise(result: dict, t: dict, o: dict) -> float:
 
 
 def aten_float32(t: dict) -> dict:
-    """ATen's CPU kernel in numpy float32 (layer_norm_kernel.cpp: per row ds, db accumulated in index order, then
-    dX = dy gamma rstd + b x + c; dgamma += dy (x - mean) rstd and dbeta += dy row by row)."""
+    """ATen's gradInput algebra in numpy float32 (layer_norm_kernel.cpp: per row ds, db accumulated in index order,
+    then dX = dy gamma rstd + b x + c), with dgamma's x̂ centred as the 950 forms it (ATen's own uncentred dgamma
+    is a defect class: tests/test_ops_nn_layer_norm_arrangements.py); dbeta += dy row by row."""
     f = np.float32
     k, n = t["gradOut"].shape[:2]
     dx = np.empty((k, n), dtype=f)
