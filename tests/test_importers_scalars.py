@@ -1,12 +1,15 @@
 """ops-nn's ATK files write an aclScalar* argument as type "scalar" and name some inputs as the forward does
 (LeakyRelu's "x" and "a", Softplus's "x"); its TTK files name LeakyReluBackward's graph op leaky_relu_grad. Cases
 written in those shapes (copied from activation/swish_grad, leaky_relu_grad and softplus_v2_grad) import, generate
-and pass; what cannot be a value (a distribution for a scalar) is skipped with its reason."""
+and pass; a scalar given an "nd" distribution (softplus_v2_grad's) is one value drawn per case from a normal whose
+mean and std are drawn as a tensor's are; a distribution of another name is skipped with its reason."""
 
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import yaml
 
 from helpers import run_cli
@@ -41,15 +44,50 @@ def test_an_atk_scalar_is_a_value_or_a_range_drawn_per_case(tmp_path):
         [_tensor("gradOutput"), _tensor("self"), _scalar("betaOptional", [0.5, 1.5])],
         [_tensor("gradOutput"), _tensor("self"), _scalar("betaOptional", ["nan"])],
         [_tensor("gradOutput"), _tensor("self"), _scalar("betaOptional", {"name": "nd", "mean": [0, 1], "std": [1, 2]})],
+        [_tensor("gradOutput"), _tensor("self"), _scalar("betaOptional", {"name": "uniform"})],
     ])
     r, cases = _converted(tmp_path, "atk_swish.json", doc)
     assert r.exit_code == 0, r.output
-    assert "1 x key 'betaOptional.range_values': betaOptional is an aclScalar" in r.output and "distribution" in r.output
+    assert "1 x key 'betaOptional.range_values.name': betaOptional is an aclScalar" in r.output and "'uniform'" in r.output
     betas = [c["attributes"]["betaOptional"] for c in cases]
-    assert len(betas) == 3 and betas[0] == -2 and 0.5 <= betas[1] <= 1.5 and betas[2] != betas[2]  # (NaN)
+    assert len(betas) == 4 and betas[0] == -2 and 0.5 <= betas[1] <= 1.5 and betas[2] != betas[2]  # (NaN)
+    assert isinstance(betas[3], float) and -10 < betas[3] < 11  # (mean in [0, 1], std in [1, 2]: within 5 std)
     (tmp_path / "again").mkdir()
     _, again = _converted(tmp_path / "again", "atk_swish.json", doc)
-    assert again[1]["attributes"]["betaOptional"] == betas[1]  # (drawn from the file's name and the case's id)
+    assert [again[i]["attributes"]["betaOptional"] for i in (1, 3)] == [betas[1], betas[3]]  # (from the file's name
+    #                                                                                             and the case's id)
+
+
+def test_an_nd_scalar_is_a_normal_draw_per_case(tmp_path):
+    """400 cases of nd(mean [10, 10], std [2, 2]): the drawn values have the normal's mean and spread, and differ."""
+    nd = {"name": "nd", "mean": [10, 10], "std": [2, 2]}
+    doc = _atk("aclnnSwishBackward", [[_tensor("gradOutput"), _tensor("self"), _scalar("betaOptional", nd)]] * 400)
+    r, cases = _converted(tmp_path, "atk_nd.json", doc)
+    assert r.exit_code == 0, r.output
+    values = [c["attributes"]["betaOptional"] for c in cases]
+    mean = sum(values) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    assert abs(mean - 10) < 0.4 and 1.7 < spread < 2.3 and len(set(values)) > 390
+
+
+def test_an_infinite_or_nan_beta_gives_the_ieee_limits(tmp_path):
+    """ops-nn's SoftplusBackward suite gives beta = +-inf and threshold = NaN: beta * self is then +-inf or NaN,
+    the float64 bound is not finite and the exact pass takes the IEEE limits (it raised OverflowError before)."""
+    cases = tmp_path / "c.yaml"
+    cases.write_text("op: aclnnSoftplusBackward\ncases:\n"
+                     "  - {name: a, dtype: float32, shape: [64], seed: 1, attributes: {beta: -.inf, threshold: .nan}}\n"
+                     "  - {name: b, dtype: float32, shape: [64], seed: 2, attributes: {beta: .inf, threshold: 3.0}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", cases, "-o", out).exit_code == 0
+    for name, beta, thr in (("a", -math.inf, math.nan), ("b", math.inf, 3.0)):
+        d = out / f"softplus_backward-{name}"
+        dy, x, g = (np.fromfile(d / f, np.float32).astype(np.float64) for f in ("gradOutput.bin", "self.bin", "gradInput.golden.bin"))
+        z = beta * x
+        with np.errstate(invalid="ignore"):
+            want = np.where(z > thr, dy, dy * np.where(np.isnan(z), np.nan, (z > 0).astype(float)))
+        assert np.array_equal(g, want, equal_nan=True) and np.array_equal(np.signbit(g), np.signbit(want))
+    for args in (("emulate", out), ("verify", out)):
+        assert run_cli(*args).exit_code == 0
 
 
 def test_inputs_named_as_the_forward_names_them_import(tmp_path):

@@ -9,6 +9,7 @@ one at ~199 bits with the decimal module and rounded exactly (Ziv's strategy).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Mapping
 
@@ -44,11 +45,18 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
     if hard.size:
         rounded = rounded.copy()
         names = [t.name for t in op.inputs]
-        exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attributes.items()}
+        exact_attrs = {k: _exact_number(v) for k, v in attributes.items()}
         for i in hard:
-            point = {n: Fraction(float(wide[n][i])) for n in names}
-            rounded[i] = round_fraction(Fraction(op.exact({**point, **exact_attrs})), out_dtype)
+            point = {n: _exact_number(float(wide[n][i])) for n in names}
+            v = op.exact({**point, **exact_attrs})  # (a float: an IEEE limit, kept with its sign)
+            rounded[i] = v if isinstance(v, float) else round_fraction(Fraction(v), out_dtype)
     return rounded, int(hard.size)
+
+
+def _exact_number(v):
+    """A finite float as a Fraction; anything else (an infinity, NaN, an int, a list) as it is: IEEE decides
+    what a non-finite value touches, as in the float64 reference (golden/rows.py does the same)."""
+    return Fraction(v) if isinstance(v, float) and math.isfinite(v) else v
 
 
 def _through_reference(op: OpSpec, wide: dict, attributes: dict, hard: np.ndarray, rounded: np.ndarray,
@@ -57,8 +65,8 @@ def _through_reference(op: OpSpec, wide: dict, attributes: dict, hard: np.ndarra
     returns the golden and -(elements left uncertified)."""
     if not hard.size:
         return rounded, 0
-    frac = {n: np.array([Fraction(float(x)) for x in wide[n][hard]] + [None], dtype=object)[:-1] for n in wide}
-    exact_attrs = {k: Fraction(v) if isinstance(v, float) else v for k, v in attributes.items()}
+    frac = {n: np.array([_exact_number(float(x)) for x in wide[n][hard]] + [None], dtype=object)[:-1] for n in wide}
+    exact_attrs = {k: _exact_number(v) for k, v in attributes.items()}
     try:
         exact = through_reference(op, {**frac, **exact_attrs})[op.output.name].reshape(-1)
     except NotRational:

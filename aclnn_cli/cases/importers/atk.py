@@ -11,6 +11,7 @@ docs/importing.md has the field-by-field table.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from pathlib import Path
 from typing import Any, Callable
 
@@ -111,7 +112,7 @@ def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[...,
     if kind in ("double", "float"):
         return _number_attr(op, n, kind, inp, unit(stem, f"{key}\0{n}", "attr"), bad, unsupported)
     if kind == "scalar" and inp.get("type") == "scalar":  # (ATK writes an aclScalar* argument as type "scalar")
-        return _scalar_attr(op, n, inp, unit(stem, f"{key}\0{n}", "attr"), bad, unsupported)
+        return _scalar_attr(op, n, inp, lambda what: unit(stem, f"{key}\0{n}", what), bad, unsupported)
     if inp.get("type") not in ("attr", None):
         raise unsupported(f"{n} is an attribute of {op.name}, given as ATK type {show(inp.get('type'))}", "type")
     rv = inp.get("range_values")
@@ -148,17 +149,29 @@ def _number_attr(op: OpSpec, n: str, kind: str, inp: dict, u: float, bad: Callab
     return field(bad, "range_values", _quoted_number, rv)
 
 
-def _scalar_attr(op: OpSpec, n: str, inp: dict, u: float, bad: Callable[..., CaseError],
+def _scalar_attr(op: OpSpec, n: str, inp: dict, units: Callable[[str], float], bad: Callable[..., CaseError],
                  unsupported: Callable[..., CaseError]) -> float | int:
     """An aclScalar* argument ATK writes as type "scalar" (SwishBackward's betaOptional, SoftplusBackward's beta):
-    range_values is the value ("nan" and "inf" as strings too), or [lo, hi] drawn per case as for an int; the case
-    reader rounds it to the op's scalar dtype. A distribution ({"name": "nd", ...}) is not a value: unsupported."""
+    range_values is the value ("nan" and "inf" as strings too), [lo, hi] drawn per case as for an int, or an "nd"
+    distribution (ops-nn's SoftplusBackward: {"name": "nd", "mean": [-100, 100], "std": [1, 25]}): its mean and
+    std drawn per case as a tensor's are, then one value of that normal at the case's own quantile. The case
+    reader rounds it to the op's scalar dtype."""
     rv = inp.get("range_values")
     if isinstance(rv, dict):
-        raise unsupported(f"{n} is an aclScalar of {op.name}, given a distribution {show(rv.get('name'))} (it takes a "
-                          "value or [lo, hi])", "range_values")
+        if rv.get("name") != "nd":
+            raise unsupported(f"{n} is an aclScalar of {op.name}, given a distribution {show(rv.get('name'))} (only "
+                              "'nd' is supported)", "range_values.name")
+        check_keys(rv, ND_KEYS, "nd distribution", unsupported, "range_values.")
+        mean = _draw(rv.get("mean"), units("mean"), bad, "range_values.mean")
+        std = _draw(rv.get("std"), units("std"), bad, "range_values.std")
+        if std < 0:
+            raise bad(f"a standard deviation is not negative, got {show(rv.get('std'))}", "range_values.std")
+        if std == 0:
+            return mean
+        q = min(max(units("attr"), 2.0**-53), 1 - 2.0**-53)  # (a quantile strictly inside (0, 1))
+        return float(f"{NormalDist(mean, std).inv_cdf(q):.6g}")
     if isinstance(rv, list) and len(rv) == 2:
-        return _draw(rv, u, bad, "range_values")
+        return _draw(rv, units("attr"), bad, "range_values")
     if isinstance(rv, list) and len(rv) == 1:
         rv = rv[0]
     return field(bad, "range_values", _quoted_number, rv)

@@ -54,6 +54,9 @@ def _exact(t):
     dy, x = t["gradOutput"], t["self"]
     beta, thr = (Fraction(v) if np.isfinite(v) else v for v in _attrs(t))
     z = beta * x
+    if not isinstance(z, Fraction):  # (an infinite or NaN beta: the IEEE limits, as `_ieee` gives them)
+        point = {**t, "gradOutput": np.float64(float(dy)), "self": np.float64(float(x))}
+        return float(_ieee(point))
     if z > thr:
         return dy
     return X.evaluate(lambda: X.dec(dy) * X.sigmoid(X.dec(z)))
