@@ -232,7 +232,7 @@ def one_line_error(result, *needles: str) -> str:
 
 
 UNSUPPORTED = [
-    (TTK_HEADER + ttk_row("ok", ) + ttk_row("swish", op="swish_grad"), "op 'swish_grad' is not supported"),
+    (TTK_HEADER + ttk_row("ok", ) + ttk_row("mish", op="mish_grad"), "op 'mish_grad' is not supported"),
     (TTK_HEADER + ttk_row("ok") + ttk_row("nz", fmt="FRACTAL_NZ"), "format 'FRACTAL_NZ' is not supported"),
     (TTK_HEADER + ttk_row("ok") + ttk_row("attr", op="hard_sigmoid_grad", attrs="{'alpha': 0.2}"),
      "attribute alpha=0.2 is not supported"),
@@ -316,7 +316,7 @@ def test_skipping_never_hides_a_malformed_file(tmp_path):
     src = tmp_path / "suite.json"
     src.write_text(MALFORMED[0][0])
     one_line_error(run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported"), "not valid ATK JSON")
-    src.write_text(TTK_HEADER + ttk_row("a", shapes="((7,), (7,)") + ttk_row("b", op="swish_grad"))
+    src.write_text(TTK_HEADER + ttk_row("a", shapes="((7,), (7,)") + ttk_row("b", op="mish_grad"))
     one_line_error(run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported"), "cannot read")
 
 

@@ -115,3 +115,19 @@ def test_the_ttk_graph_op_leaky_relu_grad_is_leaky_relu_backward(tmp_path):
     out = tmp_path / "out"
     for args in (("gen", tmp_path / "yaml", "-o", out), ("emulate", out), ("verify", out)):
         assert run_cli(*args).exit_code == 0
+
+
+def test_the_ttk_graph_op_swish_grad_is_swish_backward(tmp_path):
+    """ops-nn's swish_grad TTK file, unmodified: SwishGrad(grad, x, y; scale) is aclnnSwishBackward(gradOutput, self,
+    betaOptional = scale); y = swish(x) is an input the API does not take (it computes it). Its 5 cases pass."""
+    from pathlib import Path
+
+    src = Path(__file__).parent / "ops_nn_suites" / "ttk_kernel_swish_grad_st.csv"
+    r, cases = _converted(tmp_path, "ttk_kernel_swish_grad_st.csv", src.read_text())
+    assert r.exit_code == 0 and len(cases) == 5, r.output
+    by_name = {c["name"]: c for c in cases}
+    assert by_name["swish_grad_fuzz_21"]["attributes"] == {"betaOptional": -842.4471245256836}
+    assert all(set(c.get("inputs", {})) <= {"gradOutput", "self"} for c in cases)
+    out = tmp_path / "out"
+    for args in (("gen", src, "-o", out), ("emulate", out), ("verify", out)):
+        assert run_cli(*args).exit_code == 0

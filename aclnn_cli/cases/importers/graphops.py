@@ -62,7 +62,8 @@ class GraphOp:
     """A graph operator one aclnn API computes.
 
     inputs / outputs: the graph's tensor names in order; to_inputs / to_outputs: the API's name of each (empty:
-    the API's inputs / outputs in order). attrs: graph attribute -> (API attribute, converter); fixed_attrs:
+    the API's inputs / outputs in order; a None in to_inputs: a graph input the API does not take, dropped, as
+    SwishGrad's y = swish(x), which aclnnSwishBackward computes itself). attrs: graph attribute -> (API attribute, converter); fixed_attrs:
     graph attributes the API fixes to a value (a case giving another is unsupported); ignored: graph
     attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes; lists:
     graph bool attributes that are entries of an API list attribute, graph name -> (API name, index, length),
@@ -72,7 +73,7 @@ class GraphOp:
     api: str
     inputs: tuple[str, ...]
     fixed_attrs: tuple[tuple[str, float], ...] = ()
-    to_inputs: tuple[str, ...] = ()
+    to_inputs: tuple[str | None, ...] = ()
     outputs: tuple[str, ...] = ()
     to_outputs: tuple[str, ...] = ()
     attrs: Mapping[str, tuple[str, Convert]] = None  # type: ignore[assignment]
@@ -80,8 +81,8 @@ class GraphOp:
     derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
     lists: Mapping[str, tuple[str, int, int]] = None  # type: ignore[assignment]
 
-    def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str]:
-        """The API's name for each graph input, in the graph's order."""
+    def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str | None]:
+        """The API's name for each graph input, in the graph's order (None: not passed to the API)."""
         return list(self.to_inputs or api_inputs[:len(self.inputs)])
 
     def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str]:
@@ -119,6 +120,8 @@ GRAPH_OPS = {
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
     "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
+    "SwishGrad": GraphOp("aclnnSwishBackward", ("grad", "x", "y"), to_inputs=("gradOutput", "self", None),
+                         outputs=("grad_x",), to_outputs=("gradInput",), attrs={"scale": ("betaOptional", number)}),
     "LeakyReluGrad": GraphOp("aclnnLeakyReluBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
                              attrs={"negative_slope": ("negativeSlope", number)}),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
