@@ -12,7 +12,8 @@ range, so each product is exact in float64 and the exact dot product is an exact
   bound = gamma_K / (1 - gamma_K) * fl(|A|.|B|), with slack for the multiplication. The term scale is |A|.|B|.
 - exact_at: the K exact float64 products of each wanted element summed exactly (ops/dyadic.exact_row_sums):
   integers, never a Fraction per term.
-- allowance: what a correct float32 kernel may stand off the exact sum, from K and |A|.|B| alone.
+- allowance: what a correct float32 kernel may stand off the exact sum: from K and |A|.|B| in any order, and
+  tighter from the prefix sums along K in the orders kernels use (docs/allowances.md, "Contractions").
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER
+import math
+
+from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER, across_rows_allowance
 from ..dyadic import exact_row_sums
 
 U64 = 2.0**-53
@@ -47,17 +50,30 @@ def growth(k: int, term_roundings: int = PRODUCT_ROUNDINGS) -> float:
 
 
 def reference(left: np.ndarray, right: np.ndarray):
-    """(value, bound, |A|.|B|) of left @ right, float64 operands (k, M, K) and (k, K, N)."""
-    value = np.matmul(left, right)
-    scale = np.matmul(np.abs(left), np.abs(right))
-    g = gamma(left.shape[-1])
+    """(value, bound, |A|.|B|, allowance) of left @ right, float64 operands (k, M, K) and (k, K, N).
+
+    K is walked in chunks of about sqrt(K) (two matmuls each: the products and their absolute values), as the row
+    families walk rows (golden/rows.py, AcrossRows): a chunk's sum|t| bounds every prefix sum inside it, so the
+    largest prefix in K order is bounded by max over chunks of |sum before the chunk| + the chunk's sum|t|, and
+    sum t_i^2 by the sum of the chunks' (sum|t|)^2. The allowance is the smaller of the any-order one (growth(K))
+    and the row families' (ops/accumulation.py) from these bounds. Any order of float64 additions of the exact
+    products stays within gamma_K sum|t| of the exact sum, the chunked one too."""
+    k = left.shape[-1]
+    step = max(16, math.isqrt(max(k, 1)))
+    shape = (*left.shape[:-1], right.shape[-1])
+    value, scale, peak, squares = (np.zeros(shape) for _ in range(4))
+    for s in range(0, k, step):
+        part = np.matmul(left[..., s:s + step], right[..., s:s + step, :])
+        size = np.matmul(np.abs(left[..., s:s + step]), np.abs(right[..., s:s + step, :]))
+        np.maximum(peak, np.abs(value) + size, out=peak)
+        value += part
+        scale += size
+        squares += size * size
+    g = gamma(k)
     bound = (g / (1 - g)) * SLACK * scale
-    return value, bound, scale
-
-
-def allowance(scale: np.ndarray, k: int, input_error: np.ndarray | float = 0.0) -> np.ndarray:
-    """growth(K) u |A|.|B| per element, plus what rounding the inputs on the cube may add (input_error, absolute)."""
-    return growth(k) * ACCUMULATION_UNIT * SLACK * scale + input_error
+    np.maximum(peak, np.abs(value), out=peak)
+    by_rows = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, k, PRODUCT_ROUNDINGS)
+    return value, bound, scale, np.minimum(by_rows, growth(k) * ACCUMULATION_UNIT * SLACK * scale)
 
 
 def input_rounding_error(left: np.ndarray, right: np.ndarray, representable, relative: float) -> np.ndarray:

@@ -6,9 +6,9 @@ functions receive left as (k, M, K), right as (k, K, N) and return out as (k, M,
 own, nothing else has to carry them. A transposed operand is a strided view of its storage; the storage layer
 gathers it in logical order, so the functions never see a layout.
 
-Every output element is a sum of K products of its own: no rounding is shared between elements
-(`shared_errors` off), and each element is rounded once from float32. Its allowance is the op's
-(`Reference.allowance`, derived from K: docs/allowances.md, "Contractions").
+Every output element is a sum of K products, rounded once from float32; its allowance is the op's
+(`Reference.allowance`, derived from K: docs/allowances.md, "Contractions"). Elements sharing a row of left or a
+column of right are accumulated alike, so their errors may lean one way (`shared_errors`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ class Contraction(Rows):
     right: str = "mat2"
     out: str = "out"
     name: str = "contraction"
-    shared_errors: bool = False
+    # (True: the elements of a row of out share its row of left, those of a column the column of right, and the
+    #  kernel adds them all in one order, so their accumulation errors are correlated and may lean one way; a
+    #  failing verdict gets the second look with every element judged against its allowance, as a row sum's)
+    shared_errors: bool = True
 
     @property
     def own(self) -> tuple[str, ...]:
