@@ -81,3 +81,18 @@ def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str
     assert run_cli("emulate", work, "--defect", variant).exit_code == 0
     run_cli("verify", work, "--json", tmp_path / "variant.json")
     return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}
+
+
+def independent_dumps(suite: Path, work: Path, compute) -> int:
+    """A copy of `suite` in `work` whose positive cases hold, as the dump of output `out`, compute(case, manifest)
+    (an independent kernel's float32 results in logical order); how many cases it wrote."""
+    import shutil
+
+    shutil.copytree(suite, work)
+    wrote = 0
+    for case in sorted(p.parent for p in work.glob("*/case.json")):
+        m = harness.load(case)
+        if m["expect_status"] == 0:
+            write_dump(case, harness.tensors(m)["out"], compute(case, m))
+            wrote += 1
+    return wrote

@@ -21,7 +21,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Elementwise, Rows, Split
+from .families import Contraction, Elementwise, Rows, Split
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
 KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # case ids and file names are made of it
@@ -237,6 +237,9 @@ class _Check:
                 self.fail("family.dim", f"expected the name of an int attribute (int64_t) to split at, got {show(f.dim)}")
             if f.driver in f.halves or set(f.halves) & set(f.per_row + f.across_rows):
                 self.fail("family.halves", "a half is cut at dim; it cannot be the driver, per-row or summed across rows")
+        if isinstance(f, Contraction):
+            self.choice("family.right", f.right, tuple(n for n in ins if n != f.driver))
+            self.choice("family.out", f.out, outs)
 
     def signature(self, names: tuple) -> None:
         """Empty, or every tensor and attribute name once (the header's order)."""

@@ -17,6 +17,7 @@ from .guard import guarded
 
 # API name -> its declaration module in aclnn_cli.ops, in its family's folder (the module's name is the op's key)
 BUNDLED: dict[str, str] = {
+    "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
     "aclnnEmbeddingDenseBackward": "scatter.embedding_dense_backward",
     "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",

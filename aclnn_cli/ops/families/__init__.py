@@ -9,15 +9,17 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Split` (split.py): an input split in halves along `dim`; the half-size tensors cut from their own shape (GLUs).
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
+- `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
 
 Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
 """
 
 from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_shape, dim_axis, trailing_axes
 from .channels import Channels
+from .contraction import Contraction
 from .groups import Groups
 from .scatter import Scatter
 from .split import Split
 
-__all__ = ["ELEMENTWISE", "Channels", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split",
+__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split",
            "broadcast_shape", "dim_axis", "trailing_axes"]

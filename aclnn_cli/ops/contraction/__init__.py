@@ -1,0 +1,1 @@
+"""Contraction operators: dot products over K (families.Contraction): the batched matrix product."""

@@ -1,0 +1,121 @@
+"""Dot products over K for the contraction family: the float64 reference with a rigorous bound, the exact values
+of the few elements that bound leaves open, and the allowance of a float32 accumulation (docs/allowances.md,
+"Contractions").
+
+Operands arrive as matrices (k, M, K) and (k, K, N) (ops/families/contraction.py). Every input is a float32,
+float16 or bfloat16 value: a product of two has at most 48 significant bits and an exponent far inside float64's
+range, so each product is exact in float64 and the exact dot product is an exact sum of float64 values.
+
+- reference: np.matmul in float64 (BLAS, any order and blocking, FMA or not) is within gamma_K |A|.|B| of the
+  exact sum (Higham, Accuracy and Stability, 3.1: any order of K - 1 additions of exact products), and
+  |A|.|B|, a second matmul, is itself within a factor gamma_K of its exact value, so
+  bound = gamma_K / (1 - gamma_K) * fl(|A|.|B|), with slack for the multiplication. The term scale is |A|.|B|.
+- exact_at: the K exact float64 products of each wanted element summed exactly (ops/dyadic.exact_row_sums):
+  integers, never a Fraction per term.
+- allowance: what a correct float32 kernel may stand off the exact sum: from K and |A|.|B| in any order, and
+  tighter from the prefix sums along K in the orders kernels use (docs/allowances.md, "Contractions").
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+import math
+
+from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER, across_rows_allowance
+from ..dyadic import exact_row_sums
+
+U64 = 2.0**-53
+SLACK = 1 + 2.0**-40  # covers the float64 roundings of the bound's own arithmetic
+PRODUCT_ROUNDINGS = 1  # a float32 product rounded once on the cube (16-bit products are exact: 0; 1 covers both)
+WANTED_TERMS = 1 << 22  # products held at once by exact_at (32 MiB of float64)
+
+
+def gamma(k: int) -> float:
+    """gamma_k = k u / (1 - k u) in float64's unit, for k additions."""
+    ku = max(k, 1) * U64
+    return ku / (1 - ku)
+
+
+def growth(k: int, term_roundings: int = PRODUCT_ROUNDINGS) -> float:
+    """The allowance of a float32 dot product of k terms in units of u * sum|terms| (docs/allowances.md).
+
+    Any order of additions is a binary tree; node sums are bounded by their subtree's sum|t|, and
+    sum over nodes of (subtree sum|t|)^2 <= sum|t| * sum_i |t_i| depth_i <= (sum|t|)^2 (k - 1). With the
+    probabilistic model of the row families (Hoeffding, lambda = 8) the error is within
+    lambda u sqrt(k - 1 + c) sum|t|: growth sqrt(k), where the worst case grows as k."""
+    return LAMBDA * float(np.sqrt(max(k - 1, 0) + term_roundings)) * SECOND_ORDER
+
+
+def reference(left: np.ndarray, right: np.ndarray):
+    """(value, bound, |A|.|B|, allowance) of left @ right, float64 operands (k, M, K) and (k, K, N).
+
+    K is walked in chunks of about sqrt(K) (two matmuls each: the products and their absolute values), as the row
+    families walk rows (golden/rows.py, AcrossRows): a chunk's sum|t| bounds every prefix sum inside it, so the
+    largest prefix in K order is bounded by max over chunks of |sum before the chunk| + the chunk's sum|t|, and
+    sum t_i^2 by the sum of the chunks' (sum|t|)^2. The allowance is the smaller of the any-order one (growth(K))
+    and the row families' (ops/accumulation.py) from these bounds. Any order of float64 additions of the exact
+    products stays within gamma_K sum|t| of the exact sum, the chunked one too."""
+    k = left.shape[-1]
+    step = max(16, math.isqrt(max(k, 1)))
+    shape = (*left.shape[:-1], right.shape[-1])
+    value, scale, peak, squares = (np.zeros(shape) for _ in range(4))
+    for s in range(0, k, step):
+        part = np.matmul(left[..., s:s + step], right[..., s:s + step, :])
+        size = np.matmul(np.abs(left[..., s:s + step]), np.abs(right[..., s:s + step, :]))
+        np.maximum(peak, np.abs(value) + size, out=peak)
+        value += part
+        scale += size
+        squares += size * size
+    g = gamma(k)
+    bound = (g / (1 - g)) * SLACK * scale
+    np.maximum(peak, np.abs(value), out=peak)
+    by_rows = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, k, PRODUCT_ROUNDINGS)
+    return value, bound, scale, np.minimum(by_rows, growth(k) * ACCUMULATION_UNIT * SLACK * scale)
+
+
+def input_rounding_error(left: np.ndarray, right: np.ndarray, representable, relative: float) -> np.ndarray:
+    """How far the products change when each operand value not `representable` (a boolean function of values) is
+    rounded with a relative error up to `relative`: |dA|.|B| + |A|.|dB| + |dA|.|dB|, zero where nothing changes."""
+    da = np.where(representable(left), 0.0, relative * np.abs(left))
+    db = np.where(representable(right), 0.0, relative * np.abs(right))
+    if not da.any() and not db.any():
+        return np.zeros((*left.shape[:-1], right.shape[-1]))
+    return SLACK * (np.matmul(da, np.abs(right)) + np.matmul(np.abs(left), db) + np.matmul(da, db))
+
+
+def ieee(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The IEEE float64 sum of products where an operand is inf or NaN: every product formed (inf * 0 is NaN),
+    whatever a BLAS may skip. Only blocks holding a non-finite value come here."""
+    with np.errstate(all="ignore"):
+        return (left[:, :, :, None] * right[:, None, :, :]).sum(axis=2)
+
+
+def exact_at(left: np.ndarray, right: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """The exact values (Fractions) of out at flat positions `where` of the blocks (k, M, N), block-major."""
+    k, m, kk = left.shape
+    n = right.shape[2]
+    where = np.asarray(where, dtype=np.int64)
+    b, rest = where // (m * n), where % (m * n)
+    i, j = rest // n, rest % n
+    values: list[Fraction] = []
+    step = max(1, WANTED_TERMS // max(kk, 1))
+    for s in range(0, where.size, step):
+        sl = slice(s, s + step)
+        products = left[b[sl], i[sl], :] * right[b[sl], :, j[sl]]  # (exact: at most 48 bits each)
+        values += exact_row_sums(products) if kk else [Fraction(0)] * products.shape[0]
+    return np.array(values + [None], dtype=object)[:-1]
+
+
+def exact(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Whole blocks exactly (object arrays of Fractions in, Fractions out): the definition, for small blocks."""
+    k, m, _ = left.shape
+    n = right.shape[2]
+    out = np.empty((k, m, n), dtype=object)
+    for b in range(k):
+        for i in range(m):
+            for j in range(n):
+                out[b, i, j] = sum((x * y for x, y in zip(left[b, i, :], right[b, :, j])), Fraction(0))
+    return out
