@@ -41,6 +41,9 @@ ORDINARY = {
     # 2 channels in 1 group)
     "group_norm_backward": {"attributes": lambda dims: {"N": dims[0], "C": dims[1], "HxW": 1, "group": 1},
                             "inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
+    # (a batch of 2 x 2 matrices, K = 2: dot products of random-signed terms cancel as row sums do)
+    "batch_mat_mul": {"dims": lambda shape: [shape // 4, 2, 2],
+                      "inputs": {"self": {"uniform": [0.5, 1.5]}, "mat2": {"uniform": [0.5, 2.0]}}},
 }
 ROW_LENGTH = 2
 
@@ -50,6 +53,8 @@ def case_shape_attributes(op, shape: int) -> tuple[list[int], dict]:
     int list without a default given the trailing axis, and ORDINARY's)."""
     attrs = dict(op.oracle_attributes[0]) if op.attributes else {}
     dims = [shape // ROW_LENGTH, ROW_LENGTH] if not op.family.element_local else [shape]
+    if "dims" in ORDINARY.get(op.key, {}):
+        dims = ORDINARY[op.key]["dims"](shape)
     for a in op.attributes:
         if a.default is None and a.kind == "int_list" and a.name not in attrs:
             attrs[a.name] = [dims[-1]]
