@@ -7,7 +7,7 @@ DEMO   := demo-out
 LOCK   := requirements.lock
 UV     := uv==0.13.9
 
-.PHONY: demo test check test-latest fuzz bench clean browser lock
+.PHONY: demo test check test-latest fuzz bench catalogue clean browser lock
 
 # The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
 # the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
@@ -79,6 +79,13 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py
+
+# docs/catalogue.md from a local checkout of hicann/ops-nn (a work tree or a bare clone; nothing is fetched):
+# make catalogue OPS_NN=/path/to/ops-nn [CATALOGUE_ONLY='norm/*']
+CATALOGUE_ONLY ?= *
+catalogue: $(STAMP)
+	@test -n "$(OPS_NN)" || { echo "make catalogue: give OPS_NN=<a checkout of hicann/ops-nn>"; exit 2; }
+	$(BIN)/python scripts/catalogue.py "$(OPS_NN)" --only '$(CATALOGUE_ONLY)'
 
 clean:
 	rm -rf $(VENV) $(LATEST) .venv-tools $(DEMO) build *.egg-info

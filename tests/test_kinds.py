@@ -112,7 +112,6 @@ def test_fill_bytes_are_pinned():
 
 @pytest.mark.parametrize("spec, dtype, message", [
     ({"uniform": [0, 5]}, D.INT64, "'uniform' draws non-integers"),
-    ({"normal": [0, 1]}, D.UINT8, "'normal' draws non-integers"),
     ({"values": [1, 2.5]}, D.INT32, "value 2.5 is not an integer"),
     ({"constant": 256}, D.UINT8, "value 256 is outside what uint8 holds, [0, 255]"),
     ({"randint": [-1, 3]}, D.UINT8, "value -1 is outside what uint8 holds"),
@@ -122,6 +121,21 @@ def test_fill_bytes_are_pinned():
 ])
 def test_a_fill_a_dtype_cannot_hold_is_refused(spec, dtype, message):
     assert message in parse_fill(spec).check(dtype)
+
+
+def test_a_normal_on_an_integer_tensor_is_its_draws_rounded_toward_zero_and_held_in_range():
+    """ATK's nd distribution on an integer input (SoftplusBackward's int8 self): the float draws, cast as C
+    casts them (toward zero), saturated at the dtype's range; the same float draws a float tensor rounds."""
+    from aclnn_cli.values.fill import generate
+
+    fill = parse_fill({"normal": [-3, 60]})
+    assert fill.check(D.INT8) is None
+    floats = generate(fill, D.FLOAT64, 11, 0, 0, 5000)
+    ints = generate(fill, D.INT8, 11, 0, 0, 5000)
+    assert ints.dtype == np.int8 and ints.min() == -128 and ints.max() == 127
+    inside = (floats > -128) & (floats < 127)
+    assert np.array_equal(ints[inside], np.trunc(floats[inside]).astype(np.int8))
+    assert (ints[floats <= -128] == -128).all() and (ints[floats >= 127] == 127).all()
 
 
 @pytest.mark.parametrize("spec, message", [

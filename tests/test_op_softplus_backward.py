@@ -218,3 +218,46 @@ def test_declaration():
     assert [a.name for a in SPEC.attributes] == ["beta", "threshold"]
     assert "bfloat16" not in SPEC.products["910"] and "310P" not in SPEC.products
     assert "DOUBLE" in M.CONTRACT_NOTES and "ToFloat" in M.CONTRACT_NOTES
+
+
+def test_an_integer_self_is_accepted_and_gradients_stay_float():
+    """The op_api casts an integer self to FLOAT (CONTRACT_NOTES); gradOutput and gradInput must be floats."""
+    from aclnn_cli.ops.contract import TensorDesc, check
+    from aclnn_cli.tensor.status import INVALID, SUCCESS
+
+    def call(dy, x, out):
+        return check(M.SPEC, "950", {"gradOutput": TensorDesc(D.lookup(dy), (4,)), "self": TensorDesc(D.lookup(x), (4,)),
+                                     "gradInput": TensorDesc(D.lookup(out), (4,))}, {"beta": 1.0, "threshold": 20.0})
+
+    for x in ("int8", "int16", "int32", "int64", "uint8"):
+        assert call("float16", x, "float16").status == SUCCESS, x
+    for dy, out in (("int8", "float16"), ("float16", "int16")):
+        got = call(dy, "int8", out)
+        assert got.status == INVALID and got.field == "dtype" and "integer is accepted for self only" in got.rule
+
+
+def test_integer_self_cases_through_gen_emulate_verify(tmp_path):
+    """int8 and int16 self (values from an nd draw, rounded toward zero as ATK's are) beside float gradients: the
+    golden is the exact formula at the integer, rounded once; the emulated kernel passes."""
+    from helpers import run_cli, write_yaml
+
+    text = ("op: aclnnSoftplusBackward\ncases:\n"
+            "  - {name: i8, dtype: float16, shape: [300], seed: 3, tensors: {self: {dtype: int8}},"
+            " inputs: {self: {normal: [-3, 40]}}, attributes: {beta: 0.5, threshold: 4.0}}\n"
+            "  - {name: i16, dtype: float32, shape: [300], seed: 4, tensors: {self: {dtype: int16}},"
+            " inputs: {self: {normal: [0, 9]}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    for name, dt, xdt, beta, thr in (("i8", np.float16, np.int8, 0.5, 4.0), ("i16", np.float32, np.int16, 1.0, 20.0)):
+        d = out / f"softplus_backward-{name}"
+        dy = np.fromfile(d / "gradOutput.bin", dt)
+        x = np.fromfile(d / "self.bin", xdt)
+        assert x.min() < 0 < x.max() and len(np.unique(x)) > 10  # (integers drawn, both signs)
+        g = np.fromfile(d / "gradInput.golden.bin", dt)
+        with mpmath.workdps(60):
+            want = [float(mpmath.mpf(float(a)) * (1 if beta * int(b) > thr else 1 / (1 + mpmath.exp(-beta * int(b)))))
+                    for a, b in zip(dy, x)]
+        # (60 digits to float64, then once to the dtype: a double rounding only at a float64 tie, which no value here is)
+        assert np.array_equal(g, D.round_from_f64(np.array(want), D.lookup(np.dtype(dt).name)).astype(dt))
+    assert run_cli("emulate", out).exit_code == 0
+    assert run_cli("verify", out).exit_code == 0

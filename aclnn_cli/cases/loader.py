@@ -213,7 +213,7 @@ def own_dtype(t, dtype: D.DType) -> D.DType:
 
 def _short(d: D.DType) -> str:
     return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
-            "int32": "i32", "uint8": "u8"}.get(d.name, d.name)
+            "int32": "i32", "uint8": "u8", "int16": "i16", "int8": "i8"}.get(d.name, d.name)
 
 
 def fill_for(spec: _Spec, name: str, shapes: Mapping[str, tuple[int, ...]], values: Mapping) -> Fill:

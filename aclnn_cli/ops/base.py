@@ -147,6 +147,9 @@ class Contract:
     # Rejections that depend on the shapes together (gamma = trailing dims of x, mean numel = rows):
     # (name -> TensorDesc of every tensor, attrs with defaults applied) -> the rule broken (161002), or None.
     shape_rule: Callable[[Mapping, Mapping], str | None] | None = None
+    # Rejections by dtype beyond the product's list (SoftplusBackward: an integer self, but float gradients):
+    # name -> TensorDesc of every tensor -> the rule broken (161002), or None.
+    dtype_rule: Callable[[Mapping], str | None] | None = None
 
 
 FIND: list[Callable[[str], "OpSpec"]] = []  # the registry's lookup by name (ops/registry.py, which imports this module)

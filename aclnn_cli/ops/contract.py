@@ -59,6 +59,9 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     rule = _dtype_rule(op, product, tensors)
     if rule:
         return Outcome(INVALID, rule, "dtype")
+    rule = op.contract.dtype_rule(tensors) if op.contract.dtype_rule is not None else None
+    if rule:
+        return Outcome(INVALID, rule, "dtype")
     lo, hi = op.dims if op.contract.checks_dims else (0, 1 << 30)
     for t in op.tensors:
         if tensors[t.name].null:

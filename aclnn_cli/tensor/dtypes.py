@@ -83,9 +83,12 @@ FLOAT64 = DType("float64", np.dtype("<f8"), 11, "ACL_DOUBLE", 53, -1022, float(n
 INT64 = DType("int64", np.dtype("<i8"), 9, "ACL_INT64", 63, 0, float(2**63 - 1))
 INT32 = DType("int32", np.dtype("<i4"), 3, "ACL_INT32", 31, 0, float(2**31 - 1))
 UINT8 = DType("uint8", np.dtype("u1"), 4, "ACL_UINT8", 8, 0, 255.0)
-INTEGERS = ("int64", "int32", "uint8")
+# (inputs an op casts to float itself: SoftplusBackward's self)
+INT16 = DType("int16", np.dtype("<i2"), 6, "ACL_INT16", 15, 0, float(2**15 - 1))
+INT8 = DType("int8", np.dtype("i1"), 2, "ACL_INT8", 7, 0, 127.0)
+INTEGERS = ("int64", "int32", "uint8", "int16", "int8")
 
-DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, UINT8)}
+DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, UINT8, INT16, INT8)}
 _ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
             "fp64": "float64", "double": "float64", "long": "int64", "int": "int32"}
 

@@ -115,12 +115,20 @@ class Normal(_Random):
             raise ValueError(f"'normal' needs std >= 0, got {show(arg)}")
 
     def check(self, dtype: DType) -> str | None:
-        if dtype.is_integer:
-            return super().check(dtype)
+        if dtype.is_integer:  # (ATK's nd on an integer tensor: the draws cast, see generate)
+            return None
         mean, std = self.params
         span = abs(mean) + 6 * std
         return None if span <= dtype.max_finite else \
             f"normal {list(self.params)} overflows {dtype.name} (max {dtype.max_finite:g})"
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        """An integer tensor's draws rounded toward zero (a C cast of the float draws, as ATK's integer inputs
+        given an nd distribution are) and held at the dtype's range; a float tensor's rounded once."""
+        if not dtype.is_integer:
+            return super().generate(dtype, seed, slot, start, stop)
+        lo, hi = dtype.int_range
+        return np.clip(np.trunc(self._scale(_draws(self._draw, seed, slot, start, stop))), lo, hi).astype(dtype.np_dtype)
 
     @staticmethod
     def _draw(rng: np.random.Generator, n: int) -> np.ndarray:

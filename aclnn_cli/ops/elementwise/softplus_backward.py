@@ -177,6 +177,18 @@ VARIANTS = {"sign-slip": _sign_slip, "no-threshold": _no_threshold, "inclusive-t
             "stable-formula": _stable, "multiply-form": _multiply}
 
 
+INTEGER_SELF = ("int64", "int32", "uint8", "int16", "int8")  # (and BOOL, which no case here expresses)
+
+
+def _float_gradients(tensors) -> str | None:
+    """self may be an integer (the op_api casts it to FLOAT); gradOutput and gradInput may not."""
+    for name in ("gradOutput", "gradInput"):
+        d = tensors[name]
+        if not d.null and d.dtype.is_integer:
+            return f"{name} dtype {d.dtype.name} is not supported (an integer is accepted for self only)"
+    return None
+
+
 def _textbook(x, attrs, mp):
     """The doc's factor: 1 if beta x > threshold, else 1/(1 + e^(-beta x)), for the tests' mpmath oracle."""
     z = mp.mpf(attrs["beta"]) * x
@@ -201,7 +213,7 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", also_accepts=("float64",)),
+    contract=Contract(dtypes="promote", also_accepts=("float64", *INTEGER_SELF), dtype_rule=_float_gradients),
     special_values="self = +inf gives gradOutput; self = -inf gives +-0 (NaN if gradOutput is +-inf); NaN in "
                    "either input, or beta = 0 with self = +-inf, gives NaN; gradOutput = +-inf with finite self "
                    "gives +-inf. beta and threshold are used as float32. The golden decides the branch on the "
