@@ -2,10 +2,32 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 
 SLOW_LIST = Path(__file__).parent / "slow-tests.txt"
+
+
+# ---- the bundled suite, generated once per session (tests/shared.py: one build, every worker reads it) ----------
+
+@pytest.fixture(scope="session")
+def bundled_gen(tmp_path_factory) -> Path:
+    """`gen --jobs 2` of the bundled suite (aclnn_cli/cases/bundled). Read only: a test that writes into it works
+    on a copy (shared.linked_copy)."""
+    import shared
+
+    return shared.bundled_gen(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def bundled_produced(tmp_path_factory) -> Path:
+    """The bundled suite generated, emulated and verified with --jobs 2 (verify's JSON in OUT/verify.json), as
+    bundled_digest.produce(out, jobs=2) makes it. Read only."""
+    import shared
+
+    return shared.bundled_produced(tmp_path_factory)
 
 
 def pytest_configure(config):
@@ -15,8 +37,6 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """The tests slow-tests.txt names are marked slow (make check leaves them out); make fuzz: share
     ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
-    import pytest
-
     slow = {line for line in SLOW_LIST.read_text().splitlines() if line and not line.startswith("#")}
     for item in items:
         if item.nodeid in slow:

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cann_build import build_stub
+from shared import shared_stub_root
 
 ACL_IDS = {np.dtype("float32"): 0, np.dtype("float16"): 1, np.dtype(ml_dtypes.bfloat16): 27, np.dtype("float64"): 11,
            np.dtype("int32"): 3, np.dtype("int64"): 9, np.dtype("uint8"): 4, np.dtype("int8"): 2}
@@ -172,6 +172,6 @@ class Handle:
 def stub(tmp_path_factory, monkeypatch) -> Stub:
     """The process's stub (import this fixture), on the default product (A2); a test's tensors are freed after it."""
     monkeypatch.delenv("ACLNN_STUB_SOC", raising=False)
-    s = shared_stub(lambda: build_stub(tmp_path_factory.mktemp("cann-ctypes")))
+    s = shared_stub(lambda: shared_stub_root(tmp_path_factory))
     yield s
     s.release()

@@ -16,7 +16,7 @@ the emulated dumps of the across-rows outputs only: the row outputs stay the emu
 from __future__ import annotations
 
 import json
-import shutil
+import os
 
 import ml_dtypes
 import numpy as np
@@ -24,6 +24,7 @@ import pytest
 
 from aclnn_cli.casedir import manifest as M
 from helpers import run_cli, write_yaml
+from shared import linked_copy
 from independent_rows import case_blocks
 
 OPS = ("aclnnLayerNormBackward", "aclnnRmsNormGrad", "aclnnBatchNormBackward")
@@ -133,8 +134,7 @@ def _judge(suite, tmp_path, kernel, worst: dict | None = None) -> dict[str, dict
     worst: filled with {case id: the largest distance of what the kernel wrote from the sum of the terms, as a
     multiple of what a correct float32 kernel may be off in the worst case, in any order: (rows - 1 + 4) u
     sum|t| (Higham's gamma bound, 4 roundings a term) plus one output ulp}."""
-    work = tmp_path / "work"
-    shutil.copytree(suite, work)
+    work = linked_copy(suite, tmp_path / "work", dumps=True)  # (a dump written below is unlinked first)
     for d in sorted(p.parent for p in work.glob("*/case.json")):
         m = M.load(d)
         narrow = _NARROW.get(m.inputs[0].dtype.name)
@@ -143,6 +143,7 @@ def _judge(suite, tmp_path, kernel, worst: dict | None = None) -> dict[str, dict
             with np.errstate(all="ignore"):
                 value = np.asarray(kernel(terms, narrow if narrow is not None else np.float32), np.float32)
             written = np.asarray(value, out.dtype.np_dtype)
+            os.unlink(out.dump_path)  # (a link to the suite's dump: replaced, not written through)
             written.tofile(out.dump_path)
             if worst is not None:
                 wide = terms.astype(np.float64)

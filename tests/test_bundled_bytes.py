@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bundled_digest import produce, read_reference
+from bundled_digest import case_digests, produce, read_reference
 
 
 def _differences(found: dict, expected: dict) -> list[str]:
@@ -28,8 +28,9 @@ def test_bundled_suite_bytes_match_the_recorded_digests(tmp_path):
     assert not diffs, f"{len(diffs)} cases differ, first: {diffs[:10]}"
 
 
-def test_two_workers_write_the_same_bytes(tmp_path):
-    diffs = _differences(produce(tmp_path / "two", jobs=2), read_reference())
+def test_two_workers_write_the_same_bytes(bundled_produced):
+    """gen, emulate and verify --jobs 2 (conftest.py's bundled_produced: bundled_digest.produce(out, jobs=2))."""
+    diffs = _differences(case_digests(bundled_produced), read_reference())
     assert not diffs, f"{len(diffs)} cases differ, first: {diffs[:10]}"
 
 

@@ -18,10 +18,8 @@ from helpers import run_cli, write_yaml
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("matrix") / "out"
-    assert run_cli("gen", "-o", out).exit_code == 0
-    return out
+def suite(bundled_gen):
+    return bundled_gen  # (conftest.py: gen of the bundled suite, shared by the session; the matrix copies cases)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ changes a verdict: a tampered golden still fails.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import shutil
@@ -35,6 +36,7 @@ cases:
 def verified() -> tuple[Path, dict[str, str]]:
     """One generated, emulated and verified output (its stat caches written), and each case's cache text."""
     root = Path(tempfile.mkdtemp(prefix="aclnn-fuzz-cache-"))
+    atexit.register(shutil.rmtree, root, True)  # (made once per process: gone when it ends, not left in /tmp)
     out = root / "out"
     assert run_cli("gen", write_yaml(root, CASES), "-o", out).exit_code == 0
     assert run_cli("emulate", out).exit_code == 0

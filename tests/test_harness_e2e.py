@@ -25,8 +25,9 @@ import pytest
 from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops import OPS as REGISTERED
 
-from cann_build import build_runner, build_stub, stub_ops, tools_missing
+from cann_build import build_runner, stub_ops, tools_missing
 from helpers import run_cli, write_yaml
+from shared import linked_copy, shared_stub_root
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
 
@@ -40,7 +41,7 @@ cmake_build = build_runner
 
 @pytest.fixture(scope="session")
 def stub_root(tmp_path_factory) -> Path:
-    return build_stub(tmp_path_factory.mktemp("stub"))
+    return shared_stub_root(tmp_path_factory)
 
 
 # The registered ops the stub toolkit implements (a newly added op has no stub kernel: it is reported
@@ -67,10 +68,13 @@ def asan_runner(harness_dir, stub_root, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def bundled(tmp_path_factory) -> Path:
-    """The bundled cases of every op the stub implements."""
-    out = tmp_path_factory.mktemp("bundled") / "out"
+def bundled(tmp_path_factory, request) -> Path:
+    """The bundled cases of every op the stub implements: when that is every bundled case file, conftest.py's
+    bundled_gen (generated once per session; read only: tests run on a fresh_copy)."""
     files = [BUNDLED / f"{REGISTERED[name].key}.yaml" for name in STUBBED]
+    if set(files) == set(BUNDLED.glob("*.yaml")):
+        return request.getfixturevalue("bundled_gen")
+    out = tmp_path_factory.mktemp("bundled") / "out"
     assert run_cli("gen", *files, "-o", out).exit_code == 0
     return out
 
@@ -85,8 +89,7 @@ def test_ops_the_stub_does_not_implement_are_reported():
 
 
 def fresh_copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
+    return linked_copy(src, dst)  # (run writes new dumps and statuses; what gen wrote is linked, not copied)
 
 
 def run_every_product(out: Path, runner: Path, monkeypatch, extra_env: dict | None = None) -> list[str]:

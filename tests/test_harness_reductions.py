@@ -22,7 +22,8 @@ from aclnn_cli.device.run import attribute_line
 from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
-from cann_build import STUB_DIR, build_runner, build_stub, tools_missing
+from shared import shared_stub_root
+from cann_build import STUB_DIR, build_runner, tools_missing
 from reduction_standins import DOCS, PUBLIC_HEADERS, STANDINS, reduction_ops
 from stub_ctypes import ACL_IDS
 
@@ -175,7 +176,7 @@ def runner(request, project, tmp_path_factory) -> Path:
     """The runner against the stub, and both built with -fsanitize=address,undefined (drive() then also
     requires a clean exit: no sanitizer report, no leak)."""
     asan = request.param == "asan"
-    root = build_stub(tmp_path_factory.mktemp("stub6"), sanitize=asan)
+    root = shared_stub_root(tmp_path_factory, sanitize=asan)
     return build_runner(project, tmp_path_factory.mktemp("build6"), root, SANITIZE if asan else "")
 
 

@@ -14,9 +14,11 @@ here always run.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +53,9 @@ def suite(rel: str) -> Path:
     except OSError:  # (no git)
         shown = None
     if shown is not None and shown.returncode == 0:
-        p = Path(tempfile.mkdtemp(prefix="ops-nn-")) / Path(rel).name
+        root = tempfile.mkdtemp(prefix="ops-nn-")
+        atexit.register(shutil.rmtree, root, True)  # (gone when the process ends, not left in /tmp)
+        p = Path(root) / Path(rel).name
         p.write_bytes(shown.stdout)
         _EXTRACTED[rel] = p
         return p

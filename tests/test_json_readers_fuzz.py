@@ -9,6 +9,7 @@ spliced into the text. Only a result or our one-line UserError is allowed.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import io
@@ -43,6 +44,7 @@ def templates() -> tuple[Path, dict[str, dict], dict]:
     """One generated and emulated output (made once per session): its case directories' manifests, and
     the verify --json results of it."""
     root = Path(tempfile.mkdtemp(prefix="aclnn-fuzz-json-"))
+    atexit.register(shutil.rmtree, root, True)  # (made once per process: gone when it ends, not left in /tmp)
     out = root / "out"
     assert run_cli("gen", write_yaml(root, CASES), "-o", out).exit_code == 0
     assert run_cli("emulate", out).exit_code == 0

@@ -35,7 +35,8 @@ from aclnn_cli.ops import OPS
 from aclnn_cli.ops.base import AttrSpec, OpSpec
 from aclnn_cli.ops.registry import DECLARED_IN, register
 
-from cann_build import build_runner, build_stub, tools_missing
+from shared import shared_stub_root
+from cann_build import build_runner, tools_missing
 
 USER_OPS = Path(__file__).parent / "user_ops"
 OP_FILE = USER_OPS / "_kinds_echo.py"
@@ -248,7 +249,7 @@ def runner(request, tmp_path_factory) -> Path:
     shutil.copy(USER_OPS / "src" / "kinds_echo.cpp", project / "src")
     with open(project / "CMakeLists.txt", "a") as f:
         f.write("target_sources(aclnn-runner PRIVATE src/kinds_echo.cpp)\n")
-    root = build_stub(tmp_path_factory.mktemp("stub-echo"), sanitize=asan)
+    root = shared_stub_root(tmp_path_factory, sanitize=asan)
     return build_runner(project, tmp_path_factory.mktemp("build-echo"), root, SANITIZE if asan else "")
 
 

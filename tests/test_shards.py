@@ -9,6 +9,7 @@ own sharding recipe is run as written, with a sign-flipped case in one shard.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -64,7 +65,9 @@ def write_yaml_text(text: str, _cache: dict = {}) -> Path:
     import tempfile
 
     if text not in _cache:
-        _cache[text] = write_yaml(Path(tempfile.mkdtemp(prefix="aclnn-shards-")), text)
+        root = Path(tempfile.mkdtemp(prefix="aclnn-shards-"))
+        atexit.register(shutil.rmtree, root, True)  # (gone when the process ends, not left in /tmp)
+        _cache[text] = write_yaml(root, text)
     return _cache[text]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from shared import shared_stub_root
 from cann_build import STUB_DIR, build_stub, compile_program, tools_missing
 
 SELFTEST = STUB_DIR / "selftest"
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN 
 
 @pytest.fixture(scope="session")
 def stub_root(tmp_path_factory) -> Path:
-    return build_stub(tmp_path_factory.mktemp("cann"))
+    return shared_stub_root(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -278,7 +279,7 @@ def test_next_ops_defect_crash_and_sync_error(selftest, next_clean):
 @pytest.mark.slow
 def test_sanitized_build_is_clean(tmp_path_factory):
     """The stub and the selftest under -fsanitize=address,undefined: no reports, leaks included."""
-    root = build_stub(tmp_path_factory.mktemp("cann-asan"), sanitize=True)
+    root = shared_stub_root(tmp_path_factory, sanitize=True)
     exe = compile_program(root, SELFTEST_SOURCES, tmp_path_factory.mktemp("asan") / "selftest", sanitize=True,
                           extra=["-O0"])
     env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}

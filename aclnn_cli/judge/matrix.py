@@ -6,6 +6,7 @@ legitimate variant should be caught by none (a false alarm otherwise).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -42,21 +43,41 @@ def _cases_for(name: str | None, cases: list[tuple[Path, str]]) -> list[str]:
     return [str(d) for d, op in cases if name in find_op(op).variants]
 
 
-def _one_variant(args: tuple[str | None, list[str], list[str]]) -> tuple[str, dict[str, int]]:
-    name, dirs, standards = args
+def _link(src: str, dst: str) -> str:
+    """A hard link where the file system allows it, else a copy: emulate and verify write nothing in place (a
+    dump, a status, a stat cache: a temporary name renamed over the old one), so a link is never written through."""
+    try:
+        os.link(src, dst)
+        return dst
+    except OSError:
+        return shutil.copy2(src, dst)
+
+
+_copies: dict[tuple[str, str], Path] = {}  # (scratch, case directory) -> this process's working copy of the case
+
+
+def _copy(scratch: str, case: str) -> Path:
+    """This process's working copy of a case, made once in `scratch` and reused by every variant the process
+    runs: each variant's emulate rewrites every dump and the status, so nothing of the one before is left to judge.
+    (A copy per variant and case cost more than the matrix's emulating and judging: one mkdir, a copy of each
+    file, and their removal, for some 40,000 case runs.)"""
+    key = (scratch, case)
+    if key not in _copies:
+        target = Path(scratch) / str(os.getpid()) / Path(case).name
+        shutil.copytree(case, target, copy_function=_link)
+        _copies[key] = target
+    return _copies[key]
+
+
+def _one_variant(args: tuple[str | None, list[str], list[str], str]) -> tuple[str, dict[str, int]]:
+    name, dirs, standards, scratch = args
     variant = find_variant(name) if name else None
-    with tempfile.TemporaryDirectory(prefix="aclnn-matrix-") as tmp:
-        copies = []
-        for d in map(Path, dirs):
-            target = Path(tmp) / d.name
-            shutil.copytree(d, target)
-            copies.append(target)
-        manifests = [M.load(d) for d in copies]
-        for m in manifests:
-            emulate_case(m, variant=variant)
-        failing = {}
-        for std in standards:
-            failing[std] = sum(verify_case(m, Options(standard=std)).status != PASS for m in manifests)
+    manifests = [M.load(_copy(scratch, d)) for d in dirs]
+    for m in manifests:
+        emulate_case(m, variant=variant)
+    failing = {}
+    for std in standards:
+        failing[std] = sum(verify_case(m, Options(standard=std)).status != PASS for m in manifests)
     return name or "(correct kernel)", failing
 
 
@@ -68,15 +89,17 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
     cases = matrix_cases(suite)
     names: list[str | None] = [None, *(list(catalogue()) if variants is None else variants)]
     stds = standards or list(STANDARDS)
-    tasks = [(n, _cases_for(n, cases), stds) for n in names]
-    if jobs <= 1:
-        results = map(_one_variant, tasks)
-    else:
-        pool = ProcessPoolExecutor(max_workers=jobs)
-        results = pool.map(_one_variant, tasks)
-    table = dict(results)
-    if jobs > 1:
-        pool.shutdown()
+    with tempfile.TemporaryDirectory(prefix="aclnn-matrix-") as scratch:
+        tasks = [(n, _cases_for(n, cases), stds, scratch) for n in names]
+        try:
+            if jobs <= 1:
+                table = dict(map(_one_variant, tasks))
+            else:
+                with ProcessPoolExecutor(max_workers=jobs) as pool:
+                    table = dict(pool.map(_one_variant, tasks))
+        finally:
+            for key in [k for k in _copies if k[0] == scratch]:
+                del _copies[key]
     return table
 
 

@@ -1,0 +1,120 @@
+"""Directories built once per test session and read by every pytest-xdist worker (conftest.py's fixtures).
+
+`shared(tmp_path_factory, key, build)` returns <session temp>/shared/<key>, built by `build(path)` in whichever
+worker asks first; the others wait for it (an flock) and then read it. The session temp directory is new for
+every pytest run (under xdist: the parent of each worker's own, popen-gwN), so what is shared is built from this
+run's code and case files, never left over from an earlier run. Readers must not change a shared directory: a
+test that writes into one works on `linked_copy` (or a copy of its own).
+
+`linked_copy(src, dst)` copies a generated OUT by hard links: gen, emulate, run and verify only ever write a
+file under a temporary name and rename it into place, so a link is never written through. Dumps, statuses and
+anything else a device loop writes are copied, not linked, so that a test rewriting a dump in place (tofile)
+cannot reach the shared original; inputs, goldens, allowances and case.json (what gen wrote) are linked.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from pathlib import Path
+
+# what gen writes into a case directory (linked); anything else is copied
+_GEN_SUFFIXES = (".golden.bin", ".allowance.bin")
+
+
+def session_root(tmp_path_factory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def shared(tmp_path_factory, key: str, build) -> Path:
+    """<session temp>/shared/<key>, built once per session by build(path) (under an exclusive lock)."""
+    root = session_root(tmp_path_factory)
+    target = root / key
+    with open(root / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"{key}.done"
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            build(target)
+            done.touch()
+    return target
+
+
+def _gen_bundled(out: Path) -> None:
+    from helpers import run_cli
+
+    r = run_cli("gen", "-o", out, "--jobs", 2)
+    assert r.exit_code == 0, r.output[-2000:]
+
+
+def bundled_gen(tmp_path_factory) -> Path:
+    """gen --jobs 2 of the bundled suite, once per session (conftest.py's fixture of the same name)."""
+    return shared(tmp_path_factory, "bundled-gen", _gen_bundled)
+
+
+def bundled_produced(tmp_path_factory) -> Path:
+    """The bundled suite as bundled_digest.produce(out, jobs=2) makes it (gen, emulate, verify --jobs 2; verify's
+    JSON in OUT/verify.json), gen's files linked from bundled_gen; once per session."""
+    from helpers import run_cli
+
+    gen = bundled_gen(tmp_path_factory)
+
+    def build(out: Path) -> None:
+        linked_copy(gen, out)
+        for args in (["emulate", out, "--jobs", 2], ["verify", out, "--jobs", 2, "--json", out / "verify.json"]):
+            r = run_cli(*args)
+            assert r.exit_code == 0, r.output[-2000:]
+
+    return shared(tmp_path_factory, "bundled-produced", build)
+
+
+def shared_stub_root(tmp_path_factory, sanitize: bool = False) -> Path:
+    """The stub CANN toolkit (tests/cann_build.py), built once per session into one directory every test file and
+    worker shares (build_stub locks it and builds only what its stamp does not show built)."""
+    from cann_build import build_stub
+
+    return build_stub(session_root(tmp_path_factory) / "cann", sanitize=sanitize)
+
+
+def _gen_file(name: str) -> bool:
+    """A file gen writes: case.json, an input or initial output storage (<name>.bin), a golden, an allowance;
+    not a dump (<name>.dump.bin) or anything a later command adds."""
+    if name == "case.json" or name.endswith(_GEN_SUFFIXES):
+        return True
+    return name.endswith(".bin") and name.count(".") == 1
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    if _gen_file(os.path.basename(src)):
+        try:
+            os.link(src, dst)
+            return dst
+        except OSError:  # (another file system, or links refused: a copy)
+            pass
+    return shutil.copy2(src, dst)
+
+
+def _link_any(src: str, dst: str) -> str:
+    try:
+        os.link(src, dst)
+        return dst
+    except OSError:
+        return shutil.copy2(src, dst)
+
+
+def linked_copy(src: Path, dst: Path, cases=None, dumps: bool = False) -> Path:
+    """A copy of a generated OUT (or of the case directories named in `cases` only) whose generated files are hard
+    links to the original's (see the module's docstring). dumps: link every file, the dumps too (the caller
+    replaces a file it changes, unlinking it first, and never writes into one)."""
+    copy = _link_any if dumps else _link_or_copy
+    if cases is None:
+        shutil.copytree(src, dst, copy_function=copy)
+        return dst
+    dst.mkdir(parents=True)
+    for name in cases:
+        shutil.copytree(src / name, dst / name, copy_function=copy)
+    return dst
