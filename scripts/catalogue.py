@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,7 @@ def main() -> None:
     if not args.ops_nn.is_dir():
         sys.exit(f"catalogue: {args.ops_nn} is not a directory (give a checkout of hicann/ops-nn)")
     tree = Tree(args.ops_nn)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (a killed run still removes its temporary cases)
     rows = []
     with tempfile.TemporaryDirectory(prefix="aclnn-catalogue-") as tmp:
         for i, (folder, files) in enumerate(backward_suites(tree).items()):
