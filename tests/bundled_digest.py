@@ -57,11 +57,13 @@ def case_digests(out_root: Path) -> dict[str, str]:
     return digests
 
 
-def produce(out_root: Path, jobs: int = 1) -> dict[str, str]:
-    """gen, emulate and verify the bundled suite into out_root; its digests."""
+def produce(out_root: Path, jobs: int = 1, gen: bool = True) -> dict[str, str]:
+    """gen (unless not `gen`: out_root holds the suite generated), emulate and verify the bundled suite into
+    out_root; its digests."""
     from click.testing import CliRunner
     from aclnn_cli.cli.main import main
-    for args in (["gen", "-o", out_root, "--jobs", jobs], ["emulate", out_root, "--jobs", jobs],
+    steps = [["gen", "-o", out_root, "--jobs", jobs]] if gen else []
+    for args in (*steps, ["emulate", out_root, "--jobs", jobs],
                  ["verify", out_root, "--jobs", jobs, "--json", out_root / "verify.json"]):
         r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
         assert r.exit_code == 0, r.output
