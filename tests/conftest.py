@@ -47,3 +47,14 @@ def pytest_collection_modifyitems(config, items):
         import fuzzing
 
         fuzzing.budget["seconds"] = total / len(targets)
+
+
+if os.environ.get("ACLNN_TEST_TIMELINE"):  # (where a run's time goes: one line per test, for balancing the workers)
+    import time as _time
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        start = _time.time()
+        yield
+        with open(os.environ["ACLNN_TEST_TIMELINE"], "a") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.3f} {_time.time():.3f} {item.nodeid}\n")

@@ -7,10 +7,14 @@ exact paths, and this rounding shares none with its dtypes module.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
+import ml_dtypes
 import numpy as np
+
+D_NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 PREC = 200
 
@@ -66,17 +70,67 @@ def round_all(values: list, r: Rounder) -> np.ndarray:
     return bits
 
 
+# (precision with the hidden bit, the smallest normal exponent, the largest exponent) of each float dtype
+_FORMATS = {"float32": (24, -126, 127), "float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
+
+
+def fraction_bits(v: Fraction, name: str) -> int:
+    """The bit pattern of the rational v rounded once to the float dtype `name`, nearest, ties to even: in integers
+    (q = v / quantum by divmod, the remainder against half the denominator), sharing nothing with mpmath or the
+    tool. Zero is +0 (an exact value carries no sign); beyond the largest finite value's half ulp, infinity."""
+    p, emin, emax = _FORMATS[name]
+    negative, a = v < 0, abs(Fraction(v))
+    if a == 0:
+        value = 0.0
+    else:
+        n, d = a.numerator, a.denominator
+        e = n.bit_length() - d.bit_length()  # 2^e <= a < 2^(e+1), after the correction below
+        if (n << max(0, -e)) < (d << max(0, e)):
+            e -= 1
+        shift = p - 1 - max(e, emin)  # a * 2^shift in units of the quantum (a subnormal's is fixed at emin's)
+        q, r = divmod(n << shift, d) if shift >= 0 else divmod(n, d << -shift)
+        den = d if shift >= 0 else d << -shift
+        if 2 * r > den or (2 * r == den and q & 1):
+            q += 1
+        value = float("inf") if q and (q.bit_length() - 1 - shift) > emax else math.ldexp(q, -shift)
+    value = -value if negative else value
+    if name == "float32":
+        return int(np.array(value, np.float32).view(np.uint32))
+    return int(np.array(value, np.float64).astype(D_NP[name]).view(np.uint16))
+
+
 def rounded_bits(values: list, dtype) -> np.ndarray:
-    """Each exact value (Fraction or mpf) rounded once to dtype, as its bit pattern."""
+    """Each exact value (Fraction or mpf) rounded once to dtype, as its bit pattern. Fractions go through
+    fraction_bits, checked against mpmath's own rounding on a sample of them; mpf values through mpmath."""
+    name = np.dtype(dtype.np_dtype).name
+    fractions = all(isinstance(v, (Fraction, int)) for v in values)
+    if fractions:
+        bits = np.array([fraction_bits(v, name) for v in values], np.uint32 if name == "float32" else np.uint16)
+        rng = np.random.default_rng(len(values))
+        sample = rng.choice(len(values), min(64, len(values)), replace=False) if len(values) else []
+        assert all(bits[k] == _mpmath_bits([values[k]], dtype)[0] for k in sample)
+        return bits
+    return _mpmath_bits(values, dtype)
+
+
+def _mpmath_bits(values: list, dtype) -> np.ndarray:
+    wide = max((v.numerator.bit_length() + v.denominator.bit_length() for v in values if isinstance(v, Fraction)),
+               default=0)  # (a quotient exact enough that rounding it again to 24 bits cannot round twice)
     if np.dtype(dtype.np_dtype) == np.float32:  # (float32: through mpmath at 24 bits, round half even)
-        with mpmath.workprec(PREC):
+        with mpmath.workprec(PREC + wide):
             out = []
             for v in values:
                 mv = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
-                with mpmath.workprec(24):
+                lead = int(mpmath.frexp(mv)[1]) - 1 if mv else 0  # 2^lead <= |mv| < 2^(lead + 1)
+                bits = 24 - max(0, -126 - lead)  # (a subnormal keeps fewer: rounded there once, not twice)
+                if bits < 1:  # (under 2^-149: half the smallest subnormal or more rounds up to it, a tie to 0)
+                    half = mpmath.mpf(2) ** -150
+                    out.append(math.copysign(2.0**-149 if abs(mv) > half else 0.0, float(mv)))
+                    continue
+                with mpmath.workprec(bits):
                     out.append(float(+mv))
         return np.array(out, np.float32).view(np.uint32)
     r = Rounder(dtype.np_dtype)
-    with mpmath.workprec(PREC):
+    with mpmath.workprec(PREC + wide):
         return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v) for v in values],
                         np.uint16)

@@ -1,5 +1,5 @@
 """Test helpers shared by the Rows ops' test files: a block (k, R, A0) in float64 or as Fractions (as
-`exact` receives it), and an op's bundled cases generated and emulated once per test module."""
+`exact` receives it), and an op's bundled cases generated and emulated, taken from the session's suite."""
 
 from __future__ import annotations
 
@@ -35,12 +35,19 @@ def as_fractions(t: dict) -> dict:
 
 
 def bundled_suite(tmp_path_factory, key: str) -> Path:
-    """aclnn_cli/cases/<key>.yaml generated and emulated (one worker) into a fresh directory."""
-    out = tmp_path_factory.mktemp(key) / "out"
-    for args in (("gen", CASES / f"{key}.yaml", "-o", out), ("emulate", out, "-j", "1")):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-2000:]
-    return out
+    """aclnn_cli/cases/bundled/<key>.yaml generated and emulated, in a fresh directory: its cases taken from the
+    session's bundled suite (shared.bundled_produced: gen, emulate --jobs 2, which writes the bytes one worker
+    writes; test_bundled_bytes.py), gen's files hard-linked, the device's dumps copied (a test may rewrite them)."""
+    import json
+
+    import shared
+
+    produced = shared.bundled_produced(tmp_path_factory)
+    suffix = f"/{key}.yaml"
+    names = [d.name for d in sorted(produced.iterdir())
+             if (d / "case.json").is_file() and json.loads((d / "case.json").read_text())["source"].endswith(suffix)]
+    assert names, f"no bundled case comes from {key}.yaml"
+    return shared.linked_copy(produced, tmp_path_factory.mktemp(key) / "out", cases=names)
 
 
 def write_dump(case: Path, t: dict, values) -> None:

@@ -93,3 +93,31 @@ def test_bf16_rounding_matches_exact_rational_rounding():
     assert [D.round_fraction(Fraction(v), D.BFLOAT16) for v in x[:500]] == want[:500].tolist()
     naive = x.astype(D.BFLOAT16.np_dtype).astype(np.float64)
     assert (naive != want).sum() > 100  # the data does exercise double rounding
+
+
+def test_the_oracles_integer_rounding_agrees_with_mpmath_at_ties_subnormals_and_overflow():
+    """oracle.fraction_bits (the oracle tests' fast rounding of exact values) against mpmath's, on rationals
+    around ties (a grid point's midpoint moved by 2^-300), across the subnormals, and past the largest finite."""
+    import random
+    from fractions import Fraction
+
+    from oracle import _mpmath_bits, fraction_bits
+    from aclnn_cli.tensor import dtypes as D
+
+    rng = random.Random(1)
+    for name in ("float32", "float16", "bfloat16"):
+        values = []
+        for _ in range(1500):
+            kind = rng.randrange(4)
+            if kind == 0:
+                v = Fraction(rng.randint(-10**30, 10**30), rng.randint(1, 10**30))
+            elif kind == 1:  # a midpoint of some grid, exactly or 2^-300 off
+                v = Fraction(2 * rng.randint(1, 2**26) + 1, 2) * Fraction(2) ** rng.randint(-170, 130)
+                v += rng.choice([0, 1, -1]) * Fraction(1, 2**300)
+            elif kind == 2:
+                v = Fraction(rng.randint(1, 2**40), 2 ** rng.randint(100, 200))
+            else:
+                v = Fraction(rng.randint(-2**30, 2**30)) * Fraction(2) ** rng.randint(90, 140)
+            values.append(v)
+        fast = [fraction_bits(v, name) for v in values]
+        assert fast == [int(b) for b in _mpmath_bits(values, D.lookup(name))], name

@@ -41,17 +41,22 @@ def oracle(case: Path, m: dict) -> list:
     rows = grad.reshape(-1, d) if d else np.zeros((0, 0))
     index = [int(v) for v in logical(case, m, "indices").reshape(-1)]
     counts = Counter(index)
-    exact = [[Fraction(0)] * d for _ in range(width)]
+    finite = rows[np.isfinite(rows)]
+    unit = max([v.as_integer_ratio()[1] for v in finite.tolist()], default=1)  # (a power of 2: every value's multiple)
+    exact = [[0] * d for _ in range(width)]  # sums in units of 1 / unit
     special = [[0.0] * d for _ in range(width)]
     for row, w in zip(rows, index):
         if not 0 <= w < width or w == pad:
             continue
         for j, v in enumerate(row.tolist()):
             if np.isfinite(v):
-                exact[w][j] += Fraction(v) / (counts[w] if scale else 1)
+                n, den = v.as_integer_ratio()
+                exact[w][j] += n * (unit // den)
             else:
                 special[w][j] += v
-    return [s if s != 0 or np.isnan(s) else e for er, sr in zip(exact, special) for e, s in zip(er, sr)]
+    per = [unit * (max(counts[w], 1) if scale else 1) for w in range(width)]  # (a row no index hits: 0)
+    return [s if s != 0 or np.isnan(s) else Fraction(e, p)
+            for er, sr, p in zip(exact, special, per) for e, s in zip(er, sr)]
 
 
 def _golden_matches(case: Path, m: dict) -> int:
