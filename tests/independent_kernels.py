@@ -73,6 +73,13 @@ def hardswish(dy, x):
     return dy * np.where(x <= F(3), g, F(1))
 
 
+def elu(dy, x, alpha=1.0, scale=1.0, inputScale=1.0, isResult=False):
+    """The factor first, distributed: inputScale x + inputScale alpha scale; (alpha scale inputScale) e^(x inputScale)."""
+    a, s, i = F(alpha), F(scale), F(inputScale)
+    g = i * x + i * (a * s) if isResult else (a * s * i) * np.exp(x * i)
+    return dy * np.where(x <= 0, g, s)  # NaN x: x <= 0 is false, dy * scale (the kernel's select)
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -84,6 +91,7 @@ KERNELS = {
     "aclnnLeakyReluBackward": leaky_relu,
     "aclnnGeluBackwardV2": gelu_v2,
     "aclnnHardswishBackward": hardswish,
+    "aclnnEluBackward": elu,
 }
 
 

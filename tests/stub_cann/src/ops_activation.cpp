@@ -1,0 +1,71 @@
+// libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward).
+#include <cmath>
+
+#include "aclnnop/aclnn_elu_backward.h"
+#include "opapi.h"
+
+namespace {
+
+using stub::Arg;
+using stub::Attrs;
+using stub::Checker;
+
+// ---------------------------------------------------------------- device kernels (float32)
+
+// elu_grad_v2_dag.h (950): negcoef = alpha * scale (float32, in the tiling; a.alpha holds it);
+// x <= 0 ? (isResult: (dy * inputScale) * (x + negcoef); else ((dy * inputScale) * negcoef) * exp(x * inputScale))
+//        : dy * scale. NaN x: the compare is false, dy * scale.
+float EluGrad(float dy, float x, const Attrs& a) {
+    float pos = dy * a.scale;
+    float neg = a.is_result ? (dy * a.input_scale) * (x + a.alpha)
+                            : ((dy * a.input_scale) * a.alpha) * std::exp(x * a.input_scale);
+    return x <= 0.0f ? neg : pos;
+}
+
+const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
+
+}  // namespace
+
+// ---------------------------------------------------------------- the public API
+
+extern "C" {
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). selfOrResult's dtype = gradOutput's (first), then
+// gradOutput's in the list; alpha, scale, inputScale convertible to FLOAT; gradOutput's dtype CanCast to
+// gradInput's (the stub stores FLOAT, FLOAT16, BF16, DOUBLE); shapes identical; gradOutput at most 8 dims;
+// isResult with alpha < 0 refused. Computed in gradOutput's dtype, then cast to gradInput's.
+aclnnStatus aclnnEluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclScalar* alpha,
+                                             const aclScalar* scale, const aclScalar* inputScale, bool isResult,
+                                             const aclTensor* selfOrResult, aclTensor* gradInput,
+                                             uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kElu, workspaceSize, executor, gradOutput, selfOrResult, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"selfOrResult", selfOrResult}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a}));
+        if (alpha == nullptr) return c.Null("alpha");
+        if (scale == nullptr) return c.Null("scale");
+        if (inputScale == nullptr) return c.Null("inputScale");
+        RETURN_IF_FAILED(c.NotNull({b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a}));
+        float al = 0, sc = 0, is = 0;
+        RETURN_IF_FAILED(c.ScalarToFloat("alpha", alpha, &al));
+        RETURN_IF_FAILED(c.ScalarToFloat("scale", scale, &sc));
+        RETURN_IF_FAILED(c.ScalarToFloat("inputScale", inputScale, &is));
+        if (!stub::CanCast(gradOutput->dtype, gradInput->dtype) || !stub::In(gradInput->dtype, stub::kOutputTypes)) {
+            return c.Invalid("gradOutput dtype " + stub::DTypeName(gradOutput->dtype) + " cannot be cast to gradInput's " +
+                             stub::DTypeName(gradInput->dtype));
+        }
+        RETURN_IF_FAILED(c.SameShape({a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a}));
+        if (isResult && al < 0.0f) return c.Invalid("isResult with a negative alpha");
+        c.compute = gradOutput->dtype;
+        c.attrs.alpha = al * sc;
+        c.attrs.scale = sc;
+        c.attrs.input_scale = is;
+        c.attrs.is_result = isResult;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnEluBackward, kElu)
+
+}  // extern "C"
