@@ -1,0 +1,62 @@
+"""ops-nn's own suites of the activation backward ops bundled for issue 30, unmodified (tests/ops_nn_suites/), through
+convert (the importers), gen, the emulated 950 kernel and verify.
+
+Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file),
+the TTK graph ops named by their graph names (EluGrad, EluGradV2), and every imported case PASSes the op's kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import run_cli
+
+SUITES = Path(__file__).parent / "ops_nn_suites"
+
+# file -> (the op, cases in the file, cases imported, what the skipped ones are)
+FILES = {
+    "atk_aclnnEluBackward.json": ("aclnnEluBackward", 240, 240, ""),
+    "ttk_kernel_elu_grad_v2_st.csv": ("aclnnEluBackward", 5, 5, ""),
+    "ttk_kernel_elu_grad_st.csv": ("aclnnEluBackward", 5, 5, ""),
+}
+
+
+def _converted(path: Path, tmp_path: Path) -> tuple[str, list[dict]]:
+    r = run_cli("convert", "--skip-unsupported", path, "-o", tmp_path / "yaml")
+    assert r.exit_code == 0, r.output
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    return r.output, [dict(c, op=d["op"]) for d in docs for c in d["cases"]]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_the_suite_imports_and_every_case_passes_the_kernel(name, tmp_path):
+    op, total, imported, _ = FILES[name]
+    output, cases = _converted(SUITES / name, tmp_path)
+    assert len(cases) == imported and {c["op"] for c in cases} == {op}, output
+    assert total - imported <= total // 4
+    if imported < total:
+        assert f"skipped {total - imported}" in output, output
+    out = tmp_path / "out"
+    for args in (("gen", tmp_path / "yaml", "-o", out), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-3000:]
+    r = run_cli("verify", out, "--json", tmp_path / "v.json")
+    cases_run = json.loads((tmp_path / "v.json").read_text())["cases"]
+    assert r.exit_code == 0 and len(cases_run) == imported, r.output[-3000:]
+    assert {c["status"] for c in cases_run} == {"PASS"}
+
+
+def test_elu_grad_is_the_result_form_at_unit_constants(tmp_path):
+    """The graph op EluGrad (no attributes) imports as aclnnEluBackward(isResult, alpha = scale = inputScale = 1);
+    EluGradV2's alpha, scale, input_scale, is_result map by name."""
+    _, cases = _converted(SUITES / "ttk_kernel_elu_grad_st.csv", tmp_path / "a")
+    assert {json.dumps(c["attributes"], sort_keys=True) for c in cases} == {
+        json.dumps({"alpha": 1.0, "scale": 1.0, "inputScale": 1.0, "isResult": True}, sort_keys=True)}
+    _, cases = _converted(SUITES / "ttk_kernel_elu_grad_v2_st.csv", tmp_path / "b")
+    by_name = {c["name"]: c["attributes"] for c in cases}
+    assert by_name["elu_grad_v2_fuzz_73"] == {"alpha": 986.4371148691198, "scale": 1.0, "inputScale": 1.0,
+                                              "isResult": True}
