@@ -80,6 +80,11 @@ def elu(dy, x, alpha=1.0, scale=1.0, inputScale=1.0, isResult=False):
     return dy * np.where(x <= 0, g, s)  # NaN x: x <= 0 is false, dy * scale (the kernel's select)
 
 
+def hardtanh(dy, x, min=-1.0, max=1.0):  # noqa: A002 (the API's names)
+    """PyTorch's form: 0 where x <= min or x >= max (NaN compares false: dy passes)."""
+    return np.where((x <= F(min)) | (x >= F(max)), F(0), dy)
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -92,6 +97,7 @@ KERNELS = {
     "aclnnGeluBackwardV2": gelu_v2,
     "aclnnHardswishBackward": hardswish,
     "aclnnEluBackward": elu,
+    "aclnnHardtanhBackward": hardtanh,
 }
 
 

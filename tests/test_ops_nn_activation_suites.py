@@ -2,7 +2,7 @@
 convert (the importers), gen, the emulated 950 kernel and verify.
 
 Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file),
-the TTK graph ops named by their graph names (EluGrad, EluGradV2), and every imported case PASSes the op's kernel.
+the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad), and every imported case PASSes the op's kernel.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ FILES = {
     "atk_aclnnEluBackward.json": ("aclnnEluBackward", 240, 240, ""),
     "ttk_kernel_elu_grad_v2_st.csv": ("aclnnEluBackward", 5, 5, ""),
     "ttk_kernel_elu_grad_st.csv": ("aclnnEluBackward", 5, 5, ""),
+    "ttk_kernel_hardtanh_grad_st.csv": ("aclnnHardtanhBackward", 5, 5, ""),
 }
 
 
@@ -60,3 +61,11 @@ def test_elu_grad_is_the_result_form_at_unit_constants(tmp_path):
     by_name = {c["name"]: c["attributes"] for c in cases}
     assert by_name["elu_grad_v2_fuzz_73"] == {"alpha": 986.4371148691198, "scale": 1.0, "inputScale": 1.0,
                                               "isResult": True}
+
+
+def test_hardtanh_grad_takes_result_then_grad(tmp_path):
+    """HardtanhGrad's inputs are (result, grad): self first; min_val, max_val are min, max (min > max kept)."""
+    _, cases = _converted(SUITES / "ttk_kernel_hardtanh_grad_st.csv", tmp_path)
+    by_name = {c["name"]: c for c in cases}
+    assert by_name["hardtanh_grad_fuzz_71"]["attributes"] == {"min": 511.063293386145, "max": -523.0673494537621}
+    assert by_name["hardtanh_grad_bf16_029"]["shape"] == [16, 192, 64, 64]

@@ -27,6 +27,7 @@ BUNDLED: dict[str, str] = {
     "aclnnGeluBackwardV2": "elementwise.gelu_backward_v2",
     "aclnnGroupNormBackward": "groups.group_norm_backward",
     "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
+    "aclnnHardtanhBackward": "elementwise.hardtanh_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",

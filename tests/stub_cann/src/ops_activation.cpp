@@ -1,7 +1,9 @@
-// libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward).
+// libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
+// HardtanhBackward).
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
+#include "aclnnop/aclnn_hardtanh_backward.h"
 #include "opapi.h"
 
 namespace {
@@ -22,7 +24,11 @@ float EluGrad(float dy, float x, const Attrs& a) {
     return x <= 0.0f ? neg : pos;
 }
 
+// hardtanh_grad_dag.h (950): (x < max && x > min) || x != x ? dy : 0 (a literal +0), compared in float32.
+float HardtanhGrad(float dy, float x, const Attrs& a) { return ((x < a.hi && x > a.lo) || x != x) ? dy : 0.0f; }
+
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
+const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 
 }  // namespace
 
@@ -67,5 +73,29 @@ aclnnStatus aclnnEluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const 
     });
 }
 STUB_PHASE_TWO(aclnnEluBackward, kElu)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). self, gradOutput, out, min, max null: 161001 (that
+// order); gradOutput's, self's, out's dtype in the list, gradOutput's = self's; gradOutput, self at most 8 dims and
+// of one shape. The op_api does not tie out's dtype or shape to the inputs' (the kernel's tiling refuses another
+// dtype at launch): the stub refuses both here, with 161002.
+aclnnStatus aclnnHardtanhBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                  const aclScalar* min, const aclScalar* max, aclTensor* out,
+                                                  uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kHardtanh, workspaceSize, executor, gradOutput, self, out, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({b, a, o}));
+        if (min == nullptr) return c.Null("min");
+        if (max == nullptr) return c.Null("max");
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.SameShape({a, b}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, o}));  // (the stub's, not the op_api's: see above)
+        RETURN_IF_FAILED(c.SameShape({a, b, o}));
+        RETURN_IF_FAILED(c.ScalarToFloat("min", min, &c.attrs.lo));
+        return c.ScalarToFloat("max", max, &c.attrs.hi);
+    });
+}
+STUB_PHASE_TWO(aclnnHardtanhBackward, kHardtanh)
 
 }  // extern "C"
