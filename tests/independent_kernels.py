@@ -85,6 +85,12 @@ def hardtanh(dy, x, min=-1.0, max=1.0):  # noqa: A002 (the API's names)
     return np.where((x <= F(min)) | (x >= F(max)), F(0), dy)
 
 
+def softshrink(dy, x, **attrs):  # (the API's attribute is named lambda, a Python keyword)
+    """PyTorch's form: 0 where -lambda <= x <= lambda (NaN compares false: dy passes)."""
+    lam = F(attrs["lambda"])
+    return np.where((x >= -lam) & (x <= lam), F(0), dy)
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -98,6 +104,7 @@ KERNELS = {
     "aclnnHardswishBackward": hardswish,
     "aclnnEluBackward": elu,
     "aclnnHardtanhBackward": hardtanh,
+    "aclnnSoftshrinkBackward": softshrink,
 }
 
 

@@ -38,6 +38,7 @@ BUNDLED: dict[str, str] = {
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
     "aclnnSiluBackward": "elementwise.silu_backward",
+    "aclnnSoftshrinkBackward": "elementwise.softshrink_backward",
     "aclnnSoftmaxBackward": "rows.softmax_backward",
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",

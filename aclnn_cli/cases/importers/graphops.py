@@ -140,6 +140,8 @@ GRAPH_OPS = {
     "HardtanhGrad": GraphOp("aclnnHardtanhBackward", ("result", "grad"), to_inputs=("self", "gradOutput"),
                             outputs=("y",), to_outputs=("out",),
                             attrs={"min_val": ("min", number), "max_val": ("max", number)}),
+    "SoftShrinkGrad": GraphOp("aclnnSoftshrinkBackward", ("input_grad", "input_x"), to_inputs=("gradOutput", "self"),
+                              outputs=("output_y",), to_outputs=("gradInput",), attrs={"lambd": ("lambda", number)}),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
                            attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
     "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),

@@ -34,6 +34,7 @@ struct Attrs {
     float alpha = 1.0f, scale = 1.0f, input_scale = 1.0f;  // EluBackward (alpha: negcoef = alpha * scale)
     bool is_result = false;
     float lo = -1.0f, hi = 1.0f;  // HardtanhBackward's min, max
+    float lambd = 0.5f;           // SoftshrinkBackward's lambda
 };
 
 // The device kernel in float32 (inputs widened exactly, result rounded by the caller), and where

@@ -1,9 +1,10 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward).
+// HardtanhBackward, SoftshrinkBackward).
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_softshrink_backward.h"
 #include "opapi.h"
 
 namespace {
@@ -27,8 +28,12 @@ float EluGrad(float dy, float x, const Attrs& a) {
 // hardtanh_grad_dag.h (950): (x < max && x > min) || x != x ? dy : 0 (a literal +0), compared in float32.
 float HardtanhGrad(float dy, float x, const Attrs& a) { return ((x < a.hi && x > a.lo) || x != x) ? dy : 0.0f; }
 
+// soft_shrink_grad.h (950): |x| > lambda ? dy : 0, then x != x ? dy : that.
+float SoftshrinkGrad(float dy, float x, const Attrs& a) { return (std::fabs(x) > a.lambd || x != x) ? dy : 0.0f; }
+
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
+const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
 
 }  // namespace
 
@@ -97,5 +102,32 @@ aclnnStatus aclnnHardtanhBackwardGetWorkspaceSize(const aclTensor* gradOutput, c
     });
 }
 STUB_PHASE_TWO(aclnnHardtanhBackward, kHardtanh)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). gradOutput, self, lambda, gradInput null: 161001;
+// each dtype in the list (not compared: two input dtypes are both cast to FLOAT); gradOutput, self at most 8 dims,
+// broadcast, gradInput the broadcast shape; lambda < 0: 161002. gradInput must be the promoted dtype (the stub's:
+// the op_api leaves it to ViewCopy). Computed in the promoted dtype.
+aclnnStatus aclnnSoftshrinkBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                    const aclScalar* lambda, aclTensor* gradInput,
+                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kSoftshrink, workspaceSize, executor, gradOutput, self, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b}));
+        if (lambda == nullptr) return c.Null("lambda");
+        RETURN_IF_FAILED(c.NotNull({o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        RETURN_IF_FAILED(c.ScalarToFloat("lambda", lambda, &c.attrs.lambd));
+        if (c.attrs.lambd < 0.0f) return c.Invalid("lambda < 0");
+        c.compute = stub::Promote(gradOutput->dtype, self->dtype);
+        if (gradInput->dtype != c.compute) {
+            return c.Invalid("gradInput dtype " + stub::DTypeName(gradInput->dtype) + " is not the promoted " +
+                             stub::DTypeName(c.compute));
+        }
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnSoftshrinkBackward, kSoftshrink)
 
 }  // extern "C"
