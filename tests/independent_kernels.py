@@ -91,6 +91,15 @@ def softshrink(dy, x, **attrs):  # (the API's attribute is named lambda, a Pytho
     return np.where((x >= -lam) & (x <= lam), F(0), dy)
 
 
+def threshold(dy, x, threshold=0.0):
+    """x > threshold passes dy (NaN x too); |threshold| <= FLT_EPSILON is ReLU's gradient, dy times a 0/1 mask."""
+    t = F(threshold)
+    keep = ~(x <= t)
+    if abs(float(t)) <= float(np.finfo(F).eps):
+        return dy * (~(x <= F(0))).astype(F)
+    return np.where(keep, dy, F(0))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -105,6 +114,7 @@ KERNELS = {
     "aclnnEluBackward": elu,
     "aclnnHardtanhBackward": hardtanh,
     "aclnnSoftshrinkBackward": softshrink,
+    "aclnnThresholdBackward": threshold,
 }
 
 

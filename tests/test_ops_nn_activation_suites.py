@@ -1,8 +1,9 @@
 """ops-nn's own suites of the activation backward ops bundled for issue 30, unmodified (tests/ops_nn_suites/), through
 convert (the importers), gen, the emulated 950 kernel and verify.
 
-Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file),
-the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad), and every imported case PASSes the op's kernel.
+Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file, but
+for ThresholdBackward's ATK file, whose integer cases are half of it),
+the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad, ReluGrad), and every imported case PASSes the op's kernel.
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ SUITES = Path(__file__).parent / "ops_nn_suites"
 # file -> (the op, cases in the file, cases imported, what the skipped ones are); every imported case is run, but in
 # the files of LARGE only those of up to QUICK_ELEMENTS elements (how many: the second number)
 QUICK_ELEMENTS = 100_000
-LARGE = {"atk_aclnnSoftshrinkBackward.json": (201, 123)}  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
+LARGE = {"atk_aclnnSoftshrinkBackward.json": (201, 123), "atk_aclnnThresholdBackward.json": (153, 89)}  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
 FILES = {
     "atk_aclnnEluBackward.json": ("aclnnEluBackward", 240, 240, ""),
     "ttk_kernel_elu_grad_v2_st.csv": ("aclnnEluBackward", 5, 5, ""),
     "ttk_kernel_elu_grad_st.csv": ("aclnnEluBackward", 5, 5, ""),
     "ttk_kernel_hardtanh_grad_st.csv": ("aclnnHardtanhBackward", 5, 5, ""),
     "atk_aclnnSoftshrinkBackward.json": ("aclnnSoftshrinkBackward", 201, 201, ""),  # (unnamed inputs: by position)
+    # int32, int8, uint8 tensors (the API takes them; aclnn-cli judges float outputs only): 147 of 300
+    "atk_aclnnThresholdBackward.json": ("aclnnThresholdBackward", 300, 153, "is not supported on"),
+    "ttk_kernel_relu_grad_st.csv": ("aclnnThresholdBackward", 5, 5, ""),  # (graph op ReluGrad: threshold 0)
 }
+OVER_A_QUARTER = {"atk_aclnnThresholdBackward.json"}  # (integer dtypes: docs/decisions.md 94)
 
 
 def op_key(op: str) -> str:
@@ -46,12 +51,12 @@ def _converted(path: Path, tmp_path: Path) -> tuple[str, list[dict]]:
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_the_suite_imports_and_every_case_passes_the_kernel(name, tmp_path):
-    op, total, imported, _ = FILES[name]
+    op, total, imported, why = FILES[name]
     output, cases = _converted(SUITES / name, tmp_path)
     assert len(cases) == imported and {c["op"] for c in cases} == {op}, output
-    assert total - imported <= total // 4
+    assert total - imported <= total // 4 or name in OVER_A_QUARTER
     if imported < total:
-        assert f"skipped {total - imported}" in output, output
+        assert f"skipped {total - imported}" in output and why in output, output
     picks: list = []
     if name in LARGE:
         small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
@@ -86,3 +91,9 @@ def test_hardtanh_grad_takes_result_then_grad(tmp_path):
     by_name = {c["name"]: c for c in cases}
     assert by_name["hardtanh_grad_fuzz_71"]["attributes"] == {"min": 511.063293386145, "max": -523.0673494537621}
     assert by_name["hardtanh_grad_bf16_029"]["shape"] == [16, 192, 64, 64]
+
+
+def test_relu_grad_is_threshold_zero(tmp_path):
+    """The graph op ReluGrad (no attributes) is aclnnThresholdBackward at threshold 0, which the op_api sends to it."""
+    _, cases = _converted(SUITES / "ttk_kernel_relu_grad_st.csv", tmp_path)
+    assert len(cases) == 5 and all(c["attributes"] == {"threshold": 0.0} for c in cases)

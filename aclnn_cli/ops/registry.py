@@ -43,6 +43,7 @@ BUNDLED: dict[str, str] = {
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",
     "aclnnSwishBackward": "elementwise.swish_backward",
+    "aclnnThresholdBackward": "elementwise.threshold_backward",
 }
 
 

@@ -122,6 +122,12 @@ def _elu_grad_from_output(shapes: Mapping[str, tuple[int, ...]]) -> dict:
     return {"alpha": 1.0, "scale": 1.0, "inputScale": 1.0, "isResult": True}
 
 
+def _relu_threshold(shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """ReluGrad (activation/relu_grad) has no attributes: dy * (features > 0) is aclnnThresholdBackward at threshold 0,
+    which the op_api sends to this very kernel (|threshold| <= FLT_EPSILON)."""
+    return {"threshold": 0.0}
+
+
 GRAPH_OPS = {
     "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
@@ -142,6 +148,10 @@ GRAPH_OPS = {
                             attrs={"min_val": ("min", number), "max_val": ("max", number)}),
     "SoftShrinkGrad": GraphOp("aclnnSoftshrinkBackward", ("input_grad", "input_x"), to_inputs=("gradOutput", "self"),
                               outputs=("output_y",), to_outputs=("gradInput",), attrs={"lambd": ("lambda", number)}),
+    "ThresholdGradV2D": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
+                                outputs=("backprops",), to_outputs=("out",), attrs={"threshold": ("threshold", number)}),
+    "ReluGrad": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
+                        outputs=("backprops",), to_outputs=("out",), derive=_relu_threshold),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
                            attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
     "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),

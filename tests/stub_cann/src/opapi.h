@@ -35,6 +35,7 @@ struct Attrs {
     bool is_result = false;
     float lo = -1.0f, hi = 1.0f;  // HardtanhBackward's min, max
     float lambd = 0.5f;           // SoftshrinkBackward's lambda
+    bool relu = false;            // ThresholdBackward: |threshold| <= FLT_EPSILON runs ReluGrad (lo holds threshold)
 };
 
 // The device kernel in float32 (inputs widened exactly, result rounded by the caller), and where

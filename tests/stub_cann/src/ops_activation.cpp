@@ -1,10 +1,12 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward).
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward).
+#include <cfloat>
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
+#include "aclnnop/aclnn_threshold_backward.h"
 #include "opapi.h"
 
 namespace {
@@ -31,9 +33,17 @@ float HardtanhGrad(float dy, float x, const Attrs& a) { return ((x < a.hi && x >
 // soft_shrink_grad.h (950): |x| > lambda ? dy : 0, then x != x ? dy : that.
 float SoftshrinkGrad(float dy, float x, const Attrs& a) { return (std::fabs(x) > a.lambd || x != x) ? dy : 0.0f; }
 
+// |threshold| <= FLT_EPSILON: relu_grad_dag.h, dy * (x <= 0 ? 0 : 1) (IEEE: -0 for dy < 0, NaN for inf dy);
+// otherwise threshold_grad_v2_d_dag.h, x <= threshold ? 0 : dy. NaN x gives dy in both.
+float ThresholdGrad(float dy, float x, const Attrs& a) {
+    if (a.relu) return dy * (x <= 0.0f ? 0.0f : 1.0f);
+    return x <= a.lo ? 0.0f : dy;
+}
+
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
+const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
 
 }  // namespace
 
@@ -129,5 +139,26 @@ aclnnStatus aclnnSoftshrinkBackwardGetWorkspaceSize(const aclTensor* gradOutput,
     });
 }
 STUB_PHASE_TWO(aclnnSoftshrinkBackward, kSoftshrink)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); the real op_api also takes INT32, INT8, UINT8 (and INT64
+// on the 950 with threshold 0), which the stub refuses (161002). threshold, out, gradOutput, self null: 161001;
+// gradOutput's = self's = out's dtype; gradOutput, self at most 8 dims, broadcast, out the broadcast shape.
+aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                   const aclScalar* threshold, aclTensor* out,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kThreshold, workspaceSize, executor, gradOutput, self, out, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"out", out};
+        if (threshold == nullptr) return c.Null("threshold");
+        RETURN_IF_FAILED(c.NotNull({o, a, b}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b}));
+        RETURN_IF_FAILED(c.SameDtype({b, a, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        RETURN_IF_FAILED(c.ScalarToFloat("threshold", threshold, &c.attrs.lo));
+        c.attrs.relu = std::fabs(c.attrs.lo - 0.0f) <= FLT_EPSILON;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnThresholdBackward, kThreshold)
 
 }  // extern "C"
