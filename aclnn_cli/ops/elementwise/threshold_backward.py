@@ -11,7 +11,7 @@ call to one of two kernels:
   widened), cast back: +0 or dy itself.
 
 Either way NaN x passes dy (x <= t is false). The result is exact (dy or a zero): the golden is the doc's formula
-with the zero's sign and the non-finite semantics of the kernel the op_api picks (decision 94).
+(its zero +0) with the non-finite semantics of the kernel the op_api picks (decision 94).
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ def _passes(x, thr):
 
 
 def _reference(t):
-    """Exact: dy or a zero (bound 0); the zero is dy * 0 (IEEE's sign) on the ReluGrad path, +0 on the other."""
+    """Exact: dy or +0 (bound 0). (ReluGrad's product gives -0 for a negative dy: verify takes -0 for +0.)"""
     dy = t["gradOutput"]
-    zero = dy * 0.0 if _relu_path(t) else 0.0
-    value = np.where(_passes(t["self"], _threshold(t)), dy, zero)
+    value = np.where(_passes(t["self"], _threshold(t)), dy, 0.0)
     return Reference(value, np.zeros_like(value), np.abs(dy))
 
 
@@ -157,8 +156,9 @@ SPEC = register(OpSpec(
     contract=Contract(dtypes="same", broadcast_on=_ALL),
     special_values="self = NaN gives gradOutput (x <= threshold is false in both kernels); self = +inf gives "
                    "gradOutput, -inf gives 0 (finite threshold). With |threshold| <= FLT_EPSILON (ReluGrad: "
-                   "gradOutput * 0 or 1) the zero carries gradOutput's sign and an infinite or NaN gradOutput gives "
-                   "NaN where self <= 0; with any other threshold (a select) the zero is +0 whatever gradOutput is. "
+                   "gradOutput * 0 or 1) an infinite or NaN gradOutput gives NaN where self <= 0 (a negative one -0, "
+                   "which verify takes for the golden's +0); with any other "
+                   "threshold (a select) the zero is +0 whatever gradOutput is. "
                    "threshold is used as float32; threshold = NaN passes gradOutput everywhere.",
     textbook=_textbook,
     oracle_attributes=({"threshold": 0.0}, {"threshold": 0.5}, {"threshold": float(np.float32(-0.3))}),
