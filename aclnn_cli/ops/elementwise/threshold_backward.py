@@ -24,7 +24,6 @@ from ..base import AttrSpec, Contract, OpSpec, Reference, defect, grad_signature
 from ..registry import register
 
 FLT_EPSILON = float(np.finfo(np.float32).eps)
-INTEGERS = ("int32", "int8", "uint8", "int64")  # accepted by phase one; aclnn-cli makes no integer cases
 
 
 def _threshold(t) -> float:
@@ -170,8 +169,8 @@ Phase-one rules of aclnnThresholdBackward (threshold_grad_v2_d/op_api/aclnn_thre
    self null.
 2. 161002: gradOutput's or self's dtype not in the list: 950 {FLOAT, INT32, FLOAT16, INT8, UINT8, BF16, and INT64 when
    |threshold| <= FLT_EPSILON}; A2, A3 the same without INT64; 910, 310P {FLOAT, INT32, FLOAT16, INT8, UINT8}.
-   gradOutput's dtype not self's; out's dtype not self's. aclnn-cli generates no integer cases (`also_accepts`: no
-   negative case is made of them).
+   gradOutput's dtype not self's; out's dtype not self's. aclnn-cli judges no integer outputs: its contract lists
+   the float dtypes only, so it calls an integer call 161002, which the API does not (decision 94).
 3. 161002: gradOutput or self with more than 8 dims; gradOutput and self do not broadcast; out's shape not the
    broadcast shape.
 - Empty: self or gradOutput empty -> SUCCESS, workspace 0 (after the shape checks).
