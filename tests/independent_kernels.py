@@ -73,6 +73,33 @@ def hardswish(dy, x):
     return dy * np.where(x <= F(3), g, F(1))
 
 
+def elu(dy, x, alpha=1.0, scale=1.0, inputScale=1.0, isResult=False):
+    """The factor first, distributed: inputScale x + inputScale alpha scale; (alpha scale inputScale) e^(x inputScale)."""
+    a, s, i = F(alpha), F(scale), F(inputScale)
+    g = i * x + i * (a * s) if isResult else (a * s * i) * np.exp(x * i)
+    return dy * np.where(x <= 0, g, s)  # NaN x: x <= 0 is false, dy * scale (the kernel's select)
+
+
+def hardtanh(dy, x, min=-1.0, max=1.0):  # noqa: A002 (the API's names)
+    """PyTorch's form: 0 where x <= min or x >= max (NaN compares false: dy passes)."""
+    return np.where((x <= F(min)) | (x >= F(max)), F(0), dy)
+
+
+def softshrink(dy, x, **attrs):  # (the API's attribute is named lambda, a Python keyword)
+    """PyTorch's form: 0 where -lambda <= x <= lambda (NaN compares false: dy passes)."""
+    lam = F(attrs["lambda"])
+    return np.where((x >= -lam) & (x <= lam), F(0), dy)
+
+
+def threshold(dy, x, threshold=0.0):
+    """x > threshold passes dy (NaN x too); |threshold| <= FLT_EPSILON is ReLU's gradient, dy times a 0/1 mask."""
+    t = F(threshold)
+    keep = ~(x <= t)
+    if abs(float(t)) <= float(np.finfo(F).eps):
+        return dy * (~(x <= F(0))).astype(F)
+    return np.where(keep, dy, F(0))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -84,6 +111,10 @@ KERNELS = {
     "aclnnLeakyReluBackward": leaky_relu,
     "aclnnGeluBackwardV2": gelu_v2,
     "aclnnHardswishBackward": hardswish,
+    "aclnnEluBackward": elu,
+    "aclnnHardtanhBackward": hardtanh,
+    "aclnnSoftshrinkBackward": softshrink,
+    "aclnnThresholdBackward": threshold,
 }
 
 

@@ -35,12 +35,12 @@ import harness
 
 DATA = Path(__file__).parent / "user_ops"
 ATK = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnSmoothL1LossBackward.json"
-MODULES = ("elu_backward", "smooth_l1_loss_backward", "my_batch_norm_backward", "my_embedding_dense_backward",
+MODULES = ("my_elu_backward", "smooth_l1_loss_backward", "my_batch_norm_backward", "my_embedding_dense_backward",
            "my_swi_glu_grad")
-DEFECTS = {"elu_backward": "elu-scale-dropped", "smooth_l1_loss_backward": "smooth-l1-mean-forgotten",
+DEFECTS = {"my_elu_backward": "my-elu-scale-dropped", "smooth_l1_loss_backward": "smooth-l1-mean-forgotten",
            "my_batch_norm_backward": "my-bn-no-projection", "my_embedding_dense_backward": "my-embedding-padding-added",
            "my_swi_glu_grad": "my-swiglu-out-b-without-a"}
-CASES = {"elu_backward": 46, "smooth_l1_loss_backward": 65, "my_batch_norm_backward": 53,
+CASES = {"my_elu_backward": 46, "smooth_l1_loss_backward": 65, "my_batch_norm_backward": 53,
          "my_embedding_dense_backward": 31, "my_swi_glu_grad": 28}  # (precision and contract cases)
 PREC = 200
 # dtype -> (significand bits, smallest normal exponent, largest finite value)
@@ -192,7 +192,7 @@ def elu_exact(dy: float, x: float, a: dict):
 
 def test_elu_goldens_are_the_exact_values_rounded_once(generated):
     checked = cases = 0
-    for case, m in positive(generated("elu_backward")):
+    for case, m in positive(generated("my_elu_backward")):
         a = attrs(m)
         dy, x = read(case, m, "gradOutput"), read(case, m, "selfOrResult")
         checked += check(case, m, "gradInput", [elu_exact(g, v, a) for g, v in zip(dy.reshape(-1), x.reshape(-1))])

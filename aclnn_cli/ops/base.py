@@ -142,6 +142,9 @@ class Contract:
     also_accepts: tuple[str, ...] = ()
     out_is_promoted: bool = False  # "promote": the output's dtype must be the promoted input dtype
     checks_dims: bool = True  # False: phase one has no dims check (the source's, whatever the doc says)
+    # False: phase one ties neither the output's dtype nor its shape to the inputs' (HardtanhBackward's op_api checks
+    # only that the output's dtype is in the list; its kernel's tiling refuses another at launch, in phase two).
+    out_checked: bool = True
     # Rejections that depend on attribute values: attrs -> the rule broken (161002), or None.
     attribute_rule: Callable[[Mapping], str | None] | None = None
     # Rejections that depend on the shapes together (gamma = trailing dims of x, mean numel = rows):

@@ -93,7 +93,8 @@ def second_input(op: OpSpec) -> str | None:
 
 def related(op: OpSpec, tensors: Mapping[str, TensorDesc] | None = None) -> list[str]:
     """The tensors the "same"/"promote" relation ties: those without a dtype list of their own, and not null."""
-    return [t.name for t in op.tensors if t.dtypes is None and not (tensors is not None and tensors[t.name].null)]
+    return [t.name for t in op.tensors if t.dtypes is None and not (tensors is not None and tensors[t.name].null)
+            and (op.contract.out_checked or t.role != "output")]
 
 
 def _dtype_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> str | None:
@@ -130,7 +131,7 @@ def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> 
         return None
     if not op.family.inputs_broadcast:  # (Rows: the shapes of its rows, dgamma, rstd differ: the op's shape_rule decides)
         return None
-    live = [t.name for t in op.tensors if not tensors[t.name].null]
+    live = [t.name for t in op.tensors if not tensors[t.name].null and (op.contract.out_checked or t.role != "output")]
     if len({tensors[n].shape for n in live}) > 1:
         return "shapes differ: " + ", ".join(f"{n} {list(tensors[n].shape)}" for n in live) + " must be identical"
     return None
@@ -210,7 +211,8 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
     bigger = shape[:-1] + (shape[-1] + 1,)
     x = second_input(op)
     if len(base[out].shape) >= 1 and not base[out].null:
-        shapes.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
+        if op.contract.out_checked:
+            shapes.append((f"shape_mismatch_{out}", mutated(**{out: replace(base[out], shape=bigger)})))
         if x is None:
             pass  # (one input: no second shape to mismatch)
         elif product in op.contract.broadcast_on:

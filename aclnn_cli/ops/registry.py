@@ -19,6 +19,7 @@ from .guard import guarded
 BUNDLED: dict[str, str] = {
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
+    "aclnnEluBackward": "elementwise.elu_backward",
     "aclnnEmbeddingDenseBackward": "scatter.embedding_dense_backward",
     "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",
     "aclnnGeGluBackward": "split.ge_glu_backward",
@@ -26,6 +27,7 @@ BUNDLED: dict[str, str] = {
     "aclnnGeluBackwardV2": "elementwise.gelu_backward_v2",
     "aclnnGroupNormBackward": "groups.group_norm_backward",
     "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
+    "aclnnHardtanhBackward": "elementwise.hardtanh_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
@@ -36,10 +38,12 @@ BUNDLED: dict[str, str] = {
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
     "aclnnSiluBackward": "elementwise.silu_backward",
+    "aclnnSoftshrinkBackward": "elementwise.softshrink_backward",
     "aclnnSoftmaxBackward": "rows.softmax_backward",
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",
     "aclnnSwishBackward": "elementwise.swish_backward",
+    "aclnnThresholdBackward": "elementwise.threshold_backward",
 }
 
 

@@ -35,7 +35,7 @@ FLOAT_NAMES = ("float", "double", "float32", "float64", "fp32", "fp64")
 # The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
 CASE_TYPES = {"name": (str,), "api_type": (str,), "aclnn_api_type": (str,), "standard": (dict, str),
               "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,)}
-INPUT_TYPES = {"name": (str,), "type": (str,), "dtype": (str, type(None)), "required": (bool,),
+INPUT_TYPES = {"name": (str, type(None)), "type": (str,), "dtype": (str, type(None)), "required": (bool,),
                "backward": (bool, type(None)),
                "align_32B": (bool, type(None)), "outlier_values": (list, type(None)), "format": (str, type(None))}
 
@@ -84,8 +84,11 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
         else:
             check_keys(inp, INPUT_KEYS, "ATK input", bad, f"{where_key}.")
             check_types(inp, INPUT_TYPES, bad, f"{where_key}.")
-            given = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
-            n = api_name(op, given)
+            if inp.get("name") is None:  # (ops-nn's SoftshrinkBackward file: unnamed, the API's arguments in order)
+                n = _by_position(op, j, where_key, bad)
+            else:
+                given = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
+                n = api_name(op, given)
             if n is None or (n not in names and n not in kinds):
                 raise unsupported(f"{show(given)} is not an input of {op.name} (inputs: "
                                   f"{', '.join(names + tuple(kinds))})", f"{where_key}.name")
@@ -102,6 +105,15 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
         tensors[n] = _tensor(op, inp, stem, key, n, lambda m, k: bad(m, f"{n}.{k}"),
                              lambda m, k: unsupported(m, f"{n}.{k}"))
     return op, case_entry(op, name, seed_for(stem, key), tensors, attributes=attrs)
+
+
+def _by_position(op: OpSpec, j: int, where_key: str, bad: Callable[..., CaseError]) -> str:
+    """An input without a name is the API's j-th argument (the header's order, outputs excluded)."""
+    args = [name for name, _ in op.api_params if name not in {t.name for t in op.outputs}]
+    if j >= len(args):
+        raise bad(f"an unnamed input at position {j}: {op.name} takes {len(args)} ({', '.join(args)})",
+                  f"{where_key}.name")
+    return args[j]
 
 
 def _attr(op: OpSpec, n: str, inp: dict, stem: str, key: str, bad: Callable[..., CaseError],

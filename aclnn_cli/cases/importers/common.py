@@ -146,6 +146,7 @@ ALIASES = {
     # ops-nn's ATK suites of activation/leaky_relu_grad and softplus_v2_grad name self "x" (and LeakyRelu's
     # negativeSlope "a"), as the ops' forward does
     "aclnnLeakyReluBackward": {"x": "self", "a": "negativeSlope"},
+    "aclnnThresholdBackward": {"x": "self"},  # (ops-nn's ATK file: gradOutput, x, threshold)
     "aclnnSoftplusBackward": {"x": "self"},
     # ops-nn's BatchNormBackward ATK names its tensors by position; its executor passes input0..input6 to the API
     # in the API's order (norm/batch_norm_grad_v3/tests/st/aclnnBatchNormBackward/executor_aclnnBatchNormBackward.py)

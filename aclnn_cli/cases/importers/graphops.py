@@ -115,6 +115,19 @@ def _norm_shape(shapes: Mapping[str, tuple[int, ...]]) -> dict:
     return {} if gamma is None else {"normalizedShape": list(gamma)}
 
 
+def _elu_grad_from_output(shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """EluGrad (activation/elu_grad) has no attributes: (activation < 0) ? grads * (activation + 1) : grads, from the
+    forward's output, is aclnnEluBackward's isResult form at alpha = scale = inputScale = 1 (x = 0 gives grads in
+    both: the API's x <= 0 branch is grads * (0 + 1))."""
+    return {"alpha": 1.0, "scale": 1.0, "inputScale": 1.0, "isResult": True}
+
+
+def _relu_threshold(shapes: Mapping[str, tuple[int, ...]]) -> dict:
+    """ReluGrad (activation/relu_grad) has no attributes: dy * (features > 0) is aclnnThresholdBackward at threshold 0,
+    which the op_api sends to this very kernel (|threshold| <= FLT_EPSILON)."""
+    return {"threshold": 0.0}
+
+
 GRAPH_OPS = {
     "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
@@ -124,6 +137,21 @@ GRAPH_OPS = {
                          outputs=("grad_x",), to_outputs=("gradInput",), attrs={"scale": ("betaOptional", number)}),
     "LeakyReluGrad": GraphOp("aclnnLeakyReluBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
                              attrs={"negative_slope": ("negativeSlope", number)}),
+    "EluGradV2": GraphOp("aclnnEluBackward", ("grads", "activations"), to_inputs=("gradOutput", "selfOrResult"),
+                         outputs=("y",), to_outputs=("gradInput",),
+                         attrs={"alpha": ("alpha", number), "scale": ("scale", number),
+                                "input_scale": ("inputScale", number), "is_result": ("isResult", boolean)}),
+    "EluGrad": GraphOp("aclnnEluBackward", ("grads", "activations"), to_inputs=("gradOutput", "selfOrResult"),
+                       outputs=("y",), to_outputs=("gradInput",), derive=_elu_grad_from_output),
+    "HardtanhGrad": GraphOp("aclnnHardtanhBackward", ("result", "grad"), to_inputs=("self", "gradOutput"),
+                            outputs=("y",), to_outputs=("out",),
+                            attrs={"min_val": ("min", number), "max_val": ("max", number)}),
+    "SoftShrinkGrad": GraphOp("aclnnSoftshrinkBackward", ("input_grad", "input_x"), to_inputs=("gradOutput", "self"),
+                              outputs=("output_y",), to_outputs=("gradInput",), attrs={"lambd": ("lambda", number)}),
+    "ThresholdGradV2D": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
+                                outputs=("backprops",), to_outputs=("out",), attrs={"threshold": ("threshold", number)}),
+    "ReluGrad": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
+                        outputs=("backprops",), to_outputs=("out",), derive=_relu_threshold),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
                            attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
     "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),

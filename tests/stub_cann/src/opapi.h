@@ -31,6 +31,11 @@ struct Attrs {
     float threshold = 0.0f;
     float slope = 0.0f;
     bool tanh = false;
+    float alpha = 1.0f, scale = 1.0f, input_scale = 1.0f;  // EluBackward (alpha: negcoef = alpha * scale)
+    bool is_result = false;
+    float lo = -1.0f, hi = 1.0f;  // HardtanhBackward's min, max
+    float lambd = 0.5f;           // SoftshrinkBackward's lambda
+    bool relu = false;            // ThresholdBackward: |threshold| <= FLT_EPSILON runs ReluGrad (lo holds threshold)
 };
 
 // The device kernel in float32 (inputs widened exactly, result rounded by the caller), and where

@@ -58,6 +58,12 @@ PUBLIC = {
     "aclnnop/aclnn_group_norm_backward.h": ("ops_nn",
                                             "norm/group_norm_grad/op_host/op_api/aclnn_group_norm_backward.h"),
     "aclnnop/aclnn_geglu_backward.h": ("ops_nn", "activation/ge_glu_grad_v2/op_host/op_api/aclnn_geglu_backward.h"),
+    "aclnnop/aclnn_elu_backward.h": ("ops_nn", "activation/elu_grad_v2/op_api/aclnn_elu_backward.h"),
+    "aclnnop/aclnn_hardtanh_backward.h": ("ops_nn", "activation/hardtanh_grad/op_api/aclnn_hardtanh_backward.h"),
+    "aclnnop/aclnn_threshold_backward.h": ("ops_nn",
+                                           "activation/threshold_grad_v2_d/op_api/aclnn_threshold_backward.h"),
+    "aclnnop/aclnn_softshrink_backward.h": ("ops_nn",
+                                            "activation/soft_shrink_grad/op_api/aclnn_softshrink_backward.h"),
 }
 # Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc, whose
 # prototypes (```Cpp blocks) the stub's declarations must match, and whose call example includes the header's path.

@@ -5,7 +5,8 @@
               = gradOutput * inputScale * alpha * scale * exp(x * inputScale)   where x <= 0, not isResult
 
 x is selfOrResult. alpha, scale and inputScale are aclScalar* (float32 here), isResult a C bool; the header puts
-them between the two input tensors (`signature`). Not bundled: the op keeps its API name.
+them between the two input tensors (`signature`). aclnnEluBackward is bundled (aclnn_cli/ops/elementwise/elu_backward.py), so
+this user module takes another name and key (docs/adding-an-op.md: a user op may not take a bundled op's name).
 """
 
 import numpy as np
@@ -70,7 +71,7 @@ def _same_dtype(descs, attrs):
 
 
 SPEC = register(OpSpec(
-    name="aclnnEluBackward", key="elu_backward",
+    name="aclnnMyEluBackward", key="my_elu_backward",
     summary="Gradient of ELU with scale and inputScale, from its input or (isResult) its output.",
     formula="x > 0: gradOutput * scale; x <= 0: gradOutput * inputScale * (x + alpha * scale) (isResult), "
             "gradOutput * inputScale * alpha * scale * exp(x * inputScale) (else)",
@@ -84,5 +85,5 @@ SPEC = register(OpSpec(
     dims=(0, 8), empty_ok=True,
     reference=reference, exact=exact, kernel=kernel,
     contract=Contract(dtypes="promote", attribute_rule=_alpha_rule, shape_rule=_same_dtype),
-    variants={"elu-scale-dropped": _scale_dropped},
+    variants={"my-elu-scale-dropped": _scale_dropped},
 ))

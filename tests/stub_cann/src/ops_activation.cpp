@@ -1,0 +1,164 @@
+// libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward).
+#include <cfloat>
+#include <cmath>
+
+#include "aclnnop/aclnn_elu_backward.h"
+#include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_softshrink_backward.h"
+#include "aclnnop/aclnn_threshold_backward.h"
+#include "opapi.h"
+
+namespace {
+
+using stub::Arg;
+using stub::Attrs;
+using stub::Checker;
+
+// ---------------------------------------------------------------- device kernels (float32)
+
+// elu_grad_v2_dag.h (950): negcoef = alpha * scale (float32, in the tiling; a.alpha holds it);
+// x <= 0 ? (isResult: (dy * inputScale) * (x + negcoef); else ((dy * inputScale) * negcoef) * exp(x * inputScale))
+//        : dy * scale. NaN x: the compare is false, dy * scale.
+float EluGrad(float dy, float x, const Attrs& a) {
+    float pos = dy * a.scale;
+    float neg = a.is_result ? (dy * a.input_scale) * (x + a.alpha)
+                            : ((dy * a.input_scale) * a.alpha) * std::exp(x * a.input_scale);
+    return x <= 0.0f ? neg : pos;
+}
+
+// hardtanh_grad_dag.h (950): (x < max && x > min) || x != x ? dy : 0 (a literal +0), compared in float32.
+float HardtanhGrad(float dy, float x, const Attrs& a) { return ((x < a.hi && x > a.lo) || x != x) ? dy : 0.0f; }
+
+// soft_shrink_grad.h (950): |x| > lambda ? dy : 0, then x != x ? dy : that.
+float SoftshrinkGrad(float dy, float x, const Attrs& a) { return (std::fabs(x) > a.lambd || x != x) ? dy : 0.0f; }
+
+// |threshold| <= FLT_EPSILON: relu_grad_dag.h, dy * (x <= 0 ? 0 : 1) (IEEE: -0 for dy < 0, NaN for inf dy);
+// otherwise threshold_grad_v2_d_dag.h, x <= threshold ? 0 : dy. NaN x gives dy in both.
+float ThresholdGrad(float dy, float x, const Attrs& a) {
+    if (a.relu) return dy * (x <= 0.0f ? 0.0f : 1.0f);
+    return x <= a.lo ? 0.0f : dy;
+}
+
+const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
+const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
+const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
+const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
+
+}  // namespace
+
+// ---------------------------------------------------------------- the public API
+
+extern "C" {
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). selfOrResult's dtype = gradOutput's (first), then
+// gradOutput's in the list; alpha, scale, inputScale convertible to FLOAT; gradOutput's dtype CanCast to
+// gradInput's (the stub stores FLOAT, FLOAT16, BF16, DOUBLE); shapes identical; gradOutput at most 8 dims;
+// isResult with alpha < 0 refused. Computed in gradOutput's dtype, then cast to gradInput's.
+aclnnStatus aclnnEluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclScalar* alpha,
+                                             const aclScalar* scale, const aclScalar* inputScale, bool isResult,
+                                             const aclTensor* selfOrResult, aclTensor* gradInput,
+                                             uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kElu, workspaceSize, executor, gradOutput, selfOrResult, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"selfOrResult", selfOrResult}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a}));
+        if (alpha == nullptr) return c.Null("alpha");
+        if (scale == nullptr) return c.Null("scale");
+        if (inputScale == nullptr) return c.Null("inputScale");
+        RETURN_IF_FAILED(c.NotNull({b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a}));
+        float al = 0, sc = 0, is = 0;
+        RETURN_IF_FAILED(c.ScalarToFloat("alpha", alpha, &al));
+        RETURN_IF_FAILED(c.ScalarToFloat("scale", scale, &sc));
+        RETURN_IF_FAILED(c.ScalarToFloat("inputScale", inputScale, &is));
+        if (!stub::CanCast(gradOutput->dtype, gradInput->dtype) || !stub::In(gradInput->dtype, stub::kOutputTypes)) {
+            return c.Invalid("gradOutput dtype " + stub::DTypeName(gradOutput->dtype) + " cannot be cast to gradInput's " +
+                             stub::DTypeName(gradInput->dtype));
+        }
+        RETURN_IF_FAILED(c.SameShape({a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a}));
+        if (isResult && al < 0.0f) return c.Invalid("isResult with a negative alpha");
+        c.compute = gradOutput->dtype;
+        c.attrs.alpha = al * sc;
+        c.attrs.scale = sc;
+        c.attrs.input_scale = is;
+        c.attrs.is_result = isResult;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnEluBackward, kElu)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). self, gradOutput, out, min, max null: 161001 (that
+// order); gradOutput's, self's, out's dtype in the list, gradOutput's = self's; gradOutput, self at most 8 dims and
+// of one shape. The op_api does not tie out's dtype or shape to the inputs' (the kernel's tiling refuses another
+// dtype at launch): the stub refuses both here, with 161002.
+aclnnStatus aclnnHardtanhBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                  const aclScalar* min, const aclScalar* max, aclTensor* out,
+                                                  uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kHardtanh, workspaceSize, executor, gradOutput, self, out, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({b, a, o}));
+        if (min == nullptr) return c.Null("min");
+        if (max == nullptr) return c.Null("max");
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.SameShape({a, b}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, o}));  // (the stub's, not the op_api's: see above)
+        RETURN_IF_FAILED(c.SameShape({a, b, o}));
+        RETURN_IF_FAILED(c.ScalarToFloat("min", min, &c.attrs.lo));
+        return c.ScalarToFloat("max", max, &c.attrs.hi);
+    });
+}
+STUB_PHASE_TWO(aclnnHardtanhBackward, kHardtanh)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). gradOutput, self, lambda, gradInput null: 161001;
+// each dtype in the list (not compared: two input dtypes are both cast to FLOAT); gradOutput, self at most 8 dims,
+// broadcast, gradInput the broadcast shape; lambda < 0: 161002. gradInput must be the promoted dtype (the stub's:
+// the op_api leaves it to ViewCopy). Computed in the promoted dtype.
+aclnnStatus aclnnSoftshrinkBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                    const aclScalar* lambda, aclTensor* gradInput,
+                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kSoftshrink, workspaceSize, executor, gradOutput, self, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b}));
+        if (lambda == nullptr) return c.Null("lambda");
+        RETURN_IF_FAILED(c.NotNull({o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        RETURN_IF_FAILED(c.ScalarToFloat("lambda", lambda, &c.attrs.lambd));
+        if (c.attrs.lambd < 0.0f) return c.Invalid("lambda < 0");
+        c.compute = stub::Promote(gradOutput->dtype, self->dtype);
+        if (gradInput->dtype != c.compute) {
+            return c.Invalid("gradInput dtype " + stub::DTypeName(gradInput->dtype) + " is not the promoted " +
+                             stub::DTypeName(c.compute));
+        }
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnSoftshrinkBackward, kSoftshrink)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); the real op_api also takes INT32, INT8, UINT8 (and INT64
+// on the 950 with threshold 0), which the stub refuses (161002). threshold, out, gradOutput, self null: 161001;
+// gradOutput's = self's = out's dtype; gradOutput, self at most 8 dims, broadcast, out the broadcast shape.
+aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                   const aclScalar* threshold, aclTensor* out,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kThreshold, workspaceSize, executor, gradOutput, self, out, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"out", out};
+        if (threshold == nullptr) return c.Null("threshold");
+        RETURN_IF_FAILED(c.NotNull({o, a, b}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b}));
+        RETURN_IF_FAILED(c.SameDtype({b, a, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        RETURN_IF_FAILED(c.ScalarToFloat("threshold", threshold, &c.attrs.lo));
+        c.attrs.relu = std::fabs(c.attrs.lo - 0.0f) <= FLT_EPSILON;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnThresholdBackward, kThreshold)
+
+}  // extern "C"
