@@ -35,15 +35,21 @@ demo: $(STAMP)
 # -rs: skipped tests print their reason (the browser test's, where Chromium could not be installed).
 # -n auto --dist loadfile: one pytest worker per core (pytest-xdist), each test file whole on one worker
 # (its module fixtures are built once). PYTEST_ARGS adds more (make test PYTEST_ARGS="-n 0" runs serially).
+# The tests' files (pytest's --basetemp and TMPDIR) go to a fresh directory from scripts/test_tmp.py: in memory
+# where a tmpfs has room (most of a run's system time is creating and removing small files), removed after a
+# passing run; a failing run's files are kept and their place printed.
 PYTEST_ARGS ?=
 PYTEST := -m pytest -q -rs -n auto --dist loadfile $(PYTEST_ARGS)
+IN_TEST_TMP = tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
+	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
+	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; exit $$rc
 test: $(STAMP) browser
-	$(BIN)/python $(PYTEST)
+	@$(call IN_TEST_TMP,$(BIN)/python $(PYTEST))
 
-# The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core, in about two
-# minutes on 2. make test runs them all.
+# The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core. make test runs
+# them all.
 check: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -n auto --dist load -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
+	@$(call IN_TEST_TMP,$(BIN)/python -m pytest -q -rs -n auto --dist load -m "not slow" -p no:cacheprovider $(PYTEST_ARGS))
 
 # The HTML report's browser test needs Chromium (Debian's chromium package). Installed here where it can be
 # without asking (root, or sudo without a password, and apt-get); else the test is skipped, saying why.

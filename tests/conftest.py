@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 SLOW_LIST = Path(__file__).parent / "slow-tests.txt"
+FILE_TIMES = Path(__file__).parent / "file-times.txt"
 
 
 # ---- the bundled suite, generated once per session (tests/shared.py: one build, every worker reads it) ----------
@@ -35,12 +36,19 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests slow-tests.txt names are marked slow (make check leaves them out); make fuzz: share
+    """The tests slow-tests.txt names are marked slow (make check leaves them out); the longest files (file-times.txt)
+    come first, so that the workers do not end on one; make fuzz: share
     ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
     slow = {line for line in SLOW_LIST.read_text().splitlines() if line and not line.startswith("#")}
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
+    seconds = {}
+    for line in FILE_TIMES.read_text().splitlines():
+        if line and not line.startswith("#"):
+            value, name = line.split(maxsplit=1)
+            seconds[name] = float(value)
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # (stable: a file's order kept)
     total = float(os.environ.get("ACLNN_FUZZ_TOTAL_SECONDS", "0") or 0)
     targets = [item for item in items if item.get_closest_marker("fuzz")]
     if total > 0 and targets:

@@ -19,6 +19,7 @@ import numpy as np
 from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.accumulation import ACCUMULATION_UNIT, across_rows_allowance
 from ..ops.base import OpSpec, Reference
+from ..ops.dyadic import EXACT_SUM_UNITS, quantum
 from .rational import through_reference
 
 F64_UNIT = 2.0**-53
@@ -144,15 +145,21 @@ class AcrossRows:
         self.peak, self.squares = np.zeros(size), np.zeros(size)
         self.sums = np.zeros(size)  # sum over the float64 additions of |their result|: their roundings' bound
         self.rows = 0  # (or, per element, an int64 array: Scatter's elements get different numbers of terms)
+        self.quantum = np.full(size, np.inf)  # the smallest dyadic.quantum of the partials added (inf: all zero)
+        self.running = np.zeros(size)  # the largest |running sum| the additions computed
 
     def add(self, r: Reference, rows) -> None:
         scale = r.scale.reshape(-1)
         with np.errstate(all="ignore"):
             np.maximum(self.peak, np.abs(self.value) + scale, out=self.peak)
             self.squares += scale * scale
-        self.value += r.value.reshape(-1)
+        value = r.value.reshape(-1)
+        nonzero = np.flatnonzero(value)  # (a chunk of a Scatter op touches a few elements of a wide output)
+        self.quantum[nonzero] = np.minimum(self.quantum[nonzero], quantum(value[nonzero]))
+        self.value += value
         with np.errstate(all="ignore"):
             self.sums += np.abs(self.value)
+            np.maximum(self.running, np.abs(self.value), out=self.running)
         self.bound += r.bound.reshape(-1)
         self.scale += scale
         self.rows += rows
@@ -163,6 +170,15 @@ class AcrossRows:
         a chunk of sqrt(rows) rows, and so many additions, send thousands of columns to the exact pass.) Scales,
         bounds and sums are added with errors far below the slack."""
         return (self.bound + F64_UNIT * (1 + 2.0**-50) * self.sums) * (1 + 2.0**-40)
+
+    def certifying_bound(self) -> np.ndarray:
+        """total_bound, less the additions' roundings where none can have happened: every partial a multiple of
+        `quantum` and every running sum computed within 2^52 of it (then each exact result is a multiple of it
+        below 2^53 of it: dyadic.quantum). The golden's certification takes this one; the allowance keeps
+        total_bound, its slack for the float64 sums."""
+        with np.errstate(invalid="ignore"):
+            exact = self.running <= EXACT_SUM_UNITS * self.quantum
+        return np.where(exact, self.bound * (1 + 2.0**-40), self.total_bound())
 
     def allowance(self, term_roundings: int, sum_roundings: int = 0) -> np.ndarray:
         """A correct float32 kernel's largest distance from the exact sum, per element (ops/accumulation.py).

@@ -77,7 +77,7 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
     of each row input and on per-row inputs only. So the exact pass hands `exact` only the uncertain
     columns, as (k, columns, 1) arrays, a chunk of rows at a time: a handful of columns of a huge case
     cost a handful of Fractions per row, not the whole case's."""
-    rounded, unsure = certify(acc.value, acc.total_bound(), t.dtype)
+    rounded, unsure = certify(acc.value, acc.certifying_bound(), t.dtype)
     where = np.flatnonzero(unsure)
     certified = True
     if where.size:

@@ -61,3 +61,21 @@ def exact_row_dots(wide: np.ndarray, narrow: np.ndarray) -> list[Fraction] | Non
     if not np.isfinite(parts).all() or ((size < NORMAL) & (size > 0)).any():
         return None
     return exact_row_sums(parts)
+
+
+EXACT_SUM_UNITS = 2.0**52  # float64 sums of multiples of q stay exact while every partial is below 2^52 q
+
+
+def quantum(values: np.ndarray) -> np.ndarray:
+    """The largest power of two each float64 value is a whole multiple of (its lowest significand bit); inf where
+    the value is 0 or not finite (no constraint: a zero adds nothing to round).
+
+    Why: float64 additions of values that are all multiples of q, whose partial sums never exceed 2^52 q in
+    magnitude, are exact in every order (each partial is a multiple of q held in 53 bits): a reference's sum of
+    a few short terms (an embedding row hit twice) is then its exact value, and its rounding needs no exact pass."""
+    v = np.asarray(values, np.float64)
+    with np.errstate(all="ignore"):
+        m, e = np.frexp(v)
+        mant = np.where(np.isfinite(v), np.ldexp(np.abs(m), 53), 0).astype(np.int64)
+        low = mant & -mant
+        return np.where(mant != 0, np.ldexp(low.astype(np.float64), e - 53), np.inf)

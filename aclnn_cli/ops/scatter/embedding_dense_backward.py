@@ -22,7 +22,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, products
-from ..dyadic import exact_row_sums
+from ..dyadic import EXACT_SUM_UNITS, exact_row_sums, quantum
 from .embedding_dense_kernel import COUNT, GRAD, IDX, NW, OUT, PAD, SCALE, VARIANTS, kept, kernel
 from ..registry import register
 from ..families import Scatter
@@ -53,15 +53,23 @@ def _rows(t):
 def _reference(t) -> Reference:
     """float64 partial over the rows given, shape (numWeights, D): np.add.at adds each index's terms in row order
     (n - 1 roundings of at most u times the running magnitude), each term g / count rounded once: a bound of
-    (hits + 2) u sum|terms| per element. scale: sum|terms| (the allowance is derived from the terms by gen)."""
+    (hits + 2) u sum|terms| per element. Where the terms are all multiples of a q with sum|terms| <= 2^52 q
+    (dyadic.quantum: a weight hit by a few rows) the additions are exact and only the quotients' roundings
+    remain (none without scaleGradByFreq). scale: sum|terms| (gen derives the allowance from the terms)."""
     g, index, keep, divisor = _rows(t)
     width, d = int(t[NW]), g.shape[1]
     terms = g[keep] / divisor[keep][:, None]
-    value, mag = np.zeros((width, d)), np.zeros((width, d))
+    value, mag, q = np.zeros((width, d)), np.zeros((width, d)), np.full((width, d), np.inf)
     np.add.at(value, index[keep], terms)
     np.add.at(mag, index[keep], np.abs(terms))
+    np.minimum.at(q, index[keep], quantum(terms))
     hits = np.bincount(index[keep], minlength=width)[:, None]
-    return Reference(value, (hits + 2) * U * mag * (1 + 2.0**-40), mag)
+    divided = divisor[keep] != 1
+    quotients = np.zeros((width, d))
+    np.add.at(quotients, index[keep][divided], np.abs(terms[divided]))
+    with np.errstate(invalid="ignore"):
+        bound = np.where(mag <= EXACT_SUM_UNITS * q, U * quotients, (hits + 2) * U * mag)
+    return Reference(value, bound * (1 + 2.0**-40), mag)
 
 
 def _exact(t) -> np.ndarray:
