@@ -369,13 +369,13 @@ def ops(as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     table = Table(title="operators (the same data gen checks cases against)", show_lines=True)
-    for col in ("op", "signature", "dtypes per product", "dims", "empty", "broadcast", "mixed dtypes"):
+    for col in ("op", "signature", "dtypes per product", "dims", "empty", "broadcast", "mixed dtypes", "graph ops"):
         table.add_column(col, overflow="fold")
     for d in data:
         sig = escape(", ".join(_param_text(p, d) for p in d["signature"]))  # ([dtypes] is not markup)
         prods = "\n".join(f"{p}: {' '.join(v)}" for p, v in d["products"].items())
         table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no",
-                      ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"])
+                      ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"], "\n".join(d["graph_ops"]))
     _console().print(table)
 
 
@@ -395,7 +395,10 @@ def op_info(s) -> dict:
     mixed = ("promoted (fp16+bf16 -> fp32, any+fp32 -> fp32), cast to the output's dtype" if c.dtypes == "promote"
              else f"on {', '.join(c.mixed_fp32_on)}: gradOutput != self needs a float32 output" if c.mixed_fp32_on
              else "no: all identical")
+    from ..cases.importers.graphops import GRAPH_OPS
+
     return {"op": s.name, "formula": s.formula, "signature": [name for name, _ in s.api_params],
+            "graph_ops": sorted(name for name, g in GRAPH_OPS.items() if g.api == s.name),  # (TTK's op_name)
             "tensors": [{"name": t.name, "role": t.role, "read": t.read_by_kernel, "optional": t.optional,
                          "dtypes": list(t.dtypes) if t.dtypes is not None else None} for t in s.tensors],
             "attributes": [{"name": a.name, "kind": a.kind, "optional": a.optional,

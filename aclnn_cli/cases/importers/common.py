@@ -63,7 +63,7 @@ def known_ops() -> str:
     """The ops an import may name, briefly (the full list grows with every op: `aclnn-cli ops`)."""
     from ...ops import OPS
 
-    return f"{len(OPS)} aclnn APIs, `aclnn-cli ops`; graph ops " + ", ".join(sorted(GRAPH_OPS))
+    return f"{len(OPS)} aclnn APIs and {len(GRAPH_OPS)} graph ops (TTK's op_name): `aclnn-cli ops`"
 
 
 def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, GraphOp | None]:
