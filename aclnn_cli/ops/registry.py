@@ -28,6 +28,7 @@ BUNDLED: dict[str, str] = {
     "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
+    "aclnnL1LossBackward": "elementwise.l1_loss_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
     "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
     "aclnnLogSoftmaxBackward": "rows.log_softmax_backward",
