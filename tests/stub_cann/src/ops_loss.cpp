@@ -1,10 +1,11 @@
-// libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad) and
-// NLLLossBackward (loss/nll_loss_grad).
+// libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad),
+// NLLLossBackward (loss/nll_loss_grad) and L1LossBackward (loss/l1_loss_grad).
 //
 // Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
 // to self's dtype, then cast to out's (l0op::Cast).
 #include <cmath>
 
+#include "aclnnop/aclnn_l1_loss_backward.h"
 #include "aclnnop/aclnn_mse_loss_backward.h"
 #include "aclnnop/aclnn_nll_loss_backward.h"
 #include "elements.h"
@@ -17,6 +18,7 @@ using stub::Checker;
 
 const stub::OpDef kMse{"aclnnMseLossBackward", nullptr, nullptr};
 const stub::OpDef kNll{"aclnnNLLLossBackward", nullptr, nullptr};
+const stub::OpDef kL1{"aclnnL1LossBackward", nullptr, nullptr};
 
 constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
 
@@ -84,6 +86,31 @@ stub::Job NllJob(const aclTensor* dy, const aclTensor* self, const aclTensor* ta
             res[static_cast<size_t>(i * classes + c)] = -(gi * w[static_cast<size_t>(c)]);
         }
         stub::WriteFloats(o, res, j.T(iw).dtype, negate);  // weight's dtype is self's
+    };
+    return job;
+}
+
+// l1_loss_grad_dag.h: sign = x < y ? -1 : (x > y ? 1 : 0) (two compares: NaN and x == y give 0), out = sign * (dy*cof);
+// cof = 1.0f / d0 / d1 / ... in float (the tiling's loop over target's shape, broadcast to out's: 0-d is [1]) for
+// mean, else 1. Computed in the promoted dtype, then cast to out's.
+stub::Job L1Job(const aclTensor* dy, const aclTensor* x, const aclTensor* y, const aclTensor* out, int64_t reduction,
+                aclDataType compute) {
+    stub::Job job;
+    int idy = job.Add(dy), ix = job.Add(x), iy = job.Add(y), iout = job.Add(out, true);
+    if (stub::Numel(x->view) == 0 || stub::Numel(dy->view) == 0 || stub::Numel(y->view) == 0) return job;
+    float cof = 1.0f;
+    if (reduction == kMean) {
+        for (int64_t d : out->view) cof = cof / static_cast<float>(d);
+    }
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        std::vector<float> g = stub::ReadFloats(j.T(idy), o.view), xs = stub::ReadFloats(j.T(ix), o.view),
+                           ys = stub::ReadFloats(j.T(iy), o.view);
+        for (size_t i = 0; i < g.size(); ++i) {
+            float sign = xs[i] < ys[i] ? -1.0f : (xs[i] > ys[i] ? 1.0f : 0.0f);
+            g[i] = sign * (g[i] * cof);
+        }
+        stub::WriteFloats(o, g, compute, negate);
     };
     return job;
 }
@@ -167,5 +194,43 @@ aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, co
     });
 }
 STUB_PHASE_TWO(aclnnNLLLossBackward, kNll)
+
+// 950, A3, A2 (fp32, fp16, bf16); 910, 310P (fp32, fp16). Order: nulls; reduction in [0, 2]; the three inputs
+// promote, the promoted type castable to gradInput's and in the product's list; dims <= 8 (gradInput too); the
+// three broadcast, gradInput = the broadcast shape. An empty self, gradOutput or target: success, nothing computed.
+aclnnStatus aclnnL1LossBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                const aclTensor* target, int64_t reduction, aclTensor* gradInput,
+                                                uint64_t* workspaceSize, aclOpExecutor** executor) {
+    aclDataType compute = ACL_DT_UNDEFINED;
+    auto check = [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, s, t, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        RETURN_IF_FAILED(CheckReduction(c, reduction));
+        compute = stub::Promote(stub::Promote(gradOutput->dtype, self->dtype), target->dtype);
+        if (compute == ACL_DT_UNDEFINED) return c.Invalid("gradOutput, self and target do not promote");
+        if (!stub::CanCast(compute, gradInput->dtype) || !stub::In(gradInput->dtype, stub::kOutputTypes)) {
+            return c.Invalid("promoted dtype " + stub::DTypeName(compute) + " cannot be cast to gradInput's " +
+                             stub::DTypeName(gradInput->dtype));
+        }
+        if (!stub::In(compute, ok)) return c.Invalid("promoted dtype " + stub::DTypeName(compute) + " is not supported");
+        RETURN_IF_FAILED(c.Dims(0, 8, {s, t, a, o}));
+        std::vector<int64_t> first, shape;
+        if (!BroadcastShape(self->view, gradOutput->view, &first) || !BroadcastShape(target->view, first, &shape)) {
+            return c.Invalid("gradOutput " + stub::ShapeStr(gradOutput->view) + ", self " + stub::ShapeStr(self->view) +
+                             " and target " + stub::ShapeStr(target->view) + " do not broadcast");
+        }
+        if (gradInput->view != shape) {
+            return c.Invalid("gradInput " + stub::ShapeStr(gradInput->view) + " is not the broadcast shape " +
+                             stub::ShapeStr(shape));
+        }
+        return ACLNN_SUCCESS;
+    };
+    return stub::PhaseOneJob(kL1, workspaceSize, executor, check, [&](const Checker&) {
+        return L1Job(gradOutput, self, target, gradInput, reduction, compute);
+    });
+}
+STUB_PHASE_TWO(aclnnL1LossBackward, kL1)
 
 }  // extern "C"
