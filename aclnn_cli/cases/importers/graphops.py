@@ -130,6 +130,8 @@ GRAPH_OPS = {
                               attrs={"axis": ("dim", one_axis), "axes": ("dim", one_axis)}),
     "MseLossGrad": GraphOp("aclnnMseLossBackward", ("predict", "label", "dout"),
                            to_inputs=("self", "target", "gradOutput"), attrs={"reduction": ("reduction", reduction)}),
+    "L1LossGrad": GraphOp("aclnnL1LossBackward", ("grads", "predict", "label"), to_inputs=("gradOutput", "self", "target"),
+                          outputs=("y",), to_outputs=("gradInput",), attrs={"reduction": ("reduction", reduction)}),
     "RmsNormGrad": GraphOp("aclnnRmsNormGrad", ("dy", "x", "rstd", "gamma"), outputs=("dx", "dgamma"),
                            ignored={"epsilon": "the grad takes rstd, already computed with it"}),
     "LayerNormGradV3": GraphOp("aclnnLayerNormBackward", ("dy", "x", "rstd", "mean", "gamma"),
