@@ -12,6 +12,7 @@ atk_aclnnL1LossBackward.json (211 cases) and loss/l1_loss_grad/tests/st/arch35/t
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -135,6 +136,29 @@ def round_oracle(case: Path) -> tuple[int, int]:
     sign = np.sign(t["self"][finite] - t["target"][finite])  # (float64: distinct floats never differ by 0)
     want = round_exact(t["gradOutput"][finite], sign, math.prod(shape) if reduction == 1 else 1, D.lookup(out["dtype"]))
     return int(finite.sum()), int((want != g[finite]).sum())
+
+
+@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16, D.FLOAT32], ids=lambda d: d.name)
+def test_every_16bit_self_golden_is_the_oracle_with_the_kernels_signed_zeros(dtype):
+    """The exhaustive oracle (instead of a `textbook`: mpmath cannot carry the sign of the exact zeros at
+    self == target, where the kernel's +0 * (dy * cof) is -0 for a negative dy, and the golden follows it): every
+    fp16 and bf16 self (float32: those widened) against targets 0 and 1.5, dy 1 and -0.0013, reductions none and
+    mean over 3; each golden bit for bit the oracle rounded once, zeros signed as +0 * dy."""
+    x = np.concatenate([np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(d.np_dtype).astype(np.float64)
+                        for d in (D.FLOAT16, D.BFLOAT16)])
+    x = x[np.isfinite(x)]
+    checked = 0
+    for target, dy_value, (reduction, n) in itertools.product((0.0, 1.5), (1.0, -0.0013), ((0, 1), (1, 3))):
+        dy = np.full(x.shape, dy_value).astype(dtype.np_dtype).astype(np.float64)
+        y = np.full(x.shape, target)
+        ins = {"gradOutput": dy.astype(dtype.np_dtype), "self": x.astype(dtype.np_dtype), "target": y.astype(dtype.np_dtype)}
+        xs = ins["self"].astype(np.float64)
+        got, _ = golden(SPEC, ins, dtype, {"reduction": reduction, **SPEC.case_values({"gradInput": (n,), "self": (n,)})})
+        want = round_exact(dy, np.sign(xs - y), n, dtype)
+        want = np.where(want == 0, np.copysign(0.0, dy), want)  # (+0 * dy)
+        assert np.array_equal(got.astype(np.float64), want) and np.array_equal(np.signbit(got), np.signbit(want))
+        checked += x.size
+    assert checked == 8 * x.size
 
 
 def test_round_exact_settles_midpoints_with_fractions():

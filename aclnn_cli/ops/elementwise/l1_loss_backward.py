@@ -189,12 +189,6 @@ def _reduction_rule(a) -> str | None:
     return None if r in REDUCTIONS else f"reduction {r} is not 0 (none), 1 (mean) or 2 (sum)"
 
 
-def _textbook(x, attrs, mp):
-    """The doc's factor at target = 0: sign(self - 0), divided by the output's numel for mean."""
-    s = mp.mpf(0) if x == 0 else mp.sign(x)
-    return s / attrs["numel"] if int(attrs["reduction"]) == MEAN else s
-
-
 _ALL = ("950", "A3", "A2", "910", "310P")
 
 SPEC = register(OpSpec(
@@ -228,8 +222,6 @@ SPEC = register(OpSpec(
                    "or NaN where gradOutput is +-inf or NaN; self or target +-inf otherwise gives +-gradOutput / N. "
                    "gradOutput +-inf gives +-inf where self != target. Where gradOutput * cof falls below float32's "
                    "normal range (mean), verify also accepts the float32 kernel's value.",
-    textbook=_textbook,
-    oracle_attributes=({"reduction": 0}, {"reduction": 1, "numel": 3, "numel_self": 3, "cof": tiling_cof((3,))}),
 ))
 
 CONTRACT_NOTES = """\
