@@ -37,6 +37,7 @@ BUNDLED: dict[str, str] = {
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
     "aclnnSiluBackward": "elementwise.silu_backward",
+    "aclnnSoftMarginLossBackward": "elementwise.soft_margin_loss_backward",
     "aclnnSoftmaxBackward": "rows.softmax_backward",
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",

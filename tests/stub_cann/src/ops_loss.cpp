@@ -1,5 +1,6 @@
 // libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad),
-// NLLLossBackward (loss/nll_loss_grad) and L1LossBackward (loss/l1_loss_grad).
+// NLLLossBackward (loss/nll_loss_grad), L1LossBackward (loss/l1_loss_grad) and SoftMarginLossBackward
+// (loss/soft_margin_loss_grad).
 //
 // Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
 // to self's dtype, then cast to out's (l0op::Cast).
@@ -8,6 +9,7 @@
 #include "aclnnop/aclnn_l1_loss_backward.h"
 #include "aclnnop/aclnn_mse_loss_backward.h"
 #include "aclnnop/aclnn_nll_loss_backward.h"
+#include "aclnnop/aclnn_soft_margin_loss_backward.h"
 #include "elements.h"
 #include "opapi.h"
 
@@ -19,6 +21,7 @@ using stub::Checker;
 const stub::OpDef kMse{"aclnnMseLossBackward", nullptr, nullptr};
 const stub::OpDef kNll{"aclnnNLLLossBackward", nullptr, nullptr};
 const stub::OpDef kL1{"aclnnL1LossBackward", nullptr, nullptr};
+const stub::OpDef kSoftMargin{"aclnnSoftMarginLossBackward", nullptr, nullptr};
 
 constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
 
@@ -109,6 +112,29 @@ stub::Job L1Job(const aclTensor* dy, const aclTensor* x, const aclTensor* y, con
         for (size_t i = 0; i < g.size(); ++i) {
             float sign = xs[i] < ys[i] ? -1.0f : (xs[i] > ys[i] ? 1.0f : 0.0f);
             g[i] = sign * (g[i] * cof);
+        }
+        stub::WriteFloats(o, g, compute, negate);
+    };
+    return job;
+}
+
+// soft_margin_loss_grad.h (arch35 Compute), float32: e = exp(-(x*y)); q = (-y*e)/(e + 1); out = q*(dy*cof), cof =
+// 1.0f/(float)numel(out) for mean, else 1 (the literal form: exp overflow gives inf/inf = NaN). In the promoted dtype.
+stub::Job SoftMarginJob(const aclTensor* dy, const aclTensor* x, const aclTensor* y, const aclTensor* out,
+                        int64_t reduction, aclDataType compute) {
+    stub::Job job;
+    int idy = job.Add(dy), ix = job.Add(x), iy = job.Add(y), iout = job.Add(out, true);
+    if (stub::Numel(x->view) == 0 || stub::Numel(out->view) == 0) return job;
+    float cof = reduction == kMean ? 1.0f / static_cast<float>(stub::Numel(out->view)) : 1.0f;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        std::vector<float> g = stub::ReadFloats(j.T(idy), o.view), xs = stub::ReadFloats(j.T(ix), o.view),
+                           ys = stub::ReadFloats(j.T(iy), o.view);
+        for (size_t i = 0; i < g.size(); ++i) {
+            float xy = xs[i] * ys[i];
+            float e = std::exp(-xy);
+            float q = (-ys[i] * e) / (e + 1.0f);
+            g[i] = q * (g[i] * cof);
         }
         stub::WriteFloats(o, g, compute, negate);
     };
@@ -232,5 +258,37 @@ aclnnStatus aclnnL1LossBackwardGetWorkspaceSize(const aclTensor* gradOutput, con
     });
 }
 STUB_PHASE_TWO(aclnnL1LossBackward, kL1)
+
+// 950, A3, A2 (fp32, fp16, bf16); 910 (fp32, fp16); not 310P (the doc). Order: nulls; each of gradOutput, self,
+// target, out in the list; dims <= 8 (inputs); the three broadcast, out = the broadcast shape. No reduction check
+// (the op_api indexes REDUCTION_STR with it, undefined outside 0-2: the stub, as aclnn-cli, takes any value but 1
+// as no division). An empty self: success, nothing computed.
+aclnnStatus aclnnSoftMarginLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                        const aclTensor* target, int64_t reduction, aclTensor* out,
+                                                        uint64_t* workspaceSize, aclOpExecutor** executor) {
+    aclDataType compute = ACL_DT_UNDEFINED;
+    auto check = [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({a, s, t, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        RETURN_IF_FAILED(c.DtypesIn(ok, {a, s, t, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, s, t}));
+        std::vector<int64_t> first, shape;
+        if (!BroadcastShape(gradOutput->view, self->view, &first) || !BroadcastShape(target->view, first, &shape)) {
+            return c.Invalid("gradOutput " + stub::ShapeStr(gradOutput->view) + ", self " + stub::ShapeStr(self->view) +
+                             " and target " + stub::ShapeStr(target->view) + " do not broadcast");
+        }
+        if (out->view != shape) {
+            return c.Invalid("out " + stub::ShapeStr(out->view) + " is not the broadcast shape " + stub::ShapeStr(shape));
+        }
+        compute = stub::Promote(stub::Promote(gradOutput->dtype, self->dtype), target->dtype);
+        return ACLNN_SUCCESS;
+    };
+    return stub::PhaseOneJob(kSoftMargin, workspaceSize, executor, check, [&](const Checker&) {
+        return SoftMarginJob(gradOutput, self, target, out, reduction, compute);
+    });
+}
+STUB_PHASE_TWO(aclnnSoftMarginLossBackward, kSoftMargin)
 
 }  // extern "C"
