@@ -19,6 +19,7 @@ from .guard import guarded
 BUNDLED: dict[str, str] = {
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
+    "aclnnBinaryCrossEntropyBackward": "elementwise.binary_cross_entropy_backward",
     "aclnnEmbeddingDenseBackward": "scatter.embedding_dense_backward",
     "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",
     "aclnnGeGluBackward": "split.ge_glu_backward",
