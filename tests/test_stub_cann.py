@@ -23,7 +23,7 @@ SELFTEST_SOURCES = [SELFTEST / "selftest.cpp", SELFTEST / "selftest_next.cpp"]
 NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "leaky_relu_backward",
                 "sigmoid_backward", "gelu_backward_v2")
 REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
-                     "l1_loss_backward", "soft_margin_loss_backward",
+                     "l1_loss_backward", "soft_margin_loss_backward", "binary_cross_entropy_backward",
                      "rms_norm_grad", "layer_norm_backward",
                      "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 SPLIT_HEADERS = ("swi_glu_grad", "geglu_backward")  # test_stub_swi_glu_grad.py, test_stub_ge_glu_backward.py
