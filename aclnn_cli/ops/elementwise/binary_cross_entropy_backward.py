@@ -115,8 +115,9 @@ def _edge(t):
     finite = np.isfinite(x) & np.isfinite(y) & np.isfinite(dy) & np.isfinite(w)
     with np.errstate(all="ignore"):
         clamp = (np.minimum(p, p64) <= EPS) & (np.maximum(p, p64) >= EPS)
-        small = ((np.abs(g) < F32_MIN_NORMAL) & (g != 0)) | ((np.abs(d) < F32_MIN_NORMAL) & (x != y))
-        small |= ((np.abs(r) < F32_MIN_NORMAL) | (np.abs(rw) < F32_MIN_NORMAL)) & (g != 0) & (w != 0)
+        nonzero = (dy != 0) & (x != y) & (w != 0)  # (the exact result is nonzero: a 0 here is an underflow)
+        small = nonzero & ((np.abs(d) < F32_MIN_NORMAL) | (np.abs(g) < F32_MIN_NORMAL) | (np.abs(r) < F32_MIN_NORMAL)
+                           | (np.abs(rw) < F32_MIN_NORMAL))
         broke = ~np.isfinite(d) | ~np.isfinite(g) | ~np.isfinite(r) | ~np.isfinite(rw)
     where = finite & (clamp | small | broke)
     dev = (rw if not _mean(t) else out) if W in t else (r if not _mean(t) else r * F32(_cof(t)))
