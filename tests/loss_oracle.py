@@ -47,3 +47,24 @@ def round_interval(value: np.ndarray, rel: float, dtype: D.DType, exact) -> np.n
     for i in np.flatnonzero((lo != hi) & np.isfinite(value)):
         out[i] = exact(int(i))
     return out
+
+
+def own_cases(out: Path, key: str) -> list[Path]:
+    """The op's cases (by its key) in a generated OUT, e.g. the session's bundled suite."""
+    return sorted(p.parent for p in out.glob(f"{key}-*/case.json"))
+
+
+def independent_run(bundled: Path, key: str, work: Path, kernel) -> tuple[list, int]:
+    """Every positive bundled case of the op through tests/harness.py's run_case with `kernel` (an independent float32
+    implementation) on a linked copy, then verify: (the cases that do not PASS, the number judged)."""
+    import harness
+    from aclnn_cli.judge.verify import verify_dirs
+    from shared import linked_copy
+
+    names = [d.name for d in own_cases(bundled, key) if manifest(d)["expect_status"] == 0]
+    out = linked_copy(bundled, work, names)
+    positive = [out / n for n in names]
+    for d in positive:
+        harness.run_case(d, kernel)
+    run = verify_dirs(positive)
+    return [(c.case_id, c.status, c.reason) for c in run.cases if c.status != "PASS"], len(run.cases)
