@@ -248,7 +248,8 @@ aclnnBinaryCrossEntropyBackward phase one (loss/binary_cross_entropy_grad/op_api
    shape (their broadcast with self must be self's shape: a 0-d self with a larger gradOutput is refused).
 6. 161002: reduction outside [0, 2].
 7. 161002: PromoteType(self, target, gradOutput, weight) undefined or not castable to out's dtype.
-- Then an empty self -> ACLNN_SUCCESS, workspace 0.
+- Then an empty self -> ACLNN_SUCCESS, workspace 0. (The contract here still requires the inputs to broadcast to
+  out's shape for an empty self, where the op_api skips its shape checks: no case tests that corner.)
 - The four inputs (a null weight: OnesLike(self)) are Cast to the promoted type; BinaryCrossEntropyGrad runs in it
   and its result is Cast to out's dtype.
 """
