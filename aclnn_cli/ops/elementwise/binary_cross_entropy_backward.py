@@ -24,25 +24,17 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, grad_linear_reference, legitimate, products
 from ..registry import register
+from .loss import MEAN, cof32 as _cof32, is_mean as _mean, reduction_rule
 
-MEAN = 1
 F32 = np.float32
 EPS = float(F32(1e-12))  # MAKE_CONST(float, 1e-12); PyTorch's clamp_min(EPSILON) on a float tensor
 F32_MIN_NORMAL = 2.0**-126
 W = "weightOptional"
 
 
-def _cof32(n: int) -> float:
-    return float(F32(F32(1.0) / F32(n))) if n else math.nan
-
-
 def _case_values(shapes) -> dict:
     n = math.prod(shapes["out"])
     return {"numel": n, "cof": _cof32(n)}
-
-
-def _mean(t) -> bool:
-    return int(t["reduction"]) == MEAN
 
 
 def _divisor(t) -> int:
@@ -177,12 +169,6 @@ VARIANTS = {
 }
 
 
-def _reduction_rule(a) -> str | None:
-    """161002: reduction outside [0, 2] (CheckReduction)."""
-    r = a["reduction"]
-    return None if r in (0, 1, 2) else f"reduction {r} is not 0 (none), 1 (mean) or 2 (sum)"
-
-
 def _shape_rule(descs, attrs) -> str | None:
     """161002: out's shape is not self's (OP_CHECK_SHAPE_NOT_EQUAL); gradOutput, target or weightOptional do not
     broadcast to self's shape (the broadcast of each with self must be self's)."""
@@ -229,7 +215,7 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", broadcast_on=_ALL, attribute_rule=_reduction_rule, shape_rule=_shape_rule),
+    contract=Contract(dtypes="promote", broadcast_on=_ALL, attribute_rule=reduction_rule, shape_rule=_shape_rule),
     special_values="NaN in any input gives NaN; self = +-inf gives +-inf times the sign of gradOutput * weight (the "
                    "product (1 - self) self is -inf, clamped to 1e-12); self = 0 or 1 divides by 1e-12 (the clamp), "
                    "finite. Where the clamp's float32 decision or an intermediate leaves float32's normal range, "

@@ -27,9 +27,8 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..registry import register
+from .loss import MEAN, is_mean as _mean, reduction_rule
 
-MEAN = 1
-REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
 
@@ -47,10 +46,6 @@ def _case_values(shapes) -> dict:
     """numel(out), the mean divisor; numel(self), which only the `mean-by-self-numel` defect reads; the 950 cof."""
     return {"numel": math.prod(shapes["gradInput"]), "numel_self": math.prod(shapes["self"]),
             "cof": tiling_cof(shapes["gradInput"])}
-
-
-def _mean(t) -> bool:
-    return int(t["reduction"]) == MEAN
 
 
 def _sign(x, y):
@@ -183,12 +178,6 @@ VARIANTS = {
 }
 
 
-def _reduction_rule(a) -> str | None:
-    """161002: reduction outside [0, 2] (CheckReduction)."""
-    r = a["reduction"]
-    return None if r in REDUCTIONS else f"reduction {r} is not 0 (none), 1 (mean) or 2 (sum)"
-
-
 _ALL = ("950", "A3", "A2", "910", "310P")
 
 SPEC = register(OpSpec(
@@ -216,7 +205,7 @@ SPEC = register(OpSpec(
     ieee=_ieee,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="promote", broadcast_on=_ALL, attribute_rule=_reduction_rule),
+    contract=Contract(dtypes="promote", broadcast_on=_ALL, attribute_rule=reduction_rule),
     special_values="sign(self - target) is the kernel's two compares: 0 where self == target (+-0 alike, and the "
                    "same infinity) and where self or target is NaN, so those results are +-0 (gradOutput's sign), "
                    "or NaN where gradOutput is +-inf or NaN; self or target +-inf otherwise gives +-gradOutput / N. "

@@ -24,25 +24,16 @@ from .. import exact as X
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, grad_linear_reference, legitimate, products, sigmoid_pair
 from ..mathfns import exp
 from ..registry import register
+from .loss import MEAN, cof32 as _cof32, is_mean as _mean
 
-MEAN = 1
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
-
-
-def _cof32(n: int) -> float:
-    """The kernel's cof for mean: kPosOne / static_cast<float>(total_num), in float32."""
-    return float(F32(F32(1.0) / F32(n))) if n else math.nan
 
 
 def _case_values(shapes) -> dict:
     """numel(out), the mean divisor; numel(self) for the `mean-by-self-numel` defect; the kernel's cof."""
     n = math.prod(shapes["out"])
     return {"numel": n, "numel_self": math.prod(shapes["self"]), "cof": _cof32(n)}
-
-
-def _mean(t) -> bool:
-    return int(t["reduction"]) == MEAN
 
 
 def _divisor(t) -> int:
