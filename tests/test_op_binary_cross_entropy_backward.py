@@ -16,6 +16,7 @@ a million in the slow test (69 more); the 55 larger (up to 897M elements, 37 GB 
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +28,7 @@ import yaml
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.device.defects import variant_kind
+from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.binary_cross_entropy_backward import CONTRACT_NOTES, EPS, SPEC
 
@@ -64,6 +66,29 @@ def check_case(case: Path) -> tuple[int, int]:
     n = math.prod(out["shape"]) if attrs["reduction"] == 1 else 1
     want = oracle({k: v[finite] for k, v in t.items()}, n, D.lookup(out["dtype"]))
     return int(finite.sum()), int((want != g[finite]).sum())
+
+
+@pytest.mark.parametrize("dtype", [D.FLOAT16, D.BFLOAT16], ids=lambda d: d.name)
+def test_every_16bit_self_golden_is_the_oracle_rounded_once(dtype):
+    """Every fp16 and bf16 self (0 and 1, inside and outside [0, 1], near the clamp) against targets 0, 1 and 0.3,
+    dy 1 and -0.0013, no weight and a weight of 1.75, reductions none and mean over 3: each golden the oracle
+    rounded once. (No `textbook`: the generic test's target of 0 and no weight would leave the weight untested.)"""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype.np_dtype).astype(np.float64)
+    x = x[np.isfinite(x)]
+    checked = 0
+    for target, dy_value, weight, (reduction, n) in itertools.product((0.0, 1.0, 0.3), (1.0, -0.0013), (None, 1.75),
+                                                                       ((0, 1), (1, 3))):
+        t = {"gradOutput": np.full(x.shape, dy_value), "self": x, "target": np.full(x.shape, target)}
+        if weight is not None:
+            t[W] = np.full(x.shape, weight)
+        t = {k: v.astype(dtype.np_dtype).astype(np.float64) for k, v in t.items()}
+        got, _ = golden(SPEC, {k: v.astype(dtype.np_dtype) for k, v in t.items()}, dtype,
+                        {"reduction": reduction, **SPEC.case_values({"out": (n,)})})
+        want = oracle(t, n, dtype)
+        bad = np.flatnonzero(got.astype(np.float64) != want)
+        assert bad.size == 0, [(x[i], target, dy_value, weight, n, float(got[i]), want[i]) for i in bad[:5]]
+        checked += x.size
+    assert checked == 24 * x.size
 
 
 def test_kernel_known_answers_and_edges():
