@@ -43,7 +43,8 @@ def run_case(case_dir: Path, kernel) -> None:
         return
     ts = tensors(m)
     out = next(t for t in m["tensors"] if t["role"] == "output")
-    ins = {n: np.broadcast_to(view(storage(case_dir, t), t), out["shape"]) for n, t in ts.items() if t["role"] == "input"}
+    ins = {n: np.broadcast_to(view(storage(case_dir, t), t), out["shape"]) for n, t in ts.items()
+           if t["role"] == "input" and not t.get("null")}  # (a null optional input: absent)
     attrs = {a["name"]: a["value"] for a in m.get("attributes", [])}  # scalars: null, or a number / "inf"
     result = kernel(m["op"], ins, ts, attrs)
     buf = storage(case_dir, out).copy()

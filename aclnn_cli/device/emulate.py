@@ -73,7 +73,7 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
         emulate_rows_case(m, chunk, variant)
         atomic_write_text(m.dir / M.STATUS_FILE, f"{outcome.status}\n")
         return m.judged[0].dump
-    for t in (*m.inputs, out):
+    for t in (*(i for i in m.inputs if not i.null), out):  # (a null optional input has no file)
         check_size(t.file, t.dtype.np_dtype, t.layout.storage_size, f"input {t.name}" if t.role == "input" else
                    "initial output storage")
     tmp = out.dump.with_name(f".{out.dump.name}.tmp-{os.getpid()}")
@@ -83,7 +83,8 @@ def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None 
             check_file_sha256(tmp, m.recorded_sha256(out.name), "initial output storage")
         n = out.layout.numel
         if run is not None and is_large(n) and out.layout.is_contiguous:
-            sums = [run.submit(check_file_sha256, t.file, m.recorded_sha256(t.name), f"input {t.name}") for t in m.inputs]
+            sums = [run.submit(check_file_sha256, t.file, m.recorded_sha256(t.name), f"input {t.name}") for t in m.inputs
+                    if not t.null]
             run.map(emulate_range, [(m, tmp, s, e, chunk, variant) for s, e in ranges(n)])
             for f in sums:
                 f.result()
@@ -108,7 +109,8 @@ def emulate_range(m: M.CaseManifest, dump_path: Path, start: int, stop: int, chu
     """
     out = m.output
     ins = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size, what=f"input {t.name}",
-                               sha256=m.recorded_sha256(t.name) if checksums else None) for t in m.inputs}
+                               sha256=m.recorded_sha256(t.name) if checksums else None) for t in m.inputs
+           if not t.null}
     write = variant.write if variant is not None and variant.write is not None else None
     try:
         with StorageFile(dump_path, out.dtype.np_dtype, out.layout.storage_size, writable=True) as dump:

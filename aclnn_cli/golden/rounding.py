@@ -44,7 +44,7 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
         return _through_reference(op, wide, attributes, hard, rounded, out_dtype)
     if hard.size:
         rounded = rounded.copy()
-        names = [t.name for t in op.inputs]
+        names = [t.name for t in op.inputs if t.name in wide]  # (a null optional input is absent)
         exact_attrs = {k: _exact_number(v) for k, v in attributes.items()}
         # (each distinct point once: integer or 16-bit inputs repeat points, and `exact` costs a millisecond)
         bits = np.stack([np.ascontiguousarray(wide[n][hard], dtype=np.float64).view(np.uint64) for n in names], axis=1)

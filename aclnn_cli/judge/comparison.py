@@ -189,7 +189,7 @@ class Comparison:
             # (a Rows op's element depends on whole rows: the report samples no inputs per element)
             from .errorstats import ErrorStats  # (the report's data: only with --json or --html)
 
-            names = tuple(t.name for t in self.m.inputs) if self.m.op.family.element_local else ()
+            names = tuple(t.name for t in self.m.inputs if not t.null) if self.m.op.family.element_local else ()
             metrics.errors = ErrorStats.for_view(out.layout.shape, names, self._context())
         # Chunks mostly bit-identical to the golden are judged from the elements that differ (identical.py),
         # unless every element's errors are asked for (the report's data, the failing rows, the benchmark).
@@ -243,7 +243,8 @@ class Comparison:
         metrics._settle()  # (its worst candidates were in the workspace, which the next comparison reuses)
         if ws is not None and metrics.errors is None:
             give_back(ws)
-        if metrics.errors is not None and not all(isinstance(self.inputs.get(t.name), LoadedFile) for t in self.m.inputs):
+        if metrics.errors is not None and not all(isinstance(self.inputs.get(t.name), LoadedFile) for t in self.m.inputs
+                                                if not t.null):
             metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows
 
@@ -335,6 +336,8 @@ class Comparison:
             return values
         with np.errstate(invalid="ignore"):
             for t in self.m.inputs:
+                if t.null:
+                    continue
                 f = self.inputs[t.name]
                 if isinstance(f, LoadedFile) and t.layout.shape == shape and t.layout.is_contiguous:
                     values[t.name] = f.map[flat].astype(np.float64)  # (the common case: storage is the view)

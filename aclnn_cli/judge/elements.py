@@ -41,7 +41,7 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
     rows = not m.op.family.element_local  # (its element depends on whole rows: no inputs per element)
     with np.errstate(all="ignore"):
         ins = {}
-        for t in () if rows else m.inputs:
+        for t in () if rows else (i for i in m.inputs if not i.null):
             with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
                 ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
         with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:

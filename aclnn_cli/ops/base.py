@@ -301,7 +301,7 @@ class OpSpec:
         if dy is not None:
             inf_grad = np.isinf(dy) & ~where
             for t in self.inputs:
-                if t.read_by_kernel and t.name != grad:
+                if t.read_by_kernel and t.name != grad and t.name in inputs:  # (a null optional input is absent)
                     inf_grad &= np.isfinite(inputs[t.name])
             if inf_grad.any():
                 attrs = self.attribute_values(inputs)
@@ -319,7 +319,7 @@ class OpSpec:
         """The reference on any inputs: stable math where all are finite, IEEE formula elsewhere."""
         finite = np.ones(np.shape(next(iter(inputs.values()))), dtype=bool)
         for t in self.inputs:
-            if t.read_by_kernel:
+            if t.read_by_kernel and t.name in inputs:  # (a null optional input is absent)
                 finite &= np.isfinite(inputs[t.name])
         if finite.all():
             return self.reference(inputs)

@@ -48,7 +48,7 @@ def gather_inputs(m: M.CaseManifest, files: dict, start: int, stop: int) -> dict
     files: tensor name -> an open storage reader (storage.StorageFile or wholefiles.LoadedFile).
     """
     shape = m.output.layout.shape
-    return {t.name: files[t.name].gather(t.layout, shape, start, stop) for t in m.inputs}
+    return {t.name: files[t.name].gather(t.layout, shape, start, stop) for t in m.inputs if not t.null}
 
 
 def _always(item) -> bool:

@@ -114,6 +114,8 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
     for i, n in enumerate(names):
         if n is None:  # (a graph input the API does not take: graphops.py)
             continue
+        if shapes[i] is None and any(t.name == n and t.optional for t in op.inputs):
+            continue  # (an optional input written None, BinaryCrossEntropyGrad's weight: null, below)
         shape = field(bad, "input_shapes", int_list, shapes[i])
         if ori[i] is not None and field(bad, "input_ori_shapes", int_list, ori[i]) != shape:
             raise unsupported(f"input_shapes {list(shape)} differ from input_ori_shapes {list(ori[i])}", "input_shapes")

@@ -49,6 +49,11 @@ PUBLIC = {
     "aclnnop/aclnn_logsoftmax_backward.h": ("ops_nn", "activation/log_softmax_grad/op_api/aclnn_logsoftmax_backward.h"),
     "aclnnop/aclnn_mse_loss_backward.h": ("ops_nn", "loss/mse_loss_grad_v2/op_host/op_api/aclnn_mse_loss_backward.h"),
     "aclnnop/aclnn_nll_loss_backward.h": ("ops_nn", "loss/nll_loss_grad/op_api/aclnn_nll_loss_backward.h"),
+    "aclnnop/aclnn_l1_loss_backward.h": ("ops_nn", "loss/l1_loss_grad/op_api/aclnn_l1_loss_backward.h"),
+    "aclnnop/aclnn_binary_cross_entropy_backward.h": (
+        "ops_nn", "loss/binary_cross_entropy_grad/op_api/aclnn_binary_cross_entropy_backward.h"),
+    "aclnnop/aclnn_soft_margin_loss_backward.h": ("ops_nn",
+                                                  "loss/soft_margin_loss_grad/op_api/aclnn_soft_margin_loss_backward.h"),
     "aclnnop/aclnn_layer_norm_backward.h": ("ops_nn",
                                             "norm/layer_norm_grad_v3/op_host/op_api/aclnn_layer_norm_backward.h"),
     "aclnnop/aclnn_batch_norm_backward.h": ("ops_nn",
