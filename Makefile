@@ -33,13 +33,14 @@ demo: $(STAMP)
 	$(BIN)/aclnn-cli verify $(DEMO) --json $(DEMO)/verify.json
 
 # -rs: skipped tests print their reason (the browser test's, where Chromium could not be installed).
-# -n auto --dist loadfile: one pytest worker per core (pytest-xdist), each test file whole on one worker
-# (its module fixtures are built once). PYTEST_ARGS adds more (make test PYTEST_ARGS="-n 0" runs serially).
+# -n auto --dist loadfile: one pytest worker per core (pytest-xdist), each test file whole on one worker, the files in
+# the order conftest.py gives them (--no-loadscope-reorder: the longest first, not the most tests first; a file's
+# module fixtures are built once). PYTEST_ARGS adds more (make test PYTEST_ARGS="-n 0" runs serially).
 # The tests' files (pytest's --basetemp and TMPDIR) go to a fresh directory from scripts/test_tmp.py: in memory
 # where a tmpfs has room (most of a run's system time is creating and removing small files), removed after a
 # passing run; a failing run's files are kept and their place printed.
 PYTEST_ARGS ?=
-PYTEST := -m pytest -q -rs -n auto --dist loadfile $(PYTEST_ARGS)
+PYTEST := -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 IN_TEST_TMP = tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
 	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
 	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; exit $$rc
