@@ -66,7 +66,7 @@ def test_fp32_golden_is_correctly_rounded_on_a_wide_sample(op_name):
 
 
 def test_round_to_odd_avoids_double_rounding_into_bf16():
-    # REFERENCE.md section 5: via float32 RNE this becomes 1.0; correct rounding gives 1.0078125.
+    # docs/standards.md ("Facts"): via float32 RNE this becomes 1.0; correct rounding gives 1.0078125.
     x = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 1 + 2**-8, 1 + 3 * 2**-8])
     got = D.round_from_f64(x, D.BFLOAT16).astype(np.float64)
     assert got.tolist() == [1.0078125, -1.0078125, 1.0, 1.015625]

@@ -105,7 +105,7 @@ def relieved_error(dev, x, dy):
 
 
 def test_float32_kernel_is_far_from_correct_rounding_near_the_zero_but_ordinary_against_the_scale():
-    """REFERENCE: 38.5% of random float32 x in [-3, 3] off CR, up to 21,845 ulps near -1.5. Against the
+    """Measured: 38.5% of random float32 x in [-3, 3] off CR, up to 21,845 ulps near -1.5. Against the
     scale |dy| (|x|/3 + 1/2) every error is below 2^-22: verify's relief forgives it."""
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.uniform(-3, 3, 100_000).astype(F), (F(-1.5).view(np.int32) + np.arange(-500, 501)).view(F)])

@@ -18,7 +18,7 @@ from .common import (JOBS, SHARD, broken_pipe, console as _console, fail as _fai
 from ..files.options import PATH, default_jobs
 
 # Every other module is imported by the command that needs it, when it runs: `aclnn-cli --help` (and a
-# command's own start) pays for click alone, not for numpy, rich, yaml and every op (issue 20).
+# command's own start) pays for click alone, not for numpy, rich, yaml and every op.
 
 BUNDLED = Path(__file__).resolve().parent.parent / "cases" / "bundled"  # shipped inside the package (pip install .)
 

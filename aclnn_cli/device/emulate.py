@@ -2,7 +2,7 @@
 
 16-bit inputs are widened to float32, the op's float32 kernel runs, and the
 result is cast to the compute dtype with the kernel's rounding mode
-(REFERENCE.md section 3); where the output dtype differs (Hardsigmoid's
+(docs/kernels.md); where the output dtype differs (Hardsigmoid's
 promotion), a final Cast rounds to it to nearest even, as l0op::Cast does.
 """
 

@@ -1,4 +1,4 @@
-"""One JSON document read front to back in bounded pieces, under jsonsafe's rules (issue 31, finding 17).
+"""One JSON document read front to back in bounded pieces, under jsonsafe's rules (a results file of any size).
 
 A results file of 100,000 cases is 340 MB; parsed whole, Python holds some ten times that. Here the reader
 walks the document's outer levels itself (an object's members, an array's elements) and hands each value

@@ -1,4 +1,4 @@
-"""Many small cases compared in one vectorised pass (issue 20: small cases at script speed).
+"""Many small cases compared in one vectorised pass (small cases at a plain script's speed).
 
 A small case's comparison is one chunk. Done case by case, the fixed cost of opening four files through the
 chunked machinery and of some thirty NumPy calls on tiny arrays outweighs the work. Here a batch of such cases

@@ -1,4 +1,4 @@
-"""The 950 kernels' float32 row sum, as REFERENCE-reductions.md describes it ("Common").
+"""The 950 kernels' float32 row sum, as docs/kernels.md describes it ("Sums").
 
 64-lane blocks (one 256-byte vector register of float32); while there are more blocks than a power of two,
 block j + 2^k is added into block j (2^k the largest power of two below the block count), then blocks are

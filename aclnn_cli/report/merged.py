@@ -1,4 +1,4 @@
-"""report's merge of results files in flat memory (issue 31, finding 17): a brief row per case, the rest spilled.
+"""report's merge of results files in flat memory: a brief row per case, the rest spilled.
 
 Reading a 250 MB results file whole took 2.26 GB and most of a minute. Now each case is read, checked and
 written to a spill file (an unlinked temporary file, judge/spill.py) as the text the merged JSON will hold;

@@ -1,4 +1,4 @@
-"""One verify --json results file read as a stream, case by case (report; issue 31, finding 17).
+"""One verify --json results file read as a stream, case by case (report: a file of any size in flat memory).
 
 A run of 100,000 cases writes some 340 MB of results. The file is never held whole, parsed or as text:
 `read_file` walks its outer object with files/jsonstream.py and hands each case, checked and in the form

@@ -4,7 +4,7 @@ Below cases/ (a case file names its standard and tolerances) and judge/ (which m
 these judge): each judge function builds a Verdict's rows (metric, value, limit, within) and the
 reason from them; the reports render those rows and restate none of these numbers.
 
-Each is a published Ascend / PyTorch standard (REFERENCE.md section 4) except the
+Each is a published Ascend / PyTorch standard (docs/standards.md: its source and numbers) except the
 default's additions (floor, relief, error balance), documented in docs/verify.md.
 
 Each standard also says which tolerance values it accepts (`ranges`, and `joints` for keys that

@@ -9,8 +9,8 @@ The 950 kernel (hicann/ops-nn norm/rms_norm_grad/op_kernel/arch35/, all float32 
 fp16/bf16; rstd is float32):
   rms_norm_grad_regbase_dx_full_load.h (rows that fit UB; _dx_split_d.h the same per piece of a long row):
     a = fl(dy * g), b = fl(x * r), s = ReduceSum(fl(a * b)) (the 64-lane tree, treesum.tree_sum);
-    negMean = fl(s * -fl32(1 / cols)); MulAddDst: inner = fl(a + fl(b * negMean)) (unfused, as REFERENCE-
-    reductions.md assumes; the source's comment says FMA: the fused form is a legitimate variant);
+    negMean = fl(s * -fl32(1 / cols)); MulAddDst: inner = fl(a + fl(b * negMean)) (unfused, as docs/kernels.md
+    describes it; the source's comment says FMA: the fused form is a legitimate variant);
     dx = fl(inner * r), cast RINT to dx's dtype.
   rms_norm_grad_regbase_dgamma.h / rms_norm_grad_dgamma_regbase_helper.h (CalcMulRes): terms fl(dy * fl(x * r)),
     summed over the rows by pairwise binary adds (reduceSumCompressedBy8 .. By1, UpdateCache for many rows).
@@ -86,7 +86,7 @@ def _reference(t) -> dict:
     float64 (|p| <= 2^512, |b m| r <= 2^920).
 
     scale = |r| T >= |exact|: a float32 kernel's error is about (log2 R + c) 2^-24 of it (2.2 u32 |r| T
-    measured, REFERENCE-reductions.md). dgamma: terms fl(dy b) within u of dy b (b exact, dy b has 72 bits),
+    measured: docs/kernels.md). dgamma: terms fl(dy b) within u of dy b (b exact, dy b has 72 bits),
     summed pairwise over the k rows: (F_k + 1.01) u W, W = sum|dy b| (its scale)."""
     a, b, dy, r = _parts(t)
     k, n = a.shape[0], a.shape[1]
@@ -370,7 +370,7 @@ aclnn; op_host/rms_norm_grad_def.cpp), the shape checks are the tiling's (op_hos
   (fewer: x's dims up to the row axes must be 1; more: only the first x.ndim - gamma.ndim compared), numel(rstd)
   = rows; gamma = dgammaOut = x's trailing dims. No dims check of rstd: a 0-d rstd of a 1-d x passes (dims 0-8).
 - Empty: rows = 0 passes on the 950 (rms_norm_grad_empty_dgamma.h: Duplicate 0.0f, dgammaOut zeros; the stub's
-  NaN follows REFERENCE-reductions.md, not the source); other SoCs refuse no rows (561002): not expressible
+  NaN follows an earlier reading of it, not the source); other SoCs refuse no rows (561002): not expressible
   per product here, so the bundled empty case runs on the 950 only.
 - Deterministic on the 950 (doc); other products SetAtomicAdd dgamma (order varies run to run).
 """

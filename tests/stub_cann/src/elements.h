@@ -77,7 +77,7 @@ void WriteFloats(const aclTensor& t, const std::vector<float>& v, aclDataType co
 // A float32 sum of n terms `stride` apart, pairwise (the device's tree order is not published: any order
 // accumulating in float32 is a correct kernel).
 float PairwiseSum(const float* v, int64_t n, int64_t stride);
-// The 950 kernels' float32 row sum (aclnn_cli/ops/treesum.py, REFERENCE-reductions.md "Common"): 64-lane
+// The 950 kernels' float32 row sum (aclnn_cli/ops/treesum.py, docs/kernels.md "Sums"): 64-lane
 // blocks zero-padded; the blocks past the largest power of two p below their count added into blocks 0..,
 // then halved pairwise down to one block, whose lanes are halved pairwise (lane i + lane i + width).
 float TreeSum(const float* v, int64_t n, int64_t stride);

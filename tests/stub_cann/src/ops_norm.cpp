@@ -2,7 +2,7 @@
 //
 // Phase one: RmsNormGrad has no op_api (its aclnn is generated from the OpDef): nulls 161001, the OpDef's
 // dtype combinations 161002, the tiling's shape rules 561002. LayerNormBackward: the op_api's checks in their
-// order. Phase two: the 950 kernels in float32 (REFERENCE-reductions.md), rows of R = prod(normalized dims).
+// order. Phase two: the 950 kernels in float32 (docs/kernels.md), rows of R = prod(normalized dims).
 #include <cmath>
 #include <limits>
 

@@ -1,7 +1,7 @@
 // libopapi of the stub: the sigmoid family's backward operators (SiluBackward, SwishBackward,
 // LogSigmoidBackward, SigmoidBackward, SoftplusBackward).
 //
-// Phase one: the checks of each op's doc and op_api source (README.md, REFERENCE*.md);
+// Phase one: the checks of each op's doc and op_api source (README.md, docs/kernels.md);
 // phase two: the device kernel's float32 formula, as written in the (950) kernel source.
 #include <cmath>
 

@@ -1,0 +1,40 @@
+"""Rewrite tests/file-times.txt and tests/slow-tests.txt from a whole run's timeline.
+
+    ACLNN_TEST_TIMELINE=/tmp/timeline.txt make test && python scripts/test_lists.py /tmp/timeline.txt
+
+The timeline (tests/conftest.py) has one line per test: worker, start, end, node id. file-times.txt orders the
+files for the workers (the longest first); slow-tests.txt names the tests make check leaves out: those over
+SLOW seconds, setup and teardown included.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+SLOW = 0.25
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def main(timeline: Path) -> None:
+    seconds: dict[str, float] = {}
+    for line in timeline.read_text().splitlines():
+        _, start, end, node = line.split(maxsplit=3)
+        seconds[node] = seconds.get(node, 0.0) + float(end) - float(start)
+    per_file = Counter()
+    for node, s in seconds.items():
+        per_file[node.split("::")[0]] += s
+    (TESTS / "file-times.txt").write_text(
+        "# Seconds each test file took in a whole run (scripts/test_lists.py): the workers take the longest files\n"
+        "# first (conftest.py), so that no long file starts last.\n"
+        + "".join(f"{s:.0f} {name}\n" for name, s in per_file.most_common() if s >= 1))
+    (TESTS / "slow-tests.txt").write_text(
+        f"# Tests `make check` leaves out (make test runs them all): each took over {SLOW} s in a whole run, setup\n"
+        "# included (scripts/test_lists.py).\n" + "".join(f"{n}\n" for n in sorted(n for n, s in seconds.items() if s > SLOW)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]))
