@@ -99,6 +99,9 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
             cases = select_cases(load_cases(list(paths) or [BUNDLED]), patterns)
         for line in importers.describe_skipped(foreign_skipped):
             click.echo(line, err=True)
+        if not cases and foreign_skipped:  # (exit 0 with nothing generated would pass a pipeline that generated nothing)
+            raise UserError(f"every case was skipped, nothing is left to generate: --skip-unsupported left out all "
+                            f"{len(foreign_skipped)} (the reasons above; e.g. {foreign_skipped[0].reason})")
         cases, coverage = shardout.gen_shard(cases, shard, where="--shard")
         shardout.check_gen(out, cases, coverage)
         with Progress("gen", len(cases), sum(c.numel for c in cases)) as bar:
@@ -395,7 +398,7 @@ def op_info(s) -> dict:
     mixed = ("promoted (fp16+bf16 -> fp32, any+fp32 -> fp32), cast to the output's dtype" if c.dtypes == "promote"
              else f"on {', '.join(c.mixed_fp32_on)}: gradOutput != self needs a float32 output" if c.mixed_fp32_on
              else "no: all identical")
-    from ..cases.importers.graphops import GRAPH_OPS
+    from ..ops.graphops import GRAPH_OPS
 
     return {"op": s.name, "formula": s.formula, "signature": [name for name, _ in s.api_params],
             "graph_ops": sorted(name for name, g in GRAPH_OPS.items() if g.api == s.name),  # (TTK's op_name)

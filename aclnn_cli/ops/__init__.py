@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 
+from . import graphops
 from .base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate
 from .registry import OPS, bundled_module, register
 from .registry import AFTER_BUNDLED
@@ -40,5 +41,15 @@ def find_op(name: str) -> OpSpec:
     raise KeyError(f"unknown op '{name}' ({hint}`aclnn-cli ops` lists the {len(OPS)} known)")
 
 
-__all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "defect", "find_op", "legitimate",
+def find_graph_op(name) -> graphops.GraphOp | None:
+    """A graph op by CamelCase or snake_case name (SiluGrad, silu_grad), bundled or a user op's; None if there is
+    none. A name the bundled table lacks reads the whole registry first (the user ops register theirs)."""
+    found = graphops.find(name)
+    if found is None and not OPS.complete:
+        OPS.load_all()
+        found = graphops.find(name)
+    return found
+
+
+__all__ = ["OPS", "AttrSpec", "Contract", "OpSpec", "Reference", "TensorSpec", "defect", "find_graph_op", "find_op", "legitimate",
            "register"]

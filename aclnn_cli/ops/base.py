@@ -213,6 +213,11 @@ class OpSpec:
     # The API's arguments before workspaceSize, in the header's order (tensor and attribute names).
     # Empty: the inputs, then the attributes, then the outputs.
     signature: tuple[str, ...] = ()
+    # The graph (GE) ops this API computes, as TTK kernel mode and msOpST name them: graph op name -> GraphOp
+    # (ops/graphops.py; its `api` is this op's name). register adds them to the importers' one table, GRAPH_OPS.
+    graph_ops: Mapping[str, object] = field(default_factory=dict)
+    # Foreign spellings of this op's tensors and attributes (ATK's `x` for self): foreign name -> ours.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""

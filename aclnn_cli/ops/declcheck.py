@@ -22,6 +22,7 @@ from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
 from .families import Contraction, Elementwise, Rows, Split
+from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
 KEY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # case ids and file names are made of it
@@ -122,6 +123,65 @@ class _Check:
             self.function(f"variants[{name}]", fn, required=True)
         for i, attrs in enumerate(self.items("oracle_attributes", s.oracle_attributes)):
             self.items(f"oracle_attributes[{i}]", attrs, Mapping)
+        self.aliases(self.items("aliases", s.aliases, Mapping))
+        for name, graph in self.items("graph_ops", s.graph_ops, Mapping):
+            self.graph_op(name, graph)
+
+    def aliases(self, items: tuple) -> None:
+        """Foreign name -> one of the op's tensors or attributes; never a spelling of one of its own names."""
+        every = [t.name for t in self.spec.tensors] + [a.name for a in self.spec.attributes]
+        for foreign, ours in items:
+            self.text("aliases", foreign, IDENT, "a name (letters, digits, _)")
+            if foreign.lower() in {n.lower() for n in every}:
+                self.fail(f"aliases[{foreign}]", f"'{foreign}' already names a tensor or attribute of this op")
+            self.choice(f"aliases[{foreign}]", ours, tuple(every))
+
+    def graph_op(self, name: Any, g: Any) -> None:
+        """A graph op of this API: a new name, and tensors and attributes that are the op's."""
+        s, field = self.spec, f"graph_ops[{clip(name) if isinstance(name, str) else show(name)}]"
+        self.text("graph_ops", name, IDENT, "a graph op name (letters, digits, _)")
+        taken = graphops.holder(name)
+        if taken is not None:
+            whose = "a bundled graph op" if taken in graphops.BUNDLED_GRAPH_OPS else "already a user op's graph op"
+            self.fail(field, f"{taken} ({graphops.GRAPH_OPS[taken].api}) is {whose}: give this one another name")
+        if not isinstance(g, graphops.GraphOp):
+            self.fail(field, f"expected a GraphOp (from aclnn_cli.ops.graphops import GraphOp), got {show(g)}")
+        if g.api != s.name:
+            self.fail(f"{field}.api", f"expected this op's name {s.name}, got {show(g.api)}")
+        ins, outs = [t.name for t in s.inputs], [t.name for t in s.outputs]
+        attrs = {a.name: a.kind for a in s.attributes}
+        for part in ("inputs", "outputs", "to_inputs", "to_outputs"):
+            names = self.items(f"{field}.{part}", getattr(g, part))
+            for i, n in enumerate(names):
+                if not (n is None and part == "to_inputs"):
+                    self.text(f"{field}.{part}[{i}]", n, IDENT, "a tensor name")
+        if not g.inputs:
+            self.fail(f"{field}.inputs", "expected the graph op's input names, in order")
+        for part, mine, theirs in (("to_inputs", g.inputs, ins), ("to_outputs", g.outputs, outs)):
+            mapped = getattr(g, part)
+            for i, n in enumerate(mapped):
+                if n is not None and n not in theirs:
+                    self.fail(f"{field}.{part}[{i}]", f"{s.name} has no {part[3:-1]} '{n}' ({', '.join(theirs)})")
+            if mapped and mine and len(mapped) != len(mine):
+                self.fail(f"{field}.{part}", f"expected one name per graph {part[3:]} ({len(mine)}), got {len(mapped)}")
+            if not mapped and len(mine) > len(theirs):
+                self.fail(f"{field}.{part[3:]}", f"{len(mine)} graph {part[3:]}, {s.name} has {len(theirs)} "
+                                                 f"({', '.join(theirs)}): map them with {part}")
+        for graph_name, entry in self.items(f"{field}.attrs", g.attrs or {}, Mapping):
+            if not (isinstance(entry, tuple) and len(entry) == 2 and callable(entry[1])):
+                self.fail(f"{field}.attrs[{graph_name}]", f"expected (API attribute, converter), got {show(entry)}")
+            if entry[0] is not None and entry[0] not in attrs:
+                self.fail(f"{field}.attrs[{graph_name}]", f"{s.name} has no attribute '{entry[0]}' "
+                                                          f"({', '.join(attrs) or 'none'})")
+        for graph_name, entry in self.items(f"{field}.lists", g.lists or {}, Mapping):
+            if not (isinstance(entry, tuple) and len(entry) == 3 and attrs.get(entry[0]) == "bool_list"):
+                self.fail(f"{field}.lists[{graph_name}]", f"expected (a bool_list attribute of {s.name}, index, "
+                                                          f"length), got {show(entry)}")
+        for i, entry in enumerate(self.items(f"{field}.fixed_attrs", g.fixed_attrs)):
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
+                self.fail(f"{field}.fixed_attrs[{i}]", f"expected (graph attribute, value), got {show(entry)}")
+        self.items(f"{field}.ignored", g.ignored or {}, Mapping)
+        self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:
         for i, t in enumerate(tensors):
@@ -275,6 +335,11 @@ def check(spec: Any, ops: Mapping[str, OpSpec], declared_in: Mapping[str, str], 
                     else f"an op already registered ({clip(declared_in.get(other.name, ''), 80)})"
                 field = "name" if other.name.lower() == spec.name.lower() else "key"
                 raise Refused(field, f"{other.name} (key {other.key}) is {whose}: give this op another name and key")
+        seen: set[str] = set()
+        for name in spec.graph_ops:  # (two graph ops of this one op in one spelling: SiluGrad2, silu_grad2)
+            if graphops.fold(name) in seen:
+                raise Refused(f"graph_ops[{clip(name)}]", "another graph op of this op has this name in another spelling")
+            seen.add(graphops.fold(name))
     except Refused as exc:
         field, message = exc.args
         raise UserError(f"op {label}: {field}: {message}", where=file) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from . import graphops
 from .base import FIND, OpSpec
 from .declcheck import check, is_bundled
 from .guard import guarded
@@ -148,6 +149,8 @@ def register(spec: OpSpec) -> OpSpec:
         spec = guarded(spec, str(file))
     OPS[spec.name] = spec
     DECLARED_IN[spec.name] = file
+    for name, graph in spec.graph_ops.items():  # (the importers' one table: TTK's op_name finds them as bundled ones)
+        graphops.add(name, graph)
     return spec
 
 

@@ -19,10 +19,10 @@ import numpy as np
 from ...tensor import dtypes as D
 from ...values import yamlsafe
 from ...errors import CaseError
-from ...ops import OpSpec, find_op
+from ...ops import OpSpec, find_graph_op, find_op
 from ...ops.families import Channels
 from ...values.fill import parse_fill
-from .graphops import GRAPH_OPS, GraphOp
+from ...ops.graphops import GRAPH_OPS, GraphOp
 
 MAX_SPREAD = 1 << 16  # longest values list the "every combination" layout may produce
 
@@ -44,9 +44,6 @@ class Unsupported(CaseError):
         super().__init__(file, f"{message}; --skip-unsupported skips such cases", case=case, key=key)
 
 
-# Graph op -> aclnn API (graphops.py): TTK kernel mode and msOpST name graph ops.
-_GRAPH_KEYS = {k.lower(): k for k in GRAPH_OPS}
-
 # TTK/msOpST soc names -> our products (prefix match, lower case, most specific first).
 SOCS = (("ascend950", "950"), ("ascend910_93", "A3"), ("ascend910b", "A2"), ("ascend910", "910"))
 # Formats that are a plain row-major array of the given shape: for an elementwise op the same as ND.
@@ -54,9 +51,9 @@ PLAIN_FORMATS = {"ND", "NCHW", "NHWC", "NCDHW", "NDHWC", "NCL", "NCW", "NC", "HW
 
 
 def graph_op(name: Any) -> GraphOp | None:
-    """A graph op by CamelCase or snake_case name (SiluGrad, silu_grad), or None."""
-    key = _GRAPH_KEYS.get(str(name).replace("_", "").lower())
-    return GRAPH_OPS[key] if key else None
+    """A graph op by CamelCase or snake_case name (SiluGrad, silu_grad), bundled or a user op's (ops/graphops.py:
+    TTK kernel mode and msOpST name graph ops), or None."""
+    return find_graph_op(name)
 
 
 def known_ops() -> str:
@@ -131,12 +128,13 @@ def api_attrs(op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> dict:
 
 def api_name(op: OpSpec, name: str) -> str | None:
     """The op's tensor or attribute a foreign name stands for: the same name, else the same name in another
-    case (ATK's 'Output' for output), else a known alias (ATK's 'input' for RmsNormGrad's x)."""
+    case (ATK's 'Output' for output), else an alias: the op's declared `aliases`, or one known here (ATK's 'input'
+    for RmsNormGrad's x)."""
     names = [t.name for t in op.tensors] + [a.name for a in op.attributes]
     if name in names:
         return name
     folded = {n.lower(): n for n in names}
-    alias = ALIASES.get(op.name, {}).get(name)
+    alias = op.aliases.get(name) or ALIASES.get(op.name, {}).get(name)  # (the op's own `aliases`, then ours)
     return folded.get(name.lower()) or (alias if alias in names else None)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, GraphOp, api_attrs, check_attrs, check_format, dtype_name, errors,
+from .common import (Collector, GraphOp, api_attrs, api_name, check_attrs, check_format, dtype_name, errors,
                      range_fill, resolve_op, safe_name, seed_for, show, clip, yaml_number)
 from .entry import TensorIn, case_entry
 from .fields import check_keys, check_types, field, int_list, numbers, text
@@ -143,6 +143,8 @@ def _input_names(op: OpSpec, graph: GraphOp | None, label: str, descs: list[dict
             names.append(ours[j])
         elif given in theirs or given in ours:
             names.append(ours[theirs.index(given)] if given in theirs else given)
+        elif api_name(op, str(given)) in ours:  # (another case of an API name, or an alias: the op's `aliases`)
+            names.append(api_name(op, str(given)))
         else:
             raise bad(f"{show(given)} is not an input (inputs: {', '.join(theirs)})", f"input_desc[{j}].name")
     if len(set(names)) != len(names):

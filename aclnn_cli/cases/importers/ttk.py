@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import CaseError
 from ...ops import OpSpec
+from ...ops.declcheck import describe
 from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
                      dtype_name, errors, product_for, range_fill, resolve_op, safe_name, seed_for, show)
 from .entry import TensorIn, case_entry
@@ -92,8 +93,19 @@ def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpS
         attrs = check_attrs(graph, op, raw_attrs, lambda m: unsupported(m, "attributes"))
         tensors = _kernel_tensors(op, graph, cell, bad, unsupported)
         if graph and graph.derive:
-            attrs = {**graph.derive({n: t.shape for n, t in tensors.items() if t.shape is not None}), **attrs}
+            attrs = {**_derived(graph, {n: t.shape for n, t in tensors.items() if t.shape is not None}, bad), **attrs}
     return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products, attrs)
+
+
+def _derived(graph: GraphOp, shapes: dict, bad) -> dict:
+    """The graph op's derived API attributes; a user op's `derive` that fails is one line, not a traceback."""
+    try:
+        derived = graph.derive(shapes)
+    except Exception as exc:  # (a user op's function: ops/graphops.py)
+        raise bad(f"the graph op's derive({show(shapes)}) failed: {describe(exc, 200)}", "op_name") from None
+    if not isinstance(derived, dict):
+        raise bad(f"the graph op's derive returned {show(derived)}, not a dict of API attributes", "op_name")
+    return derived
 
 
 def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:

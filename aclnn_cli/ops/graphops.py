@@ -1,5 +1,8 @@
 """Graph (GE) operators and the aclnn API that computes each: TTK kernel mode and msOpST name graph ops.
 
+GRAPH_OPS is the one table the importers look a graph op up in (`find`): the bundled ones below, and those a user
+op declares in its OpSpec's `graph_ops` (register adds them, after declcheck has checked them).
+
 A graph op's inputs, outputs and attributes map onto the API's by name: SoftmaxGrad(softmax, grad_softmax,
 axes) is aclnnSoftmaxBackward(gradOutput, output, dim); NLLLossGrad's reduction 'sum' is the API's int64 2;
 LayerNormGradV3's normalizedShape is gamma's shape. The graph protos are ops-nn's op_graph/*_proto.h.
@@ -195,3 +198,30 @@ GRAPH_OPS = {
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),
 }
+
+BUNDLED_GRAPH_OPS = frozenset(GRAPH_OPS)
+
+
+def fold(name: Any) -> str:
+    """The spelling a graph op is looked up by: SiluGrad, silu_grad and SILUGRAD are one op."""
+    return str(name).replace("_", "").lower()
+
+
+_KEYS = {fold(k): k for k in GRAPH_OPS}
+
+
+def find(name: Any) -> GraphOp | None:
+    """A registered graph op by CamelCase or snake_case name, or None (ops.find_graph_op also loads the user ops)."""
+    key = _KEYS.get(fold(name))
+    return GRAPH_OPS[key] if key else None
+
+
+def holder(name: str) -> str | None:
+    """The registered graph op a new name would collide with (same folded spelling), or None."""
+    return _KEYS.get(fold(name))
+
+
+def add(name: str, graph: GraphOp) -> None:
+    """Register a user op's graph op (declcheck refused a name already taken)."""
+    GRAPH_OPS[name] = graph
+    _KEYS[fold(name)] = name
