@@ -1,10 +1,12 @@
 """Rewrite tests/file-times.txt and tests/slow-tests.txt from a whole run's timeline.
 
     ACLNN_TEST_TIMELINE=/tmp/timeline.txt make test && python scripts/test_lists.py /tmp/timeline.txt
+    ACLNN_TEST_TIMELINE=/tmp/check.txt make check && python scripts/test_lists.py /tmp/timeline.txt /tmp/check.txt
 
 The timeline (tests/conftest.py) has one line per test: worker, start, end, node id. file-times.txt orders the
 files for the workers (the longest first); slow-tests.txt names the tests make check leaves out: those over
-SLOW seconds, setup and teardown included.
+SLOW seconds, setup and teardown included, in the whole run; with make check's own timeline also those over SLOW
+there (a test that builds what its slow neighbours built first in the whole run: the C++ stub, a session suite).
 """
 
 from __future__ import annotations
@@ -13,15 +15,24 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-SLOW = 0.25
+SLOW = 0.2
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
-def main(timeline: Path) -> None:
+def _seconds(timeline: Path) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for line in timeline.read_text().splitlines():
         _, start, end, node = line.split(maxsplit=3)
         seconds[node] = seconds.get(node, 0.0) + float(end) - float(start)
+    return seconds
+
+
+def main(timeline: Path, check: Path | None = None) -> None:
+    seconds = _seconds(timeline)
+    slow = {n for n, s in seconds.items() if s > SLOW}
+    if check is not None:
+        previous = [line for line in (TESTS / "slow-tests.txt").read_text().splitlines() if line and line[0] != "#"]
+        slow |= set(previous) | {n for n, s in _seconds(check).items() if s > SLOW}
     per_file = Counter()
     for node, s in seconds.items():
         per_file[node.split("::")[0]] += s
@@ -31,10 +42,10 @@ def main(timeline: Path) -> None:
         + "".join(f"{s:.0f} {name}\n" for name, s in per_file.most_common() if s >= 1))
     (TESTS / "slow-tests.txt").write_text(
         f"# Tests `make check` leaves out (make test runs them all): each took over {SLOW} s in a whole run, setup\n"
-        "# included (scripts/test_lists.py).\n" + "".join(f"{n}\n" for n in sorted(n for n, s in seconds.items() if s > SLOW)))
+        "# included (scripts/test_lists.py).\n" + "".join(f"{n}\n" for n in sorted(slow)))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) == 3 else None)
