@@ -62,6 +62,9 @@ def round_all(values: list, r: Rounder) -> np.ndarray:
     mid = (grid[i - 1] + grid[i]) / 2
     bits = gbits[np.where(a < mid, i - 1, i)] | np.where(f < 0, 0x8000, 0)
     unsure = ~(np.abs(a - mid) > 2.0**-50 * a) | (a < 2.0**-1000)
+    for k in np.flatnonzero(a < 2.0**-1000):  # (an exact zero is +0: no neighbour search needed)
+        if values[k] == 0:
+            bits[k], unsure[k] = 0, False
     for k in np.flatnonzero(unsure):
         bits[k] = r(values[k])
     rng = np.random.default_rng(0)  # the shortcut agrees with Rounder itself on a sample
