@@ -68,3 +68,15 @@ def independent_run(bundled: Path, key: str, work: Path, kernel) -> tuple[list, 
         harness.run_case(d, kernel)
     run = verify_dirs(positive)
     return [(c.case_id, c.status, c.reason) for c in run.cases if c.status != "PASS"], len(run.cases)
+
+
+def oracle_checked(bundled: Path, key: str, check) -> int:
+    """How many golden elements of the op's positive bundled cases `check(case) -> (checked, wrong)` compared,
+    asserting none was wrong (the case named where one was)."""
+    checked = 0
+    for case in own_cases(bundled, key):
+        if manifest(case)["expect_status"] == 0:
+            c, bad = check(case)
+            assert bad == 0, case.name
+            checked += c
+    return checked
