@@ -62,11 +62,11 @@ def round_all(values: list, r: Rounder) -> np.ndarray:
     mid = (grid[i - 1] + grid[i]) / 2
     bits = gbits[np.where(a < mid, i - 1, i)] | np.where(f < 0, 0x8000, 0)
     unsure = ~(np.abs(a - mid) > 2.0**-50 * a) | (a < 2.0**-1000)
-    for k in np.flatnonzero(a < 2.0**-1000):  # (an exact zero is +0: no neighbour search needed)
-        if values[k] == 0:
-            bits[k], unsure[k] = 0, False
-    for k in np.flatnonzero(unsure):
-        bits[k] = r(values[k])
+    for k in np.flatnonzero(a < 2.0**-1000):  # (|v| < 2^-1000, far under half of any 16-bit subnormal: a zero,
+        bits[k], unsure[k] = (0x8000 if values[k] < 0 else 0), False  # of v's sign, +0 for an exact 0)
+    name = np.dtype(r.np_dtype).name
+    for k in np.flatnonzero(unsure):  # (a tie held exactly by float64: rounded in integers, else the neighbour search)
+        bits[k] = fraction_bits(Fraction(float(f[k])), name) if values[k] == f[k] else r(values[k])
     rng = np.random.default_rng(0)  # the shortcut agrees with Rounder itself on a sample
     for k in rng.choice(len(values), 300, replace=False):
         assert bits[k] == r(values[k])
