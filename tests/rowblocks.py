@@ -38,14 +38,10 @@ def bundled_suite(tmp_path_factory, key: str) -> Path:
     """aclnn_cli/cases/bundled/<key>.yaml generated and emulated, in a fresh directory: its cases taken from the
     session's bundled suite (shared.bundled_produced: gen, emulate --jobs 2, which writes the bytes one worker
     writes; test_bundled_bytes.py), gen's files hard-linked, the device's dumps copied (a test may rewrite them)."""
-    import json
-
     import shared
 
     produced = shared.bundled_produced(tmp_path_factory)
-    suffix = f"/{key}.yaml"
-    names = [d.name for d in sorted(produced.iterdir())
-             if (d / "case.json").is_file() and json.loads((d / "case.json").read_text())["source"].endswith(suffix)]
+    names = shared.cases_of(produced, [f"{key}.yaml"])
     assert names, f"no bundled case comes from {key}.yaml"
     return shared.linked_copy(produced, tmp_path_factory.mktemp(key) / "out", cases=names)
 

@@ -15,6 +15,7 @@ cannot reach the shared original; inputs, goldens, allowances and case.json (wha
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 from pathlib import Path
@@ -70,6 +71,13 @@ def bundled_produced(tmp_path_factory) -> Path:
             assert r.exit_code == 0, r.output[-2000:]
 
     return shared(tmp_path_factory, "bundled-produced", build)
+
+
+def cases_of(out: Path, yaml_names) -> list[str]:
+    """The case directories of a generated OUT whose case file (case.json's source) is one of `yaml_names`."""
+    names = set(yaml_names)
+    return [d.name for d in sorted(out.iterdir())
+            if (d / "case.json").is_file() and Path(json.loads((d / "case.json").read_text())["source"]).name in names]
 
 
 def shared_stub_root(tmp_path_factory, sanitize: bool = False) -> Path:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import mpmath
+import math
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,39 @@ def test_f64_normal_cdf_tail_is_relatively_accurate():
         worst = max(float(abs(mpmath.mpf(g) - mpmath.ncdf(v)) / mpmath.ncdf(v)) for v, g in zip(x, got))
     assert worst < 5e-13
     assert X.f64_normal_cdf(np.array([np.inf, -np.inf, np.nan])).tolist()[:2] == [1.0, 0.0]
+
+
+def test_quantum_is_the_lowest_significand_bit_and_exact_sums_need_no_allowance_for_their_additions():
+    """dyadic.quantum against Fractions (v / q an odd integer; inf for 0 and non-finite), and AcrossRows'
+    certifying bound against the exact sum of the partials it was given: never smaller than the true error, and
+    free of the additions' bound only where the float64 additions were exact."""
+    from fractions import Fraction
+
+    from aclnn_cli.golden.rows import AcrossRows
+    from aclnn_cli.ops.base import Reference
+    from aclnn_cli.ops.dyadic import quantum
+
+    rng = np.random.default_rng(11)
+    values = np.concatenate([rng.standard_normal(500), rng.standard_normal(500).astype(np.float32),
+                             [0.0, -0.0, 3.0, 0.75, 2.0**-1074, 3 * 2.0**-1074, -6.0, 1.7e308, np.inf, -np.inf, np.nan]])
+    for v, q in zip(values.tolist(), quantum(values).tolist()):
+        if math.isfinite(v) and v != 0:
+            ratio = Fraction(v) / Fraction(q)
+            assert ratio.denominator == 1 and ratio.numerator % 2 == 1, (v, q)
+        else:
+            assert q == math.inf, (v, q)
+    for trial in range(200):  # chunk partials: short float16 values (exact sums) or float64 ones that round
+        columns, chunks = 8, int(rng.integers(1, 12))
+        wide = trial % 2 == 1
+        parts = [rng.standard_normal(columns) * 10.0 ** rng.integers(-3, 4) for _ in range(chunks)]
+        parts = [p if wide else p.astype(np.float16).astype(np.float64) for p in parts]
+        acc = AcrossRows(columns)
+        for p in parts:
+            acc.add(Reference(p, np.zeros(columns), np.abs(p)), 1)
+        bound, total = acc.certifying_bound(), acc.total_bound()
+        for c in range(columns):
+            exact = sum(Fraction(p[c]) for p in parts)
+            assert abs(Fraction(acc.value[c]) - exact) <= Fraction(bound[c]), (trial, c)
+        assert (bound <= total).all()
+        if not wide:  # (float16 values summed in float64: every addition exact)
+            assert (bound == 0).all()

@@ -26,7 +26,7 @@ from aclnn_cli.ops import OPS as REGISTERED
 
 from cann_build import build_runner, stub_ops, tools_missing
 from helpers import run_cli, write_yaml
-from shared import linked_copy, shared_stub_root
+from shared import cases_of, linked_copy, shared_stub_root
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
 
@@ -70,9 +70,7 @@ def asan_runner(harness_dir, stub_root, tmp_path_factory) -> Path:
 def bundled(tmp_path_factory, bundled_gen) -> Path:
     """The bundled cases of every op the stub implements, from conftest.py's bundled_gen (generated once per
     session; read only: tests run on a fresh_copy)."""
-    files = {f"{REGISTERED[name].key}.yaml" for name in STUBBED}
-    names = [d.name for d in sorted(bundled_gen.iterdir())
-             if (d / "case.json").is_file() and Path(json.loads((d / "case.json").read_text())["source"]).name in files]
+    names = cases_of(bundled_gen, [f"{REGISTERED[name].key}.yaml" for name in STUBBED])
     if len(names) == len(list(bundled_gen.glob("*/case.json"))):
         return bundled_gen
     return linked_copy(bundled_gen, tmp_path_factory.mktemp("bundled") / "out", cases=names)
