@@ -3,9 +3,9 @@
     ACLNN_TEST_TIMELINE=/tmp/timeline.txt make test && python scripts/test_lists.py /tmp/timeline.txt
     ACLNN_TEST_TIMELINE=/tmp/check.txt make check && python scripts/test_lists.py /tmp/timeline.txt /tmp/check.txt
 
-The timeline (tests/conftest.py) has one line per test: worker, start, end, node id. file-times.txt orders the
-files for the workers (the longest first); slow-tests.txt names the tests make check leaves out: those over
-SLOW seconds, setup and teardown included, in the whole run; with make check's own timeline also those over SLOW
+The timeline (tests/conftest.py) has one line per test: worker, start, end, CPU seconds (the worker's and its
+reaped children's), node id. file-times.txt orders the files for the workers (the longest first); slow-tests.txt
+names the tests make check leaves out: those over SLOW seconds, setup and teardown included, in the whole run; with make check's own timeline also those over SLOW
 there (a test that builds what its slow neighbours built first in the whole run: the C++ stub, a session suite).
 """
 
@@ -22,7 +22,7 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 def _seconds(timeline: Path) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for line in timeline.read_text().splitlines():
-        _, start, end, node = line.split(maxsplit=3)
+        _, start, end, _cpu, node = line.split(maxsplit=4)
         seconds[node] = seconds.get(node, 0.0) + float(end) - float(start)
     return seconds
 

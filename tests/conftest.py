@@ -58,11 +58,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 if os.environ.get("ACLNN_TEST_TIMELINE"):  # (where a run's time goes: one line per test, for balancing the workers)
+    import resource as _resource
     import time as _time
+
+    def _cpu() -> float:
+        """CPU seconds (user and system) of this worker and of the children it has reaped."""
+        return sum(u.ru_utime + u.ru_stime for u in (_resource.getrusage(_resource.RUSAGE_SELF),
+                                                   _resource.getrusage(_resource.RUSAGE_CHILDREN)))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        start = _time.time()
+        start, cpu = _time.time(), _cpu()
         yield
         with open(os.environ["ACLNN_TEST_TIMELINE"], "a") as f:
-            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.3f} {_time.time():.3f} {item.nodeid}\n")
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.3f} {_time.time():.3f} "
+                    f"{_cpu() - cpu:.3f} {item.nodeid}\n")
