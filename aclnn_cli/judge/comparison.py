@@ -54,16 +54,19 @@ class Options:
 
 def compare_range(m: M.CaseManifest, opts: Options, start: int, stop: int, checksums: bool = False,
                   judged: OutputJudging | None = None, out_name: str | None = None,
-                  hash_inputs: bool = True, golden_blocks: list[str] | None = None) -> tuple[Metrics, Metrics | None, list]:
+                  hash_inputs: bool = True, golden_blocks: list[str] | None = None,
+                  relief_memo: dict | None = None) -> tuple[Metrics, Metrics | None, list]:
     """Metrics (and benchmark metrics, and failing-element rows) of output elements [start, stop).
 
     checksums: also check the golden's and inputs' recorded sha256, hashed on the side of the
     reads (for a whole case read by one process). judged: how the output is judged (judging.py), if known.
     golden_blocks: the golden's recorded block digests, to check the blocks this range reads (blockdigests.py).
+    relief_memo: the case's relief memo (Comparison's), shared by the comparisons of one case in one process.
     """
     out = m.output if out_name is None else next(t for t in m.judged if t.name == out_name)
     judged = judged or output_judging(m, opts, out)
-    cmp = Comparison(m, judged, opts, checksums, whole=start == 0 and stop == out.layout.numel, hash_inputs=hash_inputs)
+    cmp = Comparison(m, judged, opts, checksums, whole=start == 0 and stop == out.layout.numel, hash_inputs=hash_inputs,
+                     relief_memo=relief_memo)
     try:
         cmp.blocks = golden_blocks and BlockCheck(golden_blocks, start, stop, out.layout.numel, out.golden)
         result = cmp.run(start, stop)
@@ -115,18 +118,20 @@ class Comparison:
     """One case's chunked comparison under one standard."""
 
     def __init__(self, m: M.CaseManifest, judged: OutputJudging, opts: Options, checksums: bool = False,
-                 whole: bool = False, hash_inputs: bool = True, outputs: bool = True) -> None:
+                 whole: bool = False, hash_inputs: bool = True, outputs: bool = True,
+                 relief_memo: dict | None = None) -> None:
         """judged: the output and how it is judged (judging.py). whole: this comparison reads every element (small
         files are then read whole, in one go). hash_inputs: with checksums, the inputs' too (a case with
         several outputs hashes its inputs with the first output's comparison only). outputs=False: the dump and
-        golden are not opened (smallbatch.py read them, and asks only for relief: release_held)."""
+        golden are not opened (smallbatch.py read them, and asks only for relief: release_held). relief_memo: a dict
+        kept for the case, where a Rows op's relief keeps the blocks it evaluated (rowrelief.py), else one of its own."""
         std, params = judged.std, judged.params
         self.m, self.std, self.opts = m, std, opts
         self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
         self.out = out = judged.out
         self.rule = judged.rule
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
-        self._last_rows: dict = {}  # (rowrelief.py: the blocks relief evaluated last, and what it found on them)
+        self._last_rows = {} if relief_memo is None else relief_memo  # (rowrelief.py: the blocks evaluated last)
         self.floor = judged.floor
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
         in_sha = sha if hash_inputs else (lambda name, key: None)

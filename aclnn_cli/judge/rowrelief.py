@@ -23,9 +23,10 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     """(term scale, where the device may differ, the device's value there, the error a correct kernel shares
     with the element's row: Reference.shared) of logical elements `flat` of output `out`. files: input name ->
     an open storage reader; limit: the standard's relative limit per element (T), which an across-rows
-    output's allowance is divided by. last: a dict the caller keeps, holding the blocks of the previous call and
-    what was worked out on them (a row longer than a chunk is flagged chunk after chunk: its reference is
-    evaluated once, not once per chunk)."""
+    output's allowance is divided by. last: a dict the caller keeps for one case, holding the blocks of the previous
+    call and the reference and edges of every output on them: a row longer than a chunk is flagged chunk after
+    chunk, a failing case's outputs are relieved one after the other and judged again with every element
+    (Options.relieve_all), and the blocks' reference is evaluated once for all of them."""
     if out.name in m.op.family.across_rows:
         with np.errstate(all="ignore"):  # (T below 2^-100 counts as 2^-100: a subnormal T would make the
             #                                 divisor infinite and every error 0, or below float32's range)
@@ -36,18 +37,22 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
-    key = (out.name, wanted.tobytes())
-    if last is None or last.get("key") != key:
+    key = wanted.tobytes()
+    if last is None or last.get("key") != key or out.name not in last["refs"]:
         blocks = _gather_wanted(m, files, geo, wanted)
         with np.errstate(all="ignore"):
-            found = {"key": key, "ref": reference_blocks(m.op, blocks, m.attribute_values)[out.name],
-                     "edges": _edges(m, out, blocks)}
+            refs = reference_blocks(m.op, blocks, m.attribute_values)
+            # (kept for later calls: this output's, and those of one value per block, which the case's other
+            # outputs' relief does not make; an output of whole rows is let go: it would double the memory)
+            kept = {k: r for k, r in refs.items() if k == out.name or np.size(r.value) <= wanted.size}
+            found = {"key": key, "refs": kept, "edges": _edges(m, blocks)}
         if last is not None:
             last.clear()
             last.update(found)
     else:
         found = last
-    ref, edges = found["ref"], found["edges"]
+    ref = found["refs"][out.name]
+    edges = None if found["edges"] is None else found["edges"].get(out.name)
     with np.errstate(all="ignore"):
         at = np.searchsorted(wanted, block_of) * size + inside
         scale = ref.scale.reshape(-1)[at]
@@ -62,11 +67,11 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     return scale, where, device, shared
 
 
-def _edges(m: M.CaseManifest, out: M.TensorEntry, blocks: dict):
-    """The op's edge results for `out` on these blocks ((where, device value) or None)."""
+def _edges(m: M.CaseManifest, blocks: dict) -> dict | None:
+    """The op's edge results on these blocks (output name -> (where, device value)), or None."""
     if m.op.edge is None:
         return None
-    return m.op.by_output(m.op.edge({**widened(blocks), **m.attribute_values})).get(out.name)
+    return m.op.by_output(m.op.edge({**widened(blocks), **m.attribute_values}))
 
 
 def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray) -> dict[str, np.ndarray]:

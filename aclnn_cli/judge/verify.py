@@ -109,7 +109,8 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
     proven = recorded and not opts.rehash  # (else: hash them, as they are read)
     if worth and not recorded:  # (--rehash of files the record vouches for: the same record would be written)
         before = statcache.snapshot(where, list(digests))
-    judged = [(j.out, _judge_output(m, j, opts, run, proven, first=i == 0)) for i, j in enumerate(judging)]
+    memo: dict = {}  # (the case's relief memo: the outputs and passes of one case share its blocks' reference)
+    judged = [(j.out, _judge_output(m, j, opts, run, proven, i == 0, memo)) for i, j in enumerate(judging)]
     if all(v is None for _, v in judged):
         result.reason = "empty tensor: nothing to compare (phase one and layout only)"
         proven or check_files(m)
@@ -140,21 +141,21 @@ class _OutputVerdict:
 
 
 def _judge_output(m: M.CaseManifest, judged: OutputJudging, opts: Options, run: Runner | None, proven: bool,
-                  first: bool) -> _OutputVerdict | None:
+                  first: bool, memo: dict | None = None) -> _OutputVerdict | None:
     """Compare one output (None: it is empty). first: its comparison also hashes the inputs.
 
     An output of a family whose elements share roundings (a Rows op's row sums) that fails with relief on its
     flagged elements is judged once more with every element against its term scale (Options.relieve_all):
     the row sum's shared error may lean a row's errors one way while each is within its bound; a defect's
     errors stay over it."""
-    v = _compare_output(m, judged, opts, run, proven, first)
+    v = _compare_output(m, judged, opts, run, proven, first, memo)
     if v is not None and not v.passed and v.std.relief and m.op.family.shared_errors and not opts.relieve_all:
-        v = _compare_output(m, judged, replace(opts, relieve_all=True), run, True, False)
+        v = _compare_output(m, judged, replace(opts, relieve_all=True), run, True, False, memo)
     return v
 
 
 def _compare_output(m: M.CaseManifest, judged: OutputJudging, opts: Options, run: Runner | None, proven: bool,
-                    first: bool) -> _OutputVerdict | None:
+                    first: bool, memo: dict | None = None) -> _OutputVerdict | None:
     out = judged.out
     n = out.layout.numel
     if n == 0:
@@ -168,7 +169,7 @@ def _compare_output(m: M.CaseManifest, judged: OutputJudging, opts: Options, run
         for f in sums:
             f.result()
     else:
-        parts = [compare_range(m, opts, 0, n, not proven, judged, out.name, first)]
+        parts = [compare_range(m, opts, 0, n, not proven, judged, out.name, first, relief_memo=memo)]
     return _verdict_of(judged, parts)
 
 
