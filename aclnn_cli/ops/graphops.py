@@ -134,6 +134,9 @@ def _relu_threshold(shapes: Mapping[str, tuple[int, ...]]) -> dict:
 GRAPH_OPS = {
     "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
+    # GeluGrad's y (the forward's output) is not read by the 950 kernel; aclnnGeluBackward passes gradOutput there
+    "GeluGrad": GraphOp("aclnnGeluBackward", ("dy", "x", "y"), to_inputs=("gradOutput", "self", None),
+                        outputs=("z",), to_outputs=("gradInput",)),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
     "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
     "SwishGrad": GraphOp("aclnnSwishBackward", ("grad", "x", "y"), to_inputs=("gradOutput", "self", None),

@@ -26,6 +26,7 @@ BUNDLED: dict[str, str] = {
     "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",
     "aclnnGeGluBackward": "split.ge_glu_backward",
     "aclnnGeGluV3Backward": "split.ge_glu_v3_backward",
+    "aclnnGeluBackward": "elementwise.gelu_backward",
     "aclnnGeluBackwardV2": "elementwise.gelu_backward_v2",
     "aclnnGroupNormBackward": "groups.group_norm_backward",
     "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
