@@ -110,6 +110,7 @@ KERNELS = {
     "aclnnSoftplusBackward": softplus,
     "aclnnLeakyReluBackward": leaky_relu,
     "aclnnGeluBackwardV2": gelu_v2,
+    "aclnnGeluBackward": lambda dy, x: gelu_v2(dy, x, "tanh"),  # (GELU's tanh form: decision 101)
     "aclnnHardswishBackward": hardswish,
     "aclnnEluBackward": elu,
     "aclnnHardtanhBackward": hardtanh,

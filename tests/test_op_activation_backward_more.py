@@ -1,0 +1,81 @@
+"""Issue 30's second set of activation backward ops beyond the generic tests (the exhaustive textbook oracle, the
+defect matrix, the bundled cases through gen, emulate, verify and the stub runner):
+
+GeluBackward: the tanh form (decision 101), bit for bit GeluBackwardV2's "tanh" golden and kernel, not its erf
+golden; the kernel at hand-computed points and at the specials; its dims check, which GeluBackwardV2 has not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aclnn_cli.golden.rounding import golden
+from aclnn_cli.ops import contract as C
+from aclnn_cli.ops import find_op
+from aclnn_cli.tensor import dtypes as D
+
+F = np.float32
+
+
+def _bf16_grid() -> np.ndarray:
+    """Every bfloat16 value with 0.25 <= |x| <= 12 (1,410): the tails, the zero of the derivative, the NaN select."""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(D.BFLOAT16.np_dtype)
+    wide = x.astype(np.float64)
+    return x[np.isfinite(wide) & (np.abs(wide) <= 12) & (np.abs(wide) >= 0.25)]
+
+
+def test_gelu_backward_is_gelu_backward_v2_tanh_not_the_docs_erf():
+    """ops-nn's ATK executor and golden call aten.gelu_backward(approximate="tanh"); the 950 DAG is the V2 tanh
+    DAG. The doc's erf formula is GeluBackwardV2's "none": its golden differs on 528 of these x (the two forms are
+    up to 8.7e-4 apart; bfloat16's ulps hide the rest)."""
+    op, v2 = find_op("aclnnGeluBackward"), find_op("aclnnGeluBackwardV2")
+    x = _bf16_grid()
+    dy = np.full(x.shape, -0.7, F).astype(x.dtype)
+    ins = {"gradOutput": dy, "self": x}
+    got, _ = golden(op, ins, D.BFLOAT16)
+    tanh, _ = golden(v2, ins, D.BFLOAT16, {"approximate": "tanh"})
+    erf, _ = golden(v2, ins, D.BFLOAT16, {"approximate": "none"})
+    assert np.array_equal(got.view(np.uint16), tanh.view(np.uint16))
+    assert x.size == 1410 and (got.view(np.uint16) != erf.view(np.uint16)).sum() == 528
+    x32, dy32 = x.astype(F), dy.astype(F)
+    assert np.array_equal(op.kernel({"gradOutput": dy32, "self": x32}),
+                          v2.kernel({"gradOutput": dy32, "self": x32, "approximate": "tanh"}), equal_nan=True)
+
+
+def test_gelu_backward_kernel_at_hand_computed_points_and_specials():
+    """float32, step by step as gelu_grad_dag.h (checked against a separate float32 evaluation: the values of
+    test_op_gelu_backward_v2.py's tanh kernel). p = exp(...) overflows below x = -10.06: w = inf * 0 = NaN -> 0,
+    q = 0; +inf: q = 1, w NaN -> 0 (dy); -inf: 0 * dy; NaN stays NaN."""
+    op = find_op("aclnnGeluBackward")
+    x = np.array([-10.1, -10, -3, -0.75, 0, 1, 3, 10.1, 20], F)
+    got = op.kernel({"gradOutput": np.ones_like(x), "self": x})
+    assert got.tolist() == [0.0, -2.7576377135617876e-36, -0.011584168300032616, 0.0010617375373840332, 0.5,
+                            1.0829640626907349, 1.0115841627120972, 1.0, 1.0]
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, -20.0], F)
+    dy = np.array([2.0, 3.0, 1.0, np.nan, -1.0], F)
+    k = op.kernel({"gradOutput": dy, "self": x})
+    assert k[0] == 2.0 and k[1] == 0 and np.isnan(k[2:4]).all() and k[4] == 0
+    ieee = op.ieee({"gradOutput": dy.astype(float), "self": x.astype(float)})
+    assert np.array_equal(np.isnan(ieee), np.isnan(k)) and ieee[0] == 2.0 and ieee[1] == 0
+
+
+def test_gelu_backward_checks_dims_and_the_promoted_dtype():
+    """OP_CHECK_MAX_DIM on gradOutput and self (GeluBackwardV2's op_api checks none); the promoted dtype must be
+    gradInput's; bfloat16 neither on 910 nor 310P."""
+    op, v2 = find_op("aclnnGeluBackward"), find_op("aclnnGeluBackwardV2")
+    f32, f16, bf16 = (D.lookup(n) for n in ("float32", "float16", "bfloat16"))
+
+    def descs(dy, x, out, shape=(2, 3)):
+        return {"gradOutput": C.TensorDesc(dy, shape, False), "self": C.TensorDesc(x, shape, False),
+                "gradInput": C.TensorDesc(out, shape, False)}
+
+    nine = descs(f32, f32, f32, (1,) * 9)
+    assert C.check(op, "950", nine).status == C.INVALID
+    assert C.check(v2, "950", nine, {"approximate": "tanh"}).status == C.SUCCESS
+    assert C.check(op, "A2", descs(f16, f32, f32)).status == C.SUCCESS
+    assert C.check(op, "A2", descs(f16, f32, f16)).status == C.INVALID
+    assert C.check(op, "A2", descs(bf16, bf16, bf16)).status == C.SUCCESS
+    assert C.check(op, "910", descs(bf16, bf16, bf16)).status == C.INVALID
+    wide = {**descs(f32, f32, f32), "self": C.TensorDesc(f32, (4, 1, 3), False),
+            "gradInput": C.TensorDesc(f32, (4, 2, 3), False)}
+    assert C.check(op, "310P", wide).status == C.SUCCESS
