@@ -100,6 +100,12 @@ def threshold(dy, x, threshold=0.0):
     return np.where(keep, dy, F(0))
 
 
+def selu(dy, result):
+    """SELU's scale factored out: scale * (dy * (y / scale + alpha)) for y <= 0, scale * dy else (NaN y: the else)."""
+    s, a = F(1.0507009873554805), F(1.6732632423543772)
+    return s * (dy * np.where(result <= F(0), result / s + a, F(1)))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -116,6 +122,7 @@ KERNELS = {
     "aclnnHardtanhBackward": hardtanh,
     "aclnnSoftshrinkBackward": softshrink,
     "aclnnThresholdBackward": threshold,
+    "aclnnSeluBackward": selu,
 }
 
 

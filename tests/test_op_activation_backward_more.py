@@ -3,6 +3,8 @@ defect matrix, the bundled cases through gen, emulate, verify and the stub runne
 
 GeluBackward: the tanh form (decision 101), bit for bit GeluBackwardV2's "tanh" golden and kernel, not its erf
 golden; the kernel at hand-computed points and at the specials; its dims check, which GeluBackwardV2 has not.
+SeluBackward (decision 102): the kernel at hand-computed points, the float64 bound against the exact value written
+from the doc's decimals, its contract, and the graph op SeluGrad.
 """
 
 from __future__ import annotations
@@ -79,3 +81,79 @@ def test_gelu_backward_checks_dims_and_the_promoted_dtype():
     wide = {**descs(f32, f32, f32), "self": C.TensorDesc(f32, (4, 1, 3), False),
             "gradInput": C.TensorDesc(f32, (4, 2, 3), False)}
     assert C.check(op, "310P", wide).status == C.SUCCESS
+
+
+def test_selu_kernel_at_hand_computed_points_and_specials():
+    """float32 as selu_grad.h: dy * SCALE_F (y > 0, NaN), dy * (y + SCALE_ALPHA_PRODUCT_F) (y <= 0); the float32
+    constants are 1.0507010221481323 and 1.7580993175506592 (the decimals rounded once)."""
+    op = find_op("aclnnSeluBackward")
+    y = np.array([1.0, -1.0, 0.0, -0.0, np.nan, -np.inf, np.inf, -1.7580993, -2.0], F)
+    dy = np.array([1.0, 1.0, 1.0, -2.0, 3.0, 1.0, 1.0, 1.0, 0.5], F)
+    got = op.kernel({"gradOutput": dy, "result": y})
+    assert got[:4].tolist() == [1.0507010221481323, 0.7580993175506592, 1.7580993175506592, -3.5161986351013184]
+    assert got[4] == F(3) * F(1.0507010221481323) and got[5] == -np.inf and got[6] == F(1.0507010221481323)
+    assert got[7] == 0.0 and got[8] == F(0.5) * (F(-2) + F(1.7580993175506592))
+    assert (F(1.0507009873554804934193349852946), F(1.7580993408473768599402175208123)) == (
+        F(1.0507010221481323), F(1.7580993175506592))
+    ieee = op.ieee({"gradOutput": dy.astype(float), "result": y.astype(float)})
+    assert ieee[4] == 3 * 1.0507009873554805 and ieee[5] == -np.inf and ieee[3] == -2 * 1.7580993408473769
+
+
+def test_selu_reference_bound_holds_against_the_exact_value():
+    """|value - exact| <= bound for float32 inputs on both branches and where y + alpha scale cancels (y near
+    -1.7581); the exact value from the 32-digit decimals, written here again from the doc."""
+    from decimal import Decimal, getcontext
+    from fractions import Fraction
+
+    getcontext().prec = 80
+    op = find_op("aclnnSeluBackward")
+    rng = np.random.default_rng(102)
+    y = np.concatenate([rng.uniform(-3, 3, 200), rng.uniform(-1.75811, -1.75808, 200), [0.0, -0.0]]).astype(F)
+    dy = rng.normal(0, 1, y.size).astype(F)
+    ref = op.reference({"gradOutput": dy.astype(float), "result": y.astype(float)})
+    alpha, scale = Decimal("1.6732632423543772848170429916717"), Decimal("1.0507009873554804934193349852946")
+    for i in range(y.size):
+        yi, di = Decimal(float(y[i])), Decimal(float(dy[i]))
+        exact = di * (yi + alpha * scale) if yi <= 0 else di * scale
+        assert abs(Decimal(float(ref.value[i])) - exact) <= Decimal(float(ref.bound[i])), (y[i], dy[i])
+        e = op.exact({"gradOutput": Fraction(float(dy[i])), "result": Fraction(float(y[i]))})
+        assert Decimal(e.numerator) / Decimal(e.denominator) == exact
+    assert (ref.scale >= np.abs(ref.value)).all()
+
+
+def test_selu_contract_same_dtype_same_shape_no_dims_check():
+    op = find_op("aclnnSeluBackward")
+    f32, f16, bf16 = (D.lookup(n) for n in ("float32", "float16", "bfloat16"))
+
+    def descs(dy, y, out, shape=(2, 3), out_shape=None):
+        return {"gradOutput": C.TensorDesc(dy, shape, False), "result": C.TensorDesc(y, shape, False),
+                "gradInput": C.TensorDesc(out, out_shape or shape, False)}
+
+    assert C.check(op, "950", descs(f32, f32, f32, (1,) * 9)).status == C.SUCCESS  # (reshaped to 1-D past 8 dims)
+    assert C.check(op, "950", descs(f16, f32, f32)).status == C.INVALID
+    assert C.check(op, "950", descs(f32, f32, f16)).status == C.INVALID
+    assert C.check(op, "A3", descs(bf16, bf16, bf16)).status == C.SUCCESS
+    assert C.check(op, "310P", descs(bf16, bf16, bf16)).status == C.INVALID
+    assert C.check(op, "A2", descs(f32, f32, f32, (2, 3), (1, 3))).status == C.INVALID
+
+
+def test_selu_grad_graph_op_is_selu_backward(tmp_path):
+    """The graph op SeluGrad(gradients, outputs) -> y (selu_grad/op_graph/selu_grad_proto.h) is aclnnSeluBackward
+    (gradOutput, result) -> gradInput; ops-nn has no TTK file for it, so a row in its TTK kernel-mode format."""
+    from helpers import run_cli
+    import yaml
+
+    head = ("testcase_name,op_name,input_dtypes,input_ori_shapes,output_ori_shapes,input_ori_formats,"
+            "output_ori_formats,attributes,input_shapes,output_dtypes,output_shapes,input_formats,output_formats,"
+            "input_data_ranges,precision_tolerances,absolute_precision,soc_series")
+    row = ('SeluGrad_fp16_1,selu_grad,"(\'float16\', \'float16\')","((4, 5), (4, 5))","((4, 5),)","(\'ND\', \'ND\')",'
+           '"(\'ND\',)",{},"((4, 5), (4, 5))","(\'float16\',)","((4, 5),)","(\'ND\', \'ND\')","(\'ND\',)",'
+           '"((-1, 1), (-2, 0))","((0.001, 0.001),)",0.001,')
+    src = tmp_path / "ttk_selu_grad.csv"
+    src.write_text(head + "\n" + row + "\n")
+    r = run_cli("convert", src, "-o", tmp_path / "y")
+    assert r.exit_code == 0, r.output
+    doc = yaml.safe_load((tmp_path / "y" / "ttk_selu_grad.yaml").read_text())
+    case = doc["cases"][0]
+    assert doc["op"] == "aclnnSeluBackward" and case["shape"] == [4, 5] and case["dtype"] == "float16"
+    assert case["inputs"] == {"gradOutput": {"uniform": [-1, 1]}, "result": {"uniform": [-2, 0]}}

@@ -23,7 +23,8 @@ SUITES = Path(__file__).parent / "ops_nn_suites"
 # file -> (the op, cases in the file, cases imported, what the skipped ones are); every imported case is run, but in
 # the files of LARGE only those of up to QUICK_ELEMENTS elements (how many: the second number)
 QUICK_ELEMENTS = 100_000
-LARGE = {"atk_aclnnSoftshrinkBackward.json": (201, 123), "atk_aclnnThresholdBackward.json": (153, 89)}  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
+LARGE = {"atk_aclnnSoftshrinkBackward.json": (201, 123), "atk_aclnnThresholdBackward.json": (153, 89),
+         "atk_aclnnSeluBackward.json": (201, 161)}  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
 FILES = {
     "atk_aclnnEluBackward.json": ("aclnnEluBackward", 240, 240, ""),
     "ttk_kernel_elu_grad_v2_st.csv": ("aclnnEluBackward", 5, 5, ""),
@@ -34,6 +35,7 @@ FILES = {
     "atk_aclnnThresholdBackward.json": ("aclnnThresholdBackward", 300, 153, "is not supported on"),
     "ttk_kernel_relu_grad_st.csv": ("aclnnThresholdBackward", 5, 5, ""),  # (graph op ReluGrad: threshold 0)
     "atk_aclnnGeluBackward.json": ("aclnnGeluBackward", 201, 201, ""),
+    "atk_aclnnSeluBackward.json": ("aclnnSeluBackward", 201, 201, ""),  # (up to 13 M elements: 161 run)
 }
 # cases whose every input is one constant (ATK's range_values: 9, inf, nan...): verify's MISTRUSTED, a warning
 MISTRUSTED = {"atk_aclnnGeluBackward.json": 3}

@@ -154,6 +154,8 @@ GRAPH_OPS = {
                             attrs={"min_val": ("min", number), "max_val": ("max", number)}),
     "SoftShrinkGrad": GraphOp("aclnnSoftshrinkBackward", ("input_grad", "input_x"), to_inputs=("gradOutput", "self"),
                               outputs=("output_y",), to_outputs=("gradInput",), attrs={"lambd": ("lambda", number)}),
+    "SeluGrad": GraphOp("aclnnSeluBackward", ("gradients", "outputs"), to_inputs=("gradOutput", "result"),
+                        outputs=("y",), to_outputs=("gradInput",)),
     "ThresholdGradV2D": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
                                 outputs=("backprops",), to_outputs=("out",), attrs={"threshold": ("threshold", number)}),
     "ReluGrad": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),

@@ -40,6 +40,7 @@ BUNDLED: dict[str, str] = {
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
+    "aclnnSeluBackward": "elementwise.selu_backward",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
     "aclnnSiluBackward": "elementwise.silu_backward",
     "aclnnSoftshrinkBackward": "elementwise.softshrink_backward",

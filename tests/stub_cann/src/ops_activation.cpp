@@ -1,10 +1,11 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward, ThresholdBackward).
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward).
 #include <cfloat>
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_selu_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
 #include "aclnnop/aclnn_threshold_backward.h"
 #include "opapi.h"
@@ -40,7 +41,17 @@ float ThresholdGrad(float dy, float x, const Attrs& a) {
     return x <= a.lo ? 0.0f : dy;
 }
 
+// selu_grad.h (950, SeluGradSelectFp32): y <= 0 ? dy * (y + SCALE_ALPHA_PRODUCT_F) : dy * SCALE_F, y the forward's
+// output (NaN y: the compare is false, dy * scale).
+float SeluGrad(float dy, float y, const Attrs&) {
+    const float scale = 1.0507009873554804934193349852946f, negcoef = 1.7580993408473768599402175208123f;
+    float pos = dy * scale;
+    float neg = dy * (y + negcoef);
+    return y <= 0.0f ? neg : pos;
+}
+
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
+const stub::OpDef kSelu{"aclnnSeluBackward", SeluGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
 const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
@@ -160,5 +171,21 @@ aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
     });
 }
 STUB_PHASE_TWO(aclnnThresholdBackward, kThreshold)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); the real API also takes INT32 and INT8 (the stub
+// refuses them). gradOutput, result, gradInput null: 161001; result's and gradInput's dtype = gradOutput's (first),
+// then each in the list; the three shapes identical; no dims check (the op_api reshapes past 8 dims to 1-D).
+aclnnStatus aclnnSeluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* result,
+                                              aclTensor* gradInput, uint64_t* workspaceSize,
+                                              aclOpExecutor** executor) {
+    return stub::PhaseOne(kSelu, workspaceSize, executor, gradOutput, result, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"result", result}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        return c.SameShape({a, b, o});
+    });
+}
+STUB_PHASE_TWO(aclnnSeluBackward, kSelu)
 
 }  // extern "C"
