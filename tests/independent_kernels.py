@@ -106,6 +106,13 @@ def selu(dy, result):
     return s * (dy * np.where(result <= F(0), result / s + a, F(1)))
 
 
+def mish(dy, x):
+    """PyTorch's CPU order: tanh(log1p(e^x)) and sigmoid(x) by the library, dy (t + x s (1 - t^2))."""
+    t = np.tanh(np.log1p(np.exp(x)))
+    s = F(1) / (F(1) + np.exp(-x))
+    return dy * (t + x * s * (F(1) - t * t))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -123,6 +130,7 @@ KERNELS = {
     "aclnnSoftshrinkBackward": softshrink,
     "aclnnThresholdBackward": threshold,
     "aclnnSeluBackward": selu,
+    "aclnnMishBackward": mish,
 }
 
 

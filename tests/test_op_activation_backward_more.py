@@ -5,6 +5,8 @@ GeluBackward: the tanh form (decision 101), bit for bit GeluBackwardV2's "tanh" 
 golden; the kernel at hand-computed points and at the specials; its dims check, which GeluBackwardV2 has not.
 SeluBackward (decision 102): the kernel at hand-computed points, the float64 bound against the exact value written
 from the doc's decimals, its contract, and the graph op SeluGrad.
+MishBackward (decision 103): the float64 bound against mpmath, the exact path, the kernel's specials and its edge
+below x = -87.34, the promoting contract.
 """
 
 from __future__ import annotations
@@ -157,3 +159,60 @@ def test_selu_grad_graph_op_is_selu_backward(tmp_path):
     case = doc["cases"][0]
     assert doc["op"] == "aclnnSeluBackward" and case["shape"] == [4, 5] and case["dtype"] == "float16"
     assert case["inputs"] == {"gradOutput": {"uniform": [-1, 1]}, "result": {"uniform": [-2, 0]}}
+
+
+def test_mish_reference_bound_holds_against_mpmath_and_the_exact_path_agrees():
+    """|value - mish'| <= bound at float32 x from -800 to 800 (e^x a float64 subnormal or zero below -708, e^-x zero
+    above 745) and around mish's minimum (x = -1.1924, where the two terms cancel); the exact path within 1e-40.
+    The oracle: t + x sech^2(sp) sigmoid(x), sp = log1p(e^x), in mpmath at 200 bits (not the module's ratios)."""
+    import mpmath
+
+    op = find_op("aclnnMishBackward")
+    rng = np.random.default_rng(103)
+    x = np.concatenate([rng.uniform(-800, 800, 60), -np.exp(rng.uniform(-20, 6.7, 60)),
+                        rng.uniform(-1.2, -1.18, 60), [0.0, -0.0, -745.5, -744.0, 745.5]]).astype(F).astype(float)
+    dy = rng.normal(0, 1, x.size).astype(F).astype(float)
+    ref = op.reference({"gradOutput": dy, "self": x})
+    with mpmath.workprec(200):
+        for i in range(x.size):
+            want = mpmath.mpf(dy[i]) * op.textbook(mpmath.mpf(x[i]), {}, mpmath)
+            assert abs(mpmath.mpf(float(ref.value[i])) - want) <= ref.bound[i], (x[i], dy[i])
+            if i % 5 == 0 and -700 < x[i]:
+                from fractions import Fraction
+
+                e = op.exact({"gradOutput": Fraction(dy[i]), "self": Fraction(x[i])})
+                assert abs(mpmath.mpf(str(e)) - want) <= abs(want) * mpmath.mpf(1e-40), (x[i], dy[i])
+    # x = -745.5: e^x is 0 in float64, mish' a zero of its sign (negative: ~ (1 + x) e^x); -744: a subnormal e^x
+    assert ref.value[-3] == 0 and (np.signbit(ref.value[-3:-1]) == ~np.signbit(dy[-3:-1])).all()
+
+
+def test_mish_kernel_specials_and_its_edge():
+    """+-inf and NaN give NaN (0 * inf, inf / inf); below x = -87.34 e^x leaves float32's normals, and past -88.72
+    the kernel's value is e^x >= 0 where mish' ~ (1 + x) e^x < 0: the edge accepts it there, not above."""
+    op = find_op("aclnnMishBackward")
+    x = np.array([np.inf, -np.inf, np.nan, -90.0, -87.0, 0.0], F)
+    k = op.kernel({"gradOutput": np.ones_like(x), "self": x})
+    assert np.isnan(k[:3]).all() and k[3] == np.exp(np.float64(-90)).astype(F) and k[3] > 0 and k[5] == F(0.6)
+    assert k[4] < 0
+    t = {"gradOutput": np.ones(x.size), "self": x.astype(float)}
+    assert np.isnan(op.ieee(t)[:3]).all()
+    where, device = op.edge(t)
+    assert where.tolist() == [False, False, False, True, False, False] and device[3] == k[3]
+    assert op.reference({"gradOutput": np.ones(1), "self": np.array([-90.0])}).value[0] < 0
+
+
+def test_mish_contract_promotes_casts_and_checks_dims():
+    """No dtype is compared with another (the inputs promote, the result is cast to gradInput's); each in the list;
+    the three at most 8 dims; broadcast to gradInput's shape."""
+    op = find_op("aclnnMishBackward")
+    f32, f16, bf16 = (D.lookup(n) for n in ("float32", "float16", "bfloat16"))
+
+    def descs(dy, x, out, shapes=((2, 3), (2, 3), (2, 3))):
+        return {n: C.TensorDesc(d, s, False) for n, d, s in zip(("gradOutput", "self", "gradInput"), (dy, x, out),
+                                                                 shapes)}
+
+    assert C.check(op, "A2", descs(f16, bf16, f16)).status == C.SUCCESS
+    assert C.check(op, "950", descs(f16, f16, f32, ((4, 1), (1, 3), (4, 3)))).status == C.SUCCESS
+    assert C.check(op, "950", descs(f16, f16, f32, ((4, 1), (1, 3), (4, 1)))).status == C.INVALID
+    assert C.check(op, "910", descs(f32, f32, bf16)).status == C.INVALID
+    assert C.check(op, "950", descs(f32, f32, f32, ((1,) * 9,) * 3)).status == C.INVALID

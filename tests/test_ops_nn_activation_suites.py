@@ -3,7 +3,8 @@ convert (the importers), gen, the emulated 950 kernel and verify.
 
 Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file, but
 for ThresholdBackward's ATK file, whose integer cases are half of it),
-the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad, ReluGrad, GeluGrad), and every imported case PASSes
+the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad, ReluGrad, GeluGrad,
+MishGrad), and every imported case PASSes
 the op's kernel (MISTRUSTED, a pass with a warning, where every input of a case is one constant).
 """
 
@@ -36,10 +37,13 @@ FILES = {
     "ttk_kernel_relu_grad_st.csv": ("aclnnThresholdBackward", 5, 5, ""),  # (graph op ReluGrad: threshold 0)
     "atk_aclnnGeluBackward.json": ("aclnnGeluBackward", 201, 201, ""),
     "atk_aclnnSeluBackward.json": ("aclnnSeluBackward", 201, 201, ""),  # (up to 13 M elements: 161 run)
+    # 3 of 5 give MishGrad's optional tanhx, which the API does not take (decision 103)
+    "ttk_kernel_mish_grad_st.csv": ("aclnnMishBackward", 5, 2, "tanhx is given"),
 }
 # cases whose every input is one constant (ATK's range_values: 9, inf, nan...): verify's MISTRUSTED, a warning
-MISTRUSTED = {"atk_aclnnGeluBackward.json": 3}
-OVER_A_QUARTER = {"atk_aclnnThresholdBackward.json"}  # (integer dtypes: docs/decisions.md 94)
+MISTRUSTED = {"atk_aclnnGeluBackward.json": 3, "ttk_kernel_mish_grad_st.csv": 1}
+OVER_A_QUARTER = {"atk_aclnnThresholdBackward.json",  # (integer dtypes: docs/decisions.md 94)
+                  "ttk_kernel_mish_grad_st.csv"}  # (a given tanhx: 103)
 
 
 def op_key(op: str) -> str:

@@ -37,6 +37,7 @@ BUNDLED: dict[str, str] = {
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
     "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
     "aclnnLogSoftmaxBackward": "rows.log_softmax_backward",
+    "aclnnMishBackward": "elementwise.mish_backward",
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
     "aclnnRmsNormGrad": "rows.rms_norm_grad",

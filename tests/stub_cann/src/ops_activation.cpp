@@ -1,10 +1,11 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward).
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward).
 #include <cfloat>
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_mish_backward.h"
 #include "aclnnop/aclnn_selu_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
 #include "aclnnop/aclnn_threshold_backward.h"
@@ -52,6 +53,23 @@ float SeluGrad(float dy, float y, const Attrs&) {
 
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
 const stub::OpDef kSelu{"aclnnSeluBackward", SeluGrad, nullptr};
+
+// mish_grad_dag.h (950, MishGradDAG: no tanhx): t = tanh(softplus(x)) by MishCustom's two branches (x < 0:
+// m = e^2x + 2e^x, m / (m + 2); else a = 2e^-x + 1, a / (2e^-2x + a)); MishGradCustom: t - ((t*t - 1)*x) / (e^-x + 1);
+// times dy.
+float MishGrad(float dy, float x, const Attrs&) {
+    float t;
+    if (x < 0.0f) {
+        float m = std::exp(x) * 2.0f + std::exp(x * 2.0f);
+        t = m / (m + 2.0f);
+    } else {
+        float a = std::exp(x * -1.0f) * 2.0f + 1.0f;
+        t = a / (std::exp(x * -2.0f) * 2.0f + a);
+    }
+    float q = ((t * t - 1.0f) * x) / (std::exp(x * -1.0f) + 1.0f);
+    return (t - q) * dy;
+}
+const stub::OpDef kMish{"aclnnMishBackward", MishGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
 const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
@@ -187,5 +205,22 @@ aclnnStatus aclnnSeluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const
     });
 }
 STUB_PHASE_TWO(aclnnSeluBackward, kSelu)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). workspaceSize/executor, then gradOutput, self, gradInput
+// null: 161001; each dtype in the list (none compared: the inputs are cast to their promoted type, the result to
+// gradInput's); the three at most 8 dims; self and gradOutput broadcast to gradInput's shape.
+aclnnStatus aclnnMishBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self, aclTensor* gradInput,
+                                              uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kMish, workspaceSize, executor, gradOutput, self, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b, o}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        c.compute = stub::Promote(gradOutput->dtype, self->dtype);
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnMishBackward, kMish)
 
 }  // extern "C"

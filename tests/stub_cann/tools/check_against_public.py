@@ -47,6 +47,7 @@ PUBLIC = {
     "aclnnop/aclnn_gelu_backward_v2.h": ("ops_nn", "activation/gelu_grad_v2/op_api/aclnn_gelu_backward_v2.h"),
     "aclnnop/aclnn_gelu_backward.h": ("ops_nn", "activation/gelu_grad/op_api/aclnn_gelu_backward.h"),
     "aclnnop/aclnn_selu_backward.h": ("ops_nn", "activation/selu_grad/op_api/aclnn_selu_backward.h"),
+    "aclnnop/aclnn_mish_backward.h": ("ops_nn", "activation/mish_grad/op_api/aclnn_mish_backward.h"),
     "aclnnop/aclnn_softmax_backward.h": ("ops_nn", "activation/softmax_grad/op_api/aclnn_softmax_backward.h"),
     "aclnnop/aclnn_logsoftmax_backward.h": ("ops_nn", "activation/log_softmax_grad/op_api/aclnn_logsoftmax_backward.h"),
     "aclnnop/aclnn_mse_loss_backward.h": ("ops_nn", "loss/mse_loss_grad_v2/op_host/op_api/aclnn_mse_loss_backward.h"),
