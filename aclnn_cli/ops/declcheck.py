@@ -184,7 +184,8 @@ class _Check:
         for graph_name, _why in self.items(f"{field}.absent_only", g.absent_only or {}, Mapping):
             mapped = g.api_inputs(tuple(ins))
             if graph_name not in g.inputs or mapped[g.inputs.index(graph_name)] is not None:
-                self.fail(f"{field}.absent_only[{show(graph_name)}]", "expected a graph input mapped to None in to_inputs")
+                self.fail(f"{field}.absent_only[{show(graph_name)}]",
+                          "expected a graph input mapped to None in to_inputs")
         self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:
