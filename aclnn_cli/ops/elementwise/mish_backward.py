@@ -186,9 +186,11 @@ VARIANTS = {"sign-slip": _sign_slip, "mish-tanh-of-x": _tanh_of_x, "mish-one-bra
 
 
 def _textbook(x, attrs, mp):
-    """d/dx of x tanh(softplus(x)) for the tests' mpmath oracle: t + x sech^2(sp) sigmoid(x), sp = log(1 + e^x)."""
-    sp = mp.log1p(mp.exp(x))
-    return mp.tanh(sp) + x * mp.sech(sp) ** 2 / (1 + mp.exp(-x))
+    """d/dx of x tanh(softplus(x)) for the tests' mpmath oracle: t + x sech^2(sp) sigmoid(x), sp = log(1 + e^x),
+    sigmoid(x) = e^x / (1 + e^x)."""
+    e = mp.exp(x)
+    sp = mp.log1p(e)
+    return mp.tanh(sp) + x * mp.sech(sp) ** 2 * e / (1 + e)
 
 
 _ALL = ("950", "A3", "A2", "310P", "910")
