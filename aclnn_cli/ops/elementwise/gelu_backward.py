@@ -79,11 +79,17 @@ VARIANTS = {
 }
 
 
+_TEXTBOOK_CONSTANTS: dict = {}  # mpmath precision -> (sqrt(2/pi), 0.044715)
+
+
 def _textbook(x, attrs, mp):
     """d/dx of 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), for the tests' mpmath oracle:
     0.5 (1 + tanh u) + 0.5 x sech^2(u) u', written with 1 + tanh u = 2 / (1 + e^-2u) and
-    sech^2 u = 4 e^-2u / (1 + e^-2u)^2 (no overflow of cosh for large |u|)."""
-    k, a = mp.sqrt(2 / mp.pi), mp.mpf("0.044715")
+    sech^2 u = 4 e^-2u / (1 + e^-2u)^2 (no overflow of cosh for large |u|). The constants once per precision."""
+    prec = mp.mp.prec
+    if prec not in _TEXTBOOK_CONSTANTS:
+        _TEXTBOOK_CONSTANTS[prec] = (mp.sqrt(2 / mp.pi), mp.mpf("0.044715"))
+    k, a = _TEXTBOOK_CONSTANTS[prec]
     u = k * (x + a * x**3)
     e = mp.exp(-2 * u)
     du = k * (1 + 3 * a * x**2)

@@ -123,11 +123,19 @@ VARIANTS = {"selu-scale-dropped": _scale_dropped, "selu-negcoef-alpha-only": _ne
             "selu-doc-formula": _doc_formula, "selu-one-rounding": _one_rounding}
 
 
+_TEXTBOOK_CONSTANTS: dict = {}  # mpmath precision -> (alpha * scale, scale)
+
+
 def _textbook(y, attrs, mp):
     """SELU's derivative at the x with selu(x) = y, in y: scale (y > 0), scale alpha e^x = y + alpha scale (y <= 0),
-    for the tests' mpmath oracle (the constants from their decimals, not from this module's Fractions)."""
-    alpha, scale = mp.mpf("1.6732632423543772848170429916717"), mp.mpf("1.0507009873554804934193349852946")
-    return y + alpha * scale if y <= 0 else scale
+    for the tests' mpmath oracle (the constants from their decimals, not from this module's Fractions; once per
+    precision)."""
+    prec = mp.mp.prec
+    if prec not in _TEXTBOOK_CONSTANTS:
+        alpha, scale = mp.mpf("1.6732632423543772848170429916717"), mp.mpf("1.0507009873554804934193349852946")
+        _TEXTBOOK_CONSTANTS[prec] = (alpha * scale, scale)
+    negcoef, scale = _TEXTBOOK_CONSTANTS[prec]
+    return y + negcoef if y <= 0 else scale
 
 
 _ALL = ("950", "A3", "A2", "310P", "910")
