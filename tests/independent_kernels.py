@@ -100,6 +100,19 @@ def threshold(dy, x, threshold=0.0):
     return np.where(keep, dy, F(0))
 
 
+def selu(dy, result):
+    """SELU's scale factored out: scale * (dy * (y / scale + alpha)) for y <= 0, scale * dy else (NaN y: the else)."""
+    s, a = F(1.0507009873554805), F(1.6732632423543772)
+    return s * (dy * np.where(result <= F(0), result / s + a, F(1)))
+
+
+def mish(dy, x):
+    """PyTorch's CPU order: tanh(log1p(e^x)) and sigmoid(x) by the library, dy (t + x s (1 - t^2))."""
+    t = np.tanh(np.log1p(np.exp(x)))
+    s = F(1) / (F(1) + np.exp(-x))
+    return dy * (t + x * s * (F(1) - t * t))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -110,11 +123,14 @@ KERNELS = {
     "aclnnSoftplusBackward": softplus,
     "aclnnLeakyReluBackward": leaky_relu,
     "aclnnGeluBackwardV2": gelu_v2,
+    "aclnnGeluBackward": lambda dy, x: gelu_v2(dy, x, "tanh"),  # (GELU's tanh form: decision 101)
     "aclnnHardswishBackward": hardswish,
     "aclnnEluBackward": elu,
     "aclnnHardtanhBackward": hardtanh,
     "aclnnSoftshrinkBackward": softshrink,
     "aclnnThresholdBackward": threshold,
+    "aclnnSeluBackward": selu,
+    "aclnnMishBackward": mish,
 }
 
 

@@ -232,13 +232,13 @@ def one_line_error(result, *needles: str) -> str:
 
 
 UNSUPPORTED = [
-    (TTK_HEADER + ttk_row("ok", ) + ttk_row("mish", op="mish_grad"), "op 'mish_grad' is not supported"),
+    (TTK_HEADER + ttk_row("ok", ) + ttk_row("prelu", op="p_relu_grad"), "op 'p_relu_grad' is not supported"),
     (TTK_HEADER + ttk_row("ok") + ttk_row("nz", fmt="FRACTAL_NZ"), "format 'FRACTAL_NZ' is not supported"),
     (TTK_HEADER + ttk_row("ok") + ttk_row("attr", op="hard_sigmoid_grad", attrs="{'alpha': 0.2}"),
      "attribute alpha=0.2 is not supported"),
     ('[{"id": 0, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", "dtype": "fp16", "shape": [2], '
-     '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnGeluBackward", "inputs": []}]',
-     "op 'aclnnGeluBackward' is not supported"),
+     '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnPreluBackward", "inputs": []}]',
+     "op 'aclnnPreluBackward' is not supported"),
     ('[{"id": 0, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", "dtype": "fp16", "shape": [2], '
      '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", '
      '"dtype": "fp16", "shape": [2], "range_values": [0, 1], "outlier_values": [9]}]}]', "outlier_values"),
@@ -316,7 +316,7 @@ def test_skipping_never_hides_a_malformed_file(tmp_path):
     src = tmp_path / "suite.json"
     src.write_text(MALFORMED[0][0])
     one_line_error(run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported"), "not valid ATK JSON")
-    src.write_text(TTK_HEADER + ttk_row("a", shapes="((7,), (7,)") + ttk_row("b", op="mish_grad"))
+    src.write_text(TTK_HEADER + ttk_row("a", shapes="((7,), (7,)") + ttk_row("b", op="p_relu_grad"))
     one_line_error(run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported"), "cannot read")
 
 

@@ -133,6 +133,9 @@ REFUSED = {  # id -> (graph_ops / aliases replaced in PROBE, "field: message" th
     "too_many_inputs": (dict(graph_ops={"ProbeGraphGrad": GraphOp("aclnnUserGraphProbe", ("dy", "x", "y"))}),
                         "graph_ops[ProbeGraphGrad].inputs: 3 graph inputs, aclnnUserGraphProbe has 2 (gradOutput, "
                         "self): map them with to_inputs"),
+    "absent_only_of_a_mapped_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, absent_only={"x": "computed by the API"})}),
+        "graph_ops[ProbeGraphGrad].absent_only['x']: expected a graph input mapped to None in to_inputs"),
     "alias_to_nothing": (dict(aliases={"x": "input"}),
                          "aliases[x]: expected one of gradOutput, self, out, alpha, got 'input'"),
     "alias_of_its_own_name": (dict(aliases={"Self": "self"}),
@@ -186,12 +189,12 @@ def test_a_user_modules_graph_op_imports_from_ttk_and_a_taken_name_is_one_line(t
 
 def test_gen_where_every_case_was_skipped_exits_2_saying_so(tmp_path):
     src = tmp_path / "suite.csv"
-    src.write_text(TTK_HEADER + ttk_row("mish", op="mish_grad") + ttk_row("conv", op="conv2d"))
+    src.write_text(TTK_HEADER + ttk_row("prelu", op="p_relu_grad") + ttk_row("conv", op="conv2d"))
     result = run_cli("gen", src, "-o", tmp_path / "out", "--skip-unsupported")
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert lines[0] == "skipped 2 unsupported foreign cases:", lines
     assert lines[-1].startswith("aclnn-cli: error: every case was skipped, nothing is left to generate: "
                                 "--skip-unsupported left out all 2 (the reasons above; e.g. key 'op_name': "
-                                "op 'mish_grad' is not supported"), lines[-1]
+                                "op 'p_relu_grad' is not supported"), lines[-1]
     assert not (tmp_path / "out").exists()

@@ -28,7 +28,8 @@ REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backwa
                      "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 SPLIT_HEADERS = ("swi_glu_grad", "geglu_backward")  # test_stub_swi_glu_grad.py, test_stub_ge_glu_backward.py
 GROUP_HEADERS = ("group_norm_backward",)  # its kernel: test_stub_group_norm_backward.py
-ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward", "threshold_backward")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
+ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward", "threshold_backward",
+                      "gelu_backward", "selu_backward", "mish_backward")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -87,7 +88,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 37 and p.returncode == 0, p.stderr
+    assert len(units) == 40 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

@@ -181,6 +181,11 @@ class _Check:
             if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
                 self.fail(f"{field}.fixed_attrs[{i}]", f"expected (graph attribute, value), got {show(entry)}")
         self.items(f"{field}.ignored", g.ignored or {}, Mapping)
+        for graph_name, _why in self.items(f"{field}.absent_only", g.absent_only or {}, Mapping):
+            mapped = g.api_inputs(tuple(ins))
+            if graph_name not in g.inputs or mapped[g.inputs.index(graph_name)] is not None:
+                self.fail(f"{field}.absent_only[{show(graph_name)}]",
+                          "expected a graph input mapped to None in to_inputs")
         self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:

@@ -83,6 +83,13 @@ class GraphOp:
     ignored: Mapping[str, str] = None  # type: ignore[assignment]
     derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
     lists: Mapping[str, tuple[str, int, int]] = None  # type: ignore[assignment]
+    # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, used in
+    # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
+    absent_only: Mapping[str, str] = None  # type: ignore[assignment]
+
+    def given_but_absent_only(self, index: int) -> str | None:
+        """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
+        return (self.absent_only or {}).get(self.inputs[index]) if index < len(self.inputs) else None
 
     def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str | None]:
         """The API's name for each graph input, in the graph's order (None: not passed to the API)."""
@@ -134,6 +141,13 @@ def _relu_threshold(shapes: Mapping[str, tuple[int, ...]]) -> dict:
 GRAPH_OPS = {
     "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
+    # GeluGrad's y (the forward's output) is not read by the 950 kernel; aclnnGeluBackward passes gradOutput there
+    "MishGrad": GraphOp("aclnnMishBackward", ("grad", "x", "tanhx"), to_inputs=("gradOutput", "self", None),
+                        outputs=("x_grad",), to_outputs=("gradInput",),
+                        absent_only={"tanhx": "aclnnMishBackward computes tanh(softplus(x)) itself and takes no tanhx; "
+                                               "the graph op's result with a given tanhx is another function"}),
+    "GeluGrad": GraphOp("aclnnGeluBackward", ("dy", "x", "y"), to_inputs=("gradOutput", "self", None),
+                        outputs=("z",), to_outputs=("gradInput",)),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
     "HardSigmoidGrad": GraphOp("aclnnHardsigmoidBackward", ("grads", "input_x"), (("alpha", 1 / 6), ("beta", 0.5))),
     "SwishGrad": GraphOp("aclnnSwishBackward", ("grad", "x", "y"), to_inputs=("gradOutput", "self", None),
@@ -151,6 +165,8 @@ GRAPH_OPS = {
                             attrs={"min_val": ("min", number), "max_val": ("max", number)}),
     "SoftShrinkGrad": GraphOp("aclnnSoftshrinkBackward", ("input_grad", "input_x"), to_inputs=("gradOutput", "self"),
                               outputs=("output_y",), to_outputs=("gradInput",), attrs={"lambd": ("lambda", number)}),
+    "SeluGrad": GraphOp("aclnnSeluBackward", ("gradients", "outputs"), to_inputs=("gradOutput", "result"),
+                        outputs=("y",), to_outputs=("gradInput",)),
     "ThresholdGradV2D": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),
                                 outputs=("backprops",), to_outputs=("out",), attrs={"threshold": ("threshold", number)}),
     "ReluGrad": GraphOp("aclnnThresholdBackward", ("gradients", "features"), to_inputs=("gradOutput", "self"),

@@ -118,6 +118,9 @@ def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec
     tensors = {}
     for j, (n, desc) in enumerate(zip(names, raw["input_desc"])):
         if n is None:  # (a graph input the API does not take: graphops.py)
+            why = graph.given_but_absent_only(j) if graph and desc.get("shape") not in (None, []) else None
+            if why:
+                raise unsupported(f"{graph.inputs[j]} is given: {why}", f"input_desc[{j}]")
             continue
         tensors[n] = _tensor(desc, sub, True, lambda m, k: bad(m, f"input_desc[{j}].{k}"),
                              lambda m, k: unsupported(m, f"input_desc[{j}].{k}"))

@@ -125,6 +125,9 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
     tensors = {}
     for i, n in enumerate(names):
         if n is None:  # (a graph input the API does not take: graphops.py)
+            why = graph.given_but_absent_only(i) if shapes[i] is not None else None
+            if why:
+                raise unsupported(f"{graph.inputs[i]} is given: {why}", "input_shapes")
             continue
         if shapes[i] is None and any(t.name == n and t.optional for t in op.inputs):
             continue  # (an optional input written None, BinaryCrossEntropyGrad's weight: null, below)

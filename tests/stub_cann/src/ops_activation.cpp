@@ -1,10 +1,12 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward, ThresholdBackward).
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward).
 #include <cfloat>
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_mish_backward.h"
+#include "aclnnop/aclnn_selu_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
 #include "aclnnop/aclnn_threshold_backward.h"
 #include "opapi.h"
@@ -40,7 +42,34 @@ float ThresholdGrad(float dy, float x, const Attrs& a) {
     return x <= a.lo ? 0.0f : dy;
 }
 
+// selu_grad.h (950, SeluGradSelectFp32): y <= 0 ? dy * (y + SCALE_ALPHA_PRODUCT_F) : dy * SCALE_F, y the forward's
+// output (NaN y: the compare is false, dy * scale).
+float SeluGrad(float dy, float y, const Attrs&) {
+    const float scale = 1.0507009873554804934193349852946f, negcoef = 1.7580993408473768599402175208123f;
+    float pos = dy * scale;
+    float neg = dy * (y + negcoef);
+    return y <= 0.0f ? neg : pos;
+}
+
 const stub::OpDef kElu{"aclnnEluBackward", EluGrad, nullptr};
+const stub::OpDef kSelu{"aclnnSeluBackward", SeluGrad, nullptr};
+
+// mish_grad_dag.h (950, MishGradDAG: no tanhx): t = tanh(softplus(x)) by MishCustom's two branches (x < 0:
+// m = e^2x + 2e^x, m / (m + 2); else a = 2e^-x + 1, a / (2e^-2x + a)); MishGradCustom: t - ((t*t - 1)*x) / (e^-x + 1);
+// times dy.
+float MishGrad(float dy, float x, const Attrs&) {
+    float t;
+    if (x < 0.0f) {
+        float m = std::exp(x) * 2.0f + std::exp(x * 2.0f);
+        t = m / (m + 2.0f);
+    } else {
+        float a = std::exp(x * -1.0f) * 2.0f + 1.0f;
+        t = a / (std::exp(x * -2.0f) * 2.0f + a);
+    }
+    float q = ((t * t - 1.0f) * x) / (std::exp(x * -1.0f) + 1.0f);
+    return (t - q) * dy;
+}
+const stub::OpDef kMish{"aclnnMishBackward", MishGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
 const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
@@ -160,5 +189,38 @@ aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
     });
 }
 STUB_PHASE_TWO(aclnnThresholdBackward, kThreshold)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); the real API also takes INT32 and INT8 (the stub
+// refuses them). gradOutput, result, gradInput null: 161001; result's and gradInput's dtype = gradOutput's (first),
+// then each in the list; the three shapes identical; no dims check (the op_api reshapes past 8 dims to 1-D).
+aclnnStatus aclnnSeluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* result,
+                                              aclTensor* gradInput, uint64_t* workspaceSize,
+                                              aclOpExecutor** executor) {
+    return stub::PhaseOne(kSelu, workspaceSize, executor, gradOutput, result, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"result", result}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        return c.SameShape({a, b, o});
+    });
+}
+STUB_PHASE_TWO(aclnnSeluBackward, kSelu)
+
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16). workspaceSize/executor, then gradOutput, self, gradInput
+// null: 161001; each dtype in the list (none compared: the inputs are cast to their promoted type, the result to
+// gradInput's); the three at most 8 dims; self and gradOutput broadcast to gradInput's shape.
+aclnnStatus aclnnMishBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self, aclTensor* gradInput,
+                                              uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kMish, workspaceSize, executor, gradOutput, self, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b, o}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        c.compute = stub::Promote(gradOutput->dtype, self->dtype);
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnMishBackward, kMish)
 
 }  // extern "C"

@@ -1,8 +1,9 @@
-// libopapi of the stub: the GELU family's backward operators (FastGeluBackward, GeluBackwardV2).
+// libopapi of the stub: the GELU family's backward operators (FastGeluBackward, GeluBackwardV2, GeluBackward).
 #include <cmath>
 #include <cstring>
 
 #include "aclnnop/aclnn_fast_gelu_backward.h"
+#include "aclnnop/aclnn_gelu_backward.h"
 #include "aclnnop/aclnn_gelu_backward_v2.h"
 #include "opapi.h"
 
@@ -44,6 +45,8 @@ float GeluV2Grad(float dy, float x, const Attrs& a) {
 
 const stub::OpDef kFastGelu{"aclnnFastGeluBackward", FastGeluGrad, nullptr};
 const stub::OpDef kGeluV2{"aclnnGeluBackwardV2", GeluV2Grad, nullptr};
+// gelu_grad_dag.h is gelu_grad_v2_dag.h's tanh kernel, operation for operation: GeluV2Grad with tanh set.
+const stub::OpDef kGelu{"aclnnGeluBackward", GeluV2Grad, nullptr};
 
 }  // namespace
 
@@ -97,5 +100,31 @@ aclnnStatus aclnnGeluBackwardV2GetWorkspaceSize(const aclTensor* gradOutput, con
     });
 }
 STUB_PHASE_TWO(aclnnGeluBackwardV2, kGeluV2)
+
+// GeluBackwardV2's rules without approximate (always the tanh form), and gradOutput and self 0-8 dims
+// (OP_CHECK_MAX_DIM, checked with the shapes, after the dtypes; gradInput must be the broadcast shape).
+aclnnStatus aclnnGeluBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                              const aclTensor* gradInput, uint64_t* workspaceSize,
+                                              aclOpExecutor** executor) {
+    return stub::PhaseOne(kGelu, workspaceSize, executor, gradOutput, self, gradInput, [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"gradInput", gradInput};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        if (!stub::OneOf(c.product(), "950 A3 A2 910 310P")) return c.Unsupported();
+        aclDataType promoted = stub::Promote(gradOutput->dtype, self->dtype);
+        if (promoted == ACL_BF16 && !stub::OneOf(c.product(), "950 A3 A2")) {
+            return c.Invalid("BFLOAT16 is not supported on " + c.product());
+        }
+        if (!stub::In(promoted, stub::kFloats) || promoted != gradInput->dtype) {
+            return c.Invalid("gradOutput " + stub::DTypeName(gradOutput->dtype) + " and self " +
+                             stub::DTypeName(self->dtype) + " promote to " + stub::DTypeName(promoted) +
+                             ": not a supported dtype, or not gradInput's " + stub::DTypeName(gradInput->dtype));
+        }
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
+        RETURN_IF_FAILED(c.Broadcast(a, b, o));
+        c.attrs.tanh = true;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnGeluBackward, kGelu)
 
 }  // extern "C"
