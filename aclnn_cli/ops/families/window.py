@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Mapping
 
 import numpy as np
@@ -60,14 +61,13 @@ class AxisWindows:
     d: int = 1
 
     def cover(self) -> np.ndarray:
-        """(out, n) int64: 1 where window o covers input position i (padding covers nothing)."""
-        c = np.zeros((self.out, self.n), dtype=np.int64)
-        for o in range(self.out):
-            for j in range(self.k):
-                i = o * self.s - self.p + j * self.d
-                if 0 <= i < self.n:
-                    c[o, i] = 1
-        return c
+        """(out, n) int64: 1 where window o covers input position i (padding covers nothing). Read only (cached)."""
+        return _cover(self.n, self.out, self.k, self.s, self.p, self.d)
+
+    def covering(self) -> np.ndarray:
+        """(n, m) int64: the windows covering each input position in ascending order, -1 after the last (m: the most
+        any position has). Read only (cached)."""
+        return _covering(self.n, self.out, self.k, self.s, self.p, self.d)
 
     def clipped(self) -> np.ndarray:
         """(out,) the positions of each window inside the input (what a count without padding divides by)."""
@@ -86,6 +86,27 @@ class AxisWindows:
         first = np.where(q < self.k, 0, (q - self.k) // self.s + 1)
         last = np.minimum(q // self.s + 1, self.out)
         return first, np.maximum(last, first)
+
+
+@lru_cache(maxsize=64)
+def _cover(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
+    c = np.zeros((out, n), dtype=np.int64)
+    i = np.arange(out)[:, None] * s - p + np.arange(k)[None, :] * d
+    o = np.broadcast_to(np.arange(out)[:, None], i.shape)
+    inside = (i >= 0) & (i < n)
+    c[o[inside], i[inside]] = 1
+    c.flags.writeable = False
+    return c
+
+
+@lru_cache(maxsize=64)
+def _covering(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
+    c = _cover(n, out, k, s, p, d).T
+    m = int(c.sum(axis=1).max(initial=0))
+    order = np.argsort(-c, axis=1, kind="stable")[:, :m]  # (the covering windows first, ascending)
+    got = np.where(np.take_along_axis(c, order, axis=1) == 1, order, -1)
+    got.flags.writeable = False
+    return got
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER
+from ..dyadic import exact_row_sums
 from ..families.window import AxisWindows, Window
 
 U64 = 2.0**-53
@@ -95,19 +96,33 @@ def reference(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, fp
 
 
 def exact_at(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """The exact values (Fractions) at flat positions `where` of the planes (k, H, W), block-major."""
-    ch, cw = ah.cover(), aw.cover()
-    size = ah.n * aw.n
+    """The exact values (Fractions) at flat positions `where` of the planes (k, H, W), block-major.
+
+    An element's terms over a common denominator L = lcm of its divisors: sum g (L / D) / L. With g a float32 value
+    (24 bits) and L below 2^29 each g (L / D) is exact in float64, and their sum is dyadic.exact_row_sums': integers,
+    no Fraction per term. Elements outside that (a divisor beyond it) are summed in Fractions."""
     where = np.asarray(where, dtype=np.int64)
-    out = []
-    for b, rest in zip((where // size).tolist(), (where % size).tolist()):
-        h, w = divmod(rest, aw.n)
-        total = Fraction(0)
-        for oh in np.flatnonzero(ch[:, h]).tolist():
-            for ow in np.flatnonzero(cw[:, w]).tolist():
-                total += Fraction(g[b, oh, ow]) / int(d[oh, ow])
-        out.append(total)
-    return np.array(out + [None], dtype=object)[:-1]
+    size = ah.n * aw.n
+    b, rest = where // size, where % size
+    h, w = rest // aw.n, rest % aw.n
+    oh, ow = ah.covering()[h], aw.covering()[w]  # (E, mh), (E, mw)
+    oh = np.repeat(oh, ow.shape[1], axis=1)
+    ow = np.tile(ow, (1, ah.covering().shape[1]))
+    valid = (oh >= 0) & (ow >= 0)
+    ohc, owc = np.where(valid, oh, 0), np.where(valid, ow, 0)
+    gv = np.where(valid, g[b[:, None], ohc, owc], 0.0) if where.size and valid.shape[1] else np.zeros((where.size, 0))
+    dv = np.where(valid, d[ohc, owc], 1).astype(np.int64) if gv.shape[1] else np.ones((where.size, 0), np.int64)
+    lcm = np.lcm.reduce(np.abs(dv), axis=1) if dv.shape[1] else np.ones(where.size, np.int64)
+    with np.errstate(all="ignore"):
+        fast = (lcm < 2**29) & np.all(gv.astype(np.float32).astype(np.float64) == gv, axis=1)
+    out = np.empty(where.size, dtype=object)
+    if fast.any():
+        scaled = gv[fast] * (lcm[fast][:, None] // dv[fast]).astype(np.float64)  # (exact: at most 53 bits)
+        sums = exact_row_sums(scaled) if scaled.shape[1] else [Fraction(0)] * int(fast.sum())
+        out[fast] = [s / int(m) for s, m in zip(sums, lcm[fast].tolist())]
+    for e in np.flatnonzero(~fast).tolist():
+        out[e] = sum((Fraction(float(gv[e, j])) / int(dv[e, j]) for j in np.flatnonzero(valid[e]).tolist()), Fraction(0))
+    return out
 
 
 def exact(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray) -> np.ndarray:
