@@ -172,6 +172,9 @@ class Window(Rows):
             return f"{self.grad}'s leading axes {list(g[:-SPATIAL])} are not {self.driver}'s {list(drv[:-SPATIAL])}"
         k, s, p, d, ceil = self.parameters(attrs)
         want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-SPATIAL:]))
+        if min(want) < 1:
+            return (f"kernel {list(k)}, stride {list(s)}, padding {list(p)} leave no window in {list(drv[-SPATIAL:])} "
+                    f"(the forward's output would be {list(want)})")
         if g[-SPATIAL:] != want:
             return (f"{self.grad}'s planes are {list(g[-SPATIAL:])}; kernel {list(k)}, stride {list(s)}, padding "
                     f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-SPATIAL:])} into {list(want)}")
