@@ -88,8 +88,9 @@ def independent(case, m) -> np.ndarray:
     t = harness.tensors(m)["self"]
     h, w = t["shape"][-2:]
     out = np.zeros((g.shape[0], h, w), F)
-    for oh, ow, h0, h1, w0, w1, d in windows(m, h, w, *g.shape[-2:]):
-        out[:, h0:h1, w0:w1] += (g[:, oh, ow] / F(d))[:, None, None]
+    with np.errstate(invalid="ignore"):  # (inf - inf: NaN, as IEEE and the device say)
+        for oh, ow, h0, h1, w0, w1, d in windows(m, h, w, *g.shape[-2:]):
+            out[:, h0:h1, w0:w1] += (g[:, oh, ow] / F(d))[:, None, None]
     return out.reshape(t["shape"])
 
 
@@ -144,12 +145,12 @@ def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
     report = tmp_path / "r.json"
     assert not not_passing(suite, report)
     cases = json.loads(report.read_text())["cases"]
-    assert len(cases) == 95
+    assert len(cases) == 101
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
     wrote = independent_dumps(suite, tmp_path / "loops", independent, "gradInput")
-    assert wrote == 67
+    assert wrote == 73
     bad = not_passing(tmp_path / "loops", tmp_path / "loops.json")
     assert not bad, bad
 
