@@ -91,3 +91,33 @@ def test_shapes_follow_the_forward_and_another_is_named():
     assert "leading axes" in fam.shape_problem(_Op(), dict(shapes, gradOutput=(2, 4, 5, 4)), attrs)
     assert "leave no window" in fam.shape_problem(_Op(), {**shapes, "gradOutput": shapes["self"]},
                                                   {"kernelSize": (30,), "padding": (0,)})
+
+
+def test_a_window_naming_what_the_op_has_not_is_one_line(tmp_path):
+    """declcheck: the window family's pooled tensor is an input besides the driver, its window attributes int lists
+    (ceil mode a bool) of the op."""
+    from helpers import run_cli
+
+    module = tmp_path / "my_pool.py"
+    module.write_text('''
+import numpy as np
+from aclnn_cli.ops import register
+from aclnn_cli.ops.base import AttrSpec, OpSpec, Reference, TensorSpec
+from aclnn_cli.ops.families import Window
+
+def reference(t):
+    z = np.zeros(t["self"].shape)
+    return Reference(z, z, z)
+
+SPEC = register(OpSpec(
+    name="aclnnMyPoolGrad", key="my_pool_grad", summary="s", formula="f",
+    tensors=(TensorSpec("gradOutput", "input", {"normal": [0, 1]}), TensorSpec("self", "input", {"normal": [0, 1]}),
+             TensorSpec("gradInput", "output", {"constant": 0})),
+    attributes=(AttrSpec("kernelSize", "int_list"), AttrSpec("padding", "int"), AttrSpec("ceilMode", "bool")),
+    products={"950": ("float32",)}, dims=(3, 4), empty_ok=False,
+    family=Window(driver="self", grad="gradOutput", stride=None),
+    reference=reference))
+''')
+    r = run_cli("--ops", module, "ops")
+    assert r.exit_code == 2 and "family.padding" in r.output and "int_list" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
