@@ -96,7 +96,8 @@ def test_shapes_follow_the_forward_and_another_is_named():
 def test_a_window_naming_what_the_op_has_not_is_one_line(tmp_path):
     """declcheck: the window family's pooled tensor is an input besides the driver, its window attributes int lists
     (ceil mode a bool) of the op."""
-    from helpers import run_cli
+    import subprocess
+    import sys
 
     module = tmp_path / "my_pool.py"
     module.write_text('''
@@ -118,6 +119,6 @@ SPEC = register(OpSpec(
     family=Window(driver="self", grad="gradOutput", stride=None),
     reference=reference))
 ''')
-    r = run_cli("--ops", module, "ops")
-    assert r.exit_code == 2 and "family.padding" in r.output and "int_list" in r.output, r.output
-    assert len(r.output.strip().splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(module), "ops"], capture_output=True, text=True)
+    assert r.returncode == 2 and "family.padding" in r.stderr and "int_list" in r.stderr, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
