@@ -144,6 +144,8 @@ def window_sums(terms: np.ndarray, ah: AxisWindows, aw: AxisWindows, order: str 
     """Each input position's covering windows' terms added in `terms`' dtype, one window at a time: "rows" as the
     950's SIMT kernel (AvgPoolV2GradSimtNchwKernel: oh from phStart to phEnd, ow inner), "reversed" (the last
     window first), "columns" (ow outer). last_write: each window's term stored, not added (a defect)."""
+    if ah.d != 1 or aw.d != 1:
+        raise ValueError("window_sums walks windows of dilation 1 (a range of windows per position)")
     k = terms.shape[0]
     (fh, lh), (fw, lw) = ah.first_last(), aw.first_last()
     acc = np.zeros((k, ah.n, aw.n), dtype=terms.dtype)
