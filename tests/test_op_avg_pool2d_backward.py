@@ -329,7 +329,8 @@ QUICK_ELEMENTS = 100_000
 
 def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
     """All 219 cases import (torch's attribute spellings mapped); the 80 of up to 100,000 elements (2.5 M in all) are
-    generated, emulated and verified: every one PASSes. (All 219, 327 M elements, pass too: about a minute of gen.)"""
+    generated, emulated and verified: every one PASSes, and so does the independent loop kernel on each. (All 219,
+    327 M elements, pass the emulated kernel too: about a minute of gen.)"""
     r = run_cli("convert", "--skip-unsupported", SUITES / ATK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "skipped" not in r.output, r.output
     docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
@@ -345,3 +346,5 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
     r = run_cli("verify", out, "--json", tmp_path / "v.json")
     ran = json.loads((tmp_path / "v.json").read_text())["cases"]
     assert r.exit_code == 0 and len(ran) == 80 and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
+    assert independent_dumps(out, tmp_path / "loops", independent, "gradInput") == 80
+    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")
