@@ -86,8 +86,8 @@ def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str
     return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}
 
 
-def independent_dumps(suite: Path, work: Path, compute) -> int:
-    """A copy of `suite` in `work` whose positive cases hold, as the dump of output `out`, compute(case, manifest)
+def independent_dumps(suite: Path, work: Path, compute, output: str = "out") -> int:
+    """A copy of `suite` in `work` whose positive cases hold, as the dump of `output`, compute(case, manifest)
     (an independent kernel's float32 results in logical order); how many cases it wrote."""
     import shutil
 
@@ -96,6 +96,6 @@ def independent_dumps(suite: Path, work: Path, compute) -> int:
     for case in sorted(p.parent for p in work.glob("*/case.json")):
         m = harness.load(case)
         if m["expect_status"] == 0:
-            write_dump(case, harness.tensors(m)["out"], compute(case, m))
+            write_dump(case, harness.tensors(m)[output], compute(case, m))
             wrote += 1
     return wrote

@@ -21,7 +21,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Contraction, Elementwise, Rows, Split
+from .families import Contraction, Elementwise, Rows, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -306,6 +306,14 @@ class _Check:
         if isinstance(f, Contraction):
             self.choice("family.right", f.right, tuple(n for n in ins if n != f.driver))
             self.choice("family.out", f.out, outs)
+        if isinstance(f, Window):
+            self.choice("family.grad", f.grad, tuple(n for n in ins if n != f.driver))
+            kinds = {a.name: a.kind for a in self.spec.attributes}
+            for field, kind in (("kernel", "int_list"), ("stride", "int_list"), ("padding", "int_list"),
+                                ("dilation", "int_list"), ("ceil", "bool")):
+                name = getattr(f, field)
+                if (name is not None or field == "kernel") and kinds.get(name) != kind:
+                    self.fail(f"family.{field}", f"expected the name of a {kind} attribute, got {show(name)}")
 
     def signature(self, names: tuple) -> None:
         """Empty, or every tensor and attribute name once (the header's order)."""

@@ -146,6 +146,9 @@ ALIASES = {
     "aclnnLeakyReluBackward": {"x": "self", "a": "negativeSlope"},
     "aclnnThresholdBackward": {"x": "self"},  # (ops-nn's ATK file: gradOutput, x, threshold)
     "aclnnSoftplusBackward": {"x": "self"},
+    # ops-nn's AvgPool2dBackward ATK (pooling/avg_pool3_d_grad/tests/st) spells the attributes as torch does
+    "aclnnAvgPool2dBackward": {"kernel_size": "kernelSize", "ceil_mode": "ceilMode", "count_include_pad": "countIncludePad",
+                               "divisor_override": "divisorOverride", "cube_math_type": "cubeMathType"},
     # ops-nn's BatchNormBackward ATK names its tensors by position; its executor passes input0..input6 to the API
     # in the API's order (norm/batch_norm_grad_v3/tests/st/aclnnBatchNormBackward/executor_aclnnBatchNormBackward.py)
     "aclnnBatchNormBackward": {f"input{i}": n for i, n in enumerate(

@@ -20,6 +20,7 @@ from .contraction import Contraction
 from .groups import Groups
 from .scatter import Scatter
 from .split import Split
+from .window import Window
 
-__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split",
+__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]

@@ -1,0 +1,196 @@
+"""The Window family (docs/families.md): output and input positions related by kernel size, stride, padding and
+dilation along each spatial axis, per (n, c) plane. Pooling's gradients are on it; convolution's will be.
+
+A window o along an axis of n input positions covers the positions o * s - p + j * d for j < k that lie inside
+[0, n) (the padding's positions are no elements). The number of windows follows the forward's rule (PyTorch's
+pooling_output_shape, ops-nn's avg_pool_v2_grad tiling CheckGradShapeForCalculated):
+    out = (n + 2p - d (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1,
+less one where ceil mode would start the last window inside the right padding ((out - 1) s >= n + p).
+
+A block is one (n, c) plane. The driver (the forward's input, `self`, whose shape a case gives) is cut as
+(N C, H, W): the functions receive it, and every tensor of its shape (gradInput), as **(k, H, W)**; the pooled
+tensor (gradOutput, (N C, Ho, Wo)) is cut from its own shape (`own_geometry`) and arrives as **(k, Ho, Wo)**. The
+window parameters reach the functions as the attributes they are; `axis_windows` and `cover` turn them into the
+per-axis relations. 2-D windows (NCHW, and the 3-d NCL = (C, H, W) without N); the axis arithmetic is per axis
+and holds for 3-D, whose cutting into (k, D, H, W) planes is not written yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .base import Geometry, Rows, Shapes
+
+SPATIAL = 2  # spatial axes cut so far: (H, W)
+
+
+def pair(values, fill: tuple[int, ...] | None = None) -> tuple[int, int]:
+    """An aclIntArray of length 1 or 2 as (H, W): one value for both; `fill` where it is empty (stride: the
+    kernel's)."""
+    v = tuple(int(x) for x in (values or ()))
+    if not v:
+        if fill is None:
+            raise ValueError("an empty window parameter")
+        return tuple(fill)[:2]
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def pooled_size(n: int, k: int, s: int, p: int, d: int = 1, ceil: bool = False) -> int:
+    """Windows along an axis of n positions (pooling_output_shape)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+@dataclass(frozen=True)
+class AxisWindows:
+    """One axis: n input positions, `out` windows of size k, stride s, padding p (both sides), dilation d."""
+
+    n: int
+    out: int
+    k: int
+    s: int
+    p: int
+    d: int = 1
+
+    def cover(self) -> np.ndarray:
+        """(out, n) int64: 1 where window o covers input position i (padding covers nothing). Read only (cached)."""
+        return _cover(self.n, self.out, self.k, self.s, self.p, self.d)
+
+    def covering(self) -> np.ndarray:
+        """(n, m) int64: the windows covering each input position in ascending order, -1 after the last (m: the most
+        any position has). Read only (cached)."""
+        return _covering(self.n, self.out, self.k, self.s, self.p, self.d)
+
+    def clipped(self) -> np.ndarray:
+        """(out,) the positions of each window inside the input (what a count without padding divides by)."""
+        return self.cover().sum(axis=1)
+
+    def padded(self) -> np.ndarray:
+        """(out,) each window's positions inside the padded input [-p, n + p) (what counting the padding divides by:
+        a ceil-mode window running past the right padding is cut there)."""
+        start = np.arange(self.out) * self.s - self.p
+        end = np.minimum(start + (self.k - 1) * self.d + 1, self.n + self.p)
+        return np.maximum(-(-(end - start) // self.d), 0)
+
+    def first_last(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n,) the first and one past the last window covering each input position (d = 1: a range)."""
+        q = np.arange(self.n) + self.p
+        first = np.where(q < self.k, 0, (q - self.k) // self.s + 1)
+        last = np.minimum(q // self.s + 1, self.out)
+        return first, np.maximum(last, first)
+
+
+@lru_cache(maxsize=64)
+def _cover(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
+    c = np.zeros((out, n), dtype=np.int64)
+    i = np.arange(out)[:, None] * s - p + np.arange(k)[None, :] * d
+    o = np.broadcast_to(np.arange(out)[:, None], i.shape)
+    inside = (i >= 0) & (i < n)
+    c[o[inside], i[inside]] = 1
+    c.flags.writeable = False
+    return c
+
+
+@lru_cache(maxsize=64)
+def _covering(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
+    c = _cover(n, out, k, s, p, d).T
+    m = int(c.sum(axis=1).max(initial=0))
+    order = np.argsort(-c, axis=1, kind="stable")[:, :m]  # (the covering windows first, ascending)
+    got = np.where(np.take_along_axis(c, order, axis=1) == 1, order, -1)
+    got.flags.writeable = False
+    return got
+
+
+@dataclass(frozen=True)
+class Window(Rows):
+    """Input-shaped tensors (driver: self, the output gradInput) cut into (H, W) planes, the pooled tensor `grad`
+    into (Ho, Wo) planes, related by the window attributes the family names."""
+
+    axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: the planes')
+    grad: str = "gradOutput"
+    kernel: str = "kernelSize"
+    stride: str = "stride"
+    padding: str = "padding"
+    dilation: str | None = None
+    ceil: str | None = "ceilMode"
+    name: str = "window"
+    term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
+
+    @property
+    def own(self) -> tuple[str, ...]:
+        return (self.grad,)
+
+    def windows(self, shapes: Shapes, attrs: Mapping) -> tuple[AxisWindows, AxisWindows]:
+        """(H axis, W axis) of a case: the input's spatial sizes, the pooled tensor's (given, else the forward's
+        rule), the attributes."""
+        h, w = tuple(shapes[self.driver])[-SPATIAL:]
+        k, s, p, d, ceil = self.parameters(attrs)
+        if self.grad in shapes:
+            ho, wo = tuple(shapes[self.grad])[-SPATIAL:]
+        else:
+            ho, wo = (pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate((h, w)))
+        return AxisWindows(h, ho, k[0], s[0], p[0], d[0]), AxisWindows(w, wo, k[1], s[1], p[1], d[1])
+
+    def parameters(self, attrs: Mapping):
+        """(kernel, stride, padding, dilation) as (H, W) pairs and ceil mode, from the attributes."""
+        k = pair(attrs[self.kernel])
+        s = pair(attrs.get(self.stride), fill=k)
+        p = pair(attrs.get(self.padding), fill=(0, 0))
+        d = pair(attrs.get(self.dilation), fill=(1, 1)) if self.dilation else (1, 1)
+        return k, s, p, d, bool(attrs.get(self.ceil, False)) if self.ceil else False
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """Every input-shaped tensor the case's shape; the pooled tensor its planes' forward size (the case's shape
+        where the attributes give none: a case the contract refuses)."""
+        shape = tuple(shape)
+        shapes = {n: shape for n in names}
+        try:
+            k, s, p, d, ceil = self.parameters(attrs)
+            sizes = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(shape[-SPATIAL:]))
+            if len(shape) >= SPATIAL + 1 and min(k + s + d) > 0 and min(sizes) > 0:
+                shapes[self.grad] = (*shape[:-SPATIAL], *sizes)
+        except (ValueError, TypeError, IndexError, ZeroDivisionError):
+            pass
+        return shapes
+
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the shapes are not (..., H, W) planes with a pooled tensor of the forward's size (None: they are)."""
+        if self.driver not in shapes or self.grad not in shapes:
+            return f"{self.driver} or {self.grad} is null"
+        drv, g = tuple(shapes[self.driver]), tuple(shapes[self.grad])
+        if len(drv) < SPATIAL + 1 or len(g) != len(drv):
+            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the window family needs (N, C, H, W) or (C, H, W) both"
+        if g[:-SPATIAL] != drv[:-SPATIAL]:
+            return f"{self.grad}'s leading axes {list(g[:-SPATIAL])} are not {self.driver}'s {list(drv[:-SPATIAL])}"
+        k, s, p, d, ceil = self.parameters(attrs)
+        want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-SPATIAL:]))
+        if min(want) < 1:
+            return (f"kernel {list(k)}, stride {list(s)}, padding {list(p)} leave no window in {list(drv[-SPATIAL:])} "
+                    f"(the forward's output would be {list(want)})")
+        if g[-SPATIAL:] != want:
+            return (f"{self.grad}'s planes are {list(g[-SPATIAL:])}; kernel {list(k)}, stride {list(s)}, padding "
+                    f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-SPATIAL:])} into {list(want)}")
+        for t in op.tensors:
+            if t.name not in (self.driver, self.grad) and t.name in shapes and tuple(shapes[t.name]) != drv:
+                return f"{t.name} has shape {list(shapes[t.name])}; the window family needs {self.driver}'s {list(drv)}"
+        return None
+
+    def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
+        """The driver's blocks: one (H, W) plane per (n, c)."""
+        shape = tuple(shapes[self.driver])
+        return Geometry(math.prod(shape[:-SPATIAL]), shape[-2], shape[-1])
+
+    def own_geometry(self, name: str, shapes: Shapes, attrs: Mapping, geo: Geometry) -> Geometry | None:
+        """The pooled tensor's block b: its (Ho, Wo) plane b."""
+        if name != self.grad:
+            return None
+        g = tuple(shapes[self.grad])
+        return Geometry(geo.a1, g[-2], g[-1])

@@ -1,0 +1,1 @@
+"""Window ops: pooling gradients (the window family, ops/families/window.py)."""

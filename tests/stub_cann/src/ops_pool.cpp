@@ -1,0 +1,134 @@
+// libopapi of the stub: AvgPool2dBackward (pooling/avg_pool3_d_grad op_api, pooling/avg_pool_v2_grad SIMT kernel).
+//
+// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/window/avg_pool2d_backward.py, after
+// aclnn_avgpool2d_backward.cpp's CheckParams): nulls 161001 (gradOutput, self, kernelSize, padding, gradInput; a
+// null stride is the kernel's), then everything else 161002. Phase two: the 950 in float32: each input position's
+// windows, oh outer and ow inner, each adding fl(g / fl(divisor)) (AvgPoolV2GradSimtNchwKernel), or the global
+// pooling's Div (IsGlobalAvgPool), in float16 where cubeMathType is 1 or 2; the result rounded to gradInput's dtype.
+#include <algorithm>
+#include <cmath>
+
+#include "aclnnop/aclnn_avgpool2d_backward.h"
+#include "elements.h"
+#include "opapi.h"
+
+namespace {
+
+using stub::Checker;
+
+const stub::OpDef kAvgPool{"aclnnAvgPool2dBackward", nullptr, nullptr};
+
+struct PoolCall {
+    const aclTensor *grad, *self, *out;
+    const aclIntArray *kernel, *stride, *padding;
+    bool ceil, include;
+    int64_t divisor;
+    int64_t math;
+};
+
+// (H, W) of a list of 1 or 2 values; `fill` where it is empty.
+std::pair<int64_t, int64_t> Pair(const std::vector<int64_t>& v, std::pair<int64_t, int64_t> fill) {
+    if (v.empty()) return fill;
+    return {v[0], v.size() == 1 ? v[0] : v[1]};
+}
+
+aclnnStatus Check(const Checker& c, const PoolCall& e) {
+    RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    if (e.kernel == nullptr) return c.Null("kernelSize");
+    if (e.padding == nullptr) return c.Null("padding");
+    stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16);
+    if (ok.empty()) return c.Unsupported();
+    RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    RETURN_IF_FAILED(c.Dims(3, 4, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    const std::vector<int64_t>& k = e.kernel->values;
+    const std::vector<int64_t>& p = e.padding->values;
+    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
+    if (e.stride != nullptr) {
+        const std::vector<int64_t>& s = e.stride->values;
+        if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: at most 2 values > 0");
+    }
+    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
+    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0});
+    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
+        return c.Invalid("padding: each >= 0 and at most half the kernel");
+    }
+    if (e.math < 0 || e.math > 3) return c.Invalid("cubeMathType is not 0, 1, 2 or 3");
+    if (e.grad->view.size() != e.out->view.size()) return c.Invalid("gradOutput and gradInput: 3-d or 4-d together");
+    if (e.self->view != e.out->view) return c.Invalid("gradInput's shape is not self's");
+    return ACLNN_SUCCESS;
+}
+
+stub::Job PoolJob(const PoolCall& e) {
+    stub::Job job;
+    int g = job.Add(e.grad), o = job.Add(e.out, true);
+    auto k = Pair(e.kernel->values, {1, 1});
+    auto s = Pair(e.stride == nullptr ? std::vector<int64_t>{} : e.stride->values, k);
+    auto p = Pair(e.padding->values, {0, 0});
+    bool include = e.include, fp16 = e.math == 1 || e.math == 2;
+    int64_t divisor = e.divisor;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& gt = j.T(g);
+        const aclTensor& ot = j.T(o);
+        size_t nd = ot.view.size();
+        int64_t h = ot.view[nd - 2], w = ot.view[nd - 1], ho = gt.view[nd - 2], wo = gt.view[nd - 1];
+        int64_t planes = stub::Numel(ot.view) / std::max<int64_t>(h * w, 1);
+        std::vector<float> grad = stub::ReadFloats(gt, gt.view);
+        std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
+        bool global = divisor == 0 && k.first == h && k.second == w && h >= 10 && w >= 10 && ho == 1 && wo == 1;
+        for (int64_t b = 0; b < planes; ++b) {
+            const float* x = grad.data() + b * ho * wo;
+            float* y = out.data() + b * h * w;
+            for (int64_t i = 0; i < h; ++i) {
+                for (int64_t jj = 0; jj < w; ++jj) {
+                    float acc = 0.0f;
+                    if (global) {
+                        float q = x[0] / static_cast<float>(k.first * k.second);
+                        if (fp16) q = stub::RoundTo(stub::RoundTo(x[0], ACL_FLOAT16, false) / static_cast<float>(k.first * k.second), ACL_FLOAT16, false);
+                        y[i * w + jj] = q;
+                        continue;
+                    }
+                    int64_t qh = i + p.first, qw = jj + p.second;
+                    int64_t h0 = qh < k.first ? 0 : (qh - k.first) / s.first + 1, h1 = std::min(qh / s.first + 1, ho);
+                    int64_t w0 = qw < k.second ? 0 : (qw - k.second) / s.second + 1, w1 = std::min(qw / s.second + 1, wo);
+                    for (int64_t oh = h0; oh < h1; ++oh) {
+                        for (int64_t ow = w0; ow < w1; ++ow) {
+                            int64_t hs = oh * s.first - p.first, ws = ow * s.second - p.second;
+                            int64_t he = std::min(hs + k.first, h + p.first), we = std::min(ws + k.second, w + p.second);
+                            int64_t pool = (he - hs) * (we - ws);
+                            hs = std::max<int64_t>(hs, 0);
+                            ws = std::max<int64_t>(ws, 0);
+                            he = std::min(he, h);
+                            we = std::min(we, w);
+                            int64_t d = divisor != 0 ? divisor : include ? pool : (he - hs) * (we - ws);
+                            acc += x[oh * wo + ow] / static_cast<float>(d);
+                        }
+                    }
+                    y[i * w + jj] = acc;
+                }
+            }
+        }
+        stub::WriteFloats(ot, out, ot.dtype, negate);
+    };
+    return job;
+}
+
+}  // namespace
+
+extern "C" {
+
+// 950, A3, A2 (bf16 too); 910, 310P (fp32, fp16). See Check for the order of the checks.
+aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                   const aclIntArray* kernelSize, const aclIntArray* stride,
+                                                   const aclIntArray* padding, bool ceilMode, bool countIncludePad,
+                                                   int64_t divisorOverride, int8_t cubeMathType, aclTensor* gradInput,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+    PoolCall e{gradOutput, self, gradInput, kernelSize, stride, padding, ceilMode, countIncludePad, divisorOverride,
+               cubeMathType};
+    return stub::PhaseOneJob(kAvgPool, workspaceSize, executor, [&](Checker& c) { return Check(c, e); },
+                             [&](const Checker&) { return PoolJob(e); });
+}
+
+STUB_PHASE_TWO(aclnnAvgPool2dBackward, kAvgPool)
+
+}  // extern "C"
