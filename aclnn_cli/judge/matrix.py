@@ -85,17 +85,21 @@ def _one_variant(args: tuple[str | None, list[str], list[str], str, bool]) -> tu
 
 
 def defect_matrix(suite: Path, variants: list[str] | None = None, standards: list[str] | None = None,
-                  jobs: int = 2, first_failure: bool = False) -> dict[str, dict[str, int]]:
+                  jobs: int = 2, first_failure: bool = False,
+                  correct_standards: list[str] | None = None) -> dict[str, dict[str, int]]:
     """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row.
 
     variants: the catalogue's names to run (None: all of them; [] the correct kernel only). first_failure: a
     defect's cells only say whether it is caught (1, its first failing case under every standard) or not (0); the
-    correct kernel and the legitimate variants still run every case, where one failure anywhere is a false alarm."""
+    correct kernel and the legitimate variants still run every case, where one failure anywhere is a false alarm.
+    correct_standards: the standards of the correct kernel's row, if not `standards` (its emulated dumps judged
+    under each: one emulation for every column)."""
     cases = matrix_cases(suite)
     names: list[str | None] = [None, *(list(catalogue()) if variants is None else variants)]
     stds = standards or list(STANDARDS)
     with tempfile.TemporaryDirectory(prefix="aclnn-matrix-") as scratch:
-        tasks = [(n, _cases_for(n, cases), stds, scratch, first_failure) for n in names]
+        tasks = [(n, _cases_for(n, cases), correct_standards or stds if n is None else stds, scratch, first_failure)
+                 for n in names]
         try:
             if jobs <= 1:
                 table = dict(map(_one_variant, tasks))
