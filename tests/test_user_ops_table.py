@@ -417,8 +417,8 @@ def _values(v: np.ndarray) -> list:
     return [int(e) for e in v.reshape(-1)] if v.dtype.kind in "iu" else [float(e) for e in v.reshape(-1)]
 
 
-def _bundled_case(case: Path, m: dict, op: str) -> str:
-    """A case file for the bundled `op` giving every input of the user case by value (nulls as nulls)."""
+def _bundled_case(case: Path, m: dict, op: str) -> dict:
+    """A case of the bundled `op` giving every input of the user case by value (nulls as nulls), named as it."""
     ts = harness.tensors(m)
     driver = {"aclnnBatchNormBackward": "input", "aclnnEmbeddingDenseBackward": "grad", "aclnnSwiGluGrad": "x"}[op]
     inputs, tensors = {}, {}
@@ -429,10 +429,9 @@ def _bundled_case(case: Path, m: dict, op: str) -> str:
             inputs[name] = {"values": _values(read(case, m, name))}
             if name != driver:
                 tensors[name] = {"shape": t["shape"], "dtype": t["dtype"]}
-    body = {"name": "same", "dtype": ts[driver]["dtype"], "shape": ts[driver]["shape"], "product": m["product"],
-            "inputs": inputs, "tensors": tensors, "attributes": {k: [v] if isinstance(v, list) else v
-                                                                  for k, v in attrs(m).items()}}
-    return json.dumps({"op": op, "cases": [body]})
+    return {"name": case.name.replace("-", "_"), "dtype": ts[driver]["dtype"], "shape": ts[driver]["shape"],
+            "product": m["product"], "inputs": inputs, "tensors": tensors,
+            "attributes": {k: [v] if isinstance(v, list) else v for k, v in attrs(m).items()}}
 
 
 @pytest.mark.parametrize("module, op, picked", [
@@ -442,23 +441,23 @@ def _bundled_case(case: Path, m: dict, op: str) -> str:
     ("my_swi_glu_grad", "aclnnSwiGluGrad", ("middle", "first", "ties", "near_root")),
 ])
 def test_the_user_ops_goldens_equal_the_bundled_ops(generated, tmp_path, module, op, picked):
+    """Each picked user case given by value to the bundled op (one case file, one gen): the same golden bytes."""
+    mine = [(case, m) for case, m in positive(generated(module)) if any(f"-{p}" in case.name for p in picked)]
+    cases = tmp_path / "bundled.yaml"
+    cases.write_text(json.dumps({"op": op, "cases": [_bundled_case(case, m, op) for case, m in mine]}))
+    out = tmp_path / "out"
+    r = cli(module, "gen", cases, "-o", out, ops=False)
+    assert r.returncode == 0, r.stderr
     compared = 0
-    for case, m in positive(generated(module)):
-        if not any(f"-{p}" in case.name for p in picked):
-            continue
-        cases = tmp_path / f"{case.name}.yaml"
-        cases.write_text(_bundled_case(case, m, op))
-        out = tmp_path / case.name
-        r = cli(module, "gen", cases, "-o", out, ops=False)
-        assert r.returncode == 0, r.stderr
-        (bundled,) = [p.parent for p in out.glob("*/case.json")]
+    for case, m in mine:
+        (bundled,) = [p.parent for p in out.glob(f"*-{case.name.replace('-', '_')}/case.json")]
         mb = harness.load(bundled)
         for t in m["tensors"]:
             if t["role"] != "output" or t.get("null"):
                 continue
             tb = harness.tensors(mb)[t["name"]]
-            mine = harness.view(harness.storage(case, t, "golden"), t)
+            ours = harness.view(harness.storage(case, t, "golden"), t)
             theirs = harness.view(harness.storage(bundled, tb, "golden"), tb)
-            assert mine.tobytes() == theirs.tobytes(), (case.name, t["name"])
-            compared += mine.size
+            assert ours.tobytes() == theirs.tobytes(), (case.name, t["name"])
+            compared += ours.size
     assert compared > 500
