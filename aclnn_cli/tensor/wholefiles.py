@@ -1,6 +1,6 @@
 """Small files read whole: one open, one read where a chunked reader would make several calls.
 
-For thousands of small cases the calls around each read cost more than the reads (issue 9). Large
+For thousands of small cases the calls around each read cost more than the reads. Large
 files keep storage.py's chunked, bounded-memory paths.
 """
 
