@@ -68,6 +68,11 @@ def test_a_rational_reference_gives_correctly_rounded_goldens_with_no_exact_func
     want = np.array([D.round_fraction(Fraction(a) * Fraction(b) / 2, bf16) for a, b in zip(dy, x)])
     gold = np.fromfile(d / "gradInput.golden.bin", ml_dtypes.bfloat16).astype(np.float64)
     assert np.array_equal(gold, want)
+    # every element whose loose bound straddles a rounding boundary took the exact path, and case.json counts them
+    v = dy * x / 2
+    near = [(np.asarray(v + s * np.abs(v) / 1000).astype(ml_dtypes.bfloat16) != v.astype(ml_dtypes.bfloat16))
+            for s in (-1, 1)]
+    assert m["golden"]["exact_fallback_elements"] == int(np.count_nonzero(near[0] | near[1])) > 100
 
 
 def test_an_irrational_reference_is_counted_warned_recorded_and_reported(tmp_path):
@@ -76,6 +81,7 @@ def test_an_irrational_reference_is_counted_warned_recorded_and_reported(tmp_pat
     _, m = _case(out)
     n = m["golden"]["uncertified_elements"]
     assert n > 100 and m["golden"]["method"] == "float64, rounded once, not certified"
+    assert m["golden"]["exact_fallback_elements"] == 0  # (none of them rational: none exact)
     assert f"warning: {n} golden elements in 1 cases are not certified" in done.stderr, done.stderr
     assert cli("--ops", op, "emulate", out).returncode == 0
     report = tmp_path / "v.json"

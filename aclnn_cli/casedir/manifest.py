@@ -66,8 +66,10 @@ def digest(raw: dict) -> str:
     return hashlib.sha256(canonical_json(covered).encode()).hexdigest()
 
 
-def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, extra: dict | None = None) -> dict:
-    """The manifest of a generated case; extra: more keys for a tensor's entry, by tensor name."""
+def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, extra: dict | None = None,
+          uncertified: int = 0) -> dict:
+    """The manifest of a generated case; extra: more keys for a tensor's entry, by tensor name. exact_fallbacks:
+    the golden elements that took the exact path; uncertified: those left the float64 value rounded once."""
     tensors = []
     formats = {spec.name: spec.formats for spec in case.op.tensors}
     for t in case.tensors:
@@ -98,23 +100,23 @@ def build(case: Case, digests: dict[str, str], exact_fallbacks: int, fp: str, ex
         "expect_rule": case.expect_rule,
         "status_file": STATUS_FILE, "standard": case.standard, "tolerance": dict(case.tolerance),
         **({"attributes": to_manifest(case.op, case.attributes)} if case.op.attributes else {}), "tensors": tensors,
-        "golden": _golden_method(case.op.certified, exact_fallbacks),
+        "golden": _golden_method(case.op.certified, exact_fallbacks, uncertified),
         **({"shard": case.shard} if getattr(case, "shard", "") else {}),
     }
     data["digest"] = digest(data)
     return data
 
 
-def _golden_method(certified: bool, fallbacks: int) -> dict:
+def _golden_method(certified: bool, fallbacks: int, uncertified: int = 0) -> dict:
     """How the goldens were made. An op without `exact` had its uncertain elements computed through its
-    reference on Fractions (golden/rational.py); gen gives -n where n of them were not rational: then they are
-    the float64 value rounded once, and `uncertified_elements` says how many (verify shows it)."""
-    if certified:
+    reference on Fractions (golden/rational.py); where it was not rational they are the float64 value rounded
+    once, and `uncertified_elements` says how many (verify shows it) beside those that took the exact path."""
+    if certified and not uncertified:
         return {"method": "float64, certified rounding to the output dtype, exact fallback",
                 "exact_fallback_elements": fallbacks}
-    if fallbacks < 0:
-        return {"method": "float64, rounded once, not certified", "exact_fallback_elements": 0,
-                "uncertified_elements": -fallbacks}
+    if uncertified:
+        return {"method": "float64, rounded once, not certified", "exact_fallback_elements": fallbacks,
+                "uncertified_elements": uncertified}
     return {"method": "float64, certified rounding to the output dtype, exact through the reference on Fractions",
             "exact_fallback_elements": fallbacks}
 

@@ -110,13 +110,13 @@ def gen(paths: tuple[Path, ...], out: Path, patterns: tuple[str, ...], force: bo
                                      before_cases=coverage and (lambda: shardout.write_record(out, coverage)))
         skipped = sum(r.skipped for r in results)
     click.echo(f"generated {len(cases) - skipped} cases in {out}" + (f", {skipped} unchanged and intact" if skipped else ""))
-    uncertain = [r for r in results if r.exact_fallbacks < 0]
+    uncertain = [r for r in results if r.exact_path.uncertified]
     if uncertain:  # (an op without `exact` whose reference is not rational where its bound straddles a boundary)
-        worst = max(uncertain, key=lambda r: -r.exact_fallbacks)
-        click.echo(f"warning: {sum(-r.exact_fallbacks for r in uncertain)} golden elements in {len(uncertain)} cases are "
-                   f"not certified (the op has no exact function and its reference is not rational there; e.g. "
-                   f"{-worst.exact_fallbacks} in {worst.case_id}): they are the float64 value rounded once and may be "
-                   f"one ulp off; case.json records them (golden.uncertified_elements)", err=True)
+        worst = max(uncertain, key=lambda r: r.exact_path.uncertified)
+        click.echo(f"warning: {sum(r.exact_path.uncertified for r in uncertain)} golden elements in {len(uncertain)} "
+                   f"cases are not certified (the op has no exact function and its reference is not rational there; "
+                   f"e.g. {worst.exact_path.uncertified} in {worst.case_id}): they are the float64 value rounded once "
+                   f"and may be one ulp off; case.json records them (golden.uncertified_elements)", err=True)
 
 
 @main.command()

@@ -30,7 +30,7 @@ from ..errors import UserError
 from ..files.jsonsafe import JsonRefused
 from ..values.fill import generate
 from .fingerprint import fingerprint
-from .rounding import golden
+from .rounding import ExactPath, golden
 from ..pipeline.parallel import Runner, paused_gc
 from ..pipeline.stages import Stage, case_elements, gather_inputs, ranges, run_stage
 from .rowsgen import fill_rows_goldens
@@ -45,7 +45,7 @@ class GenResult:
     case_id: str
     root: Path  # the output root (one Path shared by a run's results)
     elements: int
-    exact_fallbacks: int  # elements that took the exact path; -n: n elements not certified (an op without exact)
+    exact_path: ExactPath  # how many golden elements took the exact path, and how many were left uncertified
     skipped: bool = False  # unchanged and intact: nothing written
 
     @property
@@ -116,7 +116,7 @@ def _generate_in_memory(case: Case, out_root: Path, fp: str, old: dict | None) -
     out = case.output
     if not out.null:
         blobs[M.input_file(out.name)] = np.full(out.layout.storage_size, canary(out.dtype)).tobytes()
-    fallbacks = 0
+    fallbacks = ExactPath()
     if case.expect_status == 0:
         result, fallbacks = golden(case.op, values, out.dtype, case.attribute_values)
         blobs[M.golden_file(out.name)] = np.ascontiguousarray(result, dtype=out.dtype.np_dtype).tobytes()
@@ -189,7 +189,7 @@ def _generate_split_case(run: Runner, case: Case, out_root: Path, chunk: int, fo
     try:
         run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
                              for s, e in ranges(t.layout.numel)])
-        fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges(case.numel)]))
+        fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges(case.numel)]), ExactPath())
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -209,7 +209,8 @@ def _reusable(case: Case, out_root: Path, final: Path, old: dict | None, fp: str
     if old is None or old.get("fingerprint") != fp or not _intact(final, old):
         return None
     try:
-        fallbacks = int(old["golden"]["exact_fallback_elements"]) - int(old["golden"].get("uncertified_elements", 0))
+        fallbacks = ExactPath(int(old["golden"]["exact_fallback_elements"]),
+                              int(old["golden"].get("uncertified_elements", 0)))
     except (KeyError, TypeError, ValueError):
         return None
     return GenResult(case.case_id, out_root, case.numel, fallbacks, skipped=True)
@@ -278,14 +279,14 @@ def fill_input(case: Case, tmp: Path, name: str, start: int, stop: int, chunk: i
             st.write(t.layout, s, e, generate(t.fill, t.dtype, case.seed, t.slot, s, e))
 
 
-def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK) -> int:
-    """Golden for output elements [start, stop); returns how many needed the exact path."""
+def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK) -> ExactPath:
+    """Golden for output elements [start, stop); returns how its uncertain elements were settled."""
     if case.expect_status != 0:
-        return 0
+        return ExactPath()
     out = case.output
     ins = {t.name: StorageFile(tmp / M.input_file(t.name), t.dtype.np_dtype, t.layout.storage_size)
            for t in case.inputs if not t.null}
-    fallbacks = 0
+    fallbacks = ExactPath()
     try:
         with StorageFile(tmp / M.golden_file(out.name), out.dtype.np_dtype, out.layout.storage_size, writable=True) as gold:
             for s, e in chunks_between(start, stop, chunk):
@@ -299,7 +300,7 @@ def fill_golden(case: Case, tmp: Path, start: int, stop: int, chunk: int = CHUNK
     return fallbacks
 
 
-def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: dict | None,
+def finish(case: Case, out_root: Path, tmp: Path, fallbacks: ExactPath, fp: str, old: dict | None,
            digests: dict[str, str] | None = None) -> GenResult:
     """Checksums (unless given), manifest, kept dumps; then move the finished directory into place.
 
@@ -313,7 +314,7 @@ def finish(case: Case, out_root: Path, tmp: Path, fallbacks: int, fp: str, old: 
         digests.update({name: whole for name, (whole, _) in blocks.items()})
     extra = {t.name: {blockdigests.KEY: blockdigests.entry(blocks[M.golden_file(t.name)][1])}
              for t in case.tensors if t.role == "output" and M.golden_file(t.name) in blocks}
-    manifest = manifest_text.sealed_text(M.build(case, digests, fallbacks, fp, extra))
+    manifest = manifest_text.sealed_text(M.build(case, digests, fallbacks.exact, fp, extra, fallbacks.uncertified))
     write_new_file(casedirs.join(str(tmp), casedirs.MANIFEST), manifest)  # tmp is private
     if old is not None and old.get("fingerprint") == fp:
         for kept in [*final.glob("*.dump.bin"), final / M.STATUS_FILE]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -20,10 +20,24 @@ from ..ops.base import OpSpec
 from .rational import NotRational, through_reference
 
 
+class ExactPath(NamedTuple):
+    """How a golden's uncertain elements were settled: `exact` of them exactly (the op's `exact`, or its reference
+    on Fractions), `uncertified` left as the float64 value rounded once (an op without `exact` whose reference is
+    not rational there). Two counts, since a case can have both. Adds up across chunks and outputs."""
+
+    exact: int = 0
+    uncertified: int = 0
+
+    def __add__(self, other):
+        return ExactPath(self.exact + other.exact, self.uncertified + other.uncertified)
+
+    def __radd__(self, other):  # (sum()'s start, 0)
+        return self if other == 0 else NotImplemented
+
+
 def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
-           attributes: Mapping[str, object] | None = None) -> tuple[np.ndarray, int]:
-    """The correctly rounded result in out_dtype, and how many elements needed the exact path (an op without
-    `exact`: how many are not certified, negated: -n).
+           attributes: Mapping[str, object] | None = None) -> tuple[np.ndarray, ExactPath]:
+    """The correctly rounded result in out_dtype, and how its uncertain elements were settled (ExactPath).
 
     attributes: the op's attribute values (see AttrSpec), passed to its functions beside the inputs.
     """
@@ -55,7 +69,7 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
             v = op.exact({**point, **exact_attrs})  # (a float: an IEEE limit, kept with its sign)
             values[j] = v if isinstance(v, float) else round_fraction(Fraction(v), out_dtype)
         rounded[hard] = values[inverse.reshape(-1)]
-    return rounded, int(hard.size)
+    return rounded, ExactPath(int(hard.size))
 
 
 def _exact_number(v):
@@ -65,17 +79,17 @@ def _exact_number(v):
 
 
 def _through_reference(op: OpSpec, wide: dict, attributes: dict, hard: np.ndarray, rounded: np.ndarray,
-                       out_dtype: DType) -> tuple[np.ndarray, int]:
-    """Uncertain elements of an op without `exact`, through its reference on Fractions (golden/rational.py);
-    returns the golden and -(elements left uncertified)."""
+                       out_dtype: DType) -> tuple[np.ndarray, ExactPath]:
+    """Uncertain elements of an op without `exact`, through its reference on Fractions (golden/rational.py): all
+    of them exactly, or (its reference not rational there) all left uncertified."""
     if not hard.size:
-        return rounded, 0
+        return rounded, ExactPath()
     frac = {n: np.array([_exact_number(float(x)) for x in wide[n][hard]] + [None], dtype=object)[:-1] for n in wide}
     exact_attrs = {k: _exact_number(v) for k, v in attributes.items()}
     try:
         exact = through_reference(op, {**frac, **exact_attrs})[op.output.name].reshape(-1)
     except NotRational:
-        return rounded, -int(hard.size)
+        return rounded, ExactPath(0, int(hard.size))
     rounded = rounded.copy()
     rounded[hard] = [round_fraction(Fraction(v), out_dtype) for v in exact]
-    return rounded, 0
+    return rounded, ExactPath(int(hard.size))

@@ -19,14 +19,15 @@ from ..casedir import dirs as casedirs
 from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_blocks
 from ..tensor.storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
+from .rounding import ExactPath
 from .rows import AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks, round_exact
 
 
-def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
-    """Write every non-null output's golden (and allowance files); returns how many elements needed `exact` (an
-    op without `exact`: minus how many are left uncertified, its reference not being rational there)."""
+def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
+    """Write every non-null output's golden (and allowance files); returns how the uncertain elements were settled
+    (an op without `exact`: exactly where its reference is rational, else left uncertified)."""
     if case.expect_status != 0:
-        return 0
+        return ExactPath()
     op, geo, attrs = case.op, geometry(case), case.attribute_values
     across_names = set(op.family.across_rows)
     outs = [t for t in case.tensors if t.role == "output" and not t.null]
@@ -63,11 +64,11 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> int:
         for t in outs:
             if t.name in across:
                 done = _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
-                fallbacks, uncertified = fallbacks + max(done, 0), uncertified - min(done, 0)
+                fallbacks, uncertified = fallbacks + done.exact, uncertified + done.uncertified
     finally:
         for f in (*ins.values(), *golds.values()):
             f.close()
-    return fallbacks if op.exact is not None else -uncertified
+    return ExactPath(fallbacks, uncertified)
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:
@@ -101,4 +102,4 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
         gold.write(t.layout, 0, t.layout.numel, rounded)
     allowance = acc.allowance(case.op.family.term_roundings, case.op.family.sum_roundings)
     write_new_file(casedirs.join(str(tmp), M.allowance_file(t.name)), np.ascontiguousarray(allowance).tobytes())
-    return int(where.size) if certified else -int(where.size)
+    return ExactPath(int(where.size)) if certified else ExactPath(0, int(where.size))
