@@ -43,6 +43,7 @@ BUNDLED: dict[str, str] = {
     "aclnnSiluBackward": "elementwise.silu_backward",
     "aclnnSoftshrinkBackward": "elementwise.softshrink_backward",
     "aclnnSoftMarginLossBackward": "elementwise.soft_margin_loss_backward",
+    "aclnnSmoothL1LossBackward": "elementwise.smooth_l1_loss_backward",
     "aclnnSoftmaxBackward": "rows.softmax_backward",
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",
