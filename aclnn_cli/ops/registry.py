@@ -22,6 +22,7 @@ BUNDLED: dict[str, str] = {
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
     "aclnnEluBackward": "elementwise.elu_backward",
     "aclnnBinaryCrossEntropyBackward": "elementwise.binary_cross_entropy_backward",
+    "aclnnBinaryCrossEntropyWithLogitsBackward": "elementwise.binary_cross_entropy_with_logits_backward",
     "aclnnEmbeddingDenseBackward": "scatter.embedding_dense_backward",
     "aclnnFastGeluBackward": "elementwise.fast_gelu_backward",
     "aclnnGeGluBackward": "split.ge_glu_backward",
