@@ -22,6 +22,7 @@ kernel form's terms, (1 + |t| + |y|) sigmoid(x) + |t|, which is the `scale`.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -70,12 +71,24 @@ def _ieee(t):
         return (((p + 1.0) - y) * s - p) * dy * t.get(W, 1.0) / _divisor(t)
 
 
+TINY = Fraction(1, 10**2000)  # stands in for a sigmoid(-|x|) below Decimal's range (|x| > 2.3e9)
+
+
 def _exact(t):
-    x, y = X.dec(t["self"]), X.dec(t["target"])
-    p = X.dec(t[PW]) * y if PW in t else y
-    w = X.dec(t[W]) if W in t else 1
-    return X.evaluate(lambda: X.dec(t["gradOutput"]) * w * (X.sigmoid(x) * (1 - y) - p * X.sigmoid(-x))
-                      / _divisor(t))
+    """A rational part plus one transcendental term, added in Fractions: with a = 1 + (pw - 1) y and p = pw y,
+    x >= 0: (1 - y) - a sigmoid(-x); x < 0: a sigmoid(x) - p (sigmoid(x) = 1 - sigmoid(-x)). The term is Decimal to 60
+    digits of its own size, so however small it is against the rational part (a 16-bit target's 1 - y lies on a
+    rounding tie of the output dtype, ops-nn's fp16 cases at x = 137), the sum falls on the right side: a Decimal
+    sum of the two would round the term away and leave the tie. A term below Decimal's range is TINY: any value
+    under 2^-1000 of the rational part's scale rounds alike."""
+    x, y = Fraction(t["self"]), Fraction(t["target"])
+    pw = Fraction(t[PW]) if PW in t else Fraction(1)
+    w = Fraction(t[W]) if W in t else Fraction(1)
+    a, p = 1 + (pw - 1) * y, pw * y
+    s = X.evaluate(lambda: X.sigmoid(-abs(X.dec(x))))  # sigmoid(-|x|), in (0, 1/2]
+    s = Fraction(s) if s else TINY
+    g = (1 - y) - a * s if x >= 0 else a * s - p
+    return Fraction(t["gradOutput"]) * w * g / _divisor(t)
 
 
 def _cof(t) -> float:
