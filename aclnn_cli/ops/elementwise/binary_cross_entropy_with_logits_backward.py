@@ -22,6 +22,7 @@ kernel form's terms, (1 + |t| + |y|) sigmoid(x) + |t|, which is the `scale`.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -71,7 +72,8 @@ def _ieee(t):
         return (((p + 1.0) - y) * s - p) * dy * t.get(W, 1.0) / _divisor(t)
 
 
-TINY = Fraction(1, 10**2000)  # stands in for a sigmoid(-|x|) below Decimal's range (|x| > 2.3e9)
+TINY = Fraction(1, 10**2000)  # stands in for a sigmoid(-|x|) under SMALL (|x| > 2300)
+SMALL = Decimal("1e-1000")
 
 
 def _exact(t):
@@ -79,14 +81,15 @@ def _exact(t):
     x >= 0: (1 - y) - a sigmoid(-x); x < 0: a sigmoid(x) - p (sigmoid(x) = 1 - sigmoid(-x)). The term is Decimal to 60
     digits of its own size, so however small it is against the rational part (a 16-bit target's 1 - y lies on a
     rounding tie of the output dtype, ops-nn's fp16 cases at x = 137), the sum falls on the right side: a Decimal
-    sum of the two would round the term away and leave the tie. A term below Decimal's range is TINY: any value
-    under 2^-1000 of the rational part's scale rounds alike."""
+    sum of the two would round the term away and leave the tie. A term under 10^-1000 is TINY: any value
+    under 10^-1000 of the rational part's scale rounds alike (the rational part lies on a rounding boundary
+    or at least 2^-600 of its scale away)."""
     x, y = Fraction(t["self"]), Fraction(t["target"])
     pw = Fraction(t[PW]) if PW in t else Fraction(1)
     w = Fraction(t[W]) if W in t else Fraction(1)
     a, p = 1 + (pw - 1) * y, pw * y
     s = X.evaluate(lambda: X.sigmoid(-abs(X.dec(x))))  # sigmoid(-|x|), in (0, 1/2]
-    s = Fraction(s) if s else TINY
+    s = Fraction(s) if s > SMALL else TINY  # (Decimal's e^-x for x past 2.3e9 is 0 or at its Etiny, 1e-1000000059)
     g = (1 - y) - a * s if x >= 0 else a * s - p
     return Fraction(t["gradOutput"]) * w * g / _divisor(t)
 
