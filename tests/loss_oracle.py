@@ -37,10 +37,11 @@ def case_arrays(case: Path, inputs: tuple[str, ...], output: str):
     return m, t, logical(case, out, "golden").astype(np.float64).reshape(-1), attrs
 
 
-def round_interval(value: np.ndarray, rel: float, dtype: D.DType, exact) -> np.ndarray:
-    """value (float64, within rel * |value| + 2^-1070 of the exact result) rounded to dtype; where the two ends of
-    that interval round apart, exact(i) -> the exact value's rounding (a float) decides."""
-    slack = rel * np.abs(value) + 2.0**-1070
+def round_interval(value: np.ndarray, rel: float, dtype: D.DType, exact, terms: np.ndarray | None = None) -> np.ndarray:
+    """value (float64, within rel * |value| + 2^-1070 of the exact result, or rel * terms where its terms cancel)
+    rounded to dtype; where the two ends of that interval round apart, exact(i) -> the exact value's rounding (a
+    float) decides."""
+    slack = rel * (np.abs(value) if terms is None else terms) + 2.0**-1070
     with np.errstate(all="ignore"):
         lo, mid, hi = (D.round_from_f64(v, dtype).astype(np.float64) for v in (value - slack, value, value + slack))
     out = mid.copy()

@@ -5,8 +5,9 @@ module in tests/user_ops/ written from docs/adding-an-op.md and docs/families.md
 - every golden is the exact value rounded once to its dtype, checked against an oracle that shares no code with the
   modules or aclnn-cli: Fractions (mpmath at 200 bits where exp or sqrt enters) on the inputs read back through
   case.json alone (tests/harness.py), rounded here with integer arithmetic (`rounded`);
-- SmoothL1Loss runs ops-nn's own ATK file, unmodified, and its case 165 (bfloat16, mean over 2432 elements), whose
-  goldens sit exactly halfway between two bfloat16 values, is proven exact there;
+- SmoothL1Loss's `ties` case (bfloat16, mean over 2432 elements, as ops-nn's ATK case 165), whose goldens sit exactly
+  halfway between two bfloat16 values, is proven exact there (ops-nn's ATK file itself runs on the bundled
+  aclnnSmoothL1LossBackward since: tests/test_op_smooth_l1_loss_backward.py);
 - BatchNorm's (C,) tensors are read along C, never broadcast along a last axis of the same length ([2, 3, 4, 3], a
   5-d [2, 3, 2, 4, 3]);
 - the user BatchNorm, EmbeddingDense and SwiGlu give the bundled ops' goldens, bit for bit, on the same inputs.
@@ -34,13 +35,12 @@ import pytest
 import harness
 
 DATA = Path(__file__).parent / "user_ops"
-ATK = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnSmoothL1LossBackward.json"
-MODULES = ("my_elu_backward", "smooth_l1_loss_backward", "my_batch_norm_backward", "my_embedding_dense_backward",
+MODULES = ("my_elu_backward", "my_smooth_l1_loss_backward", "my_batch_norm_backward", "my_embedding_dense_backward",
            "my_swi_glu_grad")
-DEFECTS = {"my_elu_backward": "my-elu-scale-dropped", "smooth_l1_loss_backward": "smooth-l1-mean-forgotten",
+DEFECTS = {"my_elu_backward": "my-elu-scale-dropped", "my_smooth_l1_loss_backward": "my-smooth-l1-mean-forgotten",
            "my_batch_norm_backward": "my-bn-no-projection", "my_embedding_dense_backward": "my-embedding-padding-added",
            "my_swi_glu_grad": "my-swiglu-out-b-without-a"}
-CASES = {"my_elu_backward": 46, "smooth_l1_loss_backward": 65, "my_batch_norm_backward": 53,
+CASES = {"my_elu_backward": 46, "my_smooth_l1_loss_backward": 65, "my_batch_norm_backward": 53,
          "my_embedding_dense_backward": 31, "my_swi_glu_grad": 28}  # (precision and contract cases)
 PREC = 200
 # dtype -> (significand bits, smallest normal exponent, largest finite value)
@@ -219,28 +219,10 @@ def smooth_l1_exact(case: Path, m: dict) -> list[Fraction]:
 
 def test_smooth_l1_goldens_are_the_exact_values_rounded_once(generated):
     checked = cases = 0
-    for case, m in positive(generated("smooth_l1_loss_backward")):
+    for case, m in positive(generated("my_smooth_l1_loss_backward")):
         checked += check(case, m, "gradInput", smooth_l1_exact(case, m))
         cases += 1
     assert cases == 55 and checked > 10_000
-
-
-@pytest.fixture(scope="module")
-def ops_nn_atk(tmp_path_factory):
-    """ops-nn's ATK file for aclnnSmoothL1LossBackward, unmodified: 201 cases, generated and emulated."""
-    out = tmp_path_factory.mktemp("atk") / "out"
-    for args in (("gen", ATK, "-o", out), ("emulate", out)):
-        r = cli("smooth_l1_loss_backward", *args)
-        assert r.returncode == 0, r.stderr
-    return out
-
-
-def test_smooth_l1_runs_ops_nns_atk_file_and_every_golden_is_exact(ops_nn_atk, tmp_path):
-    r = cli("smooth_l1_loss_backward", "verify", ops_nn_atk, "--json", tmp_path / "v.json")
-    statuses = Counter(c["status"] for c in json.loads((tmp_path / "v.json").read_text())["cases"])
-    assert r.returncode == 0 and statuses == {"PASS": 201}, r.stdout[-1500:]
-    checked = sum(check(case, m, "gradInput", smooth_l1_exact(case, m)) for case, m in positive(ops_nn_atk))
-    assert checked == 214_376
 
 
 def ties_rounded_to_even(case: Path, m: dict, exact: list[Fraction]) -> tuple[int, int]:
@@ -258,23 +240,19 @@ def ties_rounded_to_even(case: Path, m: dict, exact: list[Fraction]) -> tuple[in
     return toward, away
 
 
-def test_smooth_l1_atk_case_165_ties_are_rounded_exactly(ops_nn_atk, generated):
-    """Case 165: a 0-d bfloat16 gradOut, mean over 8 * 19 * 16 = 2432 elements. Where gradOut holds the factor 19,
-    gradOut * d / 2432 is a dyadic number, and for some elements exactly halfway between two bfloat16 values: a
-    float64 value with any error bound straddles the boundary there, so only an exact path can round it. The module
-    gives no `exact`; its rational reference on Fractions is that path, and the manifest says every golden is
-    certified. The case file's `ties` case makes ties of both kinds (the even neighbour toward and away from zero)."""
-    case = next(p.parent for p in ops_nn_atk.glob("*-165/case.json"))
+def test_smooth_l1_ties_are_rounded_exactly(generated):
+    """The `ties` case (as ops-nn's ATK case 165: a 0-d bfloat16 gradOut, mean over 8 * 19 * 16 = 2432 elements):
+    where gradOut holds the factor 19, gradOut * d / 2432 is a dyadic number, for some elements exactly halfway
+    between two bfloat16 values: a float64 value with any error bound straddles the boundary there, so only an
+    exact path can round it. The module gives no `exact`; its rational reference on Fractions is that path, and the
+    manifest says every golden is certified. Ties of both kinds (the even neighbour toward and away from zero)."""
+    case = next(p.parent for p in generated("my_smooth_l1_loss_backward").glob("*-ties/case.json"))
     m = harness.load(case)
     assert m["golden"]["method"].endswith("exact through the reference on Fractions")
     assert m["golden"].get("uncertified_elements", 0) == 0
-    assert harness.tensors(m)["gradInput"]["dtype"] == "bfloat16" and attrs(m) == {"reduction": 1, "beta": 1.0}
     exact = smooth_l1_exact(case, m)
     assert len(exact) == 2432 and check(case, m, "gradInput", exact) == 2432
-    assert sum(ties_rounded_to_even(case, m, exact)) == 10
-    case = next(p.parent for p in generated("smooth_l1_loss_backward").glob("*-ties/case.json"))
-    m = harness.load(case)
-    toward, away = ties_rounded_to_even(case, m, smooth_l1_exact(case, m))
+    toward, away = ties_rounded_to_even(case, m, exact)
     assert (toward, away) == (1621, 811)  # (2432 elements cycling through 3 pairs: d = 1 + 2^-8 in 2 of them)
 
 

@@ -158,7 +158,10 @@ ALIASES = {
 # Outputs a foreign case leaves untyped that take another tensor's dtype rather than the case's: ops-nn's
 # BatchNormBackward ATK lists no outputs, and its executor returns gradWeight and gradBias in weight's dtype (the
 # API takes float32 or weight's; the case's float16 beside a float32 weight is refused).
-OUTPUT_DTYPES = {"aclnnBatchNormBackward": {"gradWeight": "weight", "gradBias": "weight"}}
+OUTPUT_DTYPES = {"aclnnBatchNormBackward": {"gradWeight": "weight", "gradBias": "weight"},
+                 # ops-nn's BinaryCrossEntropyWithLogitsBackward ATK lists no output; the op_api requires out's dtype
+                 # to be target's (OP_CHECK_DTYPE_NOT_MATCH), and its executor allocates it so
+                 "aclnnBinaryCrossEntropyWithLogitsBackward": {"out": "target"}}
 
 
 def product_for(soc: str, err: Callable[[str], CaseError]) -> str:

@@ -1,6 +1,7 @@
 // libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad),
 // NLLLossBackward (loss/nll_loss_grad), L1LossBackward (loss/l1_loss_grad), SoftMarginLossBackward
-// (loss/soft_margin_loss_grad) and BinaryCrossEntropyBackward (loss/binary_cross_entropy_grad).
+// (loss/soft_margin_loss_grad) and BinaryCrossEntropyBackward (loss/binary_cross_entropy_grad); SmoothL1Loss and
+// BinaryCrossEntropyWithLogits are in ops_loss_more.cpp.
 //
 // Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
 // to self's dtype, then cast to out's (l0op::Cast).

@@ -7,6 +7,8 @@ N = numel(self) for reduction 1 (mean), else 1 (0 none, 2 sum); gradOut, self an
 reduction is an int64_t, beta a C float. Only `reference` is given: it is rational (+ - * /, comparisons,
 np.where, integer constants), so gen computes the elements its bound leaves open through it on Fractions and
 every golden is certified, ties at a rounding boundary included (docs/adding-an-op.md, "Without exact").
+aclnnSmoothL1LossBackward is bundled (aclnn_cli/ops/elementwise/smooth_l1_loss_backward.py), so this user module
+takes another name and key (docs/adding-an-op.md: a user op may not take a bundled op's name).
 """
 
 import math
@@ -73,7 +75,7 @@ def _same_dtype(descs, attrs):
 
 
 SPEC = register(OpSpec(
-    name="aclnnSmoothL1LossBackward", key="smooth_l1_loss_backward",
+    name="aclnnMySmoothL1LossBackward", key="my_smooth_l1_loss_backward",
     summary="Gradient of the smooth L1 loss: (self - target) / beta inside (-beta, beta), else its sign; "
             "divided by numel(self) for mean.",
     formula="gradInput = gradOut * (|d| < beta ? d / beta : sign(d)) / (reduction == mean ? numel(self) : 1), "
@@ -88,5 +90,5 @@ SPEC = register(OpSpec(
     dims=(0, 8), empty_ok=True,
     reference=reference, kernel=kernel,
     contract=Contract(dtypes="promote", broadcast_on=ALL, attribute_rule=_rules, shape_rule=_same_dtype),
-    variants={"smooth-l1-mean-forgotten": _mean_forgotten},
+    variants={"my-smooth-l1-mean-forgotten": _mean_forgotten},
 ))
