@@ -46,11 +46,17 @@ class Runner:
         shutdown, which waits for every non-daemon thread, and a user op's thread may sleep for ever."""
         if self.pool is not None:
             workers = list((getattr(self.pool, "_processes", None) or {}).values())
+            manager = getattr(self.pool, "_executor_manager_thread", None)
             self.pool.shutdown(wait=False, cancel_futures=True)
             for p in workers:
                 p.kill()
             for p in workers:
                 p.join()
+            # Its management thread ends once it sees the workers gone, closing its wake-up pipe. Left running, it
+            # could close that pipe while the interpreter's exit hook writes to it (CPython 3.11 checks, then
+            # writes, unlocked: "Exception ignored ... Bad file descriptor" on stderr at exit).
+            if manager is not None:
+                manager.join(timeout=30)
         if self._froze:
             self._froze = False
             gc.unfreeze()
