@@ -13,6 +13,7 @@
 #include "aclnnop/aclnn_nll_loss_backward.h"
 #include "aclnnop/aclnn_soft_margin_loss_backward.h"
 #include "elements.h"
+#include "loss_checks.h"
 #include "opapi.h"
 
 namespace {
@@ -26,27 +27,11 @@ const stub::OpDef kL1{"aclnnL1LossBackward", nullptr, nullptr};
 const stub::OpDef kSoftMargin{"aclnnSoftMarginLossBackward", nullptr, nullptr};
 const stub::OpDef kBce{"aclnnBinaryCrossEntropyBackward", nullptr, nullptr};
 
-constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
-
-aclnnStatus CheckReduction(const Checker& c, int64_t reduction) {
-    if (reduction < kNone || reduction > kSum) {
-        return c.Invalid("reduction " + std::to_string(reduction) + " is not 0 (none), 1 (mean) or 2 (sum)");
-    }
-    return ACLNN_SUCCESS;
-}
-
-// The broadcast shape of a and b (NumPy rules), false if they do not broadcast.
-bool BroadcastShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
-    size_t n = std::max(a.size(), b.size());
-    out->assign(n, 1);
-    for (size_t i = 0; i < n; ++i) {
-        int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-        int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-        if (da != db && da != 1 && db != 1) return false;
-        (*out)[i] = da == 1 ? db : da;
-    }
-    return true;
-}
+using loss::kMean;
+using loss::kNone;
+using loss::kSum;
+using loss::BroadcastShape;
+using loss::CheckReduction;
 
 // mse_loss_grad_dag.h: d = x - y; t = d*cof; out = t*dy, cof = fl32(2.0/N) (mean, N = numel(self), via double)
 // or 2; all three broadcast to out.

@@ -9,6 +9,7 @@
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
 #include "aclnnop/aclnn_smooth_l1_loss_backward.h"
 #include "elements.h"
+#include "loss_checks.h"
 #include "opapi.h"
 
 namespace {
@@ -19,27 +20,11 @@ using stub::Checker;
 const stub::OpDef kSmoothL1{"aclnnSmoothL1LossBackward", nullptr, nullptr};
 const stub::OpDef kBceLogits{"aclnnBinaryCrossEntropyWithLogitsBackward", nullptr, nullptr};
 
-constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
-
-aclnnStatus CheckReduction(const Checker& c, int64_t reduction) {
-    if (reduction < kNone || reduction > kSum) {
-        return c.Invalid("reduction " + std::to_string(reduction) + " is not 0 (none), 1 (mean) or 2 (sum)");
-    }
-    return ACLNN_SUCCESS;
-}
-
-// The broadcast shape of a and b (NumPy rules), false if they do not broadcast.
-bool BroadcastShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out) {
-    size_t n = std::max(a.size(), b.size());
-    out->assign(n, 1);
-    for (size_t i = 0; i < n; ++i) {
-        int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-        int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-        if (da != db && da != 1 && db != 1) return false;
-        (*out)[i] = da == 1 ? db : da;
-    }
-    return true;
-}
+using loss::kMean;
+using loss::kNone;
+using loss::kSum;
+using loss::BroadcastShape;
+using loss::CheckReduction;
 
 // smooth_l1_loss_grad_v2_dag.h, float32: d = x - y; pos = d > sigma ? 1 : 0; neg = d < -sigma ? -1 : 0;
 // in = |d| > sigma ? 0 : d*inv; r = (pos + neg) + in; out = (r*dy)*cof. A one-element gradOut takes the Scalar DAG:
