@@ -26,14 +26,13 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from aclnn_cli.cases.loader import load_file
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.device.defects import variant_kind
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.binary_cross_entropy_with_logits_backward import CONTRACT_NOTES, SPEC
 
 from helpers import manifest, run_cli, tensor
-from loss_oracle import case_arrays, independent_run, oracle_checked, round_interval
+from loss_oracle import assert_bundled_cases_small, case_arrays, independent_run, oracle_checked, round_interval
 from shared import linked_copy
 
 F32 = np.float32
@@ -192,10 +191,7 @@ def test_declaration():
 
 
 def test_bundled_cases_stay_small():
-    cases = load_file(BUNDLED)
-    total = sum(math.prod(t.layout.shape) for c in cases for t in c.tensors if t.role == "output")
-    assert 60 <= len(cases) <= 130 and total < 2_000_000
-    assert any(math.prod(t.layout.shape) > 1_000_000 for c in cases for t in c.tensors if t.role == "output")
+    assert_bundled_cases_small(BUNDLED)
 
 
 @pytest.fixture(scope="module")
