@@ -45,7 +45,9 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
             # (kept for later calls: this output's, and those of one value per block, which the case's other
             # outputs' relief does not make; an output of whole rows is let go: it would double the memory)
             kept = {k: r for k, r in refs.items() if k == out.name or np.size(r.value) <= wanted.size}
-            found = {"key": key, "refs": kept, "edges": _edges(m, blocks)}
+            edges = _edges(m, blocks)
+            found = {"key": key, "refs": kept,
+                     "edges": None if edges is None else {k: v for k, v in edges.items() if k in kept}}
         if last is not None:
             last.clear()
             last.update(found)
