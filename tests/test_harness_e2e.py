@@ -24,7 +24,7 @@ import pytest
 
 from aclnn_cli.ops import OPS as REGISTERED
 
-from cann_build import build_runner, stub_ops, tools_missing
+from cann_build import SANITIZE, build_runner, stub_ops, tools_missing
 from helpers import run_cli, write_yaml
 from shared import cases_of, linked_copy, shared_stub_root
 
@@ -32,7 +32,6 @@ pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot bui
 
 SOCS = {"A2": "Ascend910B1", "A3": "Ascend910_9391", "950": "Ascend950PR_9599", "910": "Ascend910A",
         "310P": "Ascend310P3"}
-SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 
 cmake_build = build_runner

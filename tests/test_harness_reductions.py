@@ -23,7 +23,7 @@ from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
 from shared import shared_stub_root
-from cann_build import STUB_DIR, build_runner, tools_missing
+from cann_build import STUB_DIR, SANITIZE, build_runner, tools_missing
 from reduction_standins import DOCS, PUBLIC_HEADERS, STANDINS, reduction_ops
 from stub_ctypes import ACL_IDS
 
@@ -167,8 +167,6 @@ def test_an_unknown_kind_is_one_line():
 
 
 # ---------------------------------------------------------------- the runner, driven by hand-written requests
-
-SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 
 @pytest.fixture(scope="module", params=["plain", "asan"])

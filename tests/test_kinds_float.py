@@ -36,7 +36,7 @@ from aclnn_cli.ops.base import AttrSpec, OpSpec
 from aclnn_cli.ops.registry import DECLARED_IN, register
 
 from shared import shared_stub_root
-from cann_build import build_runner, tools_missing
+from cann_build import SANITIZE, build_runner, tools_missing
 
 USER_OPS = Path(__file__).parent / "user_ops"
 OP_FILE = USER_OPS / "_kinds_echo.py"
@@ -232,7 +232,6 @@ def test_request_lines_are_hex_floats():
         "float 0x1.99999a0000000p-4", "double -0x0.0p+0", "null"]
 
 
-SANITIZE = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 
 
 @pytest.fixture(scope="module", params=["plain", "asan"])
