@@ -59,14 +59,36 @@ def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarr
 def sum_allowance(orders: list[np.ndarray], term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
     """The allowance of sums over each row of float64 terms (the exact terms to float64's rounding), for an
     output that is one sum per row or channel (BatchNorm's gradBias): across_rows_allowance with the peak taken
-    over every order of the terms the kernel may add them in (each array: (k, terms), one such order; a
-    channel's (n, s) and (s, n) orders). The float64 prefixes' own error (n u64 sum|t|) is added to the peak."""
+    over every order of the terms the kernel may add them in (each array: (k, terms), one such order; or
+    (k, a, b, ...), the order being its trailing axes read in C order, so that a transposed view need not be
+    copied: a channel's (n, s) and (s, n) orders). The float64 prefixes' own error (n u64 sum|t|) is added to
+    the peak."""
     first = orders[0]
-    n = first.shape[1]
+    k = first.shape[0]
+    flat = first.reshape(k, -1)
+    n = flat.shape[1]
     with np.errstate(all="ignore"):
-        total = np.abs(first).sum(axis=1)
+        total = np.abs(flat).sum(axis=1)
         slack = (n + 2) * 2.0**-53 * total
-        peak = np.max([np.abs(np.cumsum(o, axis=1)).max(axis=1, initial=0.0) for o in orders], axis=0)
-        squares = np.square(first).sum(axis=1) * (1 + 2.0**-40)
+        peak = np.max([prefix_peak(o) for o in orders], axis=0)
+        squares = np.square(flat).sum(axis=1) * (1 + 2.0**-40)
         return across_rows_allowance(peak * (1 + 2.0**-40) + slack, total * (1 + 2.0**-40) + slack, squares, n,
                                      term_roundings, unit)
+
+
+PEAK_CHUNK = 1 << 18  # elements a prefix_peak step holds: the whole order's running sums never exist at once
+
+
+def prefix_peak(order: np.ndarray) -> np.ndarray:
+    """max_j |t_1 + ... + t_j| per row of an order (see sum_allowance), the running sums added one term at a
+    time in float64 exactly as np.cumsum adds them, a chunk of the second axis at a time (a chunk's sums start
+    from the carried one, so the additions and their roundings are the same as one cumsum's)."""
+    k, width = order.shape[0], order.shape[1] if order.ndim > 1 else 0
+    per = int(np.prod(order.shape[2:], dtype=np.int64)) if order.ndim > 2 else 1
+    step = max(1, PEAK_CHUNK // max(k * per, 1))
+    peak, carry = np.zeros(k), np.zeros((k, 1))
+    for s in range(0, width, step):
+        sums = np.cumsum(np.concatenate([carry, order[:, s:s + step].reshape(k, -1)], axis=1), axis=1)
+        np.maximum(peak, np.abs(sums[:, 1:]).max(axis=1, initial=0.0), out=peak)
+        carry = sums[:, -1:]
+    return peak

@@ -48,11 +48,12 @@ def _case_values(shapes) -> dict[str, int]:
 
 
 def _orders(terms: np.ndarray, samples: int) -> list[np.ndarray]:
-    """A channel's terms (k, M, 1) in the two orders its sums may run in: (n, s) as stored, and (s, n)."""
+    """A channel's terms (k, M, 1) in the two orders its sums may run in: (n, s) as stored, and (s, n) (a
+    transposed view: sum_allowance reads its trailing axes in C order)."""
     k, m = terms.shape[0], terms.shape[1]
     flat = terms.reshape(k, m)
     n = samples if samples and m % max(samples, 1) == 0 else 1
-    return [flat, flat.reshape(k, n, m // max(n, 1)).transpose(0, 2, 1).reshape(k, m)]
+    return [flat, flat.reshape(k, n, m // max(n, 1)).transpose(0, 2, 1)]
 
 
 # ------------------------------------------------------------------ reference and exact
