@@ -41,7 +41,10 @@ demo: $(STAMP)
 # passing run; a failing run's files are kept and their place printed.
 PYTEST_ARGS ?=
 PYTEST := -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
-IN_TEST_TMP = tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
+# PYTHONDONTWRITEBYTECODE is unset for the run: with it, every CLI process a test starts compiled the package from
+# source and every worker rewrote every test module's asserts (a quarter of the CPU of the subprocess-heavy files);
+# the bytecode goes to __pycache__ directories, which git ignores.
+IN_TEST_TMP = unset PYTHONDONTWRITEBYTECODE && tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
 	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
 	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; exit $$rc
 test: $(STAMP) browser
