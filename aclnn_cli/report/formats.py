@@ -123,26 +123,50 @@ def _print_rows(console: Console, title: str, cases: list[CaseResult]) -> None:
         console.print(table)
         return
     width = max(len(_HEAD[0]), *(len(c.case_id) for c in cases))  # (_text keeps a string's length)
-    out = Text(f"{title} ({len(cases)} cases)\n", style="italic")
+    out = Lines(console)
+    out.append(f"{title} ({len(cases)} cases)\n", style="italic")
     out.append(f"{_HEAD[0]:<{width}}  {_HEAD[1]:<10}" + "".join(f" {h:>9}" for h in _HEAD[2:6]) + f"  {_HEAD[6]}\n",
                style="bold")
     for i, r in enumerate(map(_row, cases), 1):
         out.append(f"{r[0]:<{width}}  ")
         out.append(f"{r[1]:<10}", style=STYLE[r[1]])
         out.append("".join(f" {x:>9}" for x in r[2:6]) + f"  {r[6]}\n")
-        out = _flushed(console, out, i)
-    console.print(out, soft_wrap=True, end="")
+        out.flush_every(i)
+    out.flush()
 
 
 PIECE = 500  # cases whose lines are printed together
 
 
-def _flushed(console: Console, out: Text, i: int) -> Text:
-    """out printed and a new Text after every PIECE-th case (i counts them); else out."""
-    if i % PIECE:
-        return out
-    console.print(out, soft_wrap=True, end="")
-    return Text()
+class Lines:
+    """Styled text printed PIECE cases at a time: through rich where styles show (a terminal, or colour forced),
+    else written as it is (rich would only drop the styles, at a third of a failing report's time). The pieces
+    are plain text already: every string from results data goes through _text."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.plain = console.color_system is None and not console.is_terminal and not console.record
+        self.parts: list[str] = []
+        self.text = Text()
+
+    def append(self, piece: str, style: str | None = None) -> None:
+        if self.plain:
+            self.parts.append(piece)
+        else:
+            self.text.append(piece, style=style)
+
+    def flush_every(self, i: int) -> None:
+        """flush after every PIECE-th case (i counts them)."""
+        if i % PIECE == 0:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.plain:
+            self.console.file.write("".join(self.parts))
+            self.parts.clear()
+        else:
+            self.console.print(self.text, soft_wrap=True, end="")
+            self.text = Text()
 
 
 def print_cases(console: Console, run: RunResult, show_passing: bool = False) -> None:
@@ -154,7 +178,7 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
         _print_rows(console, "verify: every case" if show_passing else "verify: cases that did not pass", rows)
     if not bad:
         return
-    out = Text()
+    out = Lines(console)
     for i, c in enumerate(bad, 1):
         out.append(c.status, style=STYLE[c.status])
         judged = "contract" if is_contract(c) else _text(c.standard)  # a negative case meets no precision standard
@@ -165,8 +189,8 @@ def print_cases(console: Console, run: RunResult, show_passing: bool = False) ->
             out.append(f"    {_text(element_line(w))}\n")
         if c.repro:
             out.append(f"    repro: {_text(c.repro)}\n")
-        out = _flushed(console, out, i)
-    console.print(out, soft_wrap=True, end="")
+        out.flush_every(i)
+    out.flush()
 
 
 def _summary_table(console: Console, title: str, key: str, cases: list[CaseResult], caption: str | None = None) -> None:
