@@ -222,3 +222,20 @@ def test_the_worst_elements_printed_are_the_ones_judged(tmp_path):
     assert rels == sorted(rels, reverse=True) and rels[0] == case["metrics"]["max_rel_error"]
     tiny = [w for w in case["worst"] if abs(w["expected"]) < 1e-5]
     assert tiny and all(w["rel_error"] == pytest.approx(w["abs_error"] / 2.0**-14) for w in tiny)
+
+
+def test_failing_lines_are_the_same_text_with_and_without_colour():
+    """Where no style can show, the failing cases' lines are written as plain text (formats.Lines); with colour
+    they go through rich. Both say the same, bar the colour codes: 600 failing cases (more than a table's rows and
+    a PIECE), a tab and an escape code in a reason among them."""
+    bad = [precision(i, "FAIL", reason=f"mare 12 > 10\tat\x1b[31m {i}") for i in range(600)]
+    run = RunResult(bad + [contract(1, status="FAIL", reason=WRONG)])
+    plain = Console(file=io.StringIO(), width=160)
+    coloured = Console(file=io.StringIO(), width=160, force_terminal=True, color_system="standard")
+    for console in (plain, coloured):
+        print_cases(console, run)
+    assert plain.color_system is None and coloured.color_system is not None
+    without_codes = re.sub(r"\x1b\[[0-9;]*m", "", coloured.file.getvalue())
+    assert "\x1b" in coloured.file.getvalue() and "\x1b" not in plain.file.getvalue()
+    assert plain.file.getvalue() == without_codes
+    assert plain.file.getvalue().count("repro: ") == 600 and "10?at?[31m 5" in plain.file.getvalue()
