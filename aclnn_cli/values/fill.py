@@ -253,6 +253,30 @@ class RandInt(Fill):
         return round_from_f64(ints.astype(np.float64), dtype)
 
 
+@dataclass(frozen=True)
+class Derived(Fill):
+    """{derived: true}: the op computes this input from its other inputs (OpSpec.derived: MaxPool's indices, the
+    forward's argmax of self). It cannot be drawn on its own: gen writes it block by block after the inputs it is
+    made from (golden/derived.py). A case that gives the tensor another fill (explicit values) replaces it."""
+
+    kind: ClassVar[str] = "derived"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        if arg is not True:
+            raise ValueError(f"'derived' takes true, got {show(arg)}")
+        return cls(())
+
+    def check(self, dtype: DType) -> str | None:
+        return None
+
+    def describe(self) -> dict:
+        return {"derived": True}
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        raise ValueError("a derived input is computed from the op's other inputs (golden/derived.py), not drawn")
+
+
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -269,7 +293,7 @@ def _integers(values: tuple, dtype: DType, kind: str) -> str | None:
     return None
 
 
-GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt)}
+GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt, Derived)}
 KINDS = tuple(GENERATORS)
 
 
