@@ -25,8 +25,7 @@ from aclnn_cli.ops.window.max_pool2d_with_indices_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli, write_yaml
-from oracle import rounded_bits
-from rowblocks import as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
+from rowblocks import goldens_against, as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -154,16 +153,7 @@ def test_derived_indices_are_the_forwards_argmax(generated):
 def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden (overlapping windows naming one maximum, ties, ceil mode, dilation, sums that cancel, values over
     many binades, NCL) is the exact sum rounded once to its dtype, bit for bit, some through the exact path."""
-    compared, exact = {}, {}
-    for case in sorted(p.parent for p in generated.glob("*/case.json")):
-        m = harness.load(case)
-        t = harness.tensors(m)["gradInput"]
-        dtype = D.lookup(t["dtype"])
-        got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
-        want = rounded_bits(oracle(case, m), dtype).astype(dtype.uint_dtype)
-        assert np.array_equal(got, want), case.name
-        compared[dtype.name] = compared.get(dtype.name, 0) + got.size
-        exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
+    compared, exact = goldens_against(generated, "gradInput", oracle)
     print("compared", compared, "exact path", exact)
     assert min(compared.values()) > 4000 and sum(exact.values()) > 0
 
@@ -398,7 +388,7 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
     cases = [c for d in docs for c in d["cases"]]
     assert len(cases) == 201 and {c["inputs"]["indices"]["derived"] for c in cases} == {True}
     small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
-    assert len(small) >= 40
+    assert len(small) == 75
     out = tmp_path / "out"
     picks = [a for n in small for a in ("--case", f"max_pool2d_with_indices_backward-{n}")]
     for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):

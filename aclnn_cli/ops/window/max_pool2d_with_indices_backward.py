@@ -25,7 +25,7 @@ from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, le
 from ..families import Window
 from ..families.window import pair
 from ..registry import register
-from . import argmax
+from . import argmax, pool
 
 GRAD, SELF, INDICES, OUT = "gradOutput", "self", "indices", "gradInput"
 KERNEL, STRIDE, PADDING, DILATION, CEIL = "kernelSize", "stride", "padding", "dilation", "ceilMode"
@@ -110,18 +110,13 @@ VARIANTS = {"maxpool-reversed": _reversed, "maxpool-columns": _columns, "maxpool
 def _attribute_rule(attrs) -> str | None:
     """CheckShape (aclnn_max_pool2d_with_indices_backward.cpp): the arrays' sizes and values (the 950's dilation rule;
     A2 and A3's dilation of 1 is not told the product: decision 143)."""
-    k, s, p, d = (tuple(attrs[n] or ()) for n in (KERNEL, STRIDE, PADDING, DILATION))
-    if len(k) not in (1, 2) or min(k) <= 0:
-        return f"kernelSize {list(k)}: 1 or 2 values, each > 0"
-    if len(s) > 2 or (s and min(s) <= 0):
-        return f"stride {list(s)}: 0, 1 or 2 values, each > 0"
-    if len(p) not in (1, 2):
-        return f"padding {list(p)}: 1 or 2 values"
+    k, p, d = (tuple(attrs[n] or ()) for n in (KERNEL, PADDING, DILATION))
+    problem = pool.lists_rule(k, tuple(attrs[STRIDE] or ()), p)
+    if problem:
+        return problem
     if len(d) not in (1, 2) or min(d) <= 0:
         return f"dilation {list(d)}: 1 or 2 values, each > 0"
     kk, pp, dd = pair(k), pair(p), pair(d)
-    if min(pp) < 0 or any(2 * pi > ki for pi, ki in zip(pp, kk)):
-        return f"padding {list(p)}: each >= 0 and at most half the kernel {list(kk)}"
     if any(2 * pi > (ki - 1) * di + 1 for pi, ki, di in zip(pp, kk, dd)):
         return f"padding {list(p)}: at most half the dilated kernel"
     return None

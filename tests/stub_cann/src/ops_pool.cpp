@@ -39,6 +39,24 @@ std::pair<int64_t, int64_t> Pair(const std::vector<int64_t>& v, std::pair<int64_
     return {v[0], v.size() == 1 ? v[0] : v[1]};
 }
 
+// The window arrays both ops check alike: kernelSize 1 or 2 values > 0, stride (null: the kernel's) at most 2 values
+// > 0, padding 1 or 2 values in [0, kernel / 2].
+aclnnStatus CheckLists(const Checker& c, const aclIntArray* kernel, const aclIntArray* stride, const aclIntArray* padding) {
+    const std::vector<int64_t>& k = kernel->values;
+    const std::vector<int64_t>& p = padding->values;
+    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
+    if (stride != nullptr) {
+        const std::vector<int64_t>& s = stride->values;
+        if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: at most 2 values > 0");
+    }
+    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
+    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0});
+    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
+        return c.Invalid("padding: each >= 0 and at most half the kernel");
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus Check(const Checker& c, const PoolCall& e) {
     RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     if (e.kernel == nullptr) return c.Null("kernelSize");
@@ -48,18 +66,7 @@ aclnnStatus Check(const Checker& c, const PoolCall& e) {
     RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     RETURN_IF_FAILED(c.Dims(3, 4, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
-    const std::vector<int64_t>& k = e.kernel->values;
-    const std::vector<int64_t>& p = e.padding->values;
-    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
-    if (e.stride != nullptr) {
-        const std::vector<int64_t>& s = e.stride->values;
-        if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: at most 2 values > 0");
-    }
-    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
-    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0});
-    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
-        return c.Invalid("padding: each >= 0 and at most half the kernel");
-    }
+    RETURN_IF_FAILED(CheckLists(c, e.kernel, e.stride, e.padding));
     if (e.math < 0 || e.math > 3) return c.Invalid("cubeMathType is not 0, 1, 2 or 3");
     if (e.grad->view.size() != e.out->view.size()) return c.Invalid("gradOutput and gradInput: 3-d or 4-d together");
     if (e.self->view != e.out->view) return c.Invalid("gradInput's shape is not self's");
@@ -141,18 +148,10 @@ aclnnStatus CheckMax(const Checker& c, const MaxCall& e) {
     RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     if (e.indices->dtype != ACL_INT32 && e.indices->dtype != ACL_INT64) return c.Invalid("indices: INT32 or INT64");
     RETURN_IF_FAILED(c.Dims(3, 4, {{"gradOutput", e.grad}, {"self", e.self}, {"indices", e.indices}, {"gradInput", e.out}}));
-    const std::vector<int64_t>& k = e.kernel->values;
-    const std::vector<int64_t>& s = e.stride->values;
-    const std::vector<int64_t>& p = e.padding->values;
+    RETURN_IF_FAILED(CheckLists(c, e.kernel, e.stride, e.padding));
     const std::vector<int64_t>& d = e.dilation->values;
-    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
-    if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: 0, 1 or 2 values > 0");
-    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
     if (d.empty() || d.size() > 2 || *std::min_element(d.begin(), d.end()) <= 0) return c.Invalid("dilation: 1 or 2 values > 0");
-    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0}), dd = Pair(d, {1, 1});
-    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
-        return c.Invalid("padding: each >= 0 and at most half the kernel");
-    }
+    auto kk = Pair(e.kernel->values, {0, 0}), pp = Pair(e.padding->values, {0, 0}), dd = Pair(d, {1, 1});
     if (2 * pp.first > (kk.first - 1) * dd.first + 1 || 2 * pp.second > (kk.second - 1) * dd.second + 1) {
         return c.Invalid("padding: at most half the dilated kernel");
     }
