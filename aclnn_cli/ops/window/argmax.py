@@ -25,34 +25,46 @@ from .pool import SLACK, U64, gamma, windows
 F32 = np.float32
 
 
-def window_positions(ah: AxisWindows, aw: AxisWindows) -> tuple[np.ndarray, np.ndarray]:
-    """(Ho, Wo, kh kw) flat input positions of each window's taps in scan order (h outer, w inner), and whether each
-    tap lies inside the input (padding is no position)."""
-    ih = np.arange(ah.out)[:, None] * ah.s - ah.p + np.arange(ah.k)[None, :] * ah.d  # (Ho, kh)
-    iw = np.arange(aw.out)[:, None] * aw.s - aw.p + np.arange(aw.k)[None, :] * aw.d  # (Wo, kw)
-    h = np.broadcast_to(ih[:, None, :, None], (ah.out, aw.out, ah.k, aw.k))
-    w = np.broadcast_to(iw[None, :, None, :], (ah.out, aw.out, ah.k, aw.k))
-    inside = (h >= 0) & (h < ah.n) & (w >= 0) & (w < aw.n)
-    flat = np.where(inside, h * aw.n + w, 0)
-    return flat.reshape(ah.out, aw.out, -1), inside.reshape(ah.out, aw.out, -1)
+def taps(a: AxisWindows) -> tuple[np.ndarray, np.ndarray]:
+    """(out, k) input positions of each window's taps along one axis, in order, and whether each lies inside [0, n)
+    (padding is no position)."""
+    i = np.arange(a.out)[:, None] * a.s - a.p + np.arange(a.k)[None, :] * a.d
+    return i, (i >= 0) & (i < a.n)
+
+
+def first_taps(ah: AxisWindows, aw: AxisWindows) -> np.ndarray:
+    """(Ho, Wo) each window's first position inside the input, h * W + w: where the forward starts its scan."""
+    (ih, inh), (iw, inw) = taps(ah), taps(aw)
+    h = np.take_along_axis(ih, np.argmax(inh, axis=1)[:, None], 1)[:, 0]
+    w = np.take_along_axis(iw, np.argmax(inw, axis=1)[:, None], 1)[:, 0]
+    return h[:, None] * aw.n + w[None, :]
 
 
 def forward_indices(family: Window, t) -> np.ndarray:
-    """The forward's indices of the planes of self in t: (k, Ho, Wo) int64 (the derivation of `indices`)."""
+    """The forward's indices of the planes of self in t: (k, Ho, Wo) int64 (the derivation of `indices`). One pass
+    per tap (jh, jw) of the kernel, each over every window of the k planes: memory of the pooled planes only."""
     x = np.asarray(t[family.driver], np.float64)
     k = x.shape[0]
     ah, aw = windows(family, t)
-    flat, inside = window_positions(ah, aw)
+    (ih, inh), (iw, inw) = taps(ah), taps(aw)
     planes = x.reshape(k, -1)
-    first = np.argmax(inside, axis=-1)  # (every window has a tap inside: the pooled size's rule)
-    index = np.broadcast_to(np.take_along_axis(flat, first[..., None], -1)[..., 0], (k, ah.out, aw.out)).copy()
+    index = np.broadcast_to(first_taps(ah, aw), (k, ah.out, aw.out)).copy()
     best = np.full((k, ah.out, aw.out), -np.inf)
-    for j in range(flat.shape[-1]):
-        v = np.where(inside[..., j], planes[:, flat[..., j]], -np.inf)
-        take = inside[..., j] & ((v > best) | np.isnan(v))
-        best = np.where(take, v, best)
-        index = np.where(take, flat[..., j], index)
+    for jh in range(ah.k):
+        for jw in range(aw.k):
+            inside = inh[:, jh, None] & inw[None, :, jw]
+            flat = np.where(inside, ih[:, jh, None] * aw.n + iw[None, :, jw], 0)
+            v = np.where(inside, planes[:, flat], -np.inf)
+            take = inside & ((v > best) | np.isnan(v))
+            best = np.where(take, v, best)
+            index = np.where(take, flat, index)
     return index
+
+
+def _on_axis(i: np.ndarray, a: AxisWindows, o: np.ndarray) -> np.ndarray:
+    """Whether position i along the axis is a tap of window o: o s - p + j d for some j < k, inside [0, n)."""
+    off = i - (o * a.s - a.p)
+    return (i >= 0) & (i < a.n) & (off >= 0) & (off % a.d == 0) & (off // a.d < a.k)
 
 
 def check_indices(family: Window, t, name: str = "indices") -> np.ndarray:
@@ -60,8 +72,9 @@ def check_indices(family: Window, t, name: str = "indices") -> np.ndarray:
     [0, H W)) and the forward's meaning. A case giving others has no defined result: refused, naming the first."""
     idx = np.asarray(t[name], np.int64)
     ah, aw = windows(family, t)
-    flat, inside = window_positions(ah, aw)
-    ok = ((idx[..., None] == flat[None]) & inside[None]).any(axis=-1)
+    oh, ow = np.arange(ah.out)[:, None], np.arange(aw.out)[None, :]
+    inside = (idx >= 0) & (idx < ah.n * aw.n)
+    ok = inside & _on_axis(idx // aw.n, ah, oh) & _on_axis(idx % aw.n, aw, ow)
     if not ok.all():
         b, oh, ow = (int(v[0]) for v in np.nonzero(~ok))
         raise UserError(f"{name}[{b}, {oh}, {ow}] (plane {b}) is {int(idx[b, oh, ow])}, not a position of its window "
@@ -107,10 +120,13 @@ def exact_at(family: Window, t, where: np.ndarray) -> np.ndarray:
     idx = np.asarray(t["indices"], np.int64)
     k, h, w = t[family.driver].shape
     tgt = _targets(idx, h * w).reshape(-1)
-    gv = g.reshape(-1)
-    out = np.empty(len(where), dtype=object)
-    for e, p in enumerate(np.asarray(where, np.int64).tolist()):
-        out[e] = sum((Fraction(float(v)) for v in gv[tgt == p].tolist()), Fraction(0))
+    order = np.argsort(tgt, kind="stable")
+    tgt, gv = tgt[order], g.reshape(-1)[order]
+    where = np.asarray(where, np.int64)
+    lo, hi = np.searchsorted(tgt, where, "left"), np.searchsorted(tgt, where, "right")
+    out = np.empty(where.size, dtype=object)
+    for e, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        out[e] = sum((Fraction(float(v)) for v in gv[a:b].tolist()), Fraction(0))
     return out
 
 

@@ -74,10 +74,7 @@ def _columns(t):
 @defect
 def _first_in_window(t):
     """Defect: each window's gradient to its first position inside the input, not to its argmax."""
-    ah, aw = argmax.windows(FAMILY, t)
-    flat, inside = argmax.window_positions(ah, aw)
-    first = np.take_along_axis(flat, np.argmax(inside, axis=-1)[..., None], -1)[..., 0]
-    idx = np.broadcast_to(first, np.shape(t[INDICES])).astype(np.int64)
+    idx = np.broadcast_to(argmax.first_taps(*argmax.windows(FAMILY, t)), np.shape(t[INDICES])).astype(np.int64)
     return argmax.scatter(FAMILY, t, idx=idx)
 
 
