@@ -99,3 +99,24 @@ def independent_dumps(suite: Path, work: Path, compute, output: str = "out") -> 
             write_dump(case, harness.tensors(m)[output], compute(case, m))
             wrote += 1
     return wrote
+
+
+def goldens_against(out: Path, output: str, oracle) -> tuple[dict, dict]:
+    """Assert every positive case's golden of `output` in `out` is oracle(case, manifest) (exact values in logical
+    order) rounded once to its dtype, bit for bit; (elements compared, elements gen took through the exact path),
+    by dtype name."""
+    from oracle import rounded_bits
+
+    compared, exact = {}, {}
+    for case in sorted(p.parent for p in out.glob("*/case.json")):
+        m = harness.load(case)
+        if m["expect_status"] != 0:
+            continue
+        t = harness.tensors(m)[output]
+        dtype = D.lookup(t["dtype"])
+        got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
+        want = rounded_bits(oracle(case, m), dtype).astype(dtype.uint_dtype)
+        assert np.array_equal(got, want), case.name
+        compared[dtype.name] = compared.get(dtype.name, 0) + got.size
+        exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
+    return compared, exact

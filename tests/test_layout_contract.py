@@ -64,9 +64,10 @@ def test_every_generated_tensor_reads_back_through_its_manifest(suite):
             got = harness.view(buf, t)
             if tc.role == "input":
                 overlapping = 0 in t["strides"] and int(np.prod(t["shape"])) > 1
-                want = _last_writer_values(t, case, tc) if overlapping else \
-                    generate(tc.fill, tc.dtype, case.seed, tc.slot, 0, int(np.prod(t["shape"]))).reshape(t["shape"])
-                np.testing.assert_array_equal(got.view(tc.dtype.uint_dtype), want.view(tc.dtype.uint_dtype))
+                if tc.fill.kind != "derived":  # (a derived input: its op's test checks it against the derivation)
+                    want = _last_writer_values(t, case, tc) if overlapping else \
+                        generate(tc.fill, tc.dtype, case.seed, tc.slot, 0, int(np.prod(t["shape"]))).reshape(t["shape"])
+                    np.testing.assert_array_equal(got.view(tc.dtype.uint_dtype), want.view(tc.dtype.uint_dtype))
                 logical[tc.name] = got
                 outside = np.ones(buf.size, bool)
                 outside[tc.layout.storage_index(np.arange(int(np.prod(t["shape"]))))] = False

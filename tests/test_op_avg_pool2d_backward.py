@@ -27,8 +27,7 @@ from aclnn_cli.ops.window.avg_pool2d_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
-from oracle import rounded_bits
-from rowblocks import bundled_suite, generated_yaml, independent_dumps, not_passing, variant_statuses, write_dump
+from rowblocks import goldens_against, bundled_suite, generated_yaml, independent_dumps, not_passing, variant_statuses, write_dump
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -122,16 +121,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden (overlapping windows, ceil mode's cut windows, padding counted or not, divisorOverride, sums that
     cancel exactly, values over many binades, NCL, the 950's global path) is the exact sum rounded once to its dtype,
     bit for bit; thousands of elements per dtype, some through the exact path."""
-    compared, exact = {}, {}
-    for case in sorted(p.parent for p in generated.glob("*/case.json")):
-        m = harness.load(case)
-        t = harness.tensors(m)["gradInput"]
-        dtype = D.lookup(t["dtype"])
-        got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
-        want = rounded_bits(oracle(case, m), dtype).astype(dtype.uint_dtype)
-        assert np.array_equal(got, want), case.name
-        compared[dtype.name] = compared.get(dtype.name, 0) + got.size
-        exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
+    compared, exact = goldens_against(generated, "gradInput", oracle)
     print("compared", compared, "exact path", exact)
     assert min(compared.values()) > 4000 and sum(exact.values()) > 0
 

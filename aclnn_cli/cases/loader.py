@@ -250,6 +250,8 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
         if descs[t.name].null:
             continue
         problem = check_fits(fills[t.name], dtypes[t.name])
+        if fills[t.name].kind == "derived" and t.name not in op.derived:
+            problem = f"{op.name} does not derive {t.name} from its other inputs: give its values"
         if problem:
             raise spec.err(problem, f"inputs.{t.name}")
         if fills[t.name].kind == "all_values" and math.prod(shapes[t.name]) != all_values_count(dtypes[t.name]):
@@ -325,7 +327,8 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
                 f"tensors.{t.name}.shape" if "shape" in override else "shape"
             raise spec.err(str(exc), key) from None
         fill = (fills or {}).get(t.name, Constant((0.0,)))
-        if status != SUCCESS and fill.check(d.dtype):  # a rejection case that changed the dtype: any values do
+        if status != SUCCESS and (fill.check(d.dtype) or fill.kind == "derived"):  # a rejection case that changed
+            # the dtype: any values do; a derived input (the forward's indices of a call refused) is zeros
             fill = Uniform((-1.0, 1.0)) if not d.dtype.is_integer else Constant((0.0,))
         tensors.append(_shared(TensorCase(t.name, t.role, d.dtype, layout, fill, slot, d.null)))
     return Case(case_id, spec.name, spec.where, spec.op, product, spec.seed, status, spec.standard,

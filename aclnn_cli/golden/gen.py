@@ -33,6 +33,7 @@ from .fingerprint import fingerprint
 from .rounding import ExactPath, golden
 from ..pipeline.parallel import Runner, paused_gc
 from ..pipeline.stages import Stage, case_elements, gather_inputs, ranges, run_stage
+from .derived import derive_inputs, is_derived
 from .rowsgen import fill_rows_goldens
 from .outdir import SizeLimits, check_free_space, check_sizes, prepare_output_dir, remove_stale
 from ..tensor.storage import (CHUNK, StorageFile, WriteError, allocate, canary, chunks_between, copy_storage,
@@ -74,8 +75,9 @@ def _generate_case(case: Case, out_root: Path, chunk: int, force: bool) -> GenRe
     tmp = prepare(case, out_root)
     try:
         for t in case.inputs:
-            if not t.null:
+            if not t.null and not is_derived(t):
                 fill_input(case, tmp, t.name, 0, t.layout.numel, chunk)
+        derive_inputs(case, tmp, chunk)  # (after the inputs they are made from: MaxPool's indices from self)
         fallbacks = fill_golden(case, tmp, 0, case.numel, chunk) if local else fill_rows_goldens(case, tmp, chunk)
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:
@@ -100,7 +102,7 @@ def _naming(case: Case):
 def _fits_in_memory(case: Case, chunk: int) -> bool:
     """A small case of plain tensors: every file is one chunk, written once from memory."""
     shape = case.output.layout.shape
-    return all(t.null or (t.layout.storage_size == t.layout.numel <= chunk and t.layout.is_contiguous
+    return all(t.null or (not is_derived(t) and t.layout.storage_size == t.layout.numel <= chunk and t.layout.is_contiguous
                           and (case.expect_status != 0 or t.layout.shape == shape)) for t in case.tensors)
 
 
@@ -187,8 +189,9 @@ def _generate_split_case(run: Runner, case: Case, out_root: Path, chunk: int, fo
         return skip
     tmp = prepare(case, out_root)
     try:
-        run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null
+        run.map(fill_input, [(case, tmp, t.name, s, e, chunk) for t in case.inputs if not t.null and not is_derived(t)
                              for s, e in ranges(t.layout.numel)])
+        derive_inputs(case, tmp, chunk)
         fallbacks = sum(run.map(fill_golden, [(case, tmp, s, e, chunk) for s, e in ranges(case.numel)]), ExactPath())
         return finish(case, out_root, tmp, fallbacks, fp, old)
     except BaseException:

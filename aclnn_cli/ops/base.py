@@ -218,6 +218,12 @@ class OpSpec:
     graph_ops: Mapping[str, object] = field(default_factory=dict)
     # Foreign spellings of this op's tensors and attributes (ATK's `x` for self): foreign name -> ours.
     aliases: Mapping[str, str] = field(default_factory=dict)
+    # Inputs the op computes from its other inputs, where a case gives them no values (their default_fill is
+    # {derived: true}): input name -> function(t) of the family's blocks of the other inputs and the attributes,
+    # returning that input's blocks (its own geometry's shape), integers or floats of its dtype. MaxPool's indices:
+    # the forward's argmax of self. gen writes them after the inputs they are made from (golden/derived.py); a case
+    # may still give explicit values (a fill), and a negative case writes zeros. Not for an Elementwise op.
+    derived: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""

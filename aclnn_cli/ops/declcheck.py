@@ -124,8 +124,23 @@ class _Check:
         for i, attrs in enumerate(self.items("oracle_attributes", s.oracle_attributes)):
             self.items(f"oracle_attributes[{i}]", attrs, Mapping)
         self.aliases(self.items("aliases", s.aliases, Mapping))
+        self.derived(self.items("derived", s.derived, Mapping))
         for name, graph in self.items("graph_ops", s.graph_ops, Mapping):
             self.graph_op(name, graph)
+
+    def derived(self, items: tuple) -> None:
+        """Input name -> the function deriving it from the other inputs' blocks: an input of a family with blocks,
+        whose default fill is {derived: true}; and every such default fill has its function."""
+        inputs = {t.name: t for t in self.spec.tensors if t.role == "input"}
+        for name, fn in items:
+            self.choice("derived", name, tuple(inputs))
+            self.function(f"derived[{name}]", fn, required=True)
+            if self.spec.family.element_local:
+                self.fail(f"derived[{name}]", "a derived input needs a family with blocks (not Elementwise)")
+        for name, t in inputs.items():
+            fill = t.default_fill
+            if isinstance(fill, Mapping) and "derived" in fill and name not in dict(items):
+                self.fail("derived", f"{name}'s default fill is {{derived: true}} but derived has no function for it")
 
     def aliases(self, items: tuple) -> None:
         """Foreign name -> one of the op's tensors or attributes; never a spelling of one of its own names."""

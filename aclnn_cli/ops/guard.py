@@ -104,6 +104,7 @@ def guarded(spec: OpSpec, file: str) -> OpSpec:
     return dataclasses.replace(
         spec, **{f: wrap(f, getattr(spec, f)) for f in FUNCTIONS},
         variants={name: wrap(f"variant {name}", fn) for name, fn in spec.variants.items()},
+        derived={name: wrap(f"derived {name}", fn) for name, fn in spec.derived.items()},
         contract=dataclasses.replace(spec.contract, attribute_rule=wrap("contract.attribute_rule", rule)))
 
 

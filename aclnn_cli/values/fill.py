@@ -174,22 +174,27 @@ class Values(Fill):
 
 
 @dataclass(frozen=True)
-class AllValues(Fill):
-    """{all_values: true}: every bit pattern of a 16-bit dtype, in order."""
-
-    kind: ClassVar[str] = "all_values"
+class _Flag(Fill):
+    """A generator whose one argument is `true` ({all_values: true}, {derived: true})."""
 
     @classmethod
     def parse(cls, arg) -> Fill:
         if arg is not True:
-            raise ValueError(f"'all_values' takes true, got {show(arg)}")
+            raise ValueError(f"'{cls.kind}' takes true, got {show(arg)}")
         return cls(())
+
+    def describe(self) -> dict:
+        return {self.kind: True}
+
+
+@dataclass(frozen=True)
+class AllValues(_Flag):
+    """{all_values: true}: every bit pattern of a 16-bit dtype, in order."""
+
+    kind: ClassVar[str] = "all_values"
 
     def check(self, dtype: DType) -> str | None:
         return None if dtype.is16bit else f"'all_values' needs a 16-bit dtype, not {dtype.name}"
-
-    def describe(self) -> dict:
-        return {"all_values": True}
 
     def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
         return np.arange(start, stop, dtype=np.int64).astype(dtype.uint_dtype).view(dtype.np_dtype)
@@ -253,6 +258,21 @@ class RandInt(Fill):
         return round_from_f64(ints.astype(np.float64), dtype)
 
 
+@dataclass(frozen=True)
+class Derived(_Flag):
+    """{derived: true}: the op computes this input from its other inputs (OpSpec.derived: MaxPool's indices, the
+    forward's argmax of self). It cannot be drawn on its own: gen writes it block by block after the inputs it is
+    made from (golden/derived.py). A case that gives the tensor another fill (explicit values) replaces it."""
+
+    kind: ClassVar[str] = "derived"
+
+    def check(self, dtype: DType) -> str | None:
+        return None
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        raise ValueError("a derived input is computed from the op's other inputs (golden/derived.py), not drawn")
+
+
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -269,7 +289,7 @@ def _integers(values: tuple, dtype: DType, kind: str) -> str | None:
     return None
 
 
-GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt)}
+GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt, Derived)}
 KINDS = tuple(GENERATORS)
 
 

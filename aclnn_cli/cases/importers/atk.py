@@ -241,6 +241,8 @@ def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..
     if "dtype" not in inp or "shape" not in inp or "range_values" not in inp:
         raise bad("an ATK tensor input needs dtype, shape and range_values", "dtype")
     dtype = dtype_name(inp["dtype"], lambda m: unsupported(m, "dtype"))
+    if n in op.derived:  # (its shape and range are stand-ins: the executor derives it, as gen does)
+        return TensorIn(dtype)
     shape = field(bad, "shape", int_list, inp["shape"])
     fill = _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported)
     shape, strides = channels_view(op, n, inp.get("format"), shape, None, lambda m: unsupported(m, "format"))

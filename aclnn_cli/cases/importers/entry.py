@@ -33,6 +33,9 @@ def case_entry(op: OpSpec, name: str, seed: int, tensors: dict[str, TensorIn], p
     first input's dtype and the inputs' broadcast shape); a tensor differing from them gets a `tensors:`
     override. attributes: the API's values by name (lists as lists)."""
     tensors = _typed_outputs(op, tensors)
+    for n in op.derived:  # (a suite's shape and values for an input the op derives are stand-ins its executor
+        if n in tensors and not tensors[n].null:  # replaces by the forward's, as ops-nn's MaxPool ATK executor does:
+            tensors[n] = TensorIn(tensors[n].dtype)  # the dtype kept, the rest derived)
     ins = [t.name for t in op.inputs]
     out_name = op.family.case_tensor(op)
     out = tensors.get(out_name, TensorIn())

@@ -121,12 +121,13 @@ class Window(Rows):
     padding: str = "padding"
     dilation: str | None = None
     ceil: str | None = "ceilMode"
+    pooled: tuple[str, ...] = ()  # other tensors of the pooled shape, cut like grad (MaxPool's indices)
     name: str = "window"
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 
     @property
     def own(self) -> tuple[str, ...]:
-        return (self.grad,)
+        return (self.grad, *self.pooled)
 
     def windows(self, shapes: Shapes, attrs: Mapping) -> tuple[AxisWindows, AxisWindows]:
         """(H axis, W axis) of a case: the input's spatial sizes, the pooled tensor's (given, else the forward's
@@ -156,7 +157,8 @@ class Window(Rows):
             k, s, p, d, ceil = self.parameters(attrs)
             sizes = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(shape[-SPATIAL:]))
             if len(shape) >= SPATIAL + 1 and min(k + s + d) > 0 and min(sizes) > 0:
-                shapes[self.grad] = (*shape[:-SPATIAL], *sizes)
+                for name in (self.grad, *self.pooled):
+                    shapes[name] = (*shape[:-SPATIAL], *sizes)
         except (ValueError, TypeError, IndexError, ZeroDivisionError):
             pass
         return shapes
@@ -178,8 +180,11 @@ class Window(Rows):
         if g[-SPATIAL:] != want:
             return (f"{self.grad}'s planes are {list(g[-SPATIAL:])}; kernel {list(k)}, stride {list(s)}, padding "
                     f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-SPATIAL:])} into {list(want)}")
+        for name in self.pooled:
+            if name in shapes and tuple(shapes[name]) != g:
+                return f"{name} has shape {list(shapes[name])}; the window family needs {self.grad}'s {list(g)}"
         for t in op.tensors:
-            if t.name not in (self.driver, self.grad) and t.name in shapes and tuple(shapes[t.name]) != drv:
+            if t.name not in (self.driver, self.grad, *self.pooled) and t.name in shapes and tuple(shapes[t.name]) != drv:
                 return f"{t.name} has shape {list(shapes[t.name])}; the window family needs {self.driver}'s {list(drv)}"
         return None
 
@@ -189,8 +194,8 @@ class Window(Rows):
         return Geometry(math.prod(shape[:-SPATIAL]), shape[-2], shape[-1])
 
     def own_geometry(self, name: str, shapes: Shapes, attrs: Mapping, geo: Geometry) -> Geometry | None:
-        """The pooled tensor's block b: its (Ho, Wo) plane b."""
-        if name != self.grad:
+        """The pooled tensors' block b: their (Ho, Wo) plane b."""
+        if name not in self.own:
             return None
         g = tuple(shapes[self.grad])
         return Geometry(geo.a1, g[-2], g[-1])

@@ -23,7 +23,6 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families import Window
-from ..families.window import pair
 from ..registry import register
 from . import pool
 
@@ -171,16 +170,9 @@ VARIANTS = {"avgpool-reversed": _reversed, "avgpool-columns": _columns, "avgpool
 def _attribute_rule(attrs) -> str | None:
     """CheckDimsVaild, CheckPaddingValidAvgPool2D, CheckCubeMathTypeValid (aclnn_avgpool2d_backward.cpp) and, on the
     950, CheckArrayDataAvgPoolBackWard."""
-    k, s, p = tuple(attrs[KERNEL] or ()), attrs[STRIDE], tuple(attrs[PADDING] or ())
-    if len(k) not in (1, 2) or min(k) <= 0:
-        return f"kernelSize {list(k)}: 1 or 2 values, each > 0"
-    if s is not None and (len(s) > 2 or (s and min(s) <= 0)):
-        return f"stride {list(s)}: at most 2 values, each > 0"
-    if len(p) not in (1, 2):
-        return f"padding {list(p)}: 1 or 2 values"
-    kk, pp = pair(k), pair(p)
-    if min(pp) < 0 or any(2 * pi > ki for pi, ki in zip(pp, kk)):
-        return f"padding {list(p)}: each >= 0 and at most half the kernel {list(kk)}"
+    problem = pool.lists_rule(attrs[KERNEL], attrs[STRIDE], attrs[PADDING])
+    if problem:
+        return problem
     if int(attrs[MATH]) not in (0, 1, 2, 3):
         return f"cubeMathType {attrs[MATH]} is not 0, 1, 2 or 3"
     return None

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER
 from ..dyadic import exact_row_sums
-from ..families.window import AxisWindows, Window
+from ..families.window import AxisWindows, Window, pair
 
 U64 = 2.0**-53
 SLACK = 1 + 2.0**-40  # the float64 roundings of the bound's own arithmetic
@@ -30,6 +30,22 @@ SLACK = 1 + 2.0**-40  # the float64 roundings of the bound's own arithmetic
 TERM_ROUNDINGS = 2
 GLOBAL_MIN = 10  # IsGlobalAvgPool (aclnn_avgpool2d_backward.cpp): H and W at least 10
 F32 = np.float32
+
+
+def lists_rule(kernel, stride, padding) -> str | None:
+    """The window arrays' checks both pooling gradients' op_apis make: kernelSize 1 or 2 values > 0, stride 0, 1 or 2
+    values > 0 (None: a null stride, the kernel's), padding 1 or 2 values in [0, kernel / 2]."""
+    k, p = tuple(kernel or ()), tuple(padding or ())
+    if len(k) not in (1, 2) or min(k) <= 0:
+        return f"kernelSize {list(k)}: 1 or 2 values, each > 0"
+    if stride is not None and (len(stride) > 2 or (stride and min(stride) <= 0)):
+        return f"stride {list(stride)}: at most 2 values, each > 0"
+    if len(p) not in (1, 2):
+        return f"padding {list(p)}: 1 or 2 values"
+    kk, pp = pair(k), pair(p)
+    if min(pp) < 0 or any(2 * pi > ki for pi, ki in zip(pp, kk)):
+        return f"padding {list(p)}: each >= 0 and at most half the kernel {list(kk)}"
+    return None
 
 
 def windows(family: Window, t) -> tuple[AxisWindows, AxisWindows]:

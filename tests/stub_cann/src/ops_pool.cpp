@@ -1,14 +1,21 @@
-// libopapi of the stub: AvgPool2dBackward (pooling/avg_pool3_d_grad op_api, pooling/avg_pool_v2_grad SIMT kernel).
+// libopapi of the stub: AvgPool2dBackward (pooling/avg_pool3_d_grad op_api, pooling/avg_pool_v2_grad SIMT kernel) and
+// MaxPool2dWithIndicesBackward (pooling/max_pool3d_grad_with_argmax op_api, max_pool_grad_with_argmax_v3 SIMT kernel).
 //
 // Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/window/avg_pool2d_backward.py, after
 // aclnn_avgpool2d_backward.cpp's CheckParams): nulls 161001 (gradOutput, self, kernelSize, padding, gradInput; a
 // null stride is the kernel's), then everything else 161002. Phase two: the 950 in float32: each input position's
 // windows, oh outer and ow inner, each adding fl(g / fl(divisor)) (AvgPoolV2GradSimtNchwKernel), or the global
 // pooling's Div (IsGlobalAvgPool), in float16 where cubeMathType is 1 or 2; the result rounded to gradInput's dtype.
+//
+// MaxPool2dWithIndicesBackward, phase one (aclnn_cli/ops/window/max_pool2d_with_indices_backward.py, after
+// aclnn_max_pool2d_with_indices_backward.cpp's CheckParams): every tensor and array non-null (161001), then 161002.
+// Phase two: MaxPoolGradWithArgmaxNchw, each input position (h, w) in float32: the windows that may hold it (ph
+// outer, pw inner), adding gradOutput where the window's index is h * W + w; rounded once to gradInput's dtype.
 #include <algorithm>
 #include <cmath>
 
 #include "aclnnop/aclnn_avgpool2d_backward.h"
+#include "aclnnop/aclnn_max_pool2d_with_indices_backward.h"
 #include "elements.h"
 #include "opapi.h"
 
@@ -32,6 +39,24 @@ std::pair<int64_t, int64_t> Pair(const std::vector<int64_t>& v, std::pair<int64_
     return {v[0], v.size() == 1 ? v[0] : v[1]};
 }
 
+// The window arrays both ops check alike: kernelSize 1 or 2 values > 0, stride (null: the kernel's) at most 2 values
+// > 0, padding 1 or 2 values in [0, kernel / 2].
+aclnnStatus CheckLists(const Checker& c, const aclIntArray* kernel, const aclIntArray* stride, const aclIntArray* padding) {
+    const std::vector<int64_t>& k = kernel->values;
+    const std::vector<int64_t>& p = padding->values;
+    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
+    if (stride != nullptr) {
+        const std::vector<int64_t>& s = stride->values;
+        if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: at most 2 values > 0");
+    }
+    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
+    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0});
+    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
+        return c.Invalid("padding: each >= 0 and at most half the kernel");
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus Check(const Checker& c, const PoolCall& e) {
     RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     if (e.kernel == nullptr) return c.Null("kernelSize");
@@ -41,18 +66,7 @@ aclnnStatus Check(const Checker& c, const PoolCall& e) {
     RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     RETURN_IF_FAILED(c.Dims(3, 4, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
-    const std::vector<int64_t>& k = e.kernel->values;
-    const std::vector<int64_t>& p = e.padding->values;
-    if (k.empty() || k.size() > 2 || *std::min_element(k.begin(), k.end()) <= 0) return c.Invalid("kernelSize: 1 or 2 values > 0");
-    if (e.stride != nullptr) {
-        const std::vector<int64_t>& s = e.stride->values;
-        if (s.size() > 2 || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) return c.Invalid("stride: at most 2 values > 0");
-    }
-    if (p.empty() || p.size() > 2) return c.Invalid("padding: 1 or 2 values");
-    auto kk = Pair(k, {0, 0}), pp = Pair(p, {0, 0});
-    if (pp.first < 0 || pp.second < 0 || 2 * pp.first > kk.first || 2 * pp.second > kk.second) {
-        return c.Invalid("padding: each >= 0 and at most half the kernel");
-    }
+    RETURN_IF_FAILED(CheckLists(c, e.kernel, e.stride, e.padding));
     if (e.math < 0 || e.math > 3) return c.Invalid("cubeMathType is not 0, 1, 2 or 3");
     if (e.grad->view.size() != e.out->view.size()) return c.Invalid("gradOutput and gradInput: 3-d or 4-d together");
     if (e.self->view != e.out->view) return c.Invalid("gradInput's shape is not self's");
@@ -113,6 +127,89 @@ stub::Job PoolJob(const PoolCall& e) {
     return job;
 }
 
+const stub::OpDef kMaxPool{"aclnnMaxPool2dWithIndicesBackward", nullptr, nullptr};
+
+struct MaxCall {
+    const aclTensor *grad, *self, *indices, *out;
+    const aclIntArray *kernel, *stride, *padding, *dilation;
+    bool ceil;
+};
+
+aclnnStatus CheckMax(const Checker& c, const MaxCall& e) {
+    RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"indices", e.indices}, {"gradInput", e.out}}));
+    if (e.kernel == nullptr) return c.Null("kernelSize");
+    if (e.stride == nullptr) return c.Null("stride");
+    if (e.padding == nullptr) return c.Null("padding");
+    if (e.dilation == nullptr) return c.Null("dilation");
+    stub::DTypes ok = c.product() == "950" ? stub::kFloats
+                      : (c.product() == "A2" || c.product() == "A3") ? stub::DTypes{ACL_FLOAT} : stub::DTypes{};
+    if (ok.empty()) return c.Unsupported();
+    RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
+    if (e.indices->dtype != ACL_INT32 && e.indices->dtype != ACL_INT64) return c.Invalid("indices: INT32 or INT64");
+    RETURN_IF_FAILED(c.Dims(3, 4, {{"gradOutput", e.grad}, {"self", e.self}, {"indices", e.indices}, {"gradInput", e.out}}));
+    RETURN_IF_FAILED(CheckLists(c, e.kernel, e.stride, e.padding));
+    const std::vector<int64_t>& d = e.dilation->values;
+    if (d.empty() || d.size() > 2 || *std::min_element(d.begin(), d.end()) <= 0) return c.Invalid("dilation: 1 or 2 values > 0");
+    auto kk = Pair(e.kernel->values, {0, 0}), pp = Pair(e.padding->values, {0, 0}), dd = Pair(d, {1, 1});
+    if (2 * pp.first > (kk.first - 1) * dd.first + 1 || 2 * pp.second > (kk.second - 1) * dd.second + 1) {
+        return c.Invalid("padding: at most half the dilated kernel");
+    }
+    size_t n = e.grad->view.size();
+    if (e.self->view.size() != n || e.indices->view.size() != n || e.out->view.size() != n) {
+        return c.Invalid("gradOutput, self, indices and gradInput: 3-d or 4-d together");
+    }
+    if (e.self->view != e.out->view) return c.Invalid("gradInput's shape is not self's");
+    if (e.indices->view != e.grad->view) return c.Invalid("indices' shape is not gradOutput's");
+    return ACLNN_SUCCESS;
+}
+
+stub::Job MaxPoolJob(const MaxCall& e) {
+    stub::Job job;
+    int g = job.Add(e.grad), ix = job.Add(e.indices), o = job.Add(e.out, true);
+    auto k = Pair(e.kernel->values, {1, 1});
+    auto s = Pair(e.stride->values, k);
+    auto p = Pair(e.padding->values, {0, 0});
+    auto d = Pair(e.dilation->values, {1, 1});
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& gt = j.T(g);
+        const aclTensor& ot = j.T(o);
+        size_t nd = ot.view.size();
+        int64_t h = ot.view[nd - 2], w = ot.view[nd - 1], ho = gt.view[nd - 2], wo = gt.view[nd - 1];
+        int64_t planes = stub::Numel(ot.view) / std::max<int64_t>(h * w, 1);
+        std::vector<float> grad = stub::ReadFloats(gt, gt.view);
+        std::vector<int64_t> index = stub::ReadInts(j.T(ix));
+        std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
+        // PStart / PEnd (max_pool_grad_with_argmax_v3_simt.h): the windows whose span may reach position i
+        auto start = [](int64_t i, int64_t pad, int64_t kernel, int64_t dil, int64_t stride) -> int64_t {
+            int64_t span = (kernel - 1) * dil + 1;
+            return i + pad < span ? 0 : (i + pad - span) / stride + 1;
+        };
+        auto end = [](int64_t i, int64_t pad, int64_t stride, int64_t pooled) -> int64_t {
+            return std::min((i + pad) / stride + 1, pooled);
+        };
+        for (int64_t b = 0; b < planes; ++b) {
+            const float* x = grad.data() + b * ho * wo;
+            const int64_t* m = index.data() + b * ho * wo;
+            float* y = out.data() + b * h * w;
+            for (int64_t i = 0; i < h; ++i) {
+                for (int64_t jj = 0; jj < w; ++jj) {
+                    float acc = 0.0f;
+                    int64_t h1 = end(i, p.first, s.first, ho), w1 = end(jj, p.second, s.second, wo);
+                    for (int64_t oh = start(i, p.first, k.first, d.first, s.first); oh < h1; ++oh) {
+                        for (int64_t ow = start(jj, p.second, k.second, d.second, s.second); ow < w1; ++ow) {
+                            if (m[oh * wo + ow] == i * w + jj) acc += x[oh * wo + ow];
+                        }
+                    }
+                    y[i * w + jj] = acc;
+                }
+            }
+        }
+        stub::WriteFloats(ot, out, ot.dtype, negate);
+    };
+    return job;
+}
+
 }  // namespace
 
 extern "C" {
@@ -130,5 +227,17 @@ aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
 }
 
 STUB_PHASE_TWO(aclnnAvgPool2dBackward, kAvgPool)
+
+// 950 (FLOAT, FLOAT16, BF16; INT32 or INT64 indices), A3, A2 (FLOAT). See CheckMax for the order of the checks.
+aclnnStatus aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* self, const aclTensor* indices, const aclIntArray* kernelSize,
+    const aclIntArray* stride, const aclIntArray* padding, const aclIntArray* dilation, bool ceilMode,
+    aclTensor* gradInput, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    MaxCall e{gradOutput, self, indices, gradInput, kernelSize, stride, padding, dilation, ceilMode};
+    return stub::PhaseOneJob(kMaxPool, workspaceSize, executor, [&](Checker& c) { return CheckMax(c, e); },
+                             [&](const Checker&) { return MaxPoolJob(e); });
+}
+
+STUB_PHASE_TWO(aclnnMaxPool2dWithIndicesBackward, kMaxPool)
 
 }  // extern "C"

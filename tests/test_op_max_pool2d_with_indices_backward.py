@@ -1,0 +1,401 @@
+"""aclnnMaxPool2dWithIndicesBackward (the window family, a derived input): the indices gen derives against an
+independent forward (PyTorch CPU's max_pool2d loop, written here), goldens against an oracle of Fractions (each
+window's gradOutput added at its index), an independent loop-based float32 kernel (the 950's SIMT order) over every
+bundled case, the kernel at hand-computed points, each defect failing and each legitimate order passing, explicit
+and refused indices, the contract, and ops-nn's own ATK suite (whose executor derives the indices by the forward).
+
+The oracle, the forward and the independent kernel read the case directories through the manifest's numbers alone
+(tests/harness.py) and place the windows with PyTorch's formulas: hstart = oh * sH - pH, taps hstart + j * dH.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import harness
+from aclnn_cli.ops.contract import TensorDesc, check
+from aclnn_cli.ops.window.max_pool2d_with_indices_backward import SPEC
+from aclnn_cli.tensor import dtypes as D
+from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
+from helpers import run_cli, write_yaml
+from rowblocks import goldens_against, as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
+
+F = np.float32
+SUITES = Path(__file__).parent / "ops_nn_suites"
+BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "max_pool2d_with_indices_backward.yaml"
+
+
+def _attrs(m) -> dict:
+    return {a["name"]: a["value"] for a in m.get("attributes", [])}
+
+
+def _two(v, fill):
+    v = list(v or [])
+    return (fill if not v else (v[0], v[0]) if len(v) == 1 else (v[0], v[1]))
+
+
+def _params(m):
+    a = _attrs(m)
+    k = _two(a["kernelSize"], None)
+    return k, _two(a.get("stride"), k), _two(a.get("padding"), (0, 0)), _two(a.get("dilation"), (1, 1))
+
+
+def _planes(case, m, name, dtype=np.float64) -> np.ndarray:
+    t = harness.tensors(m)[name]
+    v = harness.view(harness.storage(case, t), t).astype(dtype)
+    return v.reshape(-1, *v.shape[-2:])
+
+
+def forward(x: np.ndarray, k, s, p, d, ho: int, wo: int) -> np.ndarray:
+    """PyTorch CPU's max_pool2d indices of planes x (k, H, W): for each window, maxindex starts at its first tap
+    inside the input, maxval at -inf; a tap replaces them where val > maxval or val is NaN."""
+    planes, h, w = x.shape
+    out = np.zeros((planes, ho, wo), np.int64)
+    for b in range(planes):
+        for oh in range(ho):
+            hs = oh * s[0] - p[0]
+            rows = [hs + j * d[0] for j in range(k[0]) if 0 <= hs + j * d[0] < h]
+            for ow in range(wo):
+                ws = ow * s[1] - p[1]
+                cols = [ws + j * d[1] for j in range(k[1]) if 0 <= ws + j * d[1] < w]
+                best, at = -math.inf, rows[0] * w + cols[0]
+                for ih in rows:
+                    for iw in cols:
+                        v = x[b, ih, iw]
+                        if v > best or math.isnan(v):
+                            best, at = v, ih * w + iw
+                out[b, oh, ow] = at
+    return out
+
+
+def oracle(case, m) -> list:
+    """The exact gradient in logical order: each window's gradOutput, a Fraction, added at its index."""
+    g = _planes(case, m, "gradOutput")
+    idx = _planes(case, m, "indices", np.int64)
+    h, w = harness.tensors(m)["self"]["shape"][-2:]
+    out = [[Fraction(0)] * (h * w) for _ in range(g.shape[0])]
+    for b in range(g.shape[0]):
+        for v, i in zip(g[b].reshape(-1).tolist(), idx[b].reshape(-1).tolist()):
+            out[b][i] += Fraction(v)
+    return [v for plane in out for v in plane]
+
+
+def independent(case, m) -> np.ndarray:
+    """The SIMT loop written from max_pool_grad_with_argmax_v3_simt.h: each position (h, w) sums in float32, over
+    the windows (ph outer, pw inner) whose span may reach it, gradOutput where the window's index is h * W + w."""
+    g = _planes(case, m, "gradOutput", F)
+    idx = _planes(case, m, "indices", np.int64)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _params(m)
+    t = harness.tensors(m)["self"]
+    h, w = t["shape"][-2:]
+    ho, wo = g.shape[-2:]
+    out = np.zeros((g.shape[0], h, w), F)
+
+    def first(i, pad, k, dil, st):
+        span = (k - 1) * dil + 1
+        return 0 if i + pad < span else (i + pad - span) // st + 1
+
+    with np.errstate(invalid="ignore"):
+        for i in range(h):
+            for j in range(w):
+                for oh in range(first(i, ph, kh, dh, sh), min((i + ph) // sh + 1, ho)):
+                    for ow in range(first(j, pw, kw, dw, sw), min((j + pw) // sw + 1, wo)):
+                        hit = idx[:, oh, ow] == i * w + j
+                        out[hit, i, j] += g[hit, oh, ow]
+    return out.reshape(t["shape"])
+
+
+ORACLE_YAML = """\
+op: aclnnMaxPool2dWithIndicesBackward
+defaults: {product: "950", seed: 43, dtype: [float32, float16, bfloat16]}
+cases:
+  - {name: overlap, shape: [3, 4, 11, 13], attributes: {kernelSize: [3], stride: [1], padding: [1]},
+     inputs: {self: {values: [0, 1, 2, 3, 4, 5, 6, 7, 8]}}}
+  - {name: s2, shape: [2, 5, 12, 15], attributes: {kernelSize: [3, 4], stride: [2, 3], padding: [1, 2]}}
+  - {name: ceil, shape: [2, 4, 10, 11], attributes: {kernelSize: [3], stride: [2], padding: [1], ceilMode: true}}
+  - {name: dilation, shape: [2, 3, 13, 12], attributes: {kernelSize: [3, 2], stride: [1, 2], padding: [1, 1],
+     dilation: [2, 3]}}
+  - {name: ties, shape: [2, 3, 9, 9], attributes: {kernelSize: [4], stride: [1], padding: [2]},
+     inputs: {self: {values: [1, 1, 0, 1]}}}
+  - {name: cancelling, shape: [2, 4, 12, 12], attributes: {kernelSize: [5], stride: [1], padding: [2]},
+     inputs: {gradOutput: {values: [1, -1, 0.5, -0.5, 3, 1.0e-3]}, self: {values: [9, 0, 1, 2, 3, 4, 5]}}}
+  - {name: wide, shape: [1, 3, 10, 10], attributes: {kernelSize: [3], stride: [1], padding: [1]},
+     inputs: {gradOutput: {values: [1.0e-3, -7.5, 250.0, 3.0e-2, -1.0e-5, 6.1e-5]}, self: {constant: 2}}}
+  - {name: ncl, shape: [4, 9, 7], attributes: {kernelSize: [3], stride: [2], padding: [1]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    return generated_yaml(tmp_path_factory, ORACLE_YAML, "maxpool_oracle")
+
+
+def test_derived_indices_are_the_forwards_argmax(generated):
+    """gen's indices equal PyTorch's forward loop on self (first maximum in scan order, dilated taps, ceil mode's
+    cut windows), plane by plane, in every dtype; ties are most windows of the `ties` cases."""
+    planes = 0
+    for case in sorted(p.parent for p in generated.glob("*/case.json")):
+        m = harness.load(case)
+        x = _planes(case, m, "self")
+        idx = _planes(case, m, "indices", np.int64)
+        assert np.array_equal(idx, forward(x, *_params(m), *idx.shape[-2:])), case.name
+        planes += x.shape[0]
+    assert planes > 100
+
+
+def test_goldens_equal_the_oracle_rounded_once(generated):
+    """Every golden (overlapping windows naming one maximum, ties, ceil mode, dilation, sums that cancel, values over
+    many binades, NCL) is the exact sum rounded once to its dtype, bit for bit, some through the exact path."""
+    compared, exact = goldens_against(generated, "gradInput", oracle)
+    print("compared", compared, "exact path", exact)
+    assert min(compared.values()) > 4000 and sum(exact.values()) > 0
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """The bundled case file generated and emulated."""
+    out = tmp_path_factory.mktemp("maxpool_bundled") / "out"
+    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-2000:]
+    return out
+
+
+def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
+    report = tmp_path / "r.json"
+    assert not not_passing(suite, report)
+    cases = json.loads(report.read_text())["cases"]
+    assert len(cases) == 93
+
+
+def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
+    wrote = independent_dumps(suite, tmp_path / "loops", independent, "gradInput")
+    assert wrote == 60
+    bad = not_passing(tmp_path / "loops", tmp_path / "loops.json")
+    assert not bad, bad
+
+
+def test_bundled_derived_indices_and_explicit_ones(suite):
+    """Every bundled case's indices are the forward's, except the case that gives them (kept as given)."""
+    for case in sorted(p.parent for p in suite.glob("*/case.json")):
+        m = harness.load(case)
+        if m["expect_status"] != 0:
+            continue
+        idx = _planes(case, m, "indices", np.int64)
+        if "explicit_indices" in case.name:
+            assert idx.reshape(-1).tolist() == [5, 7, 13, 15]
+            continue
+        assert np.array_equal(idx, forward(_planes(case, m, "self"), *_params(m), *idx.shape[-2:])), case.name
+
+
+# ------------------------------------------------------------------ the kernel at hand-computed points
+
+def _block(x, g, idx=None, **attrs):
+    full = {"kernelSize": (2,), "stride": (2,), "padding": (0,), "dilation": (1,), "ceilMode": False, **attrs}
+    t = {"self": np.asarray(x, F)[None], "gradOutput": np.asarray(g, F)[None], **full}
+    t["indices"] = SPEC.derived["indices"](as_f64(t)) if idx is None else np.asarray(idx, np.int64)[None]
+    return t
+
+
+def test_the_doc_example():
+    """The API doc's example: self 4 x 3, 2 x 2 windows at stride 2: indices [0, 6], the two gradients placed there."""
+    x = [[0.0850, -0.5147, -0.0212], [-0.5654, -0.3222, 0.5847], [1.7510, 0.9954, 0.1842], [0.8392, 0.4835, 0.9213]]
+    t = _block(x, [[0.4757], [0.1726]])
+    assert t["indices"].reshape(-1).tolist() == [0, 6]
+    want = np.zeros((1, 4, 3), F)
+    want[0, 0, 0], want[0, 2, 0] = F(0.4757), F(0.1726)
+    assert np.array_equal(SPEC.kernel(t), want)
+
+
+def test_overlapping_windows_add_in_float32_and_each_defect_differs():
+    """self [0, 1, 5, 1, 0], 1 x 3 windows at stride 1: all three windows' maximum is position 2. gradOutput
+    [1, 2^-11, 2^-11]: float32 adds them to 1 + 2^-10 (a float16 value); float16 accumulation loses each 2^-11
+    (1 + 2^-11 is a tie, to even: 1); last-write keeps 2^-11; first-in-window gives each window's first position."""
+    t = _block([[0, 1, 5, 1, 0]], [[1, 2.0**-11, 2.0**-11]], kernelSize=(1, 3), stride=(1,))
+    assert t["indices"].reshape(-1).tolist() == [2, 2, 2]
+    assert SPEC.kernel(t).reshape(-1).tolist() == [0, 0, 1 + 2.0**-10, 0, 0]
+    v = SPEC.variants
+    assert v["maxpool-accumulate-fp16"](t).reshape(-1).tolist() == [0, 0, 1, 0, 0]
+    assert v["maxpool-last-write-wins"](t).reshape(-1).tolist() == [0, 0, 2.0**-11, 0, 0]
+    assert v["maxpool-first-in-window"](t).reshape(-1).tolist() == [1, 2.0**-11, 2.0**-11, 0, 0]
+    for legit in ("maxpool-reversed", "maxpool-columns"):
+        assert v[legit](t).reshape(-1).tolist() == [0, 0, 1 + 2.0**-10, 0, 0]
+    ref = SPEC.reference(as_f64(t))
+    assert ref.value.reshape(-1).tolist() == [0, 0, 1 + 2.0**-10, 0, 0]
+    assert ref.allowance.reshape(-1)[2] > 0 and ref.allowance.reshape(-1)[[0, 1, 3, 4]].tolist() == [0] * 4
+
+
+def test_ties_take_the_first_maximum_and_padding_none():
+    """A constant plane: each window's index is its first position inside the input (padding is no position)."""
+    t = _block(np.ones((4, 4)), np.ones((3, 3)), kernelSize=(3,), stride=(2,), padding=(1,), ceilMode=True)
+    assert t["indices"].reshape(3, 3).tolist() == [[0, 1, 3], [4, 5, 7], [12, 13, 15]]
+
+
+def test_dilated_windows_reach_their_taps_only():
+    """kernel 2, dilation 3 on a row of 7: windows cover {0, 3}, {1, 4}, {2, 5}, {3, 6}; the maximum 9 at 3 is in
+    two, {1, 4} is a tie (the first), 8 at 6 is no window's maximum."""
+    t = _block([[0, 1, 2, 9, 1, 1, 8]], [[1, 2, 4, 8]], kernelSize=(1, 2), stride=(1,), dilation=(1, 3))
+    assert t["indices"].reshape(-1).tolist() == [3, 1, 2, 3]
+    assert SPEC.kernel(t).reshape(-1).tolist() == [0, 2, 4, 9, 0, 0, 0]
+
+
+def test_exact_at_equals_exact_everywhere():
+    rng = np.random.default_rng(5)
+    attrs = {"kernelSize": (3, 2), "stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "ceilMode": True}
+    t = {"gradOutput": rng.normal(size=(2, 7, 6)).astype(F), "self": rng.integers(0, 3, (2, 7, 5)).astype(F), **attrs}
+    t["indices"] = SPEC.derived["indices"](as_f64(t))
+    whole = SPEC.exact(as_fractions(t)).reshape(-1)
+    at = SPEC.exact_at(as_f64(t), {"gradInput": np.arange(whole.size)})["gradInput"]
+    assert [str(v) for v in whole] == [str(v) for v in at]
+    assert np.array_equal(SPEC.reference(as_f64(t)).value.reshape(-1), np.array([float(v) for v in whole]))
+
+
+# ------------------------------------------------------------------ defects and legitimate variants
+
+GATE_YAML = """\
+op: aclnnMaxPool2dWithIndicesBackward
+defaults: {product: "950", seed: 17, dtype: [float32, float16, bfloat16]}
+cases:
+  - {name: overlap, shape: [2, 3, 11, 13], attributes: {kernelSize: [3], stride: [1], padding: [1]},
+     inputs: {self: {values: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}, gradOutput: {uniform: [0, 1]}}}
+  - {name: ceil, shape: [2, 3, 10, 11], attributes: {kernelSize: [3], stride: [2], padding: [1], ceilMode: true}}
+  - {name: many, shape: [1, 2, 20, 20], attributes: {kernelSize: [7], stride: [1], padding: [3]},
+     inputs: {self: {values: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]},
+              gradOutput: {uniform: [0, 1]}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def gate_suite(tmp_path_factory):
+    return generated_yaml(tmp_path_factory, GATE_YAML, "maxpool_gate")
+
+
+# Which gate cases each defect changes: fp16 accumulation where many terms reach a position in float32 and bfloat16
+# (float16's own sums of float16 terms in 16 bits stay near); the rest everywhere.
+CHANGES = {
+    "maxpool-first-in-window": ("overlap", "ceil", "many"),
+    "maxpool-last-write-wins": ("overlap", "ceil", "many"),
+    "maxpool-index-transposed": ("overlap", "ceil", "many"),
+    "maxpool-accumulate-fp16": ("many",),
+}
+LEGITIMATE = ("maxpool-reversed", "maxpool-columns")
+
+
+@pytest.mark.parametrize("variant", sorted(CHANGES) + list(LEGITIMATE))
+def test_each_defect_fails_where_it_changes_the_result_and_legitimate_orders_pass(gate_suite, tmp_path, variant):
+    status = variant_statuses(gate_suite, tmp_path, variant)
+    assert len(status) == 9
+    if variant in LEGITIMATE:
+        assert set(status.values()) == {"PASS"}, status
+        return
+    changed = {k: v for k, v in status.items() if k.split("-")[1] in CHANGES[variant]
+               and (variant != "maxpool-accumulate-fp16" or not k.endswith("float16"))}
+    assert changed and set(changed.values()) == {"FAIL"}, status
+
+
+# ------------------------------------------------------------------ explicit indices, the contract
+
+def test_explicit_indices_outside_their_window_are_refused(tmp_path):
+    """The doc: indices in [0, H W), the forward's argmax; an index naming no position of its window has no defined
+    result (the SIMT kernel drops it, PyTorch's scatter adds it): gen refuses the case, naming the index."""
+    for values, what in (([5, 7, 13, 16], "is 16"), ([5, 7, 13, -1], "is -1"), ([5, 7, 13, 0], "is 0")):
+        text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: bad, product: '950', dtype: float32, shape: [1, 1, 4, 4], "
+                f"attributes: {{kernelSize: [2], stride: [2], padding: [0]}}, inputs: {{indices: {{values: {values}}}}}}}\n")
+        r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
+        assert r.exit_code == 2 and "indices[0, 1, 1]" in r.output and what in r.output, r.output
+
+
+def test_a_derived_fill_on_an_op_without_a_derivation_is_refused(tmp_path):
+    text = ("op: aclnnAvgPool2dBackward\ncases:\n  - {name: bad, dtype: float32, shape: [1, 1, 4, 4], "
+            "attributes: {kernelSize: [2]}, inputs: {gradOutput: {derived: true}}}\n")
+    r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "does not derive gradOutput" in r.output, r.output
+
+
+def test_the_derived_indices_do_not_depend_on_the_chunk(tmp_path):
+    """gen writes the same indices whether it reads self one plane at a time or all at once."""
+    from aclnn_cli.cases.loader import load_file
+    from aclnn_cli.golden.gen import generate_case
+
+    text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: c, product: '950', dtype: float16, shape: [3, 4, 9, 10], "
+            "attributes: {kernelSize: [3], stride: [1], padding: [1]}}\n")
+    case, = load_file(write_yaml(tmp_path, text, "c.yaml"))
+    got = []
+    for chunk in (90, 1 << 20):
+        r = generate_case(case, tmp_path / f"out{chunk}", chunk=chunk)
+        got.append((r.path / "indices.bin").read_bytes())
+    assert got[0] == got[1] and len(got[0]) == 3 * 4 * 9 * 10 * 4
+
+
+def _status(g, s, i, o, attrs, dtype=D.FLOAT32, product="950", i_dtype=D.INT32, s_dtype=None):
+    descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
+             "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
+    full = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False, **attrs}
+    return check(SPEC, product, descs, full).status
+
+
+def test_contract():
+    ok = ([2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 4], [2, 3, 8, 8])
+    assert _status(*ok, {}) == SUCCESS
+    assert _status([3, 4, 4], [3, 8, 8], [3, 4, 4], [3, 8, 8], {}) == SUCCESS  # NCL
+    assert _status(*ok, {}, i_dtype=D.INT64) == SUCCESS
+    assert _status(*ok, {}, i_dtype=D.FLOAT32) == INVALID
+    assert _status(*ok, {}, dtype=D.BFLOAT16) == SUCCESS
+    assert _status(*ok, {}, dtype=D.FLOAT16, product="A2") == INVALID  # A2, A3: float32 only
+    assert _status(*ok, {}, dtype=D.FLOAT32, product="A3") == SUCCESS
+    assert set(SPEC.products) == {"950", "A3", "A2"}  # (910, 310P, 310B: not supported)
+    assert _status(*ok, {}, s_dtype=D.FLOAT16) == INVALID
+    assert _status(*ok, {"kernelSize": (0,)}) == INVALID
+    assert _status(*ok, {"kernelSize": (2, 2, 2)}) == INVALID
+    assert _status(*ok, {"stride": (0,)}) == INVALID
+    assert _status(*ok, {"stride": (1, 1, 1)}) == INVALID
+    assert _status(*ok, {"padding": (2,)}) == INVALID  # more than half of 3
+    assert _status(*ok, {"padding": ()}) == INVALID
+    assert _status(*ok, {"dilation": (0,)}) == INVALID
+    assert _status(*ok, {"dilation": ()}) == INVALID
+    assert _status(*ok, {"kernelSize": (4, 2), "padding": (2, 1), "stride": (4, 2)}) == SUCCESS  # exactly half
+    assert _status([2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 5], [2, 3, 8, 8], {}) == INVALID  # indices not gradOutput's
+    assert _status([2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 4], [2, 3, 8, 9], {}) == INVALID  # gradInput not self's
+    descs = {"gradOutput": TensorDesc(D.FLOAT32, (2, 3, 4, 4)), "self": TensorDesc(D.FLOAT32, (2, 3, 8, 8)),
+             "indices": TensorDesc(D.INT32, (2, 3, 4, 4)), "gradInput": TensorDesc(D.FLOAT32, (2, 3, 8, 8))}
+    base = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
+    for name in ("stride", "padding", "dilation"):
+        assert check(SPEC, "950", descs, {**base, name: None}).status == NULLPTR, name
+    null = {**descs, "indices": TensorDesc(D.INT32, (2, 3, 4, 4), True)}
+    assert check(SPEC, "950", null, base).status == NULLPTR
+
+
+# ------------------------------------------------------------------ ops-nn's own suite
+
+ATK = "atk_aclnnMaxPool2dWithIndicesBackward.json"  # pooling/max_pool3d_grad_with_argmax/tests/st/aclnnMaxPool2dWithIndicesBackward/
+QUICK_ELEMENTS = 20_000
+
+
+def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
+    """All 201 cases import: the indices' stand-in shapes and ranges dropped (the executor derives them by the forward,
+    as gen does). The small ones are generated, emulated and verified: every one PASSes, and so does the independent
+    loop kernel on each. (All 201, 38 M elements, pass the emulated kernel too: about 7 CPU-s of gen.)"""
+    r = run_cli("convert", "--skip-unsupported", SUITES / ATK, "-o", tmp_path / "yaml")
+    assert r.exit_code == 0 and "skipped" not in r.output, r.output
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    cases = [c for d in docs for c in d["cases"]]
+    assert len(cases) == 201 and {c["inputs"]["indices"]["derived"] for c in cases} == {True}
+    small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
+    assert len(small) == 75
+    out = tmp_path / "out"
+    picks = [a for n in small for a in ("--case", f"max_pool2d_with_indices_backward-{n}")]
+    for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-3000:]
+    r = run_cli("verify", out, "--json", tmp_path / "v.json")
+    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
+    assert r.exit_code == 0 and len(ran) == len(small) and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
+    assert independent_dumps(out, tmp_path / "loops", independent, "gradInput") == len(small)
+    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")
