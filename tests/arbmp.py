@@ -27,7 +27,7 @@ import flint
 import mpmath
 import numpy as np
 
-from oracle import PREC, Rounder, fraction_bits
+from oracle import _FORMATS, D_NP, PREC, Rounder, fraction_bits
 
 # A result is used only if its radius is at most 2^-60 of its midpoint (a 200-bit evaluation keeps ~2^-190).
 TIGHT = 2.0**-60
@@ -300,7 +300,8 @@ def _tight(b: flint.arb) -> bool:
 
 # ------------------------------------------------------------------ rounding the products
 
-def _fraction(b: flint.arb) -> Fraction:
+def fraction(b: flint.arb) -> Fraction:
+    """An exact ball (a midpoint, a radius) as the Fraction of the same value."""
     man, exp = (int(v) for v in b.man_exp())
     return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
 
@@ -327,10 +328,41 @@ def ball_bits(b: flint.arb, name: str) -> int | None:
     if b.abs_lower() > flint.arb(_HUGE):  # (far beyond the largest finite 16-bit value: an infinity of its sign)
         return fraction_bits(Fraction(-(2**1000) if b < 0 else 2**1000), name)
     if b.is_exact():
-        return fraction_bits(_fraction(b.mid()), name)
-    mid, rad = _fraction(b.mid()), _fraction(b.rad())
+        return fraction_bits(fraction(b.mid()), name)
+    mid, rad = fraction(b.mid()), fraction(b.rad())
     lo, hi = fraction_bits(mid - rad, name), fraction_bits(mid + rad, name)
     return lo if lo == hi else None
+
+
+def ball_float(b: flint.arb, name: str) -> float | None:
+    """The value every number in the ball rounds to in float32, float16 or bfloat16 (named), or None (ball_bits).
+    A tight ball whose float64 is clearly off the rounding boundaries (by CLEAR) is rounded in float64."""
+    quick = _quick(b, name)
+    if quick is not None:
+        return quick
+    bits = ball_bits(b, name)
+    if bits is None:
+        return None
+    if name == "float32":
+        return float(np.array(bits, np.uint32).view(np.float32))
+    return float(np.array(bits, np.uint16).view(D_NP[name]).astype(np.float64))
+
+
+def _quick(b: flint.arb, name: str) -> float | None:
+    f = float(b)
+    a = abs(f)
+    if not 2.0**-1000 < a < 2.0**1000 or float(b.rad()) > TIGHT * a:
+        return None
+    p, emin, emax = _FORMATS[name]
+    e = max(math.frexp(a)[1] - 1, emin)  # (2^e <= a < 2^(e+1) for a normal a)
+    t = math.ldexp(a, p - 1 - e)  # a in quanta (exact: a power-of-two scaling)
+    whole = math.floor(t)
+    if abs(t - whole - 0.5) <= CLEAR * t:
+        return None
+    v = math.ldexp(whole + (t - whole > 0.5), e - p + 1)
+    if v > math.ldexp(2 - 2.0 ** (1 - p), emax):
+        v = math.inf
+    return math.copysign(v, f)
 
 
 def round_products(dy: float, entries: list, r: Rounder, exact_in_mpmath, sample: int = 300,
