@@ -306,11 +306,19 @@ def fraction(b: flint.arb) -> Fraction:
     return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
 
 
-def _mpf(b: flint.arb) -> mpmath.mpf:
+def as_mpf(b: flint.arb) -> mpmath.mpf:
     """An exact ball (a midpoint, a radius) as the mpf of the same value."""
     man, exp = (int(v) for v in b.man_exp())
     with mpmath.workprec(max(man.bit_length(), 53)):
         return mpmath.mpf((man, exp))
+
+
+def mpf_fraction(v: mpmath.mpf) -> Fraction:
+    """A finite mpf as the Fraction of the same value."""
+    sign, man, exp, _ = v._mpf_
+    assert man or not exp, f"not finite: {v}"  # (mpmath's zero is (0, 0, 0, 0); inf and nan have man 0, exp != 0)
+    man = -int(man) if sign else int(man)
+    return Fraction(man << exp) if exp >= 0 else Fraction(man, 1 << -exp)
 
 
 _TINY, _HUGE = 2 ** -1000, 2 ** 1000  # (exact as arb and mpf operands)
@@ -350,8 +358,17 @@ def ball_float(b: flint.arb, name: str) -> float | None:
 
 def _quick(b: flint.arb, name: str) -> float | None:
     f = float(b)
+    if float(b.rad()) > TIGHT * abs(f):
+        return None
+    return quick_round(f, name)
+
+
+def quick_round(f: float, name: str) -> float | None:
+    """f (within 2^-51 of a value, relative) rounded to float32, float16 or bfloat16 (named) as the value rounds,
+    where f is clearly off the rounding boundaries (by CLEAR); else None. In float64: a power-of-two scaling, a
+    floor."""
     a = abs(f)
-    if not 2.0**-1000 < a < 2.0**1000 or float(b.rad()) > TIGHT * a:
+    if not 2.0**-1000 < a < 2.0**1000:
         return None
     p, emin, emax = _FORMATS[name]
     e = max(math.frexp(a)[1] - 1, emin)  # (2^e <= a < 2^(e+1) for a normal a)
@@ -408,6 +425,6 @@ def round_products(dy: float, entries: list, r: Rounder, exact_in_mpmath, sample
             v = exact_in_mpmath(k)
             assert bits[k] == r(v), (k, str(balls[k]), v)
             if is_ball[k] and _TINY < abs(v) < _HUGE:  # (beyond, both are a zero or an infinity; and mpmath's
-                m, rd = _mpf(balls[k].mid()), _mpf(balls[k].rad())  # e^-2u of a u near 1e90 has not one bit right)
+                m, rd = as_mpf(balls[k].mid()), as_mpf(balls[k].rad())  # e^-2u of a u near 1e90 has not one bit right)
                 assert abs(v - m) <= rd + abs(v) * mpmath.mpf(2) ** -180, (k, str(balls[k]), v)
     return bits, fallen
