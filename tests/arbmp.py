@@ -10,7 +10,7 @@ Where arb cannot vouch for a result the caller falls back to mpmath, as before t
     next to its midpoint (or that holds zero while the value may not be zero), a rounding the ball leaves open
     (it straddles a midpoint of the 16-bit grid);
   - an op: its textbook calls anything the namespace lacks, float()s a ball or mixes in a foreign number.
-Either raises Fallback. round_products rounds with exact integers (tests/oracle.py's fraction_bits) wherever the
+(Undecided and Fallback, raised inside the textbook.) round_products rounds with exact integers (tests/oracle.py's fraction_bits) wherever the
 float64 of the midpoint is not clearly off the grid's midpoints, and checks itself against mpmath on a random
 sample of every sweep, so a shim bug cannot pass silently.
 
@@ -31,9 +31,10 @@ from oracle import _FORMATS, D_NP, PREC, Rounder, fraction_bits
 
 # A result is used only if its radius is at most 2^-60 of its midpoint (a 200-bit evaluation keeps ~2^-190).
 TIGHT = 2.0**-60
-# float(ball) is the midpoint rounded to float64 (toward zero: within 2^-52); with the radius, the value is within
-# 2^-51 of it. A float64 further than 2^-48 from every midpoint of the 16-bit grid rounds as the value does.
+# float(ball) is the midpoint rounded to float64 (to nearest; 2^-52 allowed for any direction); with the radius,
+# the value is within 2^-51 of it. A float64 further than 2^-48 from every midpoint of the 16-bit grid rounds as the value does.
 CLEAR = 2.0**-48
+_TIGHT = flint.arb(TIGHT)
 RETRY = 4 * PREC  # the precision of a second try where PREC leaves a ball wide
 
 
@@ -239,9 +240,6 @@ def precision(bits: int = PREC):
 
 # ------------------------------------------------------------------ the textbook over a sweep
 
-MPMATH = None  # (a sweep's entry evaluated in mpmath: see textbook_sweep)
-
-
 def textbook_sweep(textbook, xs: np.ndarray, attrs: dict) -> tuple[list, int]:
     """(entries, how many fell back): textbook(x) at 200 bits for each finite float64 x, None where x is not finite.
     An entry is an arb ball where the shim vouches for it, else the mpf of mpmath's own evaluation."""
@@ -290,12 +288,11 @@ def _result(v) -> flint.arb:
 
 
 def _tight(b: flint.arb) -> bool:
-    """The ball is exact, or its radius is under TIGHT of its midpoint (so it does not hold zero)."""
+    """The ball is exact, or it excludes zero and its radius is at most TIGHT of its midpoint (compared in arb:
+    exact values, and no float64 underflow for a value like e^-65504)."""
     if b.is_exact():
         return True
-    if not b.is_finite():
-        return False
-    return float(b.rad()) <= TIGHT * abs(float(b)) and not b.contains(0)
+    return b.is_finite() and not b.contains(0) and b.rad() <= abs(b.mid()) * _TIGHT
 
 
 # ------------------------------------------------------------------ rounding the products
