@@ -1,8 +1,9 @@
 """The oracle's rounding: an mpf rounded to a 16-bit dtype by nearest-candidate search.
 
-The formulas are the ops' declared textbook formulas (OpSpec.textbook, evaluated in mpmath at 200
-bits); they share no code with aclnn_cli's stable float64 references, certified rounding or Decimal
-exact paths, and this rounding shares none with its dtypes module.
+The formulas are the ops' declared textbook formulas (OpSpec.textbook, evaluated at 200 bits on arb
+balls by tests/arbmp.py, in mpmath where arb cannot vouch for a value and on a sample); they share no
+code with aclnn_cli's stable float64 references, certified rounding or Decimal exact paths, and this
+rounding shares none with its dtypes module.
 """
 
 from __future__ import annotations
@@ -47,30 +48,6 @@ class Rounder:
             cands.append((abs(mpmath.mpf(self.overflow) - a), 0, inf_bits))
             best = min(cands)[2]
             return best | 0x8000 if negative else best
-
-
-def round_all(values: list, r: Rounder) -> np.ndarray:
-    """Rounder's bits for every mpf. Where the float64 nearest v lies clearly off every midpoint of the
-    16-bit grid (by more than 2^-50 relative; float(v) is within 2^-53) the float64 decides, else Rounder."""
-    f = np.array([float(v) for v in values])
-    a = np.abs(f)
-    keep = r.values >= 0
-    inf_bits = int(np.array(np.inf).astype(r.np_dtype).view(np.uint16))
-    grid = np.append(r.values[keep], r.overflow)
-    gbits = np.append(r.bits[keep].astype(np.int64), inf_bits)
-    i = np.clip(np.searchsorted(grid, a), 1, grid.size - 1)
-    mid = (grid[i - 1] + grid[i]) / 2
-    bits = gbits[np.where(a < mid, i - 1, i)] | np.where(f < 0, 0x8000, 0)
-    unsure = ~(np.abs(a - mid) > 2.0**-50 * a) | (a < 2.0**-1000)
-    for k in np.flatnonzero(a < 2.0**-1000):  # (|v| < 2^-1000, far under half of any 16-bit subnormal: a zero,
-        bits[k], unsure[k] = (0x8000 if values[k] < 0 else 0), False  # of v's sign, +0 for an exact 0)
-    name = np.dtype(r.np_dtype).name
-    for k in np.flatnonzero(unsure):  # (a tie held exactly by float64: rounded in integers, else the neighbour search)
-        bits[k] = fraction_bits(Fraction(float(f[k])), name) if values[k] == f[k] else r(values[k])
-    rng = np.random.default_rng(0)  # the shortcut agrees with Rounder itself on a sample
-    for k in rng.choice(len(values), 300, replace=False):
-        assert bits[k] == r(values[k])
-    return bits
 
 
 # (precision with the hidden bit, the smallest normal exponent, the largest exponent) of each float dtype

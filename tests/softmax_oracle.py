@@ -1,8 +1,9 @@
 """Oracles, inputs and independent kernels for the SoftmaxBackward and LogSoftmaxBackward tests.
 
 Nothing here calls aclnn_cli's formulas: the exact results are the docs' formulas in Fractions (Softmax:
-dy*y - sum(dy*y)*y) or mpmath (LogSoftmax: dy - sum(dy)*exp(y)), rounded by `round_to` (mpmath, ties to
-even, subnormals and overflow included); the float32 kernels follow ATen's CPU code
+dy*y - sum(dy*y)*y) or on arb balls (LogSoftmax: dy - sum(dy)*exp(y), tests/arbmp.py, as mpf), rounded by
+`round_to` (in integers: tests/oracle.py's fraction_bits, ties to even, subnormals and overflow included;
+checked against mpmath's rounding on a sample); the float32 kernels follow ATen's CPU code
 (aten/src/ATen/native/cpu/SoftMaxKernel.cpp: _vec_host_softmax_backward_lastdim with vec::reduce_all /
 map2_reduce_all over Vectorized<float> of 8 lanes for dim = -1; _vec_softmax_backward's column-wise
 running sums otherwise), or plain index-order loops.
@@ -14,10 +15,14 @@ import json
 import math
 from fractions import Fraction
 
+import flint
 import mpmath
 import numpy as np
 
 from aclnn_cli.tensor import dtypes as D
+
+import arbmp
+from oracle import fraction_bits
 
 F32 = np.float32
 U24 = 2.0**-24
@@ -41,28 +46,64 @@ def softmax_exact(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def log_softmax_exact(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The doc's out = dy - sum(dy, axis 1)*exp(y), as mpf at a precision that leaves >= 200 bits after the
-    terms cancel (the sum is exact: 1100 bits hold any sum of float32 values of these rows)."""
+    """The doc's out = dy - sum(dy, axis 1)*exp(y), as mpf: the midpoint of an arb ball whose radius is at most
+    2^-210 of it (its precision raised from 300 bits until so: >= 200 bits after the terms cancel; an exact ball is
+    the value). The sum is exact (1100 bits hold any sum of float32 values of these rows)."""
     out = np.empty(dy.shape, dtype=object)
-    with mpmath.workprec(1100):
-        sums = [[mpmath.fsum(mpmath.mpf(float(v)) for v in dy[k, :, a]) for a in range(dy.shape[2])]
-                for k in range(dy.shape[0])]
+    with arbmp.precision(1100):
+        sums = [[_exact_sum(dy[k, :, a]) for a in range(dy.shape[2])] for k in range(dy.shape[0])]
     for k, r, a in np.ndindex(dy.shape):
-        s, d = sums[k][a], float(dy[k, r, a])
+        s, d, yv = sums[k][a], float(dy[k, r, a]), float(y[k, r, a])
         prec = 300
         while True:
-            with mpmath.workprec(prec):
-                term = s * mpmath.exp(mpmath.mpf(float(y[k, r, a])))
-                v = mpmath.mpf(d) - term
-                if s == 0 or v == 0 and term == 0 or (v != 0 and abs(v) > abs(term) * mpmath.mpf(2) ** (220 - prec)):
-                    out[k, r, a] = v
-                    break
+            with arbmp.precision(prec):
+                v = d - s * flint.arb(yv).exp()
+            if v.is_exact() or (not v.contains(0) and v.rad() <= abs(v.mid()) * _REL):
+                out[k, r, a] = arbmp.as_mpf(v.mid())
+                break
             prec *= 2
     return out
 
 
+_REL = flint.arb(2) ** -210
+
+
+def _exact_sum(values: np.ndarray) -> flint.arb:
+    total = flint.arb(0)
+    for v in values.tolist():
+        total += v
+    assert total.is_exact()
+    return total
+
+
 def round_to(v, dtype: D.DType) -> float:
-    """v (Fraction or mpf) rounded to nearest even in dtype, with its subnormals and overflow to inf."""
+    """v (Fraction or mpf) rounded to nearest even in dtype, with its subnormals and overflow to inf (a zero is +0):
+    from v's float64 where that is clearly off the rounding boundaries (arbmp.quick_round), else in integers
+    (oracle.fraction_bits); exact for both kinds. One call in 61 is checked against round_to_mpmath."""
+    name = np.dtype(dtype.np_dtype).name
+    try:  # (float(v): v correctly rounded to float64, a Fraction's and an mpf's)
+        r = arbmp.quick_round(float(v), name)
+    except OverflowError:
+        r = None
+    if r is None:
+        q = v if isinstance(v, Fraction) else arbmp.mpf_fraction(mpmath.mpf(v))
+        bits = fraction_bits(q, name)
+        if name == "float32":
+            r = float(np.array(bits, np.uint32).view(np.float32))
+        else:
+            r = float(np.array(bits, np.uint16).view(dtype.np_dtype).astype(np.float64))
+    r = r if r else 0.0
+    _CHECKED[0] += 1
+    if _CHECKED[0] % 61 == 1:  # (one in 61 against mpmath's rounding, the first of all)
+        assert r == round_to_mpmath(v, dtype) and math.copysign(1, r) == math.copysign(1, round_to_mpmath(v, dtype)), v
+    return r
+
+
+_CHECKED = [0]
+
+
+def round_to_mpmath(v, dtype: D.DType) -> float:
+    """round_to in mpmath at 2000 bits (the rounding before tests/arbmp.py; its check)."""
     with mpmath.workprec(2000):
         q = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
         if q == 0:

@@ -2,9 +2,12 @@
 op names: golden == the correctly rounded exact result.
 
 Discovered from the op declarations: every op that declares `textbook` (the doc's formula, written
-for mpmath) is checked, bundled or loaded as a user op. The oracle is that formula in mpmath at 200
-bits, rounded by tests/oracle.py's nearest-candidate search: it shares no code with the golden's
-float64 reference, its certified rounding or its Decimal exact path.
+for mpmath) is checked, bundled or loaded as a user op. The oracle is that formula at 200 bits on
+arb balls (tests/arbmp.py: rigorous, its rounding decided in integers where the float64 of a ball is
+not clearly off the grid's midpoints), in mpmath wherever arb cannot vouch for an element (and on a
+random sample of every sweep, which must agree), rounded by tests/oracle.py's nearest-candidate
+search: it shares no code with the golden's float64 reference, its certified rounding or its Decimal
+exact path.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS, OpSpec
 
-from oracle import PREC, Rounder, round_all
+import arbmp
+from oracle import PREC, Rounder
 
 DTYPES = [D.FLOAT16, D.BFLOAT16]
 # A gradient with a full significand and a small exponent, so many results land among subnormals.
@@ -38,11 +42,11 @@ def _attributes(op_name: str, index: int) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def oracle_factors(op_name: str, dtype_name: str, index: int) -> tuple:
-    """textbook(x) at 200 bits for every 16-bit x (None where x is not finite)."""
+    """textbook(x) at 200 bits for every 16-bit x (None where x is not finite): an arb ball, or mpmath's mpf where
+    arb cannot vouch for it (tests/arbmp.py)."""
     op, attrs = OPS[op_name], _attributes(op_name, index)
     xs = all_values(D.lookup(dtype_name)).astype(np.float64)
-    with mpmath.workprec(PREC):
-        return tuple(op.textbook(mpmath.mpf(float(x)), attrs, mpmath) if np.isfinite(x) else None for x in xs)
+    return tuple(arbmp.textbook_sweep(op.textbook, xs, attrs)[0])
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,9 +75,15 @@ def test_golden_is_correctly_rounded_for_every_16bit_input(case, dtype, dy_value
     factors = oracle_factors(op_name, dtype.name, index)
     finite = [i for i, f in enumerate(factors) if f is not None]
     assert len(finite) > 60000
-    with mpmath.workprec(PREC):
-        dy_exact = mpmath.mpf(float(dy[0]))
-        want = round_all([dy_exact * factors[i] for i in finite], rounder(dtype.name))
+    xs = x.astype(np.float64)
+
+    def in_mpmath(k):  # dy times the textbook in mpmath at 200 bits (the oracle before tests/arbmp.py)
+        i = finite[k]
+        with mpmath.workprec(PREC):
+            f = factors[i] if isinstance(factors[i], mpmath.mpf) else op.textbook(mpmath.mpf(float(xs[i])), attrs, mpmath)
+            return mpmath.mpf(float(dy[0])) * f
+
+    want, _ = arbmp.round_products(float(dy[0]), [factors[i] for i in finite], rounder(dtype.name), in_mpmath)
     have = got.view(np.uint16)[finite].astype(np.int64)
     bad = np.flatnonzero(have != want)
     assert bad.size == 0, f"{bad.size} elements not correctly rounded, first: " + str(

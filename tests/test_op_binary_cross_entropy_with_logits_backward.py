@@ -2,8 +2,9 @@
 ops-nn's suite.
 
 Oracle: PyTorch's form of the gradient, ((pw - 1) y + 1) / (1 + exp(-x)) - pw y, times dy w / N, in float64 (np.exp)
-with a bound relative to its terms (they cancel near the loss's minimum), and in mpmath at 200 bits where that bound
-leaves the rounding open (tests/loss_oracle.py); no code shared with the op's reference (sigmoid_pair's stable pair)
+with a bound relative to its terms (they cancel near the loss's minimum), and where that bound leaves the rounding open
+(tests/loss_oracle.py) on an arb ball at 600 bits whose ends must round alike (tests/arbmp.py), else in mpmath at 200
+bits (and in mpmath on a random sample of the arb ones, which must agree); no code shared with the op's reference (sigmoid_pair's stable pair)
 or its Decimal `exact`. Independent float32 kernel: PyTorch's binary_cross_entropy_with_logits_backward
 (aten/src/ATen/native/Loss.cpp: t = pos_weight * target; (t + 1 - target) * sigmoid(input) - t, * grad, * weight,
 / numel for mean) in numpy, from the manifest alone.
@@ -20,6 +21,7 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
+import flint
 import mpmath
 import numpy as np
 import pytest
@@ -31,6 +33,8 @@ from aclnn_cli.device.defects import variant_kind
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.binary_cross_entropy_with_logits_backward import CONTRACT_NOTES, SPEC
 
+import arbmp
+from oracle import D_NP, fraction_bits
 from helpers import manifest, run_cli, tensor
 from loss_oracle import assert_bundled_cases_small, case_arrays, independent_run, oracle_checked, round_interval
 from shared import linked_copy
@@ -66,7 +70,46 @@ def mp_value(dy: float, x: float, y: float, w: float, pw: float, n: int) -> Frac
     return Fraction(dy) * Fraction(w) * g / n
 
 
-def oracle(t: dict, n: int, dtype: D.DType) -> np.ndarray:
+def arb_rounded(dy: float, x: float, y: float, w: float, pw: float, n: int, name: str) -> float | None:
+    """mp_value's gradient rounded to the dtype `name`, or None where arb leaves it open: R + c s with the rational
+    part R = dy w (1 - y) / n (x >= 0; else -dy w pw y / n) and c = -+dy w ((pw - 1) y + 1) / n exact (Fractions),
+    s = sigmoid(-|x|) (0 < s < e^-1100 < 2^-1586 for |x| > 1100). Where |x| <= 1100, first the whole gradient as one
+    arb ball at 600 bits, where its ends round alike; else R + c s with s in the bounds of that ball. The interval's two ends must round alike (rounding is monotonic); an end nearer R than 2^-200 / R's
+    denominator (s may be as small as 0+) is pushed that far off R toward c's sign: every rounding boundary of
+    float32, float16 and bfloat16 is a multiple of 2^-151, so one other than R lies at least 1 / (R's denominator
+    2^151) from R, and R on a tie rounds the way c pushes it, as the exact value does."""
+    if abs(x) <= 1100:
+        with arbmp.precision(600):
+            bx, by, bpw = flint.arb(x), flint.arb(y), flint.arb(pw)
+            s = 1 / (1 + abs(bx).exp())
+            a = 1 + (bpw - 1) * by
+            g = (1 - by) - a * s if x >= 0 else a * s - bpw * by
+            got = arbmp.ball_float(flint.arb(dy) * flint.arb(w) * g / n, name)
+        if got is not None:
+            return got
+    fdy, fy, fw, fpw = Fraction(dy), Fraction(y), Fraction(w), Fraction(pw)
+    r = fdy * fw * ((1 - fy) if x >= 0 else -fpw * fy) / n
+    c = fdy * fw * (1 + (fpw - 1) * fy) / n
+    c = -c if x >= 0 else c
+    if c == 0:
+        return _value_of(fraction_bits(r, name), name)
+    push = Fraction(1, r.denominator << 200)  # (under R's distance to any boundary but R itself)
+    if abs(x) > 1100:  # (0 < |c s| < |c| 2^-1586 < push: the whole interval rounds as R pushed toward c does)
+        assert abs(c) < Fraction(2**1386, r.denominator)
+        return _value_of(fraction_bits(r + (push if c > 0 else -push), name), name)
+    mid, rad = arbmp.fraction(s.mid()), arbmp.fraction(s.rad())
+    ends = (c * v for v in (mid - rad, mid + rad))
+    lo, hi = (fraction_bits(r + (t if abs(t) > push else (push if c > 0 else -push)), name) for t in ends)
+    return _value_of(lo, name) if lo == hi else None
+
+
+def _value_of(bits: int, name: str) -> float:
+    if name == "float32":
+        return float(np.array(bits, np.uint32).view(np.float32))
+    return float(np.array(bits, np.uint16).view(D_NP[name]).astype(np.float64))
+
+
+def oracle(t: dict, n: int, dtype: D.DType, sample: int = 40) -> np.ndarray:
     """The gradient rounded once to dtype, for finite inputs (t: float64 arrays; a missing weight is ones)."""
     dy, x, y = t["gradOutput"], t["self"], t["target"]
     w, pw = t.get(W, np.ones_like(x)), t.get(PW, np.ones_like(x))
@@ -75,8 +118,23 @@ def oracle(t: dict, n: int, dtype: D.DType) -> np.ndarray:
         s = 1.0 / (1.0 + np.exp(-x))
         value = dy * w * (a * s - pw * y) / n
         terms = np.abs(dy * w) * ((1.0 + np.abs((pw - 1.0) * y)) * s + np.abs(pw * y)) / n
-    return round_interval(value, REL, dtype, lambda i: D.round_fraction(
-        mp_value(float(dy[i]), float(x[i]), float(y[i]), float(w[i]), float(pw[i]), n), dtype), terms)
+    name, in_arb = np.dtype(dtype.np_dtype).name, []
+
+    def in_mpmath(i):
+        return D.round_fraction(mp_value(float(dy[i]), float(x[i]), float(y[i]), float(w[i]), float(pw[i]), n), dtype)
+
+    def exact(i):
+        got = arb_rounded(float(dy[i]), float(x[i]), float(y[i]), float(w[i]), float(pw[i]), n, name)
+        if got is None:
+            return in_mpmath(i)
+        in_arb.append(i)
+        return got
+
+    out = round_interval(value, REL, dtype, exact, terms)
+    rng = np.random.default_rng(len(in_arb))  # (arb and mpmath agree on a sample of the open elements)
+    for i in rng.choice(in_arb, min(sample, len(in_arb)), replace=False) if in_arb else []:
+        assert in_mpmath(i) == out[i], (float(x[i]), float(y[i]), float(dy[i]), out[i])
+    return out
 
 
 def check_case(case: Path) -> tuple[int, int]:

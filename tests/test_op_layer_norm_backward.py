@@ -27,6 +27,7 @@ from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.layer_norm_backward import SPEC, VARIANTS
 
+import arbmp
 from oracle import Rounder
 import independent_rows  # noqa: E402
 from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
@@ -359,10 +360,16 @@ def _logical(case: Path, t: dict, key: str) -> np.ndarray:
 
 
 def _round(q: Fraction, dtype: str, rounders: dict) -> float:
-    """q rounded once to dtype: mpmath at 24 bits for float32 (normal range), the oracle's Rounder for 16 bits."""
+    """q rounded once to dtype: from q's float64 where it is clearly off the rounding boundaries (tests/arbmp.py's
+    quick_round), else mpmath at 24 bits for float32 (normal range), the oracle's Rounder for 16 bits."""
+    quick = arbmp.quick_round(float(q), dtype)
+    if quick is not None:
+        return quick
     if dtype == "float32":  # (fdiv rounds the exact quotient of the two integers once)
         return float(mpmath.fdiv(q.numerator, q.denominator, prec=24, rounding="n"))
-    r = rounders.setdefault(dtype, Rounder(D.lookup(dtype).np_dtype))
+    if dtype not in rounders:  # (one Rounder per dtype: building one sorts all 65,536 values)
+        rounders[dtype] = Rounder(D.lookup(dtype).np_dtype)
+    r = rounders[dtype]
     with mpmath.workprec(200):
         bits = r(mpmath.fdiv(q.numerator, q.denominator))
     return float(np.array(bits, dtype=np.uint16).view(D.lookup(dtype).np_dtype))

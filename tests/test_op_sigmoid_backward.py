@@ -1,8 +1,9 @@
 """aclnnSigmoidBackward: exhaustive goldens against mpmath, the kernel replica, the variants.
 
-Oracle: the doc's grad_output * y * (1 - y) in mpmath at 200 bits (exact for these inputs), written
-here (no code shared with aclnn_cli), rounded by tests/oracle.py's Rounder. Exact zeros (y = 0 or 1)
-carry the IEEE sign of the product dy * y * (1 - y), with 1 - 1 = +0.
+Oracle: the doc's grad_output * y * (1 - y) at 200 bits (exact for these inputs) on arb balls, rounded
+in integers where float64 cannot decide (tests/arbmp.py's round_products; mpmath and tests/oracle.py's
+Rounder on a random sample, which must agree), written here (no code shared with aclnn_cli). Exact
+zeros (y = 0 or 1) carry the IEEE sign of the product dy * y * (1 - y), with 1 - 1 = +0.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 from fractions import Fraction
 
+import flint
 import mpmath
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import broadcast_shape
 from aclnn_cli.ops.elementwise.sigmoid_backward import CONTRACT_NOTES, SPEC
 
+import arbmp
 from oracle import PREC
 from test_golden_exhaustive import all_values, rounder
 
@@ -35,16 +38,19 @@ def oracle_bits(dtype_name: str, dy_value: float) -> tuple[np.ndarray, np.ndarra
     dy = float(np.array(dy_value, dtype=F32).astype(dtype.np_dtype))
     r = rounder(dtype_name)
     finite = np.flatnonzero(np.isfinite(y.astype(np.float64)))
-    bits = np.empty(finite.size, dtype=np.int64)
-    with mpmath.workprec(PREC):
-        g = mpmath.mpf(dy)
-        for k, i in enumerate(finite):
-            yi = mpmath.mpf(float(y[i]))
-            v = g * yi * (1 - yi)
-            if v == 0:  # IEEE sign of the product: dy's sign times y's sign (1 - y is +1 or +0)
-                bits[k] = 0x8000 if (dy < 0) != bool(np.signbit(y[i])) else 0
-            else:
-                bits[k] = r(v)
+    ys = y[finite].astype(np.float64)
+    with arbmp.precision(PREC):
+        balls = [flint.arb(v) * (1 - flint.arb(v)) for v in ys.tolist()]
+
+    def in_mpmath(k):
+        yi = mpmath.mpf(float(ys[k]))
+        return mpmath.mpf(dy) * yi * (1 - yi)
+
+    bits, fallen = arbmp.round_products(dy, balls, r, in_mpmath)
+    assert fallen == 0  # (exact balls: rounded in integers at worst)
+    zero = np.array([b.is_zero() for b in balls]) | (dy == 0)
+    # exact zeros: the IEEE sign of the product, dy's sign times y's sign (1 - y is +1 or +0)
+    bits[zero] = np.where((dy < 0) != np.signbit(ys[zero]), 0x8000, 0)
     return finite, bits
 
 
