@@ -64,15 +64,15 @@ def fresh_copy(out: Path, tmp: Path) -> Path:
 def one_line_error(result, *needles: str, ignore: tuple[str, ...] = ()) -> str:
     """The one error line of a refused run, asserted: exit 2, no traceback, exactly one non-blank line (lines
     starting with an `ignore` prefix aside: a command's progress) which starts 'aclnn-cli: error: ' and holds each
-    needle; returned whole. `result` is run_cli's (its output) or a subprocess's (its stderr, stdout beside it)."""
-    if hasattr(result, "returncode"):  # (subprocess.CompletedProcess: the error goes to stderr)
-        code, seen, text = result.returncode, result.stdout + result.stderr, result.stderr
+    needle; returned whole. `result` is run_cli's (its output) or a subprocess's (its stdout and stderr)."""
+    if hasattr(result, "returncode"):  # (subprocess.CompletedProcess)
+        code, text = result.returncode, result.stdout + result.stderr
     else:
-        code, seen, text = result.exit_code, result.output, result.output
-    assert code == 2, (code, seen[-2000:])
-    assert "Traceback" not in seen, seen[-2000:]
+        code, text = result.exit_code, result.output
+    assert code == 2, (code, text[-2000:])
+    assert "Traceback" not in text, text[-2000:]
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith(ignore)]
-    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: "), seen[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: "), text[-2000:]
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
