@@ -53,7 +53,8 @@ def op(request):
 
 
 def key_of(op) -> str:
-    return op.key if op.name in OPS and op.key in C.ENTRIES else USER_KEY
+    """The op's key in the tables of tests/conformance.py."""
+    return op.key if op.key in BUNDLED_KEYS else USER_KEY
 
 
 # ---------------------------------------------------------------- every op has its entry
@@ -92,6 +93,7 @@ def test_variants_are_declared_and_classified(op):
     on the bundled cases)."""
     kinds = {name: variant_kind(name, fn) for name, fn in op.variants.items()}
     assert None not in kinds.values(), f"{op.name}: kind undeclared: {[n for n, k in kinds.items() if k is None]}"
+    assert key_of(op) in C.VARIANTS, f"{op.name}: its variants are not in tests/conformance.py's VARIANTS"
     defects, legit = (set(s.split()) for s in C.VARIANTS[key_of(op)])
     assert {n for n, k in kinds.items() if not k} == defects and {n for n, k in kinds.items() if k} == legit
     assert defects and all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", n) for n in kinds), sorted(kinds)
@@ -154,20 +156,22 @@ def test_exact_at_equals_exact_everywhere(bundled_gen, key):
     other dtypes' cases are the same blocks rounded: nothing new for the two ways in)."""
     from aclnn_cli.casedir import manifest as M
 
-    import shared
+    from loss_oracle import own_cases
 
     op = next(o for o in OPS.values() if o.key == key)
-    compared, cases = 0, 0
-    for name in shared.cases_of(bundled_gen, [f"{key}.yaml"]):
-        m = M.load(bundled_gen / name)
+    compared, seen = 0, set()
+    for case in own_cases(bundled_gen, key):
+        m = M.load(case)
         inputs = sum(t.layout.numel for t in m.inputs if not t.null)
-        if (m.expect_status != 0 or not 0 < m.judged[0].layout.numel <= 1000 or inputs > 4096 or "special" in name
-                or m.judged[0].dtype.name != "float32"):
-            continue  # (small, finite, one dtype: Fractions over the whole block)
+        attrs = repr(sorted(m.attribute_values.items()))
+        if (m.expect_status != 0 or not 0 < m.judged[0].layout.numel <= 1000 or inputs > 4096 or "special" in case.name
+                or m.judged[0].dtype.name != "float32" or attrs in seen):
+            continue  # (small, finite, one dtype, one case of each attribute set: Fractions over whole blocks)
+        seen.add(attrs)
         n, wrong = C.exact_at_disagreements(op, m)
-        assert not wrong, (name, wrong[:3])
-        compared, cases = compared + n, cases + 1
-    assert cases >= 3 and compared >= 100, (cases, compared)
+        assert not wrong, (case.name, wrong[:3])
+        compared += n
+    assert len(seen) >= 3 and compared >= 100, (len(seen), compared)
 
 
 # ---------------------------------------------------------------- oracle and independent kernel, shared runners
