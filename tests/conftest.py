@@ -11,6 +11,9 @@ SLOW_LIST = Path(__file__).parent / "slow-tests.txt"
 FILE_TIMES = Path(__file__).parent / "file-times.txt"
 
 
+# (The in-process CLI, run_cli, and the one-line-error assertion, one_line_error, are plain functions in helpers.py:
+# this file holds fixtures, and a test module does not import it.)
+
 # ---- the bundled suite, generated once per session (tests/shared.py: one build, every worker reads it) ----------
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -58,3 +59,39 @@ def fresh_copy(out: Path, tmp: Path) -> Path:
     import shutil
 
     return Path(shutil.copytree(out, tmp / "out"))
+
+
+def one_line_error(result, *needles: str, ignore: tuple[str, ...] = ()) -> str:
+    """The one error line of a refused run, asserted: exit 2, no traceback, exactly one non-blank line (lines
+    starting with an `ignore` prefix aside: a command's progress) which starts 'aclnn-cli: error: ' and holds each
+    needle; returned whole. `result` is run_cli's (its output) or a subprocess's (its stdout and stderr)."""
+    if hasattr(result, "returncode"):  # (subprocess.CompletedProcess)
+        code, text = result.returncode, result.stdout + result.stderr
+    else:
+        code, text = result.exit_code, result.output
+    assert code == 2, (code, text[-2000:])
+    assert "Traceback" not in text, text[-2000:]
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(ignore)]
+    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: "), text[-2000:]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+@contextlib.contextmanager
+def restored_registry():
+    """Whatever is registered inside (ops, their variants, user modules) is gone after it."""
+    import sys
+
+    from aclnn_cli.device.defects import CATALOGUE
+    from aclnn_cli.ops.registry import DECLARED_IN, OPS
+
+    ops, declared, catalogue, modules = dict(OPS), dict(DECLARED_IN), dict(CATALOGUE), set(sys.modules)
+    try:
+        yield
+    finally:
+        OPS.clear(), OPS.update(ops), DECLARED_IN.clear(), DECLARED_IN.update(declared)
+        CATALOGUE.clear(), CATALOGUE.update(catalogue)
+        for name in set(sys.modules) - modules:
+            if name.startswith("aclnn_cli_user_ops"):
+                del sys.modules[name]

@@ -82,16 +82,3 @@ def oracle_checked(bundled: Path, key: str, check) -> int:
             checked += c
     return checked
 
-
-def assert_bundled_cases_small(path) -> None:
-    """A loss op's bundled file stays small: 60 to 130 cases, under 2 M output elements in all, one of them a case
-    over a million (the realistic size each op brings)."""
-    import math
-
-    from aclnn_cli.cases.loader import load_file
-
-    cases = load_file(path)
-    sizes = [math.prod(t.layout.shape) for c in cases for t in c.tensors if t.role == "output"]
-    assert 60 <= len(cases) <= 130 and sum(sizes) < 2_000_000
-    assert any(n > 1_000_000 for n in sizes)
-

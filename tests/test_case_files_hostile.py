@@ -25,21 +25,17 @@ from aclnn_cli.cases.loader import MAX_CASES, MAX_ID_BYTES, cases_from_doc, load
 from aclnn_cli.errors import CaseError, UserError
 from aclnn_cli.tensor.layout import MAX_ELEMENTS, from_spec
 
-from helpers import run_cli, write_yaml
+from helpers import one_line_error, run_cli, write_yaml
 
 SILU = "op: SiluBackward\ncases:\n  - {%s}\n"
 SHOW_MAX = 60
 
 
-def one_line_error(tmp_path: Path, p: Path) -> str:
-    """Run gen on p; assert exit 2 with exactly one error line and no traceback; return the line."""
-    result = run_cli("gen", p, "-o", tmp_path / "out")
-    lines = result.output.strip().splitlines()
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: "), result.output
-    assert "Traceback" not in result.output
+def gen_error(tmp_path: Path, p: Path) -> str:
+    """gen of p refused in one line (helpers.one_line_error), nothing written; the line."""
+    line = one_line_error(run_cli("gen", p, "-o", tmp_path / "out"))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-    return lines[0]
+    return line
 
 
 def case_text(body: str, op: str = "SiluBackward") -> str:
@@ -58,14 +54,14 @@ def case_text(body: str, op: str = "SiluBackward") -> str:
 def test_not_utf8(tmp_path):
     p = tmp_path / "latin1.yaml"
     p.write_bytes("op: SiluBackward\ncases: [{name: caf\u00e9, shape: [1]}]\n".encode("latin-1"))
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert str(p) in line and "not UTF-8 text (byte 35, line 2)" in line
 
 
 def test_utf16_is_named(tmp_path):
     p = tmp_path / "u16.yaml"
     p.write_bytes("op: SiluBackward\n".encode("utf-16"))
-    assert "UTF-16 text; save the case file as UTF-8" in one_line_error(tmp_path, p)
+    assert "UTF-16 text; save the case file as UTF-8" in gen_error(tmp_path, p)
 
 
 def test_utf8_bom_is_fine(tmp_path):
@@ -78,14 +74,14 @@ def test_utf8_bom_is_fine(tmp_path):
 def test_binary_garbage(tmp_path, seed):
     p = tmp_path / "garbage.yaml"
     p.write_bytes(random.Random(seed).randbytes(4096))
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert str(p) in line and len(line) < 300
 
 
 def test_control_characters_in_utf8(tmp_path):
     p = tmp_path / "ctl.yaml"
     p.write_bytes(b"op: SiluBackward\x00\x01\ncases: []\n")
-    assert "not valid YAML: unacceptable character #x0000" in one_line_error(tmp_path, p)
+    assert "not valid YAML: unacceptable character #x0000" in gen_error(tmp_path, p)
 
 
 def test_case_file_that_is_a_directory(tmp_path):
@@ -94,7 +90,7 @@ def test_case_file_that_is_a_directory(tmp_path):
     with pytest.raises(UserError, match="cannot read case file: it is a directory"):
         load_file(d)
     # given on the command line, a directory is a folder of case files; here it holds none
-    assert "no case files" in one_line_error(tmp_path, d)
+    assert "no case files" in gen_error(tmp_path, d)
 
 
 def test_fifo_neither_hangs_nor_is_read(tmp_path):
@@ -103,7 +99,7 @@ def test_fifo_neither_hangs_nor_is_read(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(UserError, match="not a regular file"):
         load_file(fifo)
-    assert "not a regular file or directory" in one_line_error(tmp_path, fifo)
+    assert "not a regular file or directory" in gen_error(tmp_path, fifo)
     assert time.monotonic() - t0 < 10
 
 
@@ -127,7 +123,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
 def test_unreadable_file_for_real(tmp_path):
     p = write_yaml(tmp_path, SILU % "name: a, shape: [1]")
     p.chmod(0)
-    assert "Permission denied" in one_line_error(tmp_path, p)
+    assert "Permission denied" in gen_error(tmp_path, p)
 
 
 def test_oversized_file_is_refused_before_reading(tmp_path, monkeypatch):
@@ -139,7 +135,7 @@ def test_oversized_file_is_refused_before_reading(tmp_path, monkeypatch):
 
 def test_control_characters_in_a_path_stay_on_one_line(tmp_path):
     p = write_yaml(tmp_path, "op: NoSuchOp\ncases: [{name: a, shape: [1]}]\n", name="evil\nname.yaml")
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert "evil\\nname.yaml" in line
 
 
@@ -159,7 +155,7 @@ DUPLICATES = [
 @pytest.mark.parametrize("text,message", DUPLICATES, ids=[m for _, m in DUPLICATES])
 def test_duplicate_keys_are_errors(tmp_path, text, message):
     p = write_yaml(tmp_path, text)
-    assert message in one_line_error(tmp_path, p)
+    assert message in gen_error(tmp_path, p)
 
 
 def test_merge_keys_may_override(tmp_path):
@@ -237,7 +233,7 @@ cases:
 
 def test_recursive_alias_is_refused(tmp_path):
     p = write_yaml(tmp_path, "op: SiluBackward\ncases: &c [{name: a, shape: [1], inputs: {self: {values: *c}}}]\n")
-    assert "alias *c refers to a node that contains it" in one_line_error(tmp_path, p)
+    assert "alias *c refers to a node that contains it" in gen_error(tmp_path, p)
 
 
 @pytest.mark.parametrize("text", ["a: " + "[" * 100_000 + "]" * 100_000, "- " * 100_000 + "x",
@@ -323,7 +319,7 @@ def test_values_beyond_a_field_never_reach_the_message_in_full(tmp_path):
                  f"name: a, standard: {long}", f"name: a, tensors: {{self: {{layout: {long}}}}}", f"name: {long}",
                  f"name: a, tolerance: {{{long}: 1}}", f"name: a, inputs: {{{long}: {{constant: 1}}}}"):
         p = write_yaml(tmp_path, case_text(body))
-        line = one_line_error(tmp_path, p)
+        line = gen_error(tmp_path, p)
         assert len(line) < 400, line
 
 
@@ -452,7 +448,7 @@ PROBES = [
 @pytest.mark.parametrize("body,message,key", PROBES, ids=[f"{i}:{b[:40]}" for i, (b, _, _) in enumerate(PROBES)])
 def test_probe_is_one_clear_line(tmp_path, body, message, key):
     p = write_yaml(tmp_path, case_text(body))
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert str(p) in line and message in line, line
     if key:
         assert f"key '{key}'" in line, line
@@ -503,7 +499,7 @@ DOC_PROBES = [
 @pytest.mark.parametrize("text,message,key", DOC_PROBES, ids=[f"{i}:{t[:40]}" for i, (t, _, _) in enumerate(DOC_PROBES)])
 def test_document_probe_is_one_clear_line(tmp_path, text, message, key):
     p = write_yaml(tmp_path, text)
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert str(p) in line and message in line, line
     if key:
         assert f"key '{key}'" in line, line
@@ -564,7 +560,7 @@ def test_case_id_over_200_bytes(tmp_path):
     name = "n" * 100
     shapes = "[[1, 1, 1, 1, 1, 1, 1, 1], [" + ", ".join(["222222222222"] * 8) + "]]"
     p = write_yaml(tmp_path, SILU % f"name: {name}, shape: {shapes}, dtype: float16, product: [A2, A3]")
-    line = one_line_error(tmp_path, p)
+    line = gen_error(tmp_path, p)
     assert f"case '{name}'" in line and "key 'name'" in line
     assert f"bytes, but it names a directory (at most {MAX_ID_BYTES}): use a shorter name" in line
     fits = SILU % f"name: {name}, shape: [[1, 2], [3, 4]], dtype: float16, product: [A2, A3]"
@@ -579,7 +575,7 @@ def test_huge_shape_loads_and_gen_refuses_it(tmp_path):
     (case,) = load_file(p)
     assert case.numel == 10**18
     assert case.storage_bytes == 4 * 4 * 10**18  # three tensors and the golden
-    one_line_error(tmp_path, p)  # gen's size limit
+    gen_error(tmp_path, p)  # gen's size limit
 
 
 def test_storage_bytes(tmp_path):

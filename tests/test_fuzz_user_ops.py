@@ -10,35 +10,17 @@ it), or the one-line UserError (`allowed_outcome`). A module file ends in any wa
 
 from __future__ import annotations
 
-import contextlib
-import sys
-
 import numpy as np
 from hypothesis import strategies as st
 
 from aclnn_cli.cases.attributes import case_combos, from_manifest, to_manifest
 from aclnn_cli.cli.main import op_info
 from aclnn_cli.errors import UserError
-from aclnn_cli.device.defects import CATALOGUE
 from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, register
-from aclnn_cli.ops.registry import DECLARED_IN, OPS
 from aclnn_cli.ops.user import load_paths
 
 from fuzzing import allowed_outcome, fuzz_target, scratch
-
-
-@contextlib.contextmanager
-def restored_registry():
-    """Whatever an example registers (ops, their variants, modules) is gone after it."""
-    ops, declared, catalogue, modules = dict(OPS), dict(DECLARED_IN), dict(CATALOGUE), set(sys.modules)
-    try:
-        yield
-    finally:
-        OPS.clear(), OPS.update(ops), DECLARED_IN.clear(), DECLARED_IN.update(declared)
-        CATALOGUE.clear(), CATALOGUE.update(catalogue)
-        for name in set(sys.modules) - modules:
-            if name.startswith("aclnn_cli_user_ops"):
-                del sys.modules[name]
+from helpers import restored_registry  # (whatever an example registers is gone after it)
 
 
 def _reference(t):

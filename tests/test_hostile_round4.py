@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli, write_yaml
+from helpers import one_line_error, run_cli, write_yaml
 
 DATA = Path(__file__).parent / "data"
-
-
-def one_line_error(result, *needles: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: ") and "Traceback" not in result.output, \
-        result.output
-    assert all(n in lines[0] for n in needles), lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize("command", ["gen", "convert"])

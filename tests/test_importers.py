@@ -17,7 +17,7 @@ from aclnn_cli.cases.loader import collect_files, load_cases, load_file, parse_y
 from aclnn_cli.cases.importers.cli import to_yaml
 from aclnn_cli.cases.importers.ttkcells import literal
 
-from helpers import manifest, read_storage, run_cli, tensor
+from helpers import manifest, one_line_error, read_storage, run_cli, tensor
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(DATA.iterdir())
@@ -219,16 +219,6 @@ def ttk_row(name: str, op: str = "silu_grad", fmt: str = "ND", ranges: str = "((
     return (f'{name},{op},"(\'float16\', \'float16\')","{shapes}","((7,),)","(\'ND\', \'ND\')","(\'ND\',)",'
             f'"{attrs}","{shapes}","(\'float16\',)","((7,),)","(\'{fmt}\', \'{fmt}\')","(\'ND\',)",'
             f'"{ranges}",,1e-08,\n')
-
-
-def one_line_error(result, *needles: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("aclnn-cli: error: "), result.output
-    assert "Traceback" not in result.output
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 UNSUPPORTED = [

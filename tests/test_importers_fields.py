@@ -15,7 +15,7 @@ import pytest
 
 from aclnn_cli.cases import importers
 
-from helpers import run_cli
+from helpers import one_line_error, run_cli
 
 DATA = Path(__file__).parent / "data"
 CLI = Path(sys.executable).parent / "aclnn-cli"
@@ -27,11 +27,7 @@ def error_line(tmp_path: Path, text: str | bytes, name: str = "suite.dat") -> tu
     src.write_bytes(text if isinstance(text, bytes) else text.encode())
     lines = []
     for cmd in ("gen", "convert"):
-        result = run_cli(cmd, src, "-o", tmp_path / f"out-{cmd}")
-        assert result.exit_code == 2, result.output
-        out = result.output.strip().splitlines()
-        assert len(out) == 1 and "Traceback" not in result.output, result.output
-        lines.append(out[0])
+        lines.append(one_line_error(run_cli(cmd, src, "-o", tmp_path / f"out-{cmd}")))
     assert lines[0] == lines[1]
     assert not (tmp_path / "out-convert").exists()
     return src, lines[0]

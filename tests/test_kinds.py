@@ -28,6 +28,7 @@ from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
 import kinds_standins as S
+from helpers import one_line_error
 
 STANDINS = Path(__file__).parent / "user_ops" / "_kinds_standins.py"
 
@@ -46,14 +47,6 @@ def cli(*args, ops_file: Path | None = None) -> subprocess.CompletedProcess:
     ops = ["--ops", str(ops_file)] if ops_file else []
     return subprocess.run([sys.executable, "-m", "aclnn_cli", *ops, *map(str, args)],
                           capture_output=True, text=True, env=env)
-
-
-def one_line(r: subprocess.CompletedProcess, *needles: str) -> str:
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 def load(op: str, cases: list[dict], defaults: dict | None = None):
@@ -391,7 +384,7 @@ TWO = "(TensorSpec('dy', 'input', {'normal': [0, 1]}, dtypes=DT), TensorSpec('x'
 def test_register_refuses_a_bad_declaration_in_one_line(tmp_path, changes, needles):
     f = tmp_path / "probe.py"
     f.write_text(probe(**changes))
-    line = one_line(cli("ops", ops_file=f), "aclnnKindsProbe", *needles)
+    line = one_line_error(cli("ops", ops_file=f), "aclnnKindsProbe", *needles)
     assert str(f) in line
 
 
@@ -405,7 +398,7 @@ def test_the_probe_itself_registers_and_lists_its_kinds(tmp_path):
     assert info["attributes"] == [{"name": "dim", "kind": "int", "optional": False, "default": -1},
                                    {"name": "mask", "kind": "bool_list", "optional": False, "default": [True]}]
     assert [t["dtypes"] for t in info["tensors"]] == [None, None, ["int64"], None]
-    one_line(cli("ops", ops_file=tmp_path / "none.py"), "no op file")  # (the CLI's own line for a path)
+    one_line_error(cli("ops", ops_file=tmp_path / "none.py"), "no op file")  # (the CLI's own line for a path)
 
 
 def test_gen_emulate_verify_with_int_tensors_bool_lists_and_null_optionals(tmp_path):
@@ -459,5 +452,5 @@ def test_a_callable_default_fill_that_fails_is_one_line(tmp_path):
     f.write_text(probe(tensors=PROBE["tensors"].replace("{'randint': [0, 3]}", "lambda shapes, attrs: 1 // 0")))
     cases = tmp_path / "c.yaml"
     cases.write_text("op: aclnnKindsProbe\ncases:\n  - {name: c, dtype: float32, shape: [3, 4]}\n")
-    one_line(cli("gen", cases, "-o", tmp_path / "out", ops_file=f), "case 'c'", "inputs.idx",
+    one_line_error(cli("gen", cases, "-o", tmp_path / "out", ops_file=f), "case 'c'", "inputs.idx",
              "aclnnKindsProbe's default fill for idx", "ZeroDivisionError")

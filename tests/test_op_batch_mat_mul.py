@@ -251,13 +251,3 @@ def test_kernel_rounds_of_split_k_follow_the_source():
     assert rounds(8192) == [(0, 8192)]
     assert rounds(65536) == [(s, s + 8192) for s in range(0, 65536, 8192)]
     assert rounds(20001) == [(0, 6672), (6672, 13344), (13344, 20001)]
-
-
-def test_exact_at_equals_exact_everywhere():
-    from rowblocks import as_f64, as_fractions
-
-    rng = np.random.default_rng(5)
-    t = {"self": rng.normal(size=(2, 3, 7)).astype(F), "mat2": rng.normal(size=(2, 7, 4)).astype(F), "cubeMathType": 0}
-    whole = SPEC.exact(as_fractions(t)).reshape(-1)
-    at = SPEC.exact_at(as_f64(t), {"out": np.arange(whole.size)})["out"]
-    assert [str(v) for v in whole] == [str(v) for v in at]

@@ -27,13 +27,12 @@ import yaml
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from aclnn_cli.device.defects import variant_kind
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.binary_cross_entropy_backward import CONTRACT_NOTES, EPS, SPEC
 
 from helpers import manifest, run_cli
-from loss_oracle import oracle_checked, case_arrays, independent_run, round_interval
+from loss_oracle import case_arrays, round_interval
 from shared import linked_copy
 
 F32 = np.float32
@@ -121,13 +120,6 @@ def test_reference_and_exact_against_the_oracle():
             assert SPEC.exact({**v, **{k: Fraction(float(t[k][i])) for k in (*t,)}}) == w
 
 
-def test_variants_are_classified():
-    legit = {n for n, fn in SPEC.variants.items() if variant_kind(n, fn)}
-    assert legit == {"aten-divide"}
-    assert set(SPEC.variants) - legit == {"sign-slip", "mean-forgotten", "weight-ignored", "epsilon-dropped",
-                                          "cof-in-half"}
-
-
 def descs(**changes) -> dict[str, TensorDesc]:
     return {**{n: TensorDesc(D.FLOAT16, (3, 4)) for n in ("gradOutput", "self", "target", W, "out")}, **changes}
 
@@ -147,16 +139,6 @@ def test_contract(product, tensors, attrs, status):
     assert "OnesLike" in CONTRACT_NOTES
 
 
-@pytest.fixture(scope="module")
-def bundled(bundled_gen):
-    return bundled_gen
-
-
-
-def test_bundled_goldens_are_the_oracle_rounded_once(bundled):
-    assert oracle_checked(bundled, "binary_cross_entropy_backward", check_case) > 1_150_000
-
-
 def aten_device(op: str, ins: dict, tensors: dict, attrs: dict) -> np.ndarray:
     """PyTorch's CPU formula in float32 from the manifest alone; rounded to the promoted dtype, then out's."""
     assert op == "aclnnBinaryCrossEntropyBackward"
@@ -170,11 +152,6 @@ def aten_device(op: str, ins: dict, tensors: dict, attrs: dict) -> np.ndarray:
         if attrs["reduction"] == 1:
             r = r / F32(math.prod(tensors["out"]["shape"]) or 1)
         return r.astype(inner).astype(F32).astype(D.lookup(tensors["out"]["dtype"]).np_dtype)
-
-
-def test_independent_float32_implementation_passes_every_bundled_case(bundled, tmp_path):
-    bad, judged = independent_run(bundled, "binary_cross_entropy_backward", tmp_path / "out", aten_device)
-    assert not bad and judged > 60
 
 
 def _size(c: dict) -> int:

@@ -29,7 +29,6 @@ from aclnn_cli.ops.rows.layer_norm_backward import SPEC, VARIANTS
 
 import arbmp
 from oracle import Rounder
-import independent_rows  # noqa: E402
 from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
 
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
@@ -403,9 +402,3 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
 
 
 # (Each variant through emulate and verify on the bundled cases: tests/test_defects.py's matrix.)
-
-
-def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
-    """aten_float32 (above, another summation order) on every bundled case's whole rows, through verify."""
-    wrote, records = independent_rows.run_suite(suite, tmp_path, aten_float32)
-    assert wrote >= 40 and not independent_rows.not_passing(records)

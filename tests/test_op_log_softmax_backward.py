@@ -216,8 +216,7 @@ def test_contract_rules(descs, attrs, product, status, words):
 
 
 def test_declaration():
-    assert SPEC.api_params == (("gradOutput", "tensor"), ("output", "tensor"), ("dim", "int"), ("out", "tensor"))
-    assert SPEC.api_header == "aclnnop/aclnn_logsoftmax_backward.h" and SPEC.family.driver == "output"
+    assert SPEC.family.driver == "output"
     assert "bfloat16" not in SPEC.products["310P"] and "161002" in CONTRACT_NOTES
     assert len(DEFECTS) >= 6 and len(LEGIT) >= 2
 

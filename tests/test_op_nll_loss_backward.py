@@ -24,7 +24,6 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.rows.nll_loss_backward import SPEC, VARIANTS
-import independent_rows  # noqa: E402
 from rowblocks import as_fractions, bundled_suite  # noqa: E402
 
 U = 2.0**-24
@@ -393,9 +392,3 @@ def test_bundled_goldens_against_the_oracle(suite):
 
 
 # (Each variant through emulate and verify on the bundled cases: tests/test_defects.py's matrix.)
-
-
-def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
-    """aten_float32 (above, another summation order) on every bundled case's whole rows, through verify."""
-    wrote, records = independent_rows.run_suite(suite, tmp_path, aten_float32)
-    assert wrote >= 40 and not independent_rows.not_passing(records)

@@ -27,7 +27,6 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.rms_norm_grad import SPEC, VARIANTS
 
 from helpers import run_cli
-import independent_rows  # noqa: E402
 from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
 
 U32 = 2.0**-24
@@ -353,9 +352,3 @@ def test_variants_through_verify(suite, tmp_path, name):
     failed = {part for case_id in ids for part in case_id.split("-") if part in NP}
     if name != "rms-last-axis-only":  # only the multi-axis gamma cases can show it
         assert {"float32", "float16", "bfloat16"} <= failed, failed
-
-
-def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
-    """aten_sequential (above, another summation order) on every bundled case's whole rows, through verify."""
-    wrote, records = independent_rows.run_suite(suite, tmp_path, aten_sequential)
-    assert wrote >= 40 and not independent_rows.not_passing(records)

@@ -177,8 +177,7 @@ def test_contract_rules(descs, attrs, product, status, words):
 
 
 def test_declaration():
-    assert SPEC.api_params == (("gradOutput", "tensor"), ("output", "tensor"), ("dim", "int"), ("out", "tensor"))
-    assert SPEC.api_header == "aclnnop/aclnn_softmax_backward.h" and SPEC.family.driver == "output"
+    assert SPEC.family.driver == "output"
     assert "bfloat16" not in SPEC.products["910"] and "161002" in CONTRACT_NOTES
     assert len(DEFECTS) >= 7 and len(LEGIT) >= 2
 

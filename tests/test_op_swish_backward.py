@@ -41,7 +41,7 @@ def test_beta_zero_halves_the_gradient_and_signature():
     got, _ = golden(SPEC, {"gradOutput": dy, "self": x}, D.FLOAT32, {"betaOptional": 0.0})
     assert got.tolist() == [0.5, -1.0, 1.5, 0.25, -0.5]
     assert [a.name for a in SPEC.attributes] == ["betaOptional"] and SPEC.attributes[0].default == 1.0
-    assert SPEC.api_header == "aclnnop/aclnn_swish_backward.h" and "161002" in CONTRACT_NOTES
+    assert "161002" in CONTRACT_NOTES
 
 
 def around_root(beta: float, n: int) -> np.ndarray:
@@ -166,9 +166,7 @@ LEGITIMATE = ("stable-formula", "fused-multiply-add")
 
 
 def test_variants_are_classified():
-    assert set(SPEC.variants) == set(DEFECT_RANGES) | set(LEGITIMATE)
-    for name in SPEC.variants:
-        assert name == name.lower() and " " not in name and "_" not in name
+    assert set(SPEC.variants) == set(DEFECT_RANGES) | set(LEGITIMATE)  # (their names: test_conformance.py)
 
 
 @pytest.mark.parametrize("name", sorted(DEFECT_RANGES))

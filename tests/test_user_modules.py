@@ -27,6 +27,8 @@ from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, def
 from aclnn_cli.values.attrvalues import ATTRIBUTE_KINDS
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
+from helpers import one_line_error
+
 USER_OPS = Path(__file__).parent / "user_ops"
 HERE = __file__
 TIMEOUT = 120  # seconds: a hang (a FIFO opened as a module) fails the test instead of stalling it
@@ -40,11 +42,10 @@ def cli(*args, cwd=None, env_extra: dict | None = None) -> subprocess.CompletedP
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:
-    """The run's stderr, asserted to be exactly one error line (exit 2, no traceback)."""
-    assert done.returncode == 2, (done.returncode, done.stdout[-500:], done.stderr[-2000:])
-    assert "Traceback" not in done.stderr and done.stderr.endswith("\n") and done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith("aclnn-cli: error: ")
-    return done.stderr.removeprefix("aclnn-cli: error: ").rstrip("\n")
+    """The run's one error line (helpers.one_line_error), all of its stderr, without the prefix."""
+    line = one_line_error(done)
+    assert done.stderr == line + "\n", done.stderr
+    return line.removeprefix("aclnn-cli: error: ")
 
 
 # ---------------------------------------------------------------- loading: however the module ends

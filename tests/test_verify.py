@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -65,33 +63,6 @@ def test_independent_fp32_implementation_passes_the_whole_bundled_suite(suite, t
     run = verify_dirs(positive)
     bad = [(c.case_id, c.status, c.reason) for c in run.cases if c.status != "PASS"]
     assert not bad and len(run.cases) > 150
-
-
-# Rows ops: the independent kernel works on whole rows, in the op's own test file (tests/independent_rows.py
-# or tests/softmax_oracle.py runs it over every bundled case).
-OWN_FILE_TEST = ("test_an_independent_float32_implementation_passes_every_bundled_case",
-                 "test_independent_float32_implementation_passes_every_bundled_case",
-                 "test_an_independent_aten_kernel_passes_every_bundled_case")
-
-
-def _tested_in_own_file(name: str) -> bool:
-    """The op's own test file has the test, or a sibling op's file runs it for this op too (GeGluV3Backward's in
-    GeGluBackward's, parametrised by op key)."""
-    key = OPS[name].key
-    for path in Path(__file__).parent.glob("test_op_*.py"):
-        text = path.read_text()
-        if (path.name == f"test_op_{key}.py" or f'"{key}"' in text) and any(f"def {t}(" in text for t in OWN_FILE_TEST):
-            return True
-    return False
-
-
-def test_ops_without_an_independent_kernel_are_reported():
-    """An op is added with its own file and case file only: the independent kernel is optional (its
-    legitimate variants stand in, test_defects). A bundled op without one shows up here as a skip."""
-    missing = sorted(name for name in OPS if not covers(name) and not _tested_in_own_file(name))
-    assert len(OPS) - len(missing) >= 16, "the sixteen bundled ops keep their independent kernels"
-    if missing:
-        pytest.skip(f"no independent float32 kernel in tests/independent_kernels.py for {', '.join(missing)}")
 
 
 @pytest.fixture()
