@@ -60,6 +60,8 @@ ENTRIES = {
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
     "log_sigmoid_backward": (TEXTBOOK, KERNELS),
     "log_softmax_backward": (f"test_op_log_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_log_softmax_backward.py::{ATEN}"),
+    "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
+                                         f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
     "mse_loss_backward": ("test_op_mse_loss_backward.py::test_golden_is_the_exact_value_rounded_once", LOSS_RUN),
     "nll_loss_backward": ("test_op_nll_loss_backward.py::test_bundled_goldens_against_the_oracle", ROWS_RUN),
@@ -171,6 +173,9 @@ VARIANTS = {
         "logsoftmax-dropped-element logsoftmax-flipped-sum logsoftmax-half-accumulation logsoftmax-missing-exp "
         "logsoftmax-missing-sum logsoftmax-wrong-axis",
         "logsoftmax-aten-order logsoftmax-exp-2ulp"),
+    "max_pool2d_with_indices_backward": (
+        "maxpool-accumulate-fp16 maxpool-first-in-window maxpool-index-transposed maxpool-last-write-wins",
+        "maxpool-columns maxpool-reversed"),
     "mish_backward": (
         "mish-no-sigmoid mish-one-branch mish-tanh-of-x sign-slip",
         "mish-sech-form"),

@@ -53,6 +53,11 @@ ORDINARY = {
     # (planes of 4 x 4 pooled by 2 x 2 windows side by side: one term per element, positive gradients)
     "avg_pool2d_backward": {"dims": lambda shape: [shape // 16, 4, 4], "attributes": {"kernelSize": [2], "padding": [0]},
                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
+    # (the same windows, each gradient to its window's maximum: one term per element; the 950, whose kernel takes
+    # every dtype: A2's and A3's take float32 only)
+    "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],
+                                         "attributes": {"kernelSize": [2], "padding": [0]},
+                                         "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}, "product": "950"},
 }
 ROW_LENGTH = 2
 
@@ -76,7 +81,8 @@ def suite_yaml(op, names=BROKEN, shape: int = 128, extra: str = "", dtypes=DTYPE
     """Small cases of `op` in each dtype (one per name), the op's own fills, of ordinary magnitude."""
     dims, attrs = case_shape_attributes(op, shape)
     more = (f", attributes: {json.dumps(attrs)}" if attrs else "") + (
-        f", inputs: {json.dumps(ORDINARY[op.key]['inputs'])}" if "inputs" in ORDINARY.get(op.key, {}) else "")
+        f", inputs: {json.dumps(ORDINARY[op.key]['inputs'])}" if "inputs" in ORDINARY.get(op.key, {}) else "") + (
+        f", product: \"{ORDINARY[op.key]['product']}\"" if "product" in ORDINARY.get(op.key, {}) else "")
     lines = [f"op: {op.name}", "cases:"]
     for name in names:
         for d in dtypes:

@@ -91,23 +91,23 @@ def test_golden_is_correctly_rounded_for_every_16bit_input(case, dtype, dy_value
 
 
 def test_every_bundled_op_is_checked_against_an_oracle():
-    """A bundled op declares its textbook formula (then the test above covers it) or brings an exhaustive
-    test of its own (tests/test_op_<key>.py, for an op whose oracle needs a faster method than one
-    mpmath call per input). Ops with attributes name at least two attribute sets."""
+    """A bundled op declares its textbook formula (then the test above covers it) or names the oracle test of its
+    own in the conformance table (tests/conformance.py ENTRIES: an op whose oracle needs a faster method than one
+    mpmath call per input; test_conformance.py checks that the named test exists). Ops with attributes name at
+    least two attribute sets."""
     import importlib
     import pkgutil
-    from pathlib import Path
 
     import aclnn_cli.ops as package
+    from conformance import ENTRIES, TEXTBOOK
 
-    here = Path(__file__).parent
     modules = [importlib.import_module(m.name) for m in pkgutil.walk_packages(package.__path__, "aclnn_cli.ops.")]
     bundled = [m.SPEC for m in modules if isinstance(getattr(m, "SPEC", None), OpSpec)]
     assert len(bundled) >= 10
     for op in bundled:
-        own = here / f"test_op_{op.key}.py"
-        assert op.textbook is not None or (own.is_file() and "every" in own.read_text()), \
-            f"{op.name} has no exhaustive oracle test: declare textbook= in its OpSpec"
+        oracle = ENTRIES.get(op.key, (None,))[0]
+        assert (op.textbook is not None) == (oracle == TEXTBOOK) and oracle is not None, \
+            f"{op.name} has no exhaustive oracle test: declare textbook= in its OpSpec, or name its own in ENTRIES"
         if op.textbook is not None and op.attributes:
             assert len(op.oracle_attributes) >= 2, f"{op.name}: oracle_attributes needs two or more sets"
 
