@@ -23,7 +23,7 @@ from aclnn_cli.casedir import manifest as M
 from aclnn_cli.files.statcache import CACHE_FILE, FORMAT
 
 from fuzzing import fuzz_target, scratch
-from helpers import run_cli, write_yaml
+from helpers import restored_registry, run_cli, write_yaml
 
 CASES = """op: SiluBackward
 cases:
@@ -169,24 +169,24 @@ def test_reference_fields_found_by_the_fuzzer(odd):
 
 
 def _reference_loop(kinds, dtype):
-    with scratch() as tmp:
+    """gen, emulate and verify in-process (helpers.run_cli: an exception would fail the test, as a traceback
+    would), the op module loaded as --ops loads it (user.load_paths) and the registry restored after."""
+    from aclnn_cli.ops import user
+
+    with scratch() as tmp, restored_registry():
         op = tmp / "my_fuzz_ref.py"
         op.write_text(OP.format(kinds=kinds))
+        user.load_paths([op])
         cases = write_yaml(tmp, f"op: aclnnMyFuzzRef\ncases:\n  - {{name: a, dtype: {dtype}, product: A2, shape: [3, 2, 5]}}\n")
         for args in (("gen", cases, "-o", tmp / "out"), ("emulate", tmp / "out"), ("verify", tmp / "out")):
-            r = _cli(op, *args)
-            assert "Traceback" not in r.stdout + r.stderr, (kinds, args, r.stderr[-2000:])
-            errors = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("aclnn-cli: error")]
-            assert len(errors) <= 1, (kinds, args, r.stdout[-500:], r.stderr[-500:])
+            r = run_cli(*args)
+            errors = [line for line in r.output.splitlines() if line.startswith("aclnn-cli: error")]
+            assert len(errors) <= 1, (kinds, args, r.output[-1000:])
             if errors:  # (the one line: gen refused the op's answer, or what followed has nothing to act on)
-                assert r.returncode == 2, (kinds, args)
+                assert r.exit_code == 2, (kinds, args)
                 return
-            assert r.returncode in (0, 1), (kinds, args, r.returncode, r.stderr[-1000:])
-
-
-def _cli(op: Path, *args):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(op), *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+            assert r.exit_code in (0, 1), (kinds, args, r.exit_code, r.output[-1000:])
+            if errors:  # (the one line: gen refused the op's answer, or what followed has nothing to act on)
+                assert r.exit_code == 2, (kinds, args)
+                return
+            assert r.exit_code in (0, 1), (kinds, args, r.exit_code, r.output[-1000:])
