@@ -86,6 +86,20 @@ def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str
     return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}
 
 
+def assert_variant_verdicts(suite: Path, tmp_path: Path, variant: str, changes: dict, legitimate, cases: int,
+                            dtypes: int = 3) -> None:
+    """A legitimate variant PASSes every case of `suite`; a defect FAILs every case whose name (the id's second
+    part) `changes[variant]` lists, in each of the `dtypes` dtypes. `cases`: the suite's case count."""
+    status = variant_statuses(suite, tmp_path, variant)
+    assert len(status) == cases
+    if variant in legitimate:
+        assert set(status.values()) == {"PASS"}, status
+        return
+    changed = {k: v for k, v in status.items() if k.split("-")[1] in changes[variant]}
+    assert len(changed) == dtypes * len(changes[variant])
+    assert set(changed.values()) == {"FAIL"}, changed
+
+
 def independent_dumps(suite: Path, work: Path, compute, output: str = "out") -> int:
     """A copy of `suite` in `work` whose positive cases hold, as the dump of `output`, compute(case, manifest)
     (an independent kernel's float32 results in logical order); how many cases it wrote."""

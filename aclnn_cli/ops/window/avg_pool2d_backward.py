@@ -117,24 +117,6 @@ def _kernel_size_divisor(t):
 
 
 @defect
-def _include_pad_ignored(t):
-    """Defect: countIncludePad ignored, the padding never counted."""
-    return _compute(t, include=False)
-
-
-@defect
-def _include_pad_always(t):
-    """Defect: countIncludePad ignored, the padding always counted."""
-    return _compute(t, include=True)
-
-
-@defect
-def _override_ignored(t):
-    """Defect: divisorOverride ignored."""
-    return _compute(t, override=0)
-
-
-@defect
 def _last_write_wins(t):
     """Defect: overlapping windows not added, each position keeps its last window's term."""
     ah, aw, d, _ = _setup(t)
@@ -161,8 +143,7 @@ def _padding_off_by_one(t):
 
 
 VARIANTS = {"avgpool-reversed": _reversed, "avgpool-columns": _columns, "avgpool-reciprocal": _reciprocal,
-            "avgpool-kernel-size-divisor": _kernel_size_divisor, "avgpool-include-pad-ignored": _include_pad_ignored,
-            "avgpool-include-pad-always": _include_pad_always, "avgpool-override-ignored": _override_ignored,
+            "avgpool-kernel-size-divisor": _kernel_size_divisor, **pool.divisor_defects("avgpool", _compute),
             "avgpool-last-write-wins": _last_write_wins, "avgpool-stride-off-by-one": _stride_off_by_one,
             "avgpool-padding-off-by-one": _padding_off_by_one}
 

@@ -113,24 +113,6 @@ def _kernel_size_divisor(t):
 
 
 @defect
-def _include_pad_ignored(t):
-    """Defect: countIncludePad ignored, the padding never counted."""
-    return _compute(t, include=False)
-
-
-@defect
-def _include_pad_always(t):
-    """Defect: countIncludePad ignored, the padding always counted."""
-    return _compute(t, include=True)
-
-
-@defect
-def _override_ignored(t):
-    """Defect: divisorOverride ignored."""
-    return _compute(t, override=0)
-
-
-@defect
 def _last_write_wins(t):
     """Defect: overlapping windows not added, each position keeps its last window's term."""
     return _compute(t, last_write=True)
@@ -162,9 +144,7 @@ def _depth_stride_off_by_one(t):
 
 
 VARIANTS = {"avgpool3d-reversed": _reversed, "avgpool3d-columns": _columns, "avgpool3d-divide": _divide,
-            "avgpool3d-kernel-size-divisor": _kernel_size_divisor,
-            "avgpool3d-include-pad-ignored": _include_pad_ignored,
-            "avgpool3d-include-pad-always": _include_pad_always, "avgpool3d-override-ignored": _override_ignored,
+            "avgpool3d-kernel-size-divisor": _kernel_size_divisor, **pool.divisor_defects("avgpool3d", _compute),
             "avgpool3d-last-write-wins": _last_write_wins, "avgpool3d-stride-off-by-one": _stride_off_by_one,
             "avgpool3d-padding-off-by-one": _padding_off_by_one,
             "avgpool3d-depth-stride-off-by-one": _depth_stride_off_by_one}

@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER
+from ..base import defect
 from ..dyadic import exact_row_sums
 from ..families.window import AxisWindows, Window, pair
 
@@ -196,6 +197,29 @@ def exact(g: np.ndarray, axes, d: np.ndarray) -> np.ndarray:
             wins = itertools.product(*(np.flatnonzero(c[:, i]).tolist() for c, i in zip(covers, pos)))
             out[(b, *pos)] = sum((Fraction(g[(b, *o)]) / int(d[o]) for o in wins), Fraction(0))
     return out
+
+
+def divisor_defects(prefix: str, compute) -> dict:
+    """The divisor rule's defects of an average pooling gradient, as `compute(t, include=..., override=...)` (the
+    op's kernel with its divisors from those) makes them: countIncludePad ignored either way, divisorOverride
+    ignored."""
+    @defect
+    def include_pad_ignored(t):
+        """Defect: countIncludePad ignored, the padding never counted."""
+        return compute(t, include=False)
+
+    @defect
+    def include_pad_always(t):
+        """Defect: countIncludePad ignored, the padding always counted."""
+        return compute(t, include=True)
+
+    @defect
+    def override_ignored(t):
+        """Defect: divisorOverride ignored."""
+        return compute(t, override=0)
+
+    return {f"{prefix}-include-pad-ignored": include_pad_ignored, f"{prefix}-include-pad-always": include_pad_always,
+            f"{prefix}-override-ignored": override_ignored}
 
 
 def window_sums(terms: np.ndarray, axes, order: str = "rows", last_write: bool = False) -> np.ndarray:
