@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -28,7 +26,7 @@ from aclnn_cli.ops.window.avg_pool3d_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
-from rowblocks import assert_variant_verdicts, bundled_suite, generated_yaml, goldens_against, independent_dumps, not_passing
+from rowblocks import assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against, independent_dumps, not_passing
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -270,7 +268,6 @@ def test_a_gradient_of_another_size_is_refused_when_the_case_loads(tmp_path):
 # ------------------------------------------------------------------ ops-nn's own suite
 
 ATK = "atk_aclnnAvgPool3dBackward.json"  # pooling/avg_pool3_d_grad/tests/st/aclnnAvgPool3dBackward/
-QUICK_ELEMENTS = 100_000
 
 
 def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
@@ -278,20 +275,5 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
     values each, ceilMode, countIncludePad, divisorOverride); the 32 of up to 100,000 elements (1.1 M in all) are
     generated, emulated and verified: every one PASSes, and so does the independent loop kernel on each. (The file
     holds 4.7 G elements in all.)"""
-    r = run_cli("convert", "--skip-unsupported", SUITES / ATK, "-o", tmp_path / "yaml")
-    assert r.exit_code == 0 and "skipped" not in r.output, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
-    cases = [c for d in docs for c in d["cases"]]
-    assert len(cases) == 201
-    small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
-    assert len(small) == 32
-    out = tmp_path / "out"
-    picks = [a for n in small for a in ("--case", f"avg_pool3d_backward-{n}")]
-    for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-3000:]
-    r = run_cli("verify", out, "--json", tmp_path / "v.json")
-    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
-    assert r.exit_code == 0 and len(ran) == 32 and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
-    assert independent_dumps(out, tmp_path / "loops", independent, "output") == 32
-    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")
+    cases, small = atk_small_cases_pass(tmp_path, SUITES / ATK, "avg_pool3d_backward", independent, "output")
+    assert len(cases) == 201 and len(small) == 32
