@@ -37,6 +37,7 @@ EVERY_X = "test_golden_is_correctly_rounded_for_every_16bit_x"
 # the op's own file is "file::test"
 ENTRIES = {
     "avg_pool2d_backward": (f"test_op_avg_pool2d_backward.py::{GOLDENS}", f"test_op_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
+    "avg_pool3d_backward": (f"test_op_avg_pool3d_backward.py::{GOLDENS}", f"test_op_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "batch_mat_mul": (f"test_op_batch_mat_mul.py::{GOLDENS}", f"test_op_batch_mat_mul.py::{AN_INDEPENDENT}"),
     "batch_norm_backward": (f"test_op_batch_norm_backward.py::{GOLDENS}", f"test_op_batch_norm_backward.py::{AN_INDEPENDENT}"),
     "binary_cross_entropy_backward": (LOSS_RUN, LOSS_RUN),
@@ -104,6 +105,11 @@ VARIANTS = {
         "avgpool-include-pad-always avgpool-include-pad-ignored avgpool-kernel-size-divisor "
         "avgpool-last-write-wins avgpool-override-ignored avgpool-padding-off-by-one avgpool-stride-off-by-one",
         "avgpool-columns avgpool-reciprocal avgpool-reversed"),
+    "avg_pool3d_backward": (
+        "avgpool3d-depth-stride-off-by-one avgpool3d-include-pad-always avgpool3d-include-pad-ignored "
+        "avgpool3d-kernel-size-divisor avgpool3d-last-write-wins avgpool3d-override-ignored "
+        "avgpool3d-padding-off-by-one avgpool3d-stride-off-by-one",
+        "avgpool3d-columns avgpool3d-divide avgpool3d-reversed"),
     "batch_mat_mul": (
         "bmm-bf16-accumulation bmm-fp16-accumulation bmm-halved bmm-k-tail-dropped bmm-not-transposed bmm-zeros",
         "bmm-split-k"),

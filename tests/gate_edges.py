@@ -53,6 +53,10 @@ ORDINARY = {
     # (planes of 4 x 4 pooled by 2 x 2 windows side by side: one term per element, positive gradients)
     "avg_pool2d_backward": {"dims": lambda shape: [shape // 16, 4, 4], "attributes": {"kernelSize": [2], "padding": [0]},
                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
+    # (volumes of 2 x 4 x 4 pooled by 2 x 2 x 2 windows side by side: one term per element)
+    "avg_pool3d_backward": {"dims": lambda shape: [shape // 32, 2, 4, 4],
+                            "attributes": {"kernelSize": [2], "stride": [], "padding": [0]},
+                            "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
     # (the same windows, each gradient to its window's maximum: one term per element; the 950, whose kernel takes
     # every dtype: A2's and A3's take float32 only)
     "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],

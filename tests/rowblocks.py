@@ -86,6 +86,48 @@ def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str
     return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}
 
 
+def assert_variant_verdicts(suite: Path, tmp_path: Path, variant: str, changes: dict, legitimate, cases: int,
+                            dtypes: int = 3) -> None:
+    """A legitimate variant PASSes every case of `suite`; a defect FAILs every case whose name (the id's second
+    part) `changes[variant]` lists, in each of the `dtypes` dtypes. `cases`: the suite's case count."""
+    status = variant_statuses(suite, tmp_path, variant)
+    assert len(status) == cases
+    if variant in legitimate:
+        assert set(status.values()) == {"PASS"}, status
+        return
+    changed = {k: v for k, v in status.items() if k.split("-")[1] in changes[variant]}
+    assert len(changed) == dtypes * len(changes[variant])
+    assert set(changed.values()) == {"FAIL"}, changed
+
+
+def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, output: str,
+                         quick_elements: int = 100_000) -> tuple[list, list]:
+    """ops-nn's ATK file `atk` converted whole (nothing skipped); its cases of up to `quick_elements` generated,
+    emulated and verified (every one PASS), and the test's `independent` loop kernel's dumps of `output` passing on
+    each. (every imported case, the names run)."""
+    import json
+    import math
+
+    import yaml
+
+    r = run_cli("convert", "--skip-unsupported", atk, "-o", tmp_path / "yaml")
+    assert r.exit_code == 0 and "skipped" not in r.output, r.output
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    cases = [c for d in docs for c in d["cases"]]
+    small = [c["name"] for c in cases if math.prod(c["shape"]) <= quick_elements]
+    out = tmp_path / "out"
+    picks = [a for n in small for a in ("--case", f"{key}-{n}")]
+    for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-3000:]
+    r = run_cli("verify", out, "--json", tmp_path / "v.json")
+    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
+    assert r.exit_code == 0 and len(ran) == len(small) and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
+    assert independent_dumps(out, tmp_path / "loops", independent, output) == len(small)
+    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")
+    return cases, small
+
+
 def independent_dumps(suite: Path, work: Path, compute, output: str = "out") -> int:
     """A copy of `suite` in `work` whose positive cases hold, as the dump of `output`, compute(case, manifest)
     (an independent kernel's float32 results in logical order); how many cases it wrote."""

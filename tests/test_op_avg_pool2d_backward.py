@@ -12,14 +12,12 @@ hend = min(hstart + kH, H + pH), pool_size = (hend - hstart) (wend - wstart) bef
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -27,7 +25,7 @@ from aclnn_cli.ops.window.avg_pool2d_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
-from rowblocks import goldens_against, bundled_suite, generated_yaml, independent_dumps, not_passing, variant_statuses, write_dump
+from rowblocks import assert_variant_verdicts, atk_small_cases_pass, goldens_against, bundled_suite, generated_yaml, independent_dumps, not_passing, write_dump
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -246,14 +244,7 @@ LEGITIMATE = ("avgpool-reversed", "avgpool-columns", "avgpool-reciprocal")
 
 @pytest.mark.parametrize("variant", sorted(CHANGES) + list(LEGITIMATE))
 def test_each_defect_fails_where_it_changes_the_result_and_legitimate_orders_pass(gate_suite, tmp_path, variant):
-    status = variant_statuses(gate_suite, tmp_path, variant)
-    assert len(status) == 18
-    if variant in LEGITIMATE:
-        assert set(status.values()) == {"PASS"}, status
-        return
-    changed = {k: v for k, v in status.items() if k.split("-")[1] in CHANGES[variant]}
-    assert len(changed) == 3 * len(CHANGES[variant])
-    assert set(changed.values()) == {"FAIL"}, changed
+    assert_variant_verdicts(gate_suite, tmp_path, variant, CHANGES, LEGITIMATE, cases=18)
 
 
 def _status(g, s, o, attrs, dtype=D.FLOAT32, product="950", s_dtype=None):
@@ -302,27 +293,11 @@ def test_a_gradient_of_another_size_is_refused_when_the_case_loads(tmp_path):
 # ------------------------------------------------------------------ ops-nn's own suite
 
 ATK = "atk_aclnnAvgPool2dBackward.json"  # pooling/avg_pool3_d_grad/tests/st/aclnnAvgPool2dBackward/
-QUICK_ELEMENTS = 100_000
 
 
 def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
     """All 219 cases import (torch's attribute spellings mapped); the 80 of up to 100,000 elements (2.5 M in all) are
     generated, emulated and verified: every one PASSes, and so does the independent loop kernel on each. (All 219,
     327 M elements, pass the emulated kernel too: about a minute of gen.)"""
-    r = run_cli("convert", "--skip-unsupported", SUITES / ATK, "-o", tmp_path / "yaml")
-    assert r.exit_code == 0 and "skipped" not in r.output, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
-    cases = [c for d in docs for c in d["cases"]]
-    assert len(cases) == 219
-    small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
-    assert len(small) == 80
-    out = tmp_path / "out"
-    picks = [a for n in small for a in ("--case", f"avg_pool2d_backward-{n}")]
-    for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-3000:]
-    r = run_cli("verify", out, "--json", tmp_path / "v.json")
-    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
-    assert r.exit_code == 0 and len(ran) == 80 and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
-    assert independent_dumps(out, tmp_path / "loops", independent, "gradInput") == 80
-    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")
+    cases, small = atk_small_cases_pass(tmp_path, SUITES / ATK, "avg_pool2d_backward", independent, "gradInput")
+    assert len(cases) == 219 and len(small) == 80

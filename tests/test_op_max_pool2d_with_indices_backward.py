@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -25,7 +24,7 @@ from aclnn_cli.ops.window.max_pool2d_with_indices_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli, write_yaml
-from rowblocks import goldens_against, as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
+from rowblocks import atk_small_cases_pass, goldens_against, as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -382,20 +381,7 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
     """All 201 cases import: the indices' stand-in shapes and ranges dropped (the executor derives them by the forward,
     as gen does). The small ones are generated, emulated and verified: every one PASSes, and so does the independent
     loop kernel on each. (All 201, 38 M elements, pass the emulated kernel too: about 7 CPU-s of gen.)"""
-    r = run_cli("convert", "--skip-unsupported", SUITES / ATK, "-o", tmp_path / "yaml")
-    assert r.exit_code == 0 and "skipped" not in r.output, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
-    cases = [c for d in docs for c in d["cases"]]
+    cases, small = atk_small_cases_pass(tmp_path, SUITES / ATK, "max_pool2d_with_indices_backward", independent,
+                                        "gradInput", QUICK_ELEMENTS)
     assert len(cases) == 201 and {c["inputs"]["indices"]["derived"] for c in cases} == {True}
-    small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK_ELEMENTS]
     assert len(small) == 75
-    out = tmp_path / "out"
-    picks = [a for n in small for a in ("--case", f"max_pool2d_with_indices_backward-{n}")]
-    for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-3000:]
-    r = run_cli("verify", out, "--json", tmp_path / "v.json")
-    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
-    assert r.exit_code == 0 and len(ran) == len(small) and {c["status"] for c in ran} == {"PASS"}, r.output[-3000:]
-    assert independent_dumps(out, tmp_path / "loops", independent, "gradInput") == len(small)
-    assert not not_passing(tmp_path / "loops", tmp_path / "loops.json")

@@ -93,6 +93,32 @@ def test_shapes_follow_the_forward_and_another_is_named():
                                                   {"kernelSize": (30,), "padding": (0,)})
 
 
+def test_three_spatial_axes_cut_a_volume_into_rows_d_h_of_w():
+    """spatial=3: one value per axis (one value every axis's), a block per (n, c) volume with R = D H, the pooled
+    tensor's R = Do Ho; pool.windows unfolds the blocks with the depths the op's case_values give."""
+    from aclnn_cli.ops.window import pool
+
+    fam = Window(driver="self", spatial=3)
+    k, s, p, d, _ = fam.parameters({"kernelSize": (3,), "stride": (), "padding": (1, 0, 1)})
+    assert (k, s, p, d) == ((3, 3, 3), (3, 3, 3), (1, 0, 1), (1, 1, 1))
+    attrs = {"kernelSize": (3, 2, 1), "stride": (2, 2, 1), "padding": (1, 0, 0), "ceilMode": False}
+    shapes = fam.case_shapes(_Op(), (2, 3, 7, 8, 5), attrs, {})
+    assert shapes["gradOutput"] == (2, 3, 4, 4, 5) and fam.shape_problem(_Op(), shapes, attrs) is None
+    geo = fam.geometry(shapes, attrs)
+    assert (geo.a1, geo.r, geo.a0) == (6, 56, 5)
+    own = fam.own_geometry("gradOutput", shapes, attrs, geo)
+    assert (own.a1, own.r, own.a0) == (6, 16, 5)
+    assert "(N, C, D, H, W) or (C, D, H, W)" in fam.shape_problem(_Op(), {**shapes, "self": (2, 3, 7, 8)}, attrs)
+    assert "pool [7, 8, 5] into [4, 4, 5]" in fam.shape_problem(_Op(), {**shapes, "gradOutput": (2, 3, 4, 5, 5)}, attrs)
+    t = {"self": np.zeros((6, 56, 5)), "gradOutput": np.zeros((6, 16, 5)), **attrs,
+         **pool.depths(fam)(shapes)}
+    axes = pool.windows(fam, t)
+    assert [(a.n, a.out, a.k, a.s, a.p) for a in axes] == [(7, 4, 3, 2, 1), (8, 4, 2, 2, 0), (5, 5, 1, 1, 0)]
+    assert pool.volume(t["gradOutput"], axes, pooled=True).shape == (6, 4, 4, 5)
+    counts = pool.counts(axes)
+    assert counts.shape == (7, 8, 5) and counts[1, 0, 0] == 2 and counts[0, 0, 0] == 1  # (D: windows 0 and 1 share 1)
+
+
 def test_a_window_naming_what_the_op_has_not_is_one_line(tmp_path):
     """declcheck: the window family's pooled tensor is an input besides the driver, its window attributes int lists
     (ceil mode a bool) of the op."""

@@ -19,6 +19,7 @@ from .guard import guarded
 # API name -> its declaration module in aclnn_cli.ops, in its family's folder (the module's name is the op's key)
 BUNDLED: dict[str, str] = {
     "aclnnAvgPool2dBackward": "window.avg_pool2d_backward",
+    "aclnnAvgPool3dBackward": "window.avg_pool3d_backward",
     "aclnnMaxPool2dWithIndicesBackward": "window.max_pool2d_with_indices_backward",
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",

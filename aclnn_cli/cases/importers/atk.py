@@ -215,7 +215,7 @@ def _array(op: OpSpec, entries: list, where_key: str, bad: Callable[..., CaseErr
                           f"({op.name} takes {', '.join(kinds) or 'no list'})", where_key)
     for i, e in enumerate(entries):
         check_keys(e, INPUT_KEYS, "ATK input", bad, f"{where_key}[{i}].")
-        if e.get("type") != "attrs":
+        if e.get("type") not in ("attrs", "attr_tuple"):  # (AvgPool3dBackward's file: attr_tuple)
             raise bad(f"an attribute list's entries have type 'attrs', got {show(e.get('type'))}", f"{where_key}[{i}].type")
     # an entry's range_values is the element, or a one-element list of it (ops-nn's BatchNormBackward writes
     # each outputMask entry as `"range_values": [true]`)

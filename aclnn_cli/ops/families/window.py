@@ -11,8 +11,10 @@ A block is one (n, c) plane. The driver (the forward's input, `self`, whose shap
 (N C, H, W): the functions receive it, and every tensor of its shape (gradInput), as **(k, H, W)**; the pooled
 tensor (gradOutput, (N C, Ho, Wo)) is cut from its own shape (`own_geometry`) and arrives as **(k, Ho, Wo)**. The
 window parameters reach the functions as the attributes they are; `axis_windows` and `cover` turn them into the
-per-axis relations. 2-D windows (NCHW, and the 3-d NCL = (C, H, W) without N); the axis arithmetic is per axis
-and holds for 3-D, whose cutting into (k, D, H, W) planes is not written yet.
+per-axis relations. `spatial` axes per window: 2 (NCHW, and the 3-d NCL = (C, H, W) without N) or 3 (NCDHW, and
+CDHW without N). A 3-D block is one (D, H, W) volume, cut as (N C, D H, W): the functions receive it as
+**(k, D H, W)** and the pooled tensor as **(k, Do Ho, Wo)**; the op's `case_values` give the depths to unfold them
+(ops/window/pool.volume).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from .base import Geometry, Rows, Shapes
 
-SPATIAL = 2  # spatial axes cut so far: (H, W)
+SPATIAL = 2  # a 2-D window's spatial axes: (H, W)
 
 
 def pair(values, fill: tuple[int, ...] | None = None) -> tuple[int, int]:
@@ -38,6 +40,19 @@ def pair(values, fill: tuple[int, ...] | None = None) -> tuple[int, int]:
             raise ValueError("an empty window parameter")
         return tuple(fill)[:2]
     return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+def spread(values, n: int, fill: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """An aclIntArray of length 1 or n as n values (one value for every axis); `fill` where it is empty. n = 2:
+    `pair`."""
+    if n == 2:
+        return pair(values, fill)
+    v = tuple(int(x) for x in (values or ()))
+    if not v:
+        if fill is None:
+            raise ValueError("an empty window parameter")
+        return tuple(fill)[:n]
+    return v[:1] * n if len(v) == 1 else v[:n]
 
 
 def pooled_size(n: int, k: int, s: int, p: int, d: int = 1, ceil: bool = False) -> int:
@@ -123,29 +138,33 @@ class Window(Rows):
     ceil: str | None = "ceilMode"
     pooled: tuple[str, ...] = ()  # other tensors of the pooled shape, cut like grad (MaxPool's indices)
     name: str = "window"
+    spatial: int = SPATIAL  # window axes: 2 (H, W) or 3 (D, H, W)
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 
     @property
     def own(self) -> tuple[str, ...]:
         return (self.grad, *self.pooled)
 
-    def windows(self, shapes: Shapes, attrs: Mapping) -> tuple[AxisWindows, AxisWindows]:
-        """(H axis, W axis) of a case: the input's spatial sizes, the pooled tensor's (given, else the forward's
-        rule), the attributes."""
-        h, w = tuple(shapes[self.driver])[-SPATIAL:]
+    def windows(self, shapes: Shapes, attrs: Mapping) -> tuple[AxisWindows, ...]:
+        """((D axis,) H axis, W axis) of a case: the input's spatial sizes, the pooled tensor's (given, else the
+        forward's rule), the attributes."""
+        return self.axis_windows(attrs, tuple(shapes[self.driver])[-self.spatial:],
+                                 tuple(shapes[self.grad])[-self.spatial:] if self.grad in shapes else None)
+
+    def axis_windows(self, attrs: Mapping, sizes, pooled=None) -> tuple[AxisWindows, ...]:
+        """One AxisWindows per spatial axis: the input's sizes, the pooled sizes (None: the forward's rule)."""
         k, s, p, d, ceil = self.parameters(attrs)
-        if self.grad in shapes:
-            ho, wo = tuple(shapes[self.grad])[-SPATIAL:]
-        else:
-            ho, wo = (pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate((h, w)))
-        return AxisWindows(h, ho, k[0], s[0], p[0], d[0]), AxisWindows(w, wo, k[1], s[1], p[1], d[1])
+        if pooled is None:
+            pooled = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(sizes))
+        return tuple(AxisWindows(int(n), int(o), k[i], s[i], p[i], d[i]) for i, (n, o) in enumerate(zip(sizes, pooled)))
 
     def parameters(self, attrs: Mapping):
-        """(kernel, stride, padding, dilation) as (H, W) pairs and ceil mode, from the attributes."""
-        k = pair(attrs[self.kernel])
-        s = pair(attrs.get(self.stride), fill=k)
-        p = pair(attrs.get(self.padding), fill=(0, 0))
-        d = pair(attrs.get(self.dilation), fill=(1, 1)) if self.dilation else (1, 1)
+        """(kernel, stride, padding, dilation) as one value per spatial axis and ceil mode, from the attributes."""
+        n = self.spatial
+        k = spread(attrs[self.kernel], n)
+        s = spread(attrs.get(self.stride), n, fill=k)
+        p = spread(attrs.get(self.padding), n, fill=(0,) * n)
+        d = spread(attrs.get(self.dilation), n, fill=(1,) * n) if self.dilation else (1,) * n
         return k, s, p, d, bool(attrs.get(self.ceil, False)) if self.ceil else False
 
     def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
@@ -155,10 +174,11 @@ class Window(Rows):
         shapes = {n: shape for n in names}
         try:
             k, s, p, d, ceil = self.parameters(attrs)
-            sizes = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(shape[-SPATIAL:]))
-            if len(shape) >= SPATIAL + 1 and min(k + s + d) > 0 and min(sizes) > 0:
+            sp = self.spatial
+            sizes = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(shape[-sp:]))
+            if len(shape) >= sp + 1 and min(k + s + d) > 0 and min(sizes) > 0:
                 for name in (self.grad, *self.pooled):
-                    shapes[name] = (*shape[:-SPATIAL], *sizes)
+                    shapes[name] = (*shape[:-sp], *sizes)
         except (ValueError, TypeError, IndexError, ZeroDivisionError):
             pass
         return shapes
@@ -168,18 +188,20 @@ class Window(Rows):
         if self.driver not in shapes or self.grad not in shapes:
             return f"{self.driver} or {self.grad} is null"
         drv, g = tuple(shapes[self.driver]), tuple(shapes[self.grad])
-        if len(drv) < SPATIAL + 1 or len(g) != len(drv):
-            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the window family needs (N, C, H, W) or (C, H, W) both"
-        if g[:-SPATIAL] != drv[:-SPATIAL]:
-            return f"{self.grad}'s leading axes {list(g[:-SPATIAL])} are not {self.driver}'s {list(drv[:-SPATIAL])}"
+        sp = self.spatial
+        layouts = "(N, C, H, W) or (C, H, W)" if sp == 2 else "(N, C, D, H, W) or (C, D, H, W)"
+        if len(drv) < sp + 1 or len(g) != len(drv):
+            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the window family needs {layouts} both"
+        if g[:-sp] != drv[:-sp]:
+            return f"{self.grad}'s leading axes {list(g[:-sp])} are not {self.driver}'s {list(drv[:-sp])}"
         k, s, p, d, ceil = self.parameters(attrs)
-        want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-SPATIAL:]))
+        want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-sp:]))
         if min(want) < 1:
-            return (f"kernel {list(k)}, stride {list(s)}, padding {list(p)} leave no window in {list(drv[-SPATIAL:])} "
+            return (f"kernel {list(k)}, stride {list(s)}, padding {list(p)} leave no window in {list(drv[-sp:])} "
                     f"(the forward's output would be {list(want)})")
-        if g[-SPATIAL:] != want:
-            return (f"{self.grad}'s planes are {list(g[-SPATIAL:])}; kernel {list(k)}, stride {list(s)}, padding "
-                    f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-SPATIAL:])} into {list(want)}")
+        if g[-sp:] != want:
+            return (f"{self.grad}'s planes are {list(g[-sp:])}; kernel {list(k)}, stride {list(s)}, padding "
+                    f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-sp:])} into {list(want)}")
         for name in self.pooled:
             if name in shapes and tuple(shapes[name]) != g:
                 return f"{name} has shape {list(shapes[name])}; the window family needs {self.grad}'s {list(g)}"
@@ -189,13 +211,13 @@ class Window(Rows):
         return None
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
-        """The driver's blocks: one (H, W) plane per (n, c)."""
+        """The driver's blocks: one (H, W) plane (3-D: one (D, H, W) volume, rows D H) per (n, c)."""
         shape = tuple(shapes[self.driver])
-        return Geometry(math.prod(shape[:-SPATIAL]), shape[-2], shape[-1])
+        return Geometry(math.prod(shape[:-self.spatial]), math.prod(shape[-self.spatial:-1]), shape[-1])
 
     def own_geometry(self, name: str, shapes: Shapes, attrs: Mapping, geo: Geometry) -> Geometry | None:
-        """The pooled tensors' block b: their (Ho, Wo) plane b."""
+        """The pooled tensors' block b: their (Ho, Wo) plane b (3-D: their (Do, Ho, Wo) volume, rows Do Ho)."""
         if name not in self.own:
             return None
         g = tuple(shapes[self.grad])
-        return Geometry(geo.a1, g[-2], g[-1])
+        return Geometry(geo.a1, math.prod(g[-self.spatial:-1]), g[-1])

@@ -38,24 +38,24 @@ def _setup(t, include=None, override=None):
     ah, aw = pool.windows(FAMILY, t)
     include = bool(t[INCLUDE]) if include is None else include
     override = int(t[OVERRIDE]) if override is None else override
-    return ah, aw, pool.divisors(ah, aw, include, override), pool.is_global(ah, aw, int(t[OVERRIDE]))
+    return ah, aw, pool.divisors((ah, aw), include, override), pool.is_global(ah, aw, int(t[OVERRIDE]))
 
 
 def _reference(t) -> Reference:
     ah, aw, d, glob = _setup(t)
     fp16 = glob and int(t.get(MATH, 0)) in FP16_MATH
-    value, bound, scale, allowance = pool.reference(np.asarray(t[GRAD], np.float64), ah, aw, d, fp16)
+    value, bound, scale, allowance = pool.reference(np.asarray(t[GRAD], np.float64), (ah, aw), d, fp16)
     return Reference(value, bound, scale, allowance=allowance)
 
 
 def _exact_at(t, wanted):
     ah, aw, d, _ = _setup(t)
-    return {OUT: pool.exact_at(np.asarray(t[GRAD], np.float64), ah, aw, d, wanted[OUT])}
+    return {OUT: pool.exact_at(np.asarray(t[GRAD], np.float64), (ah, aw), d, wanted[OUT])}
 
 
 def _exact(t):
     ah, aw, d, _ = _setup(t)
-    return pool.exact(t[GRAD], ah, aw, d)
+    return pool.exact(t[GRAD], (ah, aw), d)
 
 
 def _terms(t, d, dtype=pool.F32, reciprocal: bool = False):
@@ -76,7 +76,7 @@ def _compute(t, dtype=pool.F32, order: str = "rows", reciprocal: bool = False, *
             else:
                 q = g / dtype(ah.k * aw.k)
         return np.broadcast_to(q, (g.shape[0], ah.n, aw.n)).copy()
-    return pool.window_sums(_terms(t, d, dtype, reciprocal), ah, aw, order)
+    return pool.window_sums(_terms(t, d, dtype, reciprocal), (ah, aw), order)
 
 
 def _kernel(t):
@@ -112,40 +112,22 @@ def _kernel_size_divisor(t):
     """Defect: every window divided by kH kW (the border's clipped or unpadded count ignored)."""
     ah, aw = pool.windows(FAMILY, t)
     override = int(t[OVERRIDE])
-    d = pool.divisors(ah, aw, True, override or ah.k * aw.k)
-    return pool.window_sums(_terms(t, d), ah, aw)
-
-
-@defect
-def _include_pad_ignored(t):
-    """Defect: countIncludePad ignored, the padding never counted."""
-    return _compute(t, include=False)
-
-
-@defect
-def _include_pad_always(t):
-    """Defect: countIncludePad ignored, the padding always counted."""
-    return _compute(t, include=True)
-
-
-@defect
-def _override_ignored(t):
-    """Defect: divisorOverride ignored."""
-    return _compute(t, override=0)
+    d = pool.divisors((ah, aw), True, override or ah.k * aw.k)
+    return pool.window_sums(_terms(t, d), (ah, aw))
 
 
 @defect
 def _last_write_wins(t):
     """Defect: overlapping windows not added, each position keeps its last window's term."""
     ah, aw, d, _ = _setup(t)
-    return pool.window_sums(_terms(t, d), ah, aw, last_write=True)
+    return pool.window_sums(_terms(t, d), (ah, aw), last_write=True)
 
 
 def _shifted(t, stride: int = 0, pad: int = 0):
     ah, aw, d, _ = _setup(t)
     bh = pool.AxisWindows(ah.n, ah.out, ah.k, ah.s + stride, ah.p + pad)
     bw = pool.AxisWindows(aw.n, aw.out, aw.k, aw.s + stride, aw.p + pad)
-    return pool.window_sums(_terms(t, d), bh, bw)
+    return pool.window_sums(_terms(t, d), (bh, bw))
 
 
 @defect
@@ -161,8 +143,7 @@ def _padding_off_by_one(t):
 
 
 VARIANTS = {"avgpool-reversed": _reversed, "avgpool-columns": _columns, "avgpool-reciprocal": _reciprocal,
-            "avgpool-kernel-size-divisor": _kernel_size_divisor, "avgpool-include-pad-ignored": _include_pad_ignored,
-            "avgpool-include-pad-always": _include_pad_always, "avgpool-override-ignored": _override_ignored,
+            "avgpool-kernel-size-divisor": _kernel_size_divisor, **pool.divisor_defects("avgpool", _compute),
             "avgpool-last-write-wins": _last_write_wins, "avgpool-stride-off-by-one": _stride_off_by_one,
             "avgpool-padding-off-by-one": _padding_off_by_one}
 

@@ -15,11 +15,13 @@ positions inside the input.
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
 
 from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER
+from ..base import defect
 from ..dyadic import exact_row_sums
 from ..families.window import AxisWindows, Window, pair
 
@@ -48,21 +50,50 @@ def lists_rule(kernel, stride, padding) -> str | None:
     return None
 
 
-def windows(family: Window, t) -> tuple[AxisWindows, AxisWindows]:
-    """The (H, W) axes of the planes in t: self's (k, H, W), gradOutput's (k, Ho, Wo), the attributes."""
-    h, w = t[family.driver].shape[-2:]
-    ho, wo = t[family.grad].shape[-2:]
-    k, s, p, d, _ = family.parameters(t)
-    return AxisWindows(h, ho, k[0], s[0], p[0], d[0]), AxisWindows(w, wo, k[1], s[1], p[1], d[1])
+IN_DEPTH, OUT_DEPTH = "inputDepth", "gradDepth"  # a 3-D op's case_values: the depths that unfold its volumes
 
 
-def divisors(ah: AxisWindows, aw: AxisWindows, include_pad: bool, override: int) -> np.ndarray:
-    """(Ho, Wo) int64: each window's divisor."""
+def depths(family: Window):
+    """A 3-D op's `case_values`: the driver's depth D and the pooled tensor's Do (its blocks arrive as (k, D H, W)
+    and (k, Do Ho, Wo); `windows` and `volume` unfold them)."""
+    def values(shapes) -> dict:
+        drv, g = tuple(shapes.get(family.driver) or ()), tuple(shapes.get(family.grad) or ())
+        return {IN_DEPTH: int(drv[-3]) if len(drv) >= 3 else 1, OUT_DEPTH: int(g[-3]) if len(g) >= 3 else 1}
+    return values
+
+
+def windows(family: Window, t) -> tuple[AxisWindows, ...]:
+    """The spatial axes of the blocks in t: ((D,) H, W) of self's (k, H, W) or (k, D H, W), of gradOutput's
+    (k, Ho, Wo) or (k, Do Ho, Wo) (3-D: the depths from the op's case_values; whole (k, D, H, W) volumes as they
+    are), the attributes."""
+    drv, g = np.shape(t[family.driver]), np.shape(t[family.grad])
+    n = family.spatial
+    if n == 2 or len(drv) == n + 1:
+        return family.axis_windows(t, drv[-n:], g[-n:])
+    d, do = int(t[IN_DEPTH]), int(t[OUT_DEPTH])
+    return family.axis_windows(t, (d, drv[-2] // max(d, 1), drv[-1]), (do, g[-2] // max(do, 1), g[-1]))
+
+
+def volume(x, axes, pooled: bool = False) -> np.ndarray:
+    """Blocks x (k, ..., last) as (k, one axis per window axis): the pooled sizes or the input's."""
+    x = np.asarray(x)
+    return x.reshape((x.shape[0], *(a.out if pooled else a.n for a in axes)))
+
+
+def _outer(parts) -> np.ndarray:
+    out = parts[0]
+    for part in parts[1:]:
+        out = np.multiply.outer(out, part)
+    return out
+
+
+def divisors(axes, include_pad: bool, override: int) -> np.ndarray:
+    """(Ho, Wo) (3-D: (Do, Ho, Wo)) int64: each window's divisor."""
     if override:
-        return np.full((ah.out, aw.out), int(override), dtype=np.int64)
+        return np.full(tuple(a.out for a in axes), int(override), dtype=np.int64)
     if include_pad:
-        return np.outer(ah.padded(), aw.padded())
-    return np.outer(ah.clipped(), aw.clipped())
+        return _outer([a.padded() for a in axes])
+    return _outer([a.clipped() for a in axes])
 
 
 def is_global(ah: AxisWindows, aw: AxisWindows, override: int) -> bool:
@@ -72,9 +103,9 @@ def is_global(ah: AxisWindows, aw: AxisWindows, override: int) -> bool:
             and (ah.out, aw.out) == (1, 1))
 
 
-def counts(ah: AxisWindows, aw: AxisWindows) -> np.ndarray:
-    """(H, W) how many windows cover each input position: the terms of its sum."""
-    return np.outer(ah.cover().sum(axis=0), aw.cover().sum(axis=0))
+def counts(axes) -> np.ndarray:
+    """(H, W) (3-D: (D, H, W)) how many windows cover each input position: the terms of its sum."""
+    return _outer([a.cover().sum(axis=0) for a in axes])
 
 
 def gamma(n, unit: float) -> np.ndarray:
@@ -82,14 +113,20 @@ def gamma(n, unit: float) -> np.ndarray:
     return nu / (1 - nu)
 
 
-def plane_sums(terms: np.ndarray, ah: AxisWindows, aw: AxisWindows) -> np.ndarray:
-    """Ch^T terms Cw for each plane of terms (k, Ho, Wo), float64: (k, H, W)."""
-    ch, cw = ah.cover().astype(np.float64), aw.cover().astype(np.float64)
-    return np.matmul(np.matmul(ch.T, terms), cw)
+def plane_sums(terms: np.ndarray, axes) -> np.ndarray:
+    """Ch^T terms Cw for each plane of terms (k, Ho, Wo), float64: (k, H, W); 3-D: each axis's cover contracted in
+    turn, (k, Do, Ho, Wo) to (k, D, H, W)."""
+    if len(axes) == 2:
+        ch, cw = (a.cover().astype(np.float64) for a in axes)
+        return np.matmul(np.matmul(ch.T, terms), cw)
+    x = terms
+    for i, a in enumerate(axes):
+        x = np.moveaxis(np.tensordot(x, a.cover().astype(np.float64), axes=([1 + i], [0])), -1, 1 + i)
+    return x
 
 
-def reference(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, fp16_divide: bool = False):
-    """(value, bound, scale, allowance) of the planes' gradients, g (k, Ho, Wo) float64.
+def reference(g: np.ndarray, axes, d: np.ndarray, fp16_divide: bool = False):
+    """(value, bound, scale, allowance) of the blocks' gradients, g (k, Ho, Wo) (3-D: (k, Do, Ho, Wo)) float64.
 
     value: the float64 sums (one rounding per term's division, at most n - 1 additions per element, the products
     by 0 and 1 exact): within gamma_{n + 2} scale of the exact sum in float64's unit (the extra one: a divisor
@@ -98,10 +135,10 @@ def reference(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, fp
     lambda sqrt(n - 1 + c) (docs/allowances.md), times scale. fp16_divide: the 950's Div path with cubeMathType
     1 or 2 (gradOutput cast to float16, divided in float16): 2^-10 of each term and float16's subnormal step more."""
     dd = d.astype(np.float64)
-    n = counts(ah, aw)
+    n = counts(axes)
     with np.errstate(all="ignore"):
-        value = plane_sums(g / dd, ah, aw)
-        scale = plane_sums(np.abs(g) / np.abs(dd), ah, aw)
+        value = plane_sums(g / dd, axes)
+        scale = plane_sums(np.abs(g) / np.abs(dd), axes)
         bound = gamma(n + 2, U64) * SLACK * scale
         c = n - 1 + TERM_ROUNDINGS
         growth = np.minimum(gamma(c, ACCUMULATION_UNIT), LAMBDA * np.sqrt(c) * SECOND_ORDER * ACCUMULATION_UNIT)
@@ -111,23 +148,31 @@ def reference(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, fp
     return value, bound, scale, allowance
 
 
-def exact_at(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """The exact values (Fractions) at flat positions `where` of the planes (k, H, W), block-major.
+def exact_at(g: np.ndarray, axes, d: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """The exact values (Fractions) at flat positions `where` of the blocks (k, H, W) (3-D: (k, D, H, W)),
+    block-major; g (k, Ho, Wo) (3-D: (k, Do, Ho, Wo)).
 
     An element's terms over a common denominator L = lcm of its divisors: sum g (L / D) / L. With g a float32 value
     (24 bits) and L below 2^29 each g (L / D) is exact in float64, and their sum is dyadic.exact_row_sums': integers,
     no Fraction per term. Elements outside that (a divisor beyond it) are summed in Fractions."""
     where = np.asarray(where, dtype=np.int64)
-    size = ah.n * aw.n
-    b, rest = where // size, where % size
-    h, w = rest // aw.n, rest % aw.n
-    oh, ow = ah.covering()[h], aw.covering()[w]  # (E, mh), (E, mw)
-    oh = np.repeat(oh, ow.shape[1], axis=1)
-    ow = np.tile(ow, (1, ah.covering().shape[1]))
-    valid = (oh >= 0) & (ow >= 0)
-    ohc, owc = np.where(valid, oh, 0), np.where(valid, ow, 0)
-    gv = np.where(valid, g[b[:, None], ohc, owc], 0.0) if where.size and valid.shape[1] else np.zeros((where.size, 0))
-    dv = np.where(valid, d[ohc, owc], 1).astype(np.int64) if gv.shape[1] else np.ones((where.size, 0), np.int64)
+    sizes = tuple(a.n for a in axes)
+    b, rest = where // max(int(np.prod(sizes)), 1), where % max(int(np.prod(sizes)), 1)
+    pos = np.unravel_index(rest, sizes)
+    nax = len(axes)
+    cov = []  # each axis's covering windows, broadcast to (E, m0, m1, ...)
+    for i, (a, p) in enumerate(zip(axes, pos)):
+        c = a.covering()[p]
+        cov.append(c.reshape((c.shape[0],) + tuple(c.shape[1] if j == i else 1 for j in range(nax))))
+    full = np.broadcast_shapes(*(c.shape for c in cov))
+    cov = [np.broadcast_to(c, full).reshape(where.size, -1) for c in cov]
+    valid = np.logical_and.reduce([c >= 0 for c in cov]) if cov else np.zeros((where.size, 0), bool)
+    idx = tuple(np.where(valid, c, 0) for c in cov)
+    if where.size and valid.shape[1]:
+        gv = np.where(valid, g[(b[:, None], *idx)], 0.0)
+        dv = np.where(valid, d[idx], 1).astype(np.int64)
+    else:
+        gv, dv = np.zeros((where.size, 0)), np.ones((where.size, 0), np.int64)
     lcm = np.lcm.reduce(np.abs(dv), axis=1) if dv.shape[1] else np.ones(where.size, np.int64)
     with np.errstate(all="ignore"):
         fast = (lcm < 2**29) & np.all(gv.astype(np.float32).astype(np.float64) == gv, axis=1)
@@ -141,40 +186,62 @@ def exact_at(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray, whe
     return out
 
 
-def exact(g: np.ndarray, ah: AxisWindows, aw: AxisWindows, d: np.ndarray) -> np.ndarray:
-    """Whole planes exactly: g an object array of Fractions (k, Ho, Wo); (k, H, W) Fractions."""
-    ch, cw = ah.cover(), aw.cover()
+def exact(g: np.ndarray, axes, d: np.ndarray) -> np.ndarray:
+    """Whole blocks exactly: g an object array of Fractions (k, Ho, Wo) (3-D: (k, Do, Ho, Wo)); (k, H, W)
+    (3-D: (k, D, H, W)) Fractions."""
+    covers = [a.cover() for a in axes]
     k = g.shape[0]
-    out = np.empty((k, ah.n, aw.n), dtype=object)
+    out = np.empty((k, *(a.n for a in axes)), dtype=object)
     for b in range(k):
-        for h in range(ah.n):
-            for w in range(aw.n):
-                out[b, h, w] = sum((Fraction(g[b, oh, ow]) / int(d[oh, ow])
-                                    for oh in np.flatnonzero(ch[:, h]).tolist()
-                                    for ow in np.flatnonzero(cw[:, w]).tolist()), Fraction(0))
+        for pos in itertools.product(*(range(a.n) for a in axes)):
+            wins = itertools.product(*(np.flatnonzero(c[:, i]).tolist() for c, i in zip(covers, pos)))
+            out[(b, *pos)] = sum((Fraction(g[(b, *o)]) / int(d[o]) for o in wins), Fraction(0))
     return out
 
 
-def window_sums(terms: np.ndarray, ah: AxisWindows, aw: AxisWindows, order: str = "rows",
-                last_write: bool = False) -> np.ndarray:
+def divisor_defects(prefix: str, compute) -> dict:
+    """The divisor rule's defects of an average pooling gradient, as `compute(t, include=..., override=...)` (the
+    op's kernel with its divisors from those) makes them: countIncludePad ignored either way, divisorOverride
+    ignored."""
+    @defect
+    def include_pad_ignored(t):
+        """Defect: countIncludePad ignored, the padding never counted."""
+        return compute(t, include=False)
+
+    @defect
+    def include_pad_always(t):
+        """Defect: countIncludePad ignored, the padding always counted."""
+        return compute(t, include=True)
+
+    @defect
+    def override_ignored(t):
+        """Defect: divisorOverride ignored."""
+        return compute(t, override=0)
+
+    return {f"{prefix}-include-pad-ignored": include_pad_ignored, f"{prefix}-include-pad-always": include_pad_always,
+            f"{prefix}-override-ignored": override_ignored}
+
+
+def window_sums(terms: np.ndarray, axes, order: str = "rows", last_write: bool = False) -> np.ndarray:
     """Each input position's covering windows' terms added in `terms`' dtype, one window at a time: "rows" as the
-    950's SIMT kernel (AvgPoolV2GradSimtNchwKernel: oh from phStart to phEnd, ow inner), "reversed" (the last
-    window first), "columns" (ow outer). last_write: each window's term stored, not added (a defect)."""
-    if ah.d != 1 or aw.d != 1:
+    950's SIMT kernel (AvgPoolV2GradSimtNchwKernel: oh from phStart to phEnd, ow inner; 3-D: od outer), "reversed"
+    (the last window first), "columns" (the last axis outer). last_write: each window's term stored, not added (a
+    defect). terms (k, Ho, Wo) (3-D: (k, Do, Ho, Wo)); (k, H, W) (3-D: (k, D, H, W))."""
+    if any(a.d != 1 for a in axes):
         raise ValueError("window_sums walks windows of dilation 1 (a range of windows per position)")
     k = terms.shape[0]
-    (fh, lh), (fw, lw) = ah.first_last(), aw.first_last()
-    acc = np.zeros((k, ah.n, aw.n), dtype=terms.dtype)
-    nh, nw = int((lh - fh).max(initial=0)), int((lw - fw).max(initial=0))
-    steps = [(a, b) for a in range(nh) for b in range(nw)]
+    ranges = [a.first_last() for a in axes]
+    acc = np.zeros((k, *(a.n for a in axes)), dtype=terms.dtype)
+    spans = [int((last - first).max(initial=0)) for first, last in ranges]
+    steps = list(itertools.product(*(range(n) for n in spans)))
     if order == "columns":
-        steps = sorted(steps, key=lambda ab: (ab[1], ab[0]))
+        steps = sorted(steps, key=lambda ab: ab[::-1])
     elif order == "reversed":
         steps = steps[::-1]
-    for a, b in steps:
-        oh, ow = fh + a, fw + b
-        valid = (oh < lh)[:, None] & (ow < lw)[None, :]
-        vals = terms[:, np.minimum(oh, max(ah.out - 1, 0))][:, :, np.minimum(ow, max(aw.out - 1, 0))]
+    for step in steps:
+        wins = [first + j for (first, _), j in zip(ranges, step)]
+        valid = _outer([w < last for w, (_, last) in zip(wins, ranges)])
+        vals = terms[(slice(None), *np.ix_(*(np.minimum(w, max(a.out - 1, 0)) for w, a in zip(wins, axes))))]
         if last_write:
             acc = np.where(valid, vals, acc)
         else:

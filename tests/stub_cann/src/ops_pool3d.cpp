@@ -1,0 +1,145 @@
+// libopapi of the stub: AvgPool3dBackward (pooling/avg_pool3_d_grad op_api and AvgPool3DGrad kernel).
+//
+// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/window/avg_pool3d_backward.py, after
+// aclnn_avgpool3d_backward.cpp): nulls 161001 (gradOutput, self, kernelSize, stride, padding, output: a null stride
+// is refused, unlike the 2-D op's), then everything else 161002. Phase two: each input position (d, h, w) in
+// float32, its windows od outer, oh, ow inner, each adding fl(g * fl(1 / divisor)) (the kernel's Muls by mulsFactor
+// into a float32 workspace); the result rounded once to output's dtype.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "aclnnop/aclnn_avgpool3d_backward.h"
+#include "elements.h"
+#include "opapi.h"
+
+namespace {
+
+using stub::Checker;
+
+const stub::OpDef kAvgPool3d{"aclnnAvgPool3dBackward", nullptr, nullptr};
+
+using Triple = std::array<int64_t, 3>;
+
+struct Pool3dCall {
+    const aclTensor *grad, *self, *out;
+    const aclIntArray *kernel, *stride, *padding;
+    bool ceil, include;
+    int64_t divisor;
+};
+
+// (D, H, W) of a list of 1 or 3 values; `fill` where it is empty.
+Triple Spread3(const std::vector<int64_t>& v, Triple fill) {
+    if (v.empty()) return fill;
+    if (v.size() == 1) return {v[0], v[0], v[0]};
+    return {v[0], v[1], v[2]};
+}
+
+aclnnStatus Check3d(const Checker& c, const Pool3dCall& e) {
+    RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
+    if (e.kernel == nullptr) return c.Null("kernelSize");
+    if (e.stride == nullptr) return c.Null("stride");
+    if (e.padding == nullptr) return c.Null("padding");
+    stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "", stub::kFp32Fp16);
+    if (ok.empty()) return c.Unsupported();
+    RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
+    RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
+    RETURN_IF_FAILED(c.Dims(4, 5, {{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
+    if (e.self->view.size() != e.grad->view.size() || e.out->view.size() != e.grad->view.size()) {
+        return c.Invalid("gradOutput, self and output: as many dims");
+    }
+    if (e.self->view != e.out->view) return c.Invalid("output's shape is not self's");
+    const std::vector<int64_t>& k = e.kernel->values;
+    const std::vector<int64_t>& s = e.stride->values;
+    const std::vector<int64_t>& p = e.padding->values;
+    if (k.size() != 1 && k.size() != 3) return c.Invalid("kernelSize: 1 or 3 values");
+    if (p.size() != 1 && p.size() != 3) return c.Invalid("padding: 1 or 3 values");
+    if (s.size() != 0 && s.size() != 1 && s.size() != 3) return c.Invalid("stride: 0, 1 or 3 values");
+    Triple kk = Spread3(k, {0, 0, 0}), ss = Spread3(s, kk), pp = Spread3(p, {0, 0, 0});
+    for (int i = 0; i < 3; ++i) {
+        if (kk[i] <= 0) return c.Invalid("kernelSize: each > 0");
+        if (ss[i] <= 0) return c.Invalid("stride: each > 0");
+        if (pp[i] < 0 || pp[i] > kk[i] / 2) return c.Invalid("padding: each >= 0 and at most half the kernel");
+    }
+    return ACLNN_SUCCESS;
+}
+
+stub::Job Pool3dJob(const Pool3dCall& e) {
+    stub::Job job;
+    int g = job.Add(e.grad), o = job.Add(e.out, true);
+    Triple k = Spread3(e.kernel->values, {1, 1, 1});
+    Triple s = Spread3(e.stride->values, k);
+    Triple p = Spread3(e.padding->values, {0, 0, 0});
+    bool include = e.include;
+    int64_t divisor = e.divisor;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& gt = j.T(g);
+        const aclTensor& ot = j.T(o);
+        size_t nd = ot.view.size();
+        Triple n{ot.view[nd - 3], ot.view[nd - 2], ot.view[nd - 1]};
+        Triple m{gt.view[nd - 3], gt.view[nd - 2], gt.view[nd - 1]};
+        int64_t in_size = n[0] * n[1] * n[2], out_size = m[0] * m[1] * m[2];
+        int64_t volumes = stub::Numel(ot.view) / std::max<int64_t>(in_size, 1);
+        std::vector<float> grad = stub::ReadFloats(gt, gt.view);
+        std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
+        // first and one past the last window covering position i of axis a
+        auto range = [&](int a, int64_t i) {
+            int64_t q = i + p[a];
+            int64_t first = q < k[a] ? 0 : (q - k[a]) / s[a] + 1;
+            return std::make_pair(first, std::max(first, std::min(q / s[a] + 1, m[a])));
+        };
+        for (int64_t b = 0; b < volumes; ++b) {
+            const float* x = grad.data() + b * out_size;
+            float* y = out.data() + b * in_size;
+            for (int64_t id = 0; id < n[0]; ++id) {
+                auto rd = range(0, id);
+                for (int64_t ih = 0; ih < n[1]; ++ih) {
+                    auto rh = range(1, ih);
+                    for (int64_t iw = 0; iw < n[2]; ++iw) {
+                        auto rw = range(2, iw);
+                        float acc = 0.0f;
+                        for (int64_t od = rd.first; od < rd.second; ++od) {
+                            for (int64_t oh = rh.first; oh < rh.second; ++oh) {
+                                for (int64_t ow = rw.first; ow < rw.second; ++ow) {
+                                    Triple o3{od, oh, ow};
+                                    int64_t pool = 1, inside = 1;
+                                    for (int a = 0; a < 3; ++a) {
+                                        int64_t start = o3[a] * s[a] - p[a];
+                                        int64_t end = std::min(start + k[a], n[a] + p[a]);
+                                        pool *= end - start;
+                                        inside *= std::min(end, n[a]) - std::max<int64_t>(start, 0);
+                                    }
+                                    int64_t d = divisor != 0 ? divisor : include ? pool : inside;
+                                    float factor = 1.0f / static_cast<float>(d);
+                                    acc += x[(od * m[1] + oh) * m[2] + ow] * factor;
+                                }
+                            }
+                        }
+                        y[(id * n[1] + ih) * n[2] + iw] = acc;
+                    }
+                }
+            }
+        }
+        stub::WriteFloats(ot, out, ot.dtype, negate);
+    };
+    return job;
+}
+
+}  // namespace
+
+extern "C" {
+
+// 950, A3, A2: FLOAT, FLOAT16, BF16. See Check3d for the order of the checks.
+aclnnStatus aclnnAvgPool3dBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                                   const aclIntArray* kernelSize, const aclIntArray* stride,
+                                                   const aclIntArray* padding, bool ceilMode, bool countIncludePad,
+                                                   int64_t divisorOverride, aclTensor* output,
+                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
+    Pool3dCall e{gradOutput, self, output, kernelSize, stride, padding, ceilMode, countIncludePad, divisorOverride};
+    return stub::PhaseOneJob(kAvgPool3d, workspaceSize, executor, [&](Checker& c) { return Check3d(c, e); },
+                             [&](const Checker&) { return Pool3dJob(e); });
+}
+
+STUB_PHASE_TWO(aclnnAvgPool3dBackward, kAvgPool3d)
+
+}  // extern "C"
