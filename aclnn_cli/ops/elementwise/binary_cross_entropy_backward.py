@@ -24,7 +24,7 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, grad_linear_reference, legitimate, products
 from ..registry import register
-from .loss import MEAN, cof32 as _cof32, is_mean as _mean, reduction_rule
+from .loss import MEAN, cof32 as _cof32, is_mean as _mean, reduction_rule, mean_defects
 
 F32 = np.float32
 EPS = float(F32(1e-12))  # MAKE_CONST(float, 1e-12); PyTorch's clamp_min(EPSILON) on a float tensor
@@ -123,12 +123,6 @@ def _sign_slip(t):
 
 
 @defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (cof = 1): results N times too large."""
-    return _kernel(t, 1.0)
-
-
-@defect
 def _weight_ignored(t):
     """Defect: weightOptional not applied (the no-weight DAG taken with a weight given)."""
     return _kernel(t, weighted=False)
@@ -138,12 +132,6 @@ def _weight_ignored(t):
 def _epsilon_dropped(t):
     """Defect: no clamp at 1e-12: x = 0 or 1 divides by 0 (inf, NaN), x outside [0, 1] by a negative product."""
     return _kernel(t, eps=None)
-
-
-@defect
-def _cof_in_half(t):
-    """Defect: cof held in float16: 2^-11 off, subnormal for N > 2^14, 0 past 2^25."""
-    return _kernel(t, float(np.float16(_cof(t))))
 
 
 @legitimate
@@ -158,6 +146,8 @@ def _aten_divide(t):
             r = r * t[W]
         return r / ft(int(t["numel"])) if _mean(t) else r
 
+
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, _cof)
 
 VARIANTS = {
     "sign-slip": _sign_slip,

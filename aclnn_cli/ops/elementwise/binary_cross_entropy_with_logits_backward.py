@@ -31,7 +31,7 @@ from .. import exact as X
 from ..base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products, sigmoid_pair
 from ..mathfns import exp
 from ..registry import register
-from .loss import MEAN, cof32 as _cof32, is_mean as _mean, reduction_rule
+from .loss import MEAN, cof32 as _cof32, is_mean as _mean, reduction_rule, mean_defects
 
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
@@ -162,18 +162,6 @@ def _pos_weight_on_both_terms(t):
     return _kernel(t, minus_t=False)
 
 
-@defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (scale = 1): results N times too large."""
-    return _kernel(t, 1.0)
-
-
-@defect
-def _cof_in_half(t):
-    """Defect: the mean's scale held in float16: 2^-11 off, subnormal for N > 2^14, 0 past 2^25."""
-    return _kernel(t, float(np.float16(_cof(t))))
-
-
 @legitimate
 def _aten_divide(t):
     """Legitimate: PyTorch's order, (((t + 1) - y) * sigmoid(x) - t) * grad * weight, then / N (a float32 division
@@ -188,6 +176,8 @@ def _aten_divide(t):
             g = g * t[W]
         return g / ft(int(t["numel"])) if _mean(t) else g
 
+
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, _cof)
 
 VARIANTS = {
     "pos-weight-ignored": _pos_weight_ignored,

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..registry import register
-from .loss import MEAN, is_mean as _mean, reduction_rule
+from .loss import MEAN, is_mean as _mean, reduction_rule, mean_defects
 
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
@@ -108,12 +108,6 @@ def _sign_slip(t):
 
 
 @defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (cof = 1): results N times too large."""
-    return _kernel(t, 1.0)
-
-
-@defect
 def _mean_by_self_numel(t):
     """Defect: the mean divisor numel(self) (MseLossBackward's rule) instead of the broadcast output's: wrong
     wherever self is broadcast."""
@@ -143,12 +137,6 @@ def _nan_propagates(t):
     return _kernel(t, sign=_sign_of_difference)
 
 
-@defect
-def _cof_in_half(t):
-    """Defect: cof held in float16 (a half Muls operand): 2^-11 off, subnormal for N > 2^14, 0 past 2^25."""
-    return _kernel(t, float(np.float16(_cof(t))))
-
-
 @legitimate
 def _reciprocal_once(t):
     """Legitimate: cof = fl32(1 / N) from one division (a TBE kernel's 1.0 / num, or the AICPU's): within a few
@@ -165,6 +153,8 @@ def _divide_by_n(t):
     with np.errstate(all="ignore"):
         return _sign(t["self"], t["target"]).astype(dy.dtype) * (dy / ft(n))
 
+
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, _cof)
 
 VARIANTS = {
     "sign-slip": _sign_slip,

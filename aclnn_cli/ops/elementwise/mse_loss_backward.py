@@ -22,6 +22,7 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..registry import register
+from .loss import mean_defects
 
 MEAN = 1
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -106,12 +107,6 @@ def _factor_two_dropped(t):
 
 
 @defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (cof = 2): results N times too large."""
-    return _kernel(t, 2.0)
-
-
-@defect
 def _mean_by_output_numel(t):
     """Defect: the wrong mean divisor, numel of the broadcast output instead of self's (the doc's trap)."""
     return _kernel({**t, "numel": t["numel_out"]})
@@ -128,13 +123,6 @@ def _reduction_codes_swapped(t):
 def _integer_cof(t):
     """Defect: cof = 2 / N in integer arithmetic (int64 dimVal): 0 for N > 2, so mean gives zeros."""
     return _kernel(t, 2 // int(t["numel"]) if int(t["reduction"]) == MEAN and int(t["numel"]) else cof_950(t))
-
-
-@defect
-def _cof_in_half(t):
-    """Defect: cof held in float16 (a half Muls operand: the V2 kernel's native branch, Muls(..., static_cast<inType>(cof)),
-    instantiated for half; the source takes it for float only): up to 2^-11 off, subnormal for N > 2^15, 0 past 2^26."""
-    return _kernel(t, float(np.float16(cof_950(t))))
 
 
 @defect
@@ -187,6 +175,10 @@ def _divide_last(t):
     with np.errstate(all="ignore"):
         return ((x - t["target"]) * ft(2.0) * t["gradOutput"]) / ft(n)
 
+
+# (cof-in-half: the V2 kernel's native branch, Muls(..., static_cast<inType>(cof)), instantiated for half; the
+# source takes it for float only)
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, cof_950, sum_cof=2.0)
 
 VARIANTS = {
     "sign-slip": _sign_slip,

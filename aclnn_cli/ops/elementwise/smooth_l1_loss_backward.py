@@ -30,7 +30,7 @@ import numpy as np
 
 from ..base import AttrSpec, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..registry import register
-from .loss import MEAN, is_mean as _mean, reduction_rule
+from .loss import MEAN, is_mean as _mean, reduction_rule, mean_defects
 
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
@@ -153,12 +153,6 @@ def _sign_slip(t):
 
 
 @defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (cof = 1): results N times too large."""
-    return _kernel(t, 1.0)
-
-
-@defect
 def _mean_by_output_numel(t):
     """Defect: the mean divisor numel of the broadcast output (L1LossBackward's rule) instead of self's: wrong
     wherever self is broadcast."""
@@ -170,12 +164,6 @@ def _beta_ignored(t):
     """Defect: beta dropped (the doc's formula at beta = 1: the switch at |d| = 1, slope 1 inside): wrong wherever
     beta != 1 and some |d| lies between beta and 1, or inside."""
     return _kernel(t, unit_beta=True)
-
-
-@defect
-def _cof_in_half(t):
-    """Defect: cof held in float16: 2^-11 off, subnormal for N > 2^14, 0 past 2^25."""
-    return _kernel(t, float(np.float16(_cof(t))))
 
 
 @legitimate
@@ -199,6 +187,8 @@ def _aten_order(t):
             return np.sign(d) * (norm * dy)
         return np.where(d <= -beta, -norm * dy, np.where(d >= beta, norm * dy, norm * d * dy / beta))
 
+
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, _cof)
 
 VARIANTS = {
     "sign-slip": _sign_slip,

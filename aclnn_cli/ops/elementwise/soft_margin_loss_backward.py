@@ -24,7 +24,7 @@ from .. import exact as X
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, grad_linear_reference, legitimate, products, sigmoid_pair
 from ..mathfns import exp
 from ..registry import register
-from .loss import MEAN, cof32 as _cof32, is_mean as _mean
+from .loss import MEAN, cof32 as _cof32, is_mean as _mean, mean_defects
 
 F32 = np.float32
 F32_MIN_NORMAL = 2.0**-126
@@ -115,21 +115,9 @@ def _exp_sign_flipped(t):
 
 
 @defect
-def _mean_forgotten(t):
-    """Defect: mean computed like sum (cof = 1): results N times too large."""
-    return _kernel(t, 1.0)
-
-
-@defect
 def _mean_by_self_numel(t):
     """Defect: the mean divisor numel(self) instead of the broadcast output's: wrong wherever self is broadcast."""
     return _kernel(t, _cof32(int(t["numel_self"])) if _mean(t) else 1.0)
-
-
-@defect
-def _cof_in_half(t):
-    """Defect: cof held in float16: 2^-11 off, subnormal for N > 2^14, 0 past 2^25."""
-    return _kernel(t, float(np.float16(_cof(t))))
 
 
 @legitimate
@@ -142,6 +130,8 @@ def _aten_order(t):
         z = exp(-(y * x))
         return (y * z) * ft(-_cof(t)) / (z + ft(1.0)) * dy
 
+
+_mean_forgotten, _cof_in_half = mean_defects(_kernel, _cof)
 
 VARIANTS = {
     "sign-slip": _sign_slip,
