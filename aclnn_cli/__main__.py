@@ -1,7 +1,11 @@
 """The aclnn-cli command (and python -m aclnn_cli): the click group, and nothing it started left alive when it
-returns (reaper.py). Tests that call the group in-process (click's CliRunner) keep their own children."""
+returns (reaper.py), nor waited for: a thread a user's op started and never ends does not hold the exit. Tests
+that call the group in-process (click's CliRunner) keep their own children."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 
 def console() -> None:
@@ -13,8 +17,31 @@ def console() -> None:
     open_files_limit()
     try:
         main(prog_name="aclnn-cli")
+    except SystemExit as exc:
+        reaper.end_descendants()
+        _past_threads(exc.code)
+        raise
     finally:
         reaper.end_descendants()
+
+
+def _past_threads(code) -> None:
+    """Exit now with `code` if a thread other than a daemon is still running (a user op's that sleeps: Python's
+    own exit would wait for it for ever); else return, for the ordinary exit. Output is flushed first, as the
+    ordinary exit does (a stream that cannot take it: status 120, as Python gives)."""
+    import threading
+
+    if not any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
+        return
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 120
+    os._exit(status)
 
 
 if __name__ == "__main__":

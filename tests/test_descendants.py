@@ -84,10 +84,13 @@ def test_children_a_user_reference_forks_do_not_outlive_gen(tmp_path):
     assert alive(started) == [], "left alive"
 
 
-def test_a_user_thread_that_never_ends_does_not_hang_gen(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_user_thread_that_never_ends_does_not_hang_gen(tmp_path, jobs):
+    """In a worker (the large case's ranges), or in the command's own process (-j 1, and the first small cases of
+    any run: pipeline/parallel.inline_first), whose exit must not wait for it."""
     op, cases, _ = probe(tmp_path, "thread")
-    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2", timeout=90)  # (a hang: TimeoutExpired)
-    assert r.returncode == 0, r.stderr
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", jobs, timeout=90)  # (a hang: TimeoutExpired)
+    assert r.returncode == 0 and "generated 5 cases" in r.stdout + r.stderr, r.stderr
 
 
 def test_a_worker_that_exits_under_gen_is_one_line_naming_a_case(tmp_path):

@@ -88,9 +88,13 @@ def test_a_worker_that_dies_loses_only_the_batch_it_held(how):
     assert _no_children_left()
 
 
-def test_a_dead_worker_makes_its_cases_errors_naming_why_and_the_run_goes_on(tmp_path):
+def test_a_dead_worker_makes_its_cases_errors_naming_why_and_the_run_goes_on(tmp_path, monkeypatch):
     """Through run_stage_on_dirs (verify's and emulate's way over directories): the cases of the lost batch get
-    the stage's broken result; every other case its own."""
+    the stage's broken result; every other case its own. (Every case to the workers: these take no time, and
+    would all be done in this process first, parallel.inline_first.)"""
+    from aclnn_cli.pipeline import parallel
+
+    monkeypatch.setattr(parallel, "INLINE_SECONDS", 0.0)
     dirs = [tmp_path / f"c{i:03d}" for i in range(200)]
 
     def batch(manifests):
@@ -257,3 +261,25 @@ def _interrupt_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_interrupt_in_child)
+
+
+def test_a_short_run_of_bundled_ops_starts_no_worker(tmp_path, monkeypatch):
+    """gen, emulate and verify -j 2 of a few small cases of bundled ops do all their work in the command's own
+    process (parallel.inline_first): starting workers would cost more than the work. The same bytes and verdicts
+    as with workers (tests/test_bundled_bytes.py: the whole suite, whose first cases run here too)."""
+    import concurrent.futures
+
+    from helpers import run_cli, write_yaml
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(forkpool, "run_forked", refuse)
+    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "__init__", refuse)
+    src = write_yaml(tmp_path, "op: aclnnSiluBackward\ndefaults: {dtype: [float32, bfloat16]}\n"
+                               "cases:\n  - {name: a, shape: [[4], [3, 5], [64, 64]]}\n", "s.yaml")
+    out = tmp_path / "out"
+    for args in (("gen", src, "-o", out), ("emulate", out), ("verify", out)):
+        r = run_cli(*args, "--jobs", 2)
+        assert r.exit_code == 0, r.output[-2000:]
+    assert "6 PASS" in r.output

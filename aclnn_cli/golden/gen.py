@@ -163,7 +163,7 @@ def generate_cases(cases: list[Case], out_root: Path, jobs: int = 1, chunk: int 
         on_done and on_done(r)
 
     stage = Stage(size=_elements, batch=generate_batch, split=_generate_split, args=(out_root, chunk, force),
-                  splittable=_splittable, warm=True)
+                  splittable=_splittable)
     run_stage(stage, cases, jobs, done)
     return results
 

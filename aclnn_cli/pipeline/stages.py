@@ -19,7 +19,8 @@ import numpy as np
 from . import forkpool
 from ..casedir import manifest as M
 from ..errors import UserError
-from .parallel import Runner, as_completed, batches, jobs_for, paused_gc, warm_up, worker_died
+from ..ops.registry import is_ours
+from .parallel import Runner, as_completed, batches, inline_first, jobs_for, paused_gc, worker_died
 from ..tensor.storage import chunks
 
 SPLIT = 1 << 22  # a case with more output elements than this is split into ranges across workers
@@ -70,7 +71,6 @@ class Stage:
     args: tuple = ()
     splittable: Callable[[Any], bool] = _always
     broken: Callable[..., Any] | None = None
-    warm: bool = False  # run the first cases in this process while the workers start (see parallel.warm_up)
 
 
 def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, Any], None]) -> None:
@@ -79,10 +79,14 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
     jobs = jobs_for(jobs, units(sizes))
     split = [jobs > 1 and is_large(n) and stage.splittable(i) for i, n in zip(items, sizes)]
     whole = [i for i, s in zip(items, split) if not s]
-    if stage.warm:
-        head, whole = warm_up(whole, jobs)
-        for item, result in zip(head, stage.batch(head, *stage.args)):
-            on_result(item, result)
+    if jobs > 1:
+        def here(group: list) -> None:
+            for item, result in zip(group, stage.batch(group, *stage.args)):
+                on_result(item, result)
+
+        whole = inline_first([i for i in whole if is_ours(i.op)], here) + [i for i in whole if not is_ours(i.op)]
+        if not whole and not any(split):
+            return
     from concurrent.futures.process import BrokenProcessPool
 
     with Runner(jobs) as run:
@@ -120,22 +124,25 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
         on_result(m.case_id, stage.size(m), result)
 
     if jobs <= 1 or len(case_dirs) <= 1:
-        outcomes, large = _load_and_run(case_dirs, stage)
+        outcomes, large, _ = _load_and_run(case_dirs, stage)
         for outcome in outcomes:
             on_result(*outcome)
         run_stage(stage, large, jobs, done)
         return
     deferred: list[M.CaseManifest] = []
+    theirs: list[Path] = []  # (a user op's cases, met here: for the workers)
 
-    def collect(outcomes: list, large: list[M.CaseManifest]) -> None:
+    def collect(outcomes: list, large: list[M.CaseManifest], users: list[Path] = ()) -> None:
         deferred.extend(large)
+        theirs.extend(users)
         for outcome in outcomes:
             on_result(*outcome)
 
-    head, rest = warm_up(case_dirs, jobs)
-    collect(*_load_and_run(head, stage))
-    parts = batches(rest, lambda d: 1, jobs)
-    if forkpool.available() and stage.broken is not None:
+    rest = inline_first(case_dirs, lambda group: collect(*_load_and_run(group, stage, ours_only=True)))
+    parts = batches(theirs + rest, lambda d: 1, jobs)
+    if not parts:  # (all done here)
+        pass
+    elif forkpool.available() and stage.broken is not None:
         def lost(i: int, why: str) -> None:
             problem = (f"the worker process running this case and {len(parts[i]) - 1} others died ({why}); "
                        f"run it alone to see whether it is the one")
@@ -157,20 +164,25 @@ LOCAL = 32  # directories loaded and run together: their objects stay in the CPU
 
 
 @paused_gc()
-def _load_and_run(case_dirs: list[Path], stage: Stage) -> tuple[list[tuple[str, int, Any]], list[M.CaseManifest]]:
-    """A worker's batch of directories: (case id, elements, result) per case, and the large cases unrun.
+def _load_and_run(case_dirs: list[Path], stage: Stage, ours_only: bool = False) \
+        -> tuple[list[tuple[str, int, Any]], list[M.CaseManifest], list[Path]]:
+    """A worker's batch of directories: (case id, elements, result) per case, the large cases unrun, and (with
+    ours_only: in the command's own process) the directories of user ops' cases, unrun.
 
     Loaded and run LOCAL directories at a time: a case's manifest is read back while it is still in cache
     (thousands of small cases: a tenth of their time, measured)."""
-    outcomes, large = [], []
+    outcomes, large, users = [], [], []
     for at in range(0, len(case_dirs), LOCAL):
         manifests, broken = M.load_all(case_dirs[at:at + LOCAL])
         outcomes += [(d.name, 0, stage.broken(d, exc, *stage.args)) for d, exc in broken]
+        if ours_only:
+            users += [m.dir for m in manifests if not is_ours(m.op)]
+            manifests = [m for m in manifests if is_ours(m.op)]
         sizes = [stage.size(m) for m in manifests]
         small = [(m, n) for m, n in zip(manifests, sizes) if not is_large(n)]
         outcomes += [(m.case_id, n, r) for (m, n), r in zip(small, stage.batch([m for m, _ in small], *stage.args))]
         large += [m for m, n in zip(manifests, sizes) if is_large(n)]
-    return outcomes, large
+    return outcomes, large, users
 
 
 def as_user_error(problem: Exception, where: Path | str) -> UserError:
