@@ -76,6 +76,20 @@ def matrices(left: tuple[int, ...], right: tuple[int, ...]) -> Matrices | str:
     return Matrices(batch, pad(lb), pad(rb), m, k, n, out)
 
 
+def out_shape(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[int, ...]:
+    """The output's shape for left @ right; for operands that do not multiply (a negative case), the same formula
+    with each batch dim the larger of the two and K ignored, so the call still has an output to pass."""
+    got = matrices(left, right)
+    if not isinstance(got, str):
+        return got.out
+    if not left or not right:
+        return tuple(left or right)
+    lb, rb = tuple(left[:-2]), tuple(right[:-2])
+    n = max(len(lb), len(rb))
+    lb, rb = (1,) * (n - len(lb)) + lb, (1,) * (n - len(rb)) + rb
+    return (*map(max, lb, rb), *left[-2:-1], *(right[-1:] if len(right) > 1 else ()))
+
+
 def batch_sources(batch: tuple[int, ...], own: tuple[int, ...], b0: int, b1: int) -> np.ndarray:
     """The flat index, in an operand's own batch dims `own` (padded to len(batch)), of output batches [b0, b1)
     broadcast onto it: a dim of size 1 is read at 0."""
@@ -165,12 +179,11 @@ class Contraction(Rows):
         return {n: own.get(n, tuple(shape)) for n in (*names, *own)}
 
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
-        """The defaults, mat2 as given, then out (batch, M, N) from self and mat2 unless given."""
+        """The defaults, mat2 as given, then out from self and mat2 unless given (`out_shape`)."""
         shapes = {**self.default_shapes(shape, attrs, tuple(t.name for t in op.tensors)),
                   **{n: tuple(s) for n, s in given.items()}}
-        mm = matrices(shapes[self.driver], shapes[self.right])
-        if self.out not in given and not isinstance(mm, str):
-            shapes[self.out] = mm.out
+        if self.out not in given:
+            shapes[self.out] = out_shape(shapes[self.driver], shapes[self.right])
         return shapes
 
     def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
