@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -21,10 +20,9 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.contraction.batch_mat_mul import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
+from contraction_kernels import ORDERS, logical as _logical, numpy_float32, oracle
 from oracle import rounded_bits
 from rowblocks import bundled_suite, generated_yaml, independent_dumps, not_passing, variant_statuses, write_dump
-
-F = np.float32
 
 ORACLE_YAML = """\
 op: aclnnBatchMatMul
@@ -39,21 +37,6 @@ cases:
   - {name: t_self, shape: [3, 12, 40], tensors: {self: {layout: transposed}, mat2: {shape: [3, 40, 10]}}}
   - {name: t_mat2, shape: [3, 12, 40], tensors: {mat2: {shape: [3, 40, 10], layout: transposed}, out: {layout: {gap: 2}}}}
 """
-
-
-def _logical(case, m, name) -> np.ndarray:
-    t = harness.tensors(m)[name]
-    return harness.view(harness.storage(case, t), t).astype(np.float64)
-
-
-def oracle(a: np.ndarray, b: np.ndarray) -> list:
-    """The exact products, element by element, in logical (b, m, n) order."""
-    fa = np.vectorize(Fraction, otypes=[object])(a)
-    fb = np.vectorize(Fraction, otypes=[object])(b)
-    out = []
-    for i in range(a.shape[0]):
-        out += list(np.dot(fa[i], fb[i]).reshape(-1))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +62,6 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     assert min(compared.values()) > 2000 and sum(exact.values()) > 0
 
 
-def numpy_float32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """An independent kernel: numpy's float32 matmul (BLAS sgemm, its own blocking and order)."""
-    with np.errstate(all="ignore"):
-        return np.matmul(a.astype(F), b.astype(F))
-
-
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     return bundled_suite(tmp_path_factory, "batch_mat_mul")
@@ -106,54 +83,6 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
 
 
 # ------------------------------------------------------------------ the allowance from K, both sides
-
-def sequential(a, b):
-    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), F)
-    a, b = a.astype(F), b.astype(F)
-    for i in range(a.shape[2]):
-        acc += a[:, :, i:i + 1] * b[:, i:i + 1, :]
-    return acc
-
-
-def _terms(a, b):
-    """(k, M, N, K) float32 products: exact for 16-bit operands, rounded once for float32 ones."""
-    return np.einsum("bmk,bkn->bmnk", a.astype(F), b.astype(F), dtype=F)
-
-
-def pairwise(a, b):
-    t = _terms(a, b)
-    while t.shape[-1] > 1:
-        if t.shape[-1] % 2:
-            t = np.concatenate([t, np.zeros((*t.shape[:-1], 1), F)], axis=-1)
-        t = t[..., 0::2] + t[..., 1::2]
-    return t[..., 0]
-
-
-def blocks_of_16(a, b):
-    """Each block of 16 products summed in float32 in order, the blocks added in order."""
-    t = _terms(a, b)
-    acc = np.zeros(t.shape[:-1], F)
-    for s in range(0, t.shape[-1], 16):
-        part = np.zeros(t.shape[:-1], F)
-        for i in range(s, min(s + 16, t.shape[-1])):
-            part += t[..., i]
-        acc += part
-    return acc
-
-
-def split_k_shuffled(a, b, parts=48, seed=3):
-    """48 per-core partials of contiguous K, each sequential, added in a shuffled order."""
-    k = a.shape[2]
-    size = -(-k // parts)
-    partials = [sequential(a[:, :, s:s + size], b[:, s:s + size, :]) for s in range(0, k, size)]
-    acc = np.zeros_like(partials[0])
-    for i in np.random.default_rng(seed).permutation(len(partials)):
-        acc += partials[i]
-    return acc
-
-
-ORDERS = {"sequential": sequential, "pairwise": pairwise, "blocks-of-16": blocks_of_16,
-          "split-k-shuffled": split_k_shuffled, "sgemm": numpy_float32}
 
 GATE_YAML = """\
 op: aclnnBatchMatMul

@@ -294,4 +294,5 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
             values = values.astype(np.int64)
         out[t.name] = values
     out.update(family.row_values(m, files, out))  # (per-row values from the whole case: Scatter's index counts)
+    out.update(family.block_values(m, b0, b1))  # (per-block values from the blocks' indices: a contraction's batches)
     return out

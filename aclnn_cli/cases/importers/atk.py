@@ -72,6 +72,7 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
     if not isinstance(inputs, list) or not inputs:
         raise bad("'inputs' must be a non-empty list", "inputs")
     names = tuple(t.name for t in op.inputs)
+    outputs = {t.name for t in op.outputs}
     kinds = {a.name: a.kind for a in op.attributes}
     tensors: dict[str, TensorIn] = {}
     attrs: dict[str, Any] = {}
@@ -89,6 +90,10 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
             else:
                 given = field(bad, f"{where_key}.name", text, inp.get("name"), "an input's name")
                 n = api_name(op, given)
+            if n is not None and n in outputs:  # (ops-nn's Matmul file lists out among its inputs: its executor
+                tensors[n] = _output(op, inp, n, lambda m, k: bad(m, f"{n}.{k}"),  # moves it to the outputs)
+                                     lambda m, k: unsupported(m, f"{n}.{k}"))
+                continue
             if n is None or (n not in names and n not in kinds):
                 raise unsupported(f"{show(given)} is not an input of {op.name} (inputs: "
                                   f"{', '.join(names + tuple(kinds))})", f"{where_key}.name")
@@ -247,6 +252,19 @@ def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..
     fill = _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported)
     shape, strides = channels_view(op, n, inp.get("format"), shape, None, lambda m: unsupported(m, "format"))
     return TensorIn(dtype, shape, fill, None if strides is None else {"strides": strides})
+
+
+def _output(op: OpSpec, inp: dict, n: str, bad: Callable[..., CaseError],
+            unsupported: Callable[..., CaseError]) -> TensorIn:
+    """An output the file lists among its inputs (its executor hands that argument to the outputs): its dtype and
+    shape, as a TTK row's output; its range_values (what the buffer holds before the call) is not ours to keep:
+    gen fills an output's storage with its canary."""
+    if inp.get("type", "tensor") != "tensor":
+        raise unsupported(f"ATK input type {show(inp.get('type'))} is not supported for {n} (an output)", "type")
+    check_format(inp.get("format"), lambda m: unsupported(m, "format"))
+    if "dtype" not in inp or "shape" not in inp:
+        raise bad("an ATK tensor input needs dtype and shape", "dtype")
+    return TensorIn(dtype_name(inp["dtype"], lambda m: unsupported(m, "dtype")), field(bad, "shape", int_list, inp["shape"]))
 
 
 def _fill(rv: Any, dtype: str, stem: str, key: str, bad: Callable[..., CaseError],

@@ -1,3 +1,5 @@
+# !!! NOTE FROM THE LEAD TO THE HELPER WORKING IN /work/wt-mm: your prompt lost its working rules. READ /work/prompts/common.md NOW
+# !!! (venv use, tests to run, never `make test`, hard deadline 09:05 UTC, decisions 153-159, digests). Then delete these two lines.
 """The cube's float32 accumulation, as the 950's batch matmul kernel drives it, and the orders and defects built on it.
 
 hicann/ops-nn matmul/batch_mat_mul_v3/op_kernel/arch35/batch_mat_mul_v3_asw_kernel_advanced.h
@@ -99,3 +101,10 @@ def not_transposed(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     stored (N, K) row-major (a contiguous mat2 taken for a transposed one, and so the other way round)."""
     k, kk, n = right.shape
     return cube(left, np.ascontiguousarray(right).reshape(k, n, kk).transpose(0, 2, 1))
+
+
+def self_not_transposed(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Defect: the transpose flag of the left operand misread: its M x K elements, in logical order, read as if
+    stored (K, M) row-major."""
+    k, m, kk = left.shape
+    return cube(np.ascontiguousarray(left).reshape(k, kk, m).transpose(0, 2, 1), right)

@@ -184,6 +184,11 @@ class Rows:
         (Scatter: how many rows share each row's index). Rows: none."""
         return {}
 
+    def block_values(self, m, b0: int, b1: int) -> dict:
+        """Values the functions receive beside blocks [b0, b1)'s inputs, (k, 1, 1) each, from the blocks' indices
+        (Contraction: each operand's own batch index of every block). Rows: none."""
+        return {}
+
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """Every tensor's shape: the family's defaults from the driver's (`default_shapes`), then those given."""
         return {**self.default_shapes(shape, attrs, tuple(t.name for t in op.tensors)),

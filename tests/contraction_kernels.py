@@ -1,0 +1,85 @@
+"""What the contraction ops' tests share: the operands as the manifest's numbers lay them out, an oracle of Fractions,
+and correct float32 kernels in several orders of addition (each independent of the op, the family and the cube).
+
+The oracle and the kernels take the logical operands of any rank and multiply them as numpy.matmul does (torch's
+rules: batch dims broadcast, a 1-d operand padded), so a broadcast batch or K misplaced by the family shows up.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+import harness
+
+F = np.float32
+
+
+def logical(case, m, name) -> np.ndarray:
+    """Tensor `name` of a generated case, in logical order, as float64 (read through the manifest's numbers)."""
+    t = harness.tensors(m)[name]
+    return harness.view(harness.storage(case, t), t).astype(np.float64)
+
+
+def oracle(a: np.ndarray, b: np.ndarray) -> list:
+    """The exact products summed, element by element, in the output's logical order (numpy.matmul of Fractions)."""
+    fa = np.vectorize(Fraction, otypes=[object])(a)
+    fb = np.vectorize(Fraction, otypes=[object])(b)
+    return list(np.asarray(np.matmul(fa, fb), dtype=object).reshape(-1))
+
+
+def numpy_float32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """An independent kernel: numpy's float32 matmul (BLAS sgemm, its own blocking and order; batch dims broadcast)."""
+    with np.errstate(all="ignore"):
+        return np.matmul(a.astype(F), b.astype(F))
+
+
+def sequential(a, b):
+    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), F)
+    a, b = a.astype(F), b.astype(F)
+    for i in range(a.shape[2]):
+        acc += a[:, :, i:i + 1] * b[:, i:i + 1, :]
+    return acc
+
+
+def _terms(a, b):
+    """(k, M, N, K) float32 products: exact for 16-bit operands, rounded once for float32 ones."""
+    return np.einsum("bmk,bkn->bmnk", a.astype(F), b.astype(F), dtype=F)
+
+
+def pairwise(a, b):
+    t = _terms(a, b)
+    while t.shape[-1] > 1:
+        if t.shape[-1] % 2:
+            t = np.concatenate([t, np.zeros((*t.shape[:-1], 1), F)], axis=-1)
+        t = t[..., 0::2] + t[..., 1::2]
+    return t[..., 0]
+
+
+def blocks_of_16(a, b):
+    """Each block of 16 products summed in float32 in order, the blocks added in order."""
+    t = _terms(a, b)
+    acc = np.zeros(t.shape[:-1], F)
+    for s in range(0, t.shape[-1], 16):
+        part = np.zeros(t.shape[:-1], F)
+        for i in range(s, min(s + 16, t.shape[-1])):
+            part += t[..., i]
+        acc += part
+    return acc
+
+
+def split_k_shuffled(a, b, parts=48, seed=3):
+    """48 per-core partials of contiguous K, each sequential, added in a shuffled order."""
+    k = a.shape[2]
+    size = -(-k // parts)
+    partials = [sequential(a[:, :, s:s + size], b[:, s:s + size, :]) for s in range(0, k, size)]
+    acc = np.zeros_like(partials[0])
+    for i in np.random.default_rng(seed).permutation(len(partials)):
+        acc += partials[i]
+    return acc
+
+
+ORDERS = {"sequential": sequential, "pairwise": pairwise, "blocks-of-16": blocks_of_16,
+          "split-k-shuffled": split_k_shuffled, "sgemm": numpy_float32}
+
