@@ -1,5 +1,3 @@
-# !!! NOTE FROM THE LEAD TO THE HELPER WORKING IN /work/wt-mm: your prompt lost its working rules. READ /work/prompts/common.md NOW
-# !!! (venv use, tests to run, never `make test`, hard deadline 09:05 UTC, decisions 153-159, digests). Then delete these two lines.
 """The cube's float32 accumulation, as the 950's batch matmul kernel drives it, and the orders and defects built on it.
 
 hicann/ops-nn matmul/batch_mat_mul_v3/op_kernel/arch35/batch_mat_mul_v3_asw_kernel_advanced.h

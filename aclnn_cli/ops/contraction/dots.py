@@ -1,5 +1,3 @@
-# !!! NOTE FROM THE LEAD TO THE HELPER WORKING IN /work/wt-mm: your prompt lost its working rules. READ /work/prompts/common.md NOW
-# !!! (venv use, tests to run, never `make test`, hard deadline 09:05 UTC, decisions 153-159, digests). Then delete these two lines.
 """Dot products over K for the contraction family: the float64 reference with a rigorous bound, the exact values
 of the few elements that bound leaves open, and the allowance of a float32 accumulation (docs/allowances.md,
 "Contractions").
