@@ -323,3 +323,21 @@ def test_ops_json_is_the_declared_product_matrix():
     assert silu["products"]["910"] == ["float32", "float16"] and silu["broadcast_on"] == ["950"]
     assert {d["op"] for d in data} == set(OPS)
     assert "310P" not in silu["products"]
+
+
+def test_range_index_is_storage_index_of_the_range():
+    """Layout.range_index (a table of the inner axes added to each outer position) gives storage_index's positions
+    for every range of every layout: random shapes up to 5-d with zero-size and size-1 axes, strides from 0
+    (broadcast) to 49, offsets, ranges from empty to whole."""
+    from aclnn_cli.tensor.layout import Layout
+
+    rng = np.random.default_rng(20261129)
+    for _ in range(2000):
+        shape = tuple(int(x) for x in rng.integers(0, 6, rng.integers(0, 6)))
+        layout = Layout(shape, tuple(int(x) for x in rng.integers(0, 50, len(shape))), int(rng.integers(0, 10)), 1 << 20)
+        numel = layout.numel
+        for _ in range(4):
+            start = int(rng.integers(0, numel + 1))
+            stop = int(rng.integers(start, numel + 1))
+            np.testing.assert_array_equal(layout.range_index(start, stop), layout.storage_index(np.arange(start, stop)),
+                                          err_msg=f"{layout} [{start}, {stop})")

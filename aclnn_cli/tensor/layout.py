@@ -52,6 +52,26 @@ class Layout:
             pos += coord * stride
         return pos
 
+    def range_index(self, start: int, stop: int) -> np.ndarray:
+        """storage_index of logical elements [start, stop), from a table of the inner axes' positions (the
+        longest run of trailing axes with no more elements than the range) added to each outer position: one
+        addition per element where storage_index divides once per axis (a tenth of gen on channel-last suites)."""
+        if self.is_contiguous:
+            return np.arange(start, stop, dtype=np.int64)
+        n, axis, inner = stop - start, len(self.shape), 1
+        while axis > 0 and inner * self.shape[axis - 1] <= n:
+            axis -= 1
+            inner *= self.shape[axis]
+        if n <= 0 or axis == len(self.shape):  # (nothing, or the last axis alone is longer than the range)
+            return self.storage_index(np.arange(start, stop, dtype=np.int64))
+        table = np.zeros(1, dtype=np.int64)
+        for size, stride in zip(self.shape[axis:], self.strides[axis:]):
+            table = (table[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
+        first = start // inner
+        outer = Layout(self.shape[:axis], self.strides[:axis], self.offset, self.storage_size)
+        pos = (outer.storage_index(np.arange(first, (stop - 1) // inner + 1))[:, None] + table[None, :]).reshape(-1)
+        return pos[start - first * inner:stop - first * inner]
+
     def coords(self, flat: int) -> tuple[int, ...]:
         """Coordinates of one logical flat index (for reports)."""
         return tuple(int(c) for c in np.unravel_index(flat, self.shape)) if self.shape else ()
@@ -195,7 +215,7 @@ def source_positions(layout: Layout, out_shape: tuple[int, ...], flat: np.ndarra
     if layout.shape == tuple(out_shape):
         if layout.is_contiguous and isinstance(flat, slice):
             return flat
-        return layout.storage_index(np.arange(flat.start, flat.stop) if isinstance(flat, slice) else flat)
+        return layout.range_index(flat.start, flat.stop) if isinstance(flat, slice) else layout.storage_index(flat)
     idx = np.arange(flat.start, flat.stop) if isinstance(flat, slice) else np.asarray(flat, dtype=np.int64)
     coords = np.unravel_index(idx, out_shape) if out_shape else ()
     pos = np.full(idx.shape, layout.offset, dtype=np.int64)

@@ -153,7 +153,7 @@ class StorageFile:
         """Logical elements [start, stop) of a view over this storage (contiguous: into `out`, if given)."""
         if layout.is_contiguous:
             return self.read_range(start, stop, out)
-        return np.array(self.map[layout.storage_index(np.arange(start, stop))])
+        return np.array(self.map[layout.range_index(start, stop)])
 
     def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
         """The values feeding output elements [start, stop) (broadcasting)."""
@@ -173,7 +173,7 @@ class StorageFile:
         if layout.is_contiguous:
             self.write_range(start, values)
         else:
-            self.map[layout.storage_index(np.arange(start, stop))] = values
+            self.map[layout.range_index(start, stop)] = values
 
     def fill(self, value: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Set every storage element (or those in mask) to one value, chunk by chunk."""
@@ -245,7 +245,7 @@ def size_problem(nbytes: int, size: int, dtype: np.dtype) -> str | None:
 def view_positions(layout: Layout, start: int, stop: int) -> slice | np.ndarray:
     if layout.is_contiguous:
         return slice(start, stop)
-    return layout.storage_index(np.arange(start, stop, dtype=np.int64))
+    return layout.range_index(start, stop)
 
 
 def write_view(storage: np.ndarray, layout: Layout, start: int, stop: int, values: np.ndarray) -> None:

@@ -56,7 +56,7 @@ class LoadedFile:
         """StorageFile.read; a view of the bytes read (no copy into `out`)."""
         if layout.is_contiguous:
             return self.map[start:stop]
-        return self.map[layout.storage_index(np.arange(start, stop))]
+        return self.map[layout.range_index(start, stop)]
 
     def gather(self, layout: Layout, out_shape: tuple[int, ...], start: int, stop: int) -> np.ndarray:
         if layout.is_contiguous and layout.shape == tuple(out_shape):
