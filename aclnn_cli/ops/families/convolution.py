@@ -1,0 +1,153 @@
+"""The Convolution family (docs/families.md): a convolution's gradients, every output element a dot product.
+
+input (N, Cin, *S), gradOutput (N, Cout, *So), weight (Cout, Cin / groups, *Kk) with one to three spatial axes (NCL,
+NCHW, NCDHW); along each axis the forward's output position o reads the input positions o s - p + j d (j < k) that
+lie inside [0, n) (the padding's positions are zeros), So the forward's size (the Window family's pooled size without
+ceil mode). gradInput has input's shape, gradWeight weight's, gradBias (Cout,).
+
+gradInput mixes every output channel of a group and gradWeight and gradBias every sample, so no part of a case is
+independent of the rest: **a case is one block**. Every tensor is cut from its own shape into that one block and
+arrives as (1, R, last axis); the op's `case_values` (`shape_values`) carry the full shapes, and
+ops/window/conv_lowering.py unfolds them. Memory stays bounded there: the lowering to dot products gathers a range of
+K and of output columns at a time.
+
+Each output element is a sum of products rounded once from float32; its allowance is the op's `Reference.allowance`
+(docs/allowances.md, "Convolutions").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .base import Geometry, Rows, Shapes
+from .window import pooled_size
+
+RANK = "Rank"  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
+
+
+def shape_values(*names: str):
+    """An op's `case_values`: the shapes of tensors `names` as ints (f"{name}Rank", f"{name}Dim{i}")."""
+    def values(shapes) -> dict:
+        out = {}
+        for name in names:
+            s = tuple(shapes.get(name) or ())
+            out[f"{name}{RANK}"] = len(s)
+            out.update({f"{name}Dim{i}": int(v) for i, v in enumerate(s)})
+        return out
+    return values
+
+
+def shape_of(t: Mapping, name: str) -> tuple[int, ...]:
+    """The full shape of tensor `name` from the case values `shape_values` gave."""
+    return tuple(int(t[f"{name}Dim{i}"]) for i in range(int(t[f"{name}{RANK}"])))
+
+
+def spatial_list(values, n: int, fill: int) -> tuple[int, ...] | None:
+    """An aclIntArray of the spatial axes: n values (None: another length); empty or None: `fill` each."""
+    v = tuple(int(x) for x in (values or ()))
+    if not v:
+        return (fill,) * n
+    return v if len(v) == n else None
+
+
+def conv_output_sizes(sizes, kernel, stride, padding, dilation) -> tuple[int, ...]:
+    """The forward's output size per axis (the doc's formula)."""
+    return tuple(pooled_size(n, k, s, p, d) for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation))
+
+
+@dataclass(frozen=True)
+class Convolution(Rows):
+    """input (driver), gradOutput, weight and the three gradients, each cut from its own shape into one block."""
+
+    axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: one block)
+    grad: str = "gradOutput"
+    weight: str = "weight"
+    grad_input: str = "gradInput"
+    grad_weight: str = "gradWeight"
+    grad_bias: str = "gradBias"
+    stride: str = "stride"
+    padding: str = "padding"
+    dilation: str = "dilation"
+    groups: str = "groups"
+    transposed: str = "transposed"
+    name: str = "convolution"
+    term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
+
+    @property
+    def own(self) -> tuple[str, ...]:
+        return (self.grad, self.weight, self.grad_input, self.grad_weight, self.grad_bias)
+
+    def parameters(self, attrs: Mapping, spatial: int):
+        """(stride, padding, dilation) one value per spatial axis (None where a list has another length)."""
+        return (spatial_list(attrs.get(self.stride), spatial, 1), spatial_list(attrs.get(self.padding), spatial, 0),
+                spatial_list(attrs.get(self.dilation), spatial, 1))
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """input the case's shape; weight (C, C / groups, 3, ...) unless given; the rest follow (`derived`)."""
+        shape = tuple(shape)
+        groups = max(int(attrs.get(self.groups) or 1), 1)
+        c = shape[1] if len(shape) > 1 else 1
+        weight = (c, max(c // groups, 1), *(3,) * max(len(shape) - 2, 0))
+        return self.derived({n: shape for n in names} | {self.driver: shape, self.weight: weight}, attrs, ())
+
+    def derived(self, shapes: dict, attrs: Mapping, given) -> dict:
+        """gradOutput from input, weight and the attributes; gradInput input's, gradWeight weight's, gradBias
+        (Cout,); each only where the case does not give it."""
+        x, w = tuple(shapes[self.driver]), tuple(shapes[self.weight])
+        sp = len(x) - 2
+        try:
+            s, p, d = self.parameters(attrs, sp)
+            if sp >= 1 and None not in (s, p, d) and len(w) == len(x) and min(s + d) > 0:
+                so = conv_output_sizes(x[2:], w[2:], s, p, d)
+                if self.grad not in given:
+                    shapes[self.grad] = (x[0], w[0], *so)
+        except (TypeError, ValueError, ZeroDivisionError):
+            pass
+        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, w[:1])):
+            if name not in given:
+                shapes[name] = want
+        return shapes
+
+    def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
+        """The defaults, the shapes given, then the dependent shapes not given."""
+        shapes = {**self.default_shapes(shape, attrs, tuple(t.name for t in op.tensors)),
+                  **{n: tuple(s) for n, s in given.items()}}
+        return self.derived(shapes, attrs, given)
+
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the shapes are not a convolution's (None: they are); the contract's rule refuses these first."""
+        for name in (self.driver, self.grad, self.weight):
+            if name not in shapes:
+                return f"{name} is null"
+        x, g, w = (tuple(shapes[n]) for n in (self.driver, self.grad, self.weight))
+        if attrs.get(self.transposed):
+            return "transposed = true: the convolution family does not cut a transposed convolution yet"
+        if not 3 <= len(x) <= 5 or len(g) != len(x) or len(w) != len(x):
+            return f"input {list(x)}, gradOutput {list(g)}, weight {list(w)}: the convolution family needs 3-d to 5-d, alike"
+        s, p, d = self.parameters(attrs, len(x) - 2)
+        if None in (s, p, d):
+            return (f"stride, padding, dilation {attrs.get(self.stride)}, {attrs.get(self.padding)}, "
+                    f"{attrs.get(self.dilation)}: the convolution family takes one value per spatial axis")
+        groups = int(attrs.get(self.groups) or 1)
+        if groups < 1 or w[1] * groups != x[1] or w[0] % groups or g[:2] != (x[0], w[0]):
+            return f"input {list(x)}, weight {list(w)}, gradOutput {list(g)} and groups {groups} do not relate"
+        if g[2:] != conv_output_sizes(x[2:], w[2:], s, p, d):
+            return f"gradOutput {list(g)} is not the forward's output size {list(conv_output_sizes(x[2:], w[2:], s, p, d))}"
+        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, w[:1])):
+            if name in shapes and tuple(shapes[name]) != want:
+                return f"{name} has shape {list(shapes[name])}; the convolution family needs {list(want)}"
+        return None
+
+    def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
+        """One block: the whole input, rows of its last axis."""
+        return _whole(tuple(shapes[self.driver]))
+
+    def own_geometry(self, name: str, shapes: Shapes, attrs: Mapping, geo: Geometry) -> Geometry | None:
+        """Every other tensor's one block: its whole self."""
+        return _whole(tuple(shapes[name])) if name in self.own and name in shapes else None
+
+
+def _whole(shape: tuple[int, ...]) -> Geometry:
+    return Geometry(1, math.prod(shape[:-1]) if shape else 1, shape[-1] if shape else 1)
