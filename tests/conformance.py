@@ -39,6 +39,8 @@ ENTRIES = {
     "avg_pool2d_backward": (f"test_op_avg_pool2d_backward.py::{GOLDENS}", f"test_op_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
     "avg_pool3d_backward": (f"test_op_avg_pool3d_backward.py::{GOLDENS}", f"test_op_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "batch_mat_mul": (f"test_op_batch_mat_mul.py::{GOLDENS}", f"test_op_batch_mat_mul.py::{AN_INDEPENDENT}"),
+    "convolution_backward": (f"test_op_convolution_backward.py::{GOLDENS}",
+                             f"test_op_convolution_backward.py::{AN_INDEPENDENT}"),
     "batch_norm_backward": (f"test_op_batch_norm_backward.py::{GOLDENS}", f"test_op_batch_norm_backward.py::{AN_INDEPENDENT}"),
     "binary_cross_entropy_backward": (LOSS_RUN, LOSS_RUN),
     "binary_cross_entropy_with_logits_backward": (LOSS_RUN, LOSS_RUN),
@@ -113,6 +115,10 @@ VARIANTS = {
     "batch_mat_mul": (
         "bmm-bf16-accumulation bmm-fp16-accumulation bmm-halved bmm-k-tail-dropped bmm-not-transposed bmm-zeros",
         "bmm-split-k"),
+    "convolution_backward": (
+        "conv-bf16-accumulation conv-bias-one-sample conv-flipped-kernel conv-fp16-accumulation conv-groups-ignored "
+        "conv-padding-row-dropped",
+        "conv-reversed-rounds conv-split-k"),
     "batch_norm_backward": (
         "bn-bessel-divisor bn-bf16-accumulation bn-dgamma-term-sign bn-fp16-accumulation "
         "bn-inference-formula-in-training bn-lost-core-partial bn-no-dbeta-term bn-no-final-rstd bn-stats-swapped "
@@ -246,7 +252,9 @@ SMALL = {"*": (40, 280, 11_000_000), "mse_loss_backward": (101, 280, 4_000_000),
 # check: {op key: why the op is let off it}
 OPT_OUT = {
     "stub header": {"batch_mat_mul": "the stub CANN toolkit has no BatchMatMul: it models the vector ops the "
-                                     "runner's tests drive (tests/stub_cann/README.md), and a cube op is none"},
+                                     "runner's tests drive (tests/stub_cann/README.md), and a cube op is none",
+                    "convolution_backward": "the stub CANN toolkit has no convolution: its three gradients are cube "
+                                            "ops, as BatchMatMul is (tests/stub_cann/README.md)"},
 }
 
 # the C type of each declared parameter kind in an aclnn prototype

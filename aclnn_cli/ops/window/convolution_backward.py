@@ -170,16 +170,20 @@ def _bias_one_sample(t):
     return {**_compute(t), GB: _compute(t, bias_gy=gy.reshape(np.shape(t[GRAD])), conv=conv)[GB]}
 
 
+def _whole_k(k: int) -> list[tuple[int, int]]:
+    return [(0, k)]
+
+
 @defect
 def _fp16_accumulation(t):
-    """Defect: every output accumulated in float16 (L0C in 16 bits), mmad step by step."""
-    return _compute(t, dtype=np.float16)
+    """Defect: every output accumulated in float16 (L0C in 16 bits over the whole K), mmad step by step."""
+    return _compute(t, ranges=_whole_k, dtype=np.float16)
 
 
 @defect
 def _bf16_accumulation(t):
-    """Defect: every output accumulated in bfloat16, mmad step by step."""
-    return _compute(t, dtype=BFLOAT16.np_dtype)
+    """Defect: every output accumulated in bfloat16 over the whole K, mmad step by step."""
+    return _compute(t, ranges=_whole_k, dtype=BFLOAT16.np_dtype)
 
 
 VARIANTS = {"conv-split-k": _split_k, "conv-reversed-rounds": _reversed_rounds, "conv-flipped-kernel": _flipped_kernel,
