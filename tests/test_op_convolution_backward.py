@@ -47,6 +47,13 @@ cases:
   - {name: cancel, shape: [2, 2, 4, 4], inputs: {input: {values: [1, -1]}, gradOutput: {constant: 1.5},
      weight: {values: [1, -1, 0.5]}},
      attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0], groups: 1}}
+  - {name: t2d, shape: [2, 4, 5, 6], tensors: {weight: {shape: [4, 3, 3, 2]}},
+     attributes: {stride: [2, 1], padding: [1, 0], dilation: [1, 2], outputPadding: [1, 0], groups: 1, transposed: true}}
+  - {name: t1d, shape: [3, 4, 9], tensors: {weight: {shape: [4, 3, 4]}},
+     attributes: {stride: [3], padding: [2], dilation: [2], outputPadding: [2], groups: 2, transposed: true}}
+  - {name: t3d, shape: [2, 2, 3, 4, 3], tensors: {weight: {shape: [2, 1, 2, 3, 2]}},
+     attributes: {stride: [1, 2, 1], padding: [1, 1, 0], dilation: [1, 1, 2], outputPadding: [0, 1, 0], groups: 2,
+                  transposed: true}}
   - {name: wide, shape: [2, 2, 5, 5], inputs: {input: {values: [1.0e-3, -7.5, 250.0, 3.0e-2]},
      gradOutput: {normal: [0, 10]}},
      attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0], groups: 1}}
@@ -64,7 +71,7 @@ def attributes(m) -> dict:
 
 def parameters(m) -> tuple:
     a = attributes(m)
-    return tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), int(a.get("groups", 1))
+    return tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), int(a["groups"]), bool(a["transposed"])
 
 
 def reads(x_sizes, out_sizes, kernel, stride, padding, dilation):
@@ -76,22 +83,35 @@ def reads(x_sizes, out_sizes, kernel, stride, padding, dilation):
                 yield o, j, i
 
 
-def oracle(x, w, gy, stride, padding, dilation, groups) -> dict:
-    """The doc's three sums in Fractions, in each output's logical order."""
+def oracle(x, w, gy, stride, padding, dilation, groups, transposed=False) -> dict:
+    """The three sums in Fractions, in each output's logical order: the doc's formulas, or, transposed, those of
+    y[n, co, o] = sum of x[n, c, i] w[c, co', j] over the (i, j, o = i s - p + j d) the transposed forward pairs
+    (PyTorch's conv_transpose: the weight (Cin, Cout / groups, ...))."""
     fx, fw, fg = (np.vectorize(Fraction, otypes=[object])(a) for a in (x, w, gy))
-    n, cin = x.shape[:2]
-    cout, cg = w.shape[:2]
-    cog = cout // groups
+    n = x.shape[0]
     gi = np.full(x.shape, Fraction(0), dtype=object)
     gw = np.full(w.shape, Fraction(0), dtype=object)
-    for o, j, i in reads(x.shape[2:], gy.shape[2:], w.shape[2:], stride, padding, dilation):
-        for b in range(n):
-            for co in range(cout):
-                g = co // cog
-                for c in range(cg):
-                    gi[(b, g * cg + c, *i)] += fg[(b, co, *o)] * fw[(co, c, *j)]
-                    gw[(co, c, *j)] += fx[(b, g * cg + c, *i)] * fg[(b, co, *o)]
-    gb = [sum(fg[:, co].reshape(-1).tolist(), Fraction(0)) for co in range(cout)]
+    if transposed:
+        cin, cog = x.shape[1], w.shape[1]
+        cg = cin // groups
+        for i, j, o in reads(gy.shape[2:], x.shape[2:], w.shape[2:], stride, padding, dilation):
+            for b in range(n):
+                for c in range(cin):
+                    for co in range(cog):
+                        y = fg[(b, c // cg * cog + co, *o)]
+                        gi[(b, c, *i)] += y * fw[(c, co, *j)]
+                        gw[(c, co, *j)] += fx[(b, c, *i)] * y
+    else:
+        cout, cg = w.shape[:2]
+        cog = cout // groups
+        for o, j, i in reads(x.shape[2:], gy.shape[2:], w.shape[2:], stride, padding, dilation):
+            for b in range(n):
+                for co in range(cout):
+                    g = co // cog
+                    for c in range(cg):
+                        gi[(b, g * cg + c, *i)] += fg[(b, co, *o)] * fw[(co, c, *j)]
+                        gw[(co, c, *j)] += fx[(b, g * cg + c, *i)] * fg[(b, co, *o)]
+    gb = [sum(fg[:, co].reshape(-1).tolist(), Fraction(0)) for co in range(gy.shape[1])]
     return {"gradInput": list(gi.reshape(-1)), "gradWeight": list(gw.reshape(-1)), "gradBias": gb}
 
 
@@ -120,18 +140,30 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
 
 # ------------------------------------------------------------------ an independent float32 kernel
 
-def taps_float32(x, w, gy, stride, padding, dilation, groups) -> dict:
-    """A float32 kernel of this file's own: tap by tap over the padded input, each tap's products summed by numpy's
-    float32 einsum (its own order and blocking), gradInput's taps added one after the other; gradBias numpy's
-    float32 sum."""
+def taps_float32(x, w, gy, stride, padding, dilation, groups, transposed=False) -> dict:
+    """A float32 kernel of this file's own: tap by tap over the padded input (transposed: the padded gradOutput),
+    each tap's products summed by numpy's float32 einsum (its own order and blocking), gradInput's taps added one
+    after the other; gradBias numpy's float32 sum."""
     x, w, gy = (a.astype(F) for a in (x, w, gy))
     sp = x.ndim - 2
-    pad = ((0, 0), (0, 0), *((p, p) for p in padding))
-    xp = np.pad(x, pad)
-    gip = np.zeros_like(xp)
-    gw = np.zeros(w.shape, F)
-    cg, cog = w.shape[1], w.shape[0] // groups
     letters = "dhw"[3 - sp:]
+    gw = np.zeros(w.shape, F)
+    if transposed:  # (the forward reads gradOutput at i s - p + j d: its taps over the padded gradOutput)
+        gyp = np.pad(gy, ((0, 0), (0, 0), *((p, p) for p in padding)))
+        gi = np.zeros(x.shape, F)
+        cg, cog = x.shape[1] // groups, w.shape[1]
+        for j in itertools.product(*(range(k) for k in w.shape[2:])):
+            window = (slice(None), slice(None), *(slice(ja * d, ja * d + (n - 1) * s + 1, s)
+                                                  for ja, d, n, s in zip(j, dilation, x.shape[2:], stride)))
+            patch = gyp[window]
+            for g in range(groups):
+                ys, xs = patch[:, g * cog:(g + 1) * cog], x[:, g * cg:(g + 1) * cg]
+                gw[(slice(g * cg, (g + 1) * cg), slice(None), *j)] = np.einsum(f"nc{letters},no{letters}->co", xs, ys)
+                gi[:, g * cg:(g + 1) * cg] += np.einsum(f"no{letters},co->nc{letters}", ys, w[g * cg:(g + 1) * cg, :, *j])
+        return {"gradInput": gi, "gradWeight": gw, "gradBias": gy.sum(axis=(0, *range(2, gy.ndim)))}
+    xp = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in padding)))
+    gip = np.zeros_like(xp)
+    cg, cog = w.shape[1], w.shape[0] // groups
     for j in itertools.product(*(range(k) for k in w.shape[2:])):
         window = (slice(None), slice(None), *(slice(ja * d, ja * d + (o - 1) * s + 1, s)
                                               for ja, d, o, s in zip(j, dilation, gy.shape[2:], stride)))
@@ -201,13 +233,13 @@ def im2col(x, w_shape, out_sizes, stride, padding, dilation) -> np.ndarray:
 def weight_sums(order: str):
     """A correct float32 gradWeight and gradBias (groups = 1) adding the N x So terms in `order`: sequential,
     reversed, pairwise, or 48 per-core ranges added in a shuffled order; gradInput from the taps kernel."""
-    def kernel(x, w, gy, stride, padding, dilation, groups):
-        assert groups == 1
+    def kernel(x, w, gy, stride, padding, dilation, groups, transposed):
+        assert groups == 1 and not transposed
         patches = im2col(x, w.shape, gy.shape[2:], stride, padding, dilation)  # (K, Cin taps)
         g = gy.astype(F).reshape(gy.shape[0], gy.shape[1], -1).transpose(0, 2, 1).reshape(-1, gy.shape[1])  # (K, Cout)
         terms_w = lambda s, e: g[s:e, :, None] * patches[s:e, None, :]  # (exact for 16-bit, rounded for float32)
         terms_b = lambda s, e: g[s:e]
-        out = taps_float32(x, w, gy, stride, padding, dilation, groups)
+        out = taps_float32(x, w, gy, stride, padding, dilation, groups, transposed)
         for name, terms in (("gradWeight", terms_w), ("gradBias", terms_b)):
             out[name] = _ordered(terms, g.shape[0], order).reshape(out[name].shape)
         return out
@@ -255,6 +287,8 @@ cases:
      attributes: {stride: [2], padding: [2], dilation: [1], outputPadding: [0], groups: 8}}
   - {name: conv3d, shape: [2, 3, 8, 8, 8], tensors: {weight: {shape: [4, 3, 3, 3, 3]}},
      attributes: {stride: [1, 1, 1], padding: [1, 1, 1], dilation: [1, 1, 1], outputPadding: [0, 0, 0]}}
+  - {name: transposed, shape: [2, 4, 16, 16], tensors: {weight: {shape: [4, 3, 3, 3]}},
+     attributes: {stride: [2, 2], padding: [1, 1], dilation: [1, 1], outputPadding: [1, 1], transposed: true}}
 """
 
 
@@ -267,7 +301,7 @@ def test_correct_float32_orders_stay_within_the_allowance_and_pass(gate_suite, t
     """gradWeight's and gradBias's 65,536 terms added sequentially, reversed, pairwise, in 48 shuffled per-core
     ranges: the largest |result - golden-less-rounding| / allowance, and verify's verdict on the dumps."""
     ungrouped = [c for c in sorted(p.parent for p in gate_suite.glob("*/case.json"))
-                 if attributes(harness.load(c))["groups"] == 1]
+                 if attributes(harness.load(c))["groups"] == 1 and not attributes(harness.load(c))["transposed"]]
     margins = {}
     for name, kernel in ORDERS.items():
         work = tmp_path / name
@@ -321,7 +355,7 @@ def _changes(variant: str, case_id: str) -> bool:
 @pytest.mark.parametrize("variant", DEFECTS + ["conv-split-k", "conv-reversed-rounds"])
 def test_each_defect_fails_where_it_changes_the_result_and_other_orders_pass(gate_suite, tmp_path, variant):
     status = variant_statuses(gate_suite, tmp_path, variant)
-    assert len(status) == 21
+    assert len(status) == 24
     if variant in ("conv-split-k", "conv-reversed-rounds"):
         assert set(status.values()) == {"PASS"}, status
         return
@@ -359,3 +393,15 @@ def test_contract():
     assert _status([2, 4, 9], [5, 4, 3], [2, 5, 9], stride=[1], padding=[1], dilation=[1], outputPadding=[0]) == SUCCESS
     assert _status([2, 4, 6, 6, 6], [5, 4, 3, 3, 3], [2, 5, 3, 3, 3], stride=[2, 2, 2], padding=[1, 1, 1],
                    dilation=[1, 1, 1], outputPadding=[0, 0, 0]) == SUCCESS
+
+
+def test_contract_transposed():
+    """transposed = true: weight (Cin, Cout / groups, ...), gradOutput the transposed convolution's size, gradBias
+    (Cout,), outputPadding in [0, stride)."""
+    t = {"transposed": True, "stride": [2, 1], "padding": [1, 0], "dilation": [1, 2]}
+    assert _status([2, 4, 6, 5], [4, 3, 3, 2], [2, 3, 12, 7], bias=3, outputPadding=[1, 0], **t) == SUCCESS
+    assert _status([2, 4, 6, 5], [4, 3, 3, 2], [2, 3, 11, 7], bias=3, outputPadding=[0, 0], **t) == SUCCESS
+    assert _status([2, 4, 6, 5], [4, 3, 3, 2], [2, 3, 12, 7], bias=3, outputPadding=[0, 0], **t) == INVALID  # size
+    assert _status([2, 4, 6, 5], [4, 3, 3, 2], [2, 3, 13, 7], bias=3, outputPadding=[2, 0], **t) == INVALID  # >= stride
+    assert _status([2, 4, 6, 5], [3, 3, 3, 2], [2, 3, 12, 7], bias=3, outputPadding=[1, 0], **t) == INVALID  # Cin
+    assert _status([2, 4, 6, 5], [4, 3, 3, 2], [2, 6, 12, 7], bias=6, outputPadding=[1, 0], groups=2, **t) == SUCCESS

@@ -3,7 +3,9 @@
 input (N, Cin, *S), gradOutput (N, Cout, *So), weight (Cout, Cin / groups, *Kk) with one to three spatial axes (NCL,
 NCHW, NCDHW); along each axis the forward's output position o reads the input positions o s - p + j d (j < k) that
 lie inside [0, n) (the padding's positions are zeros), So the forward's size (the Window family's pooled size without
-ceil mode). gradInput has input's shape, gradWeight weight's, gradBias (Cout,).
+ceil mode). gradInput has input's shape, gradWeight weight's, gradBias (Cout,). Transposed (`transposed` true), weight
+is (Cin, Cout / groups, *Kk) and gradOutput (N, Cout, *So) with So = (n - 1) s - 2 p + d (k - 1) + outputPadding + 1:
+the roles of input and gradOutput in the relation exchanged.
 
 gradInput mixes every output channel of a group and gradWeight and gradBias every sample, so no part of a case is
 independent of the rest: **a case is one block**. Every tensor is cut from its own shape into that one block and
@@ -57,6 +59,12 @@ def conv_output_sizes(sizes, kernel, stride, padding, dilation) -> tuple[int, ..
     return tuple(pooled_size(n, k, s, p, d) for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation))
 
 
+def transposed_output_sizes(sizes, kernel, stride, padding, dilation, output_padding) -> tuple[int, ...]:
+    """A transposed convolution's output size per axis: (n - 1) s - 2 p + d (k - 1) + outputPadding + 1."""
+    return tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1
+                 for n, k, s, p, d, op in zip(sizes, kernel, stride, padding, dilation, output_padding))
+
+
 @dataclass(frozen=True)
 class Convolution(Rows):
     """input (driver), gradOutput, weight and the three gradients, each cut from its own shape into one block."""
@@ -72,6 +80,7 @@ class Convolution(Rows):
     dilation: str = "dilation"
     groups: str = "groups"
     transposed: str = "transposed"
+    output_padding: str = "outputPadding"
     name: str = "convolution"
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 
@@ -83,6 +92,19 @@ class Convolution(Rows):
         """(stride, padding, dilation) one value per spatial axis (None where a list has another length)."""
         return (spatial_list(attrs.get(self.stride), spatial, 1), spatial_list(attrs.get(self.padding), spatial, 0),
                 spatial_list(attrs.get(self.dilation), spatial, 1))
+
+    def relation(self, x, w, attrs: Mapping) -> tuple[tuple[int, ...], int] | None:
+        """(gradOutput's shape, gradBias's length) for input x and weight w: the forward's output (transposed: the
+        transposed convolution's, (N, w[1] groups, ...)); None where the attributes give none."""
+        sp = len(x) - 2
+        s, p, d = self.parameters(attrs, sp)
+        op = spatial_list(attrs.get(self.output_padding), sp, 0)
+        if sp < 1 or None in (s, p, d, op) or len(w) != len(x) or min(s + d) < 1:
+            return None
+        if attrs.get(self.transposed):
+            cout = w[1] * max(int(attrs.get(self.groups) or 1), 1)
+            return (x[0], cout, *transposed_output_sizes(x[2:], w[2:], s, p, d, op)), cout
+        return (x[0], w[0], *conv_output_sizes(x[2:], w[2:], s, p, d)), w[0]
 
     def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
         """input the case's shape; weight (C, C / groups, 3, ...) unless given; the rest follow (`derived`)."""
@@ -96,16 +118,14 @@ class Convolution(Rows):
         """gradOutput from input, weight and the attributes; gradInput input's, gradWeight weight's, gradBias
         (Cout,); each only where the case does not give it."""
         x, w = tuple(shapes[self.driver]), tuple(shapes[self.weight])
-        sp = len(x) - 2
         try:
-            s, p, d = self.parameters(attrs, sp)
-            if sp >= 1 and None not in (s, p, d) and len(w) == len(x) and min(s + d) > 0:
-                so = conv_output_sizes(x[2:], w[2:], s, p, d)
-                if self.grad not in given:
-                    shapes[self.grad] = (x[0], w[0], *so)
+            got = self.relation(x, w, attrs)
         except (TypeError, ValueError, ZeroDivisionError):
-            pass
-        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, w[:1])):
+            got = None
+        if got is not None and self.grad not in given:
+            shapes[self.grad] = got[0]
+        cout = tuple(shapes[self.grad])[1:2] if len(shapes.get(self.grad) or ()) > 1 else w[:1]
+        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, cout)):
             if name not in given:
                 shapes[name] = want
         return shapes
@@ -122,20 +142,20 @@ class Convolution(Rows):
             if name not in shapes:
                 return f"{name} is null"
         x, g, w = (tuple(shapes[n]) for n in (self.driver, self.grad, self.weight))
-        if attrs.get(self.transposed):
-            return "transposed = true: the convolution family does not cut a transposed convolution yet"
         if not 3 <= len(x) <= 5 or len(g) != len(x) or len(w) != len(x):
             return f"input {list(x)}, gradOutput {list(g)}, weight {list(w)}: the convolution family needs 3-d to 5-d, alike"
-        s, p, d = self.parameters(attrs, len(x) - 2)
-        if None in (s, p, d):
-            return (f"stride, padding, dilation {attrs.get(self.stride)}, {attrs.get(self.padding)}, "
-                    f"{attrs.get(self.dilation)}: the convolution family takes one value per spatial axis")
+        got = self.relation(x, w, attrs)
+        if got is None:
+            return (f"stride, padding, dilation, outputPadding {attrs.get(self.stride)}, {attrs.get(self.padding)}, "
+                    f"{attrs.get(self.dilation)}, {attrs.get(self.output_padding)}: the convolution family takes one "
+                    f"value per spatial axis")
         groups = int(attrs.get(self.groups) or 1)
-        if groups < 1 or w[1] * groups != x[1] or w[0] % groups or g[:2] != (x[0], w[0]):
+        inner, outer = (g, x) if attrs.get(self.transposed) else (x, g)
+        if groups < 1 or w[1] * groups != inner[1] or w[0] % groups or outer[1] != w[0] or g[0] != x[0]:
             return f"input {list(x)}, weight {list(w)}, gradOutput {list(g)} and groups {groups} do not relate"
-        if g[2:] != conv_output_sizes(x[2:], w[2:], s, p, d):
-            return f"gradOutput {list(g)} is not the forward's output size {list(conv_output_sizes(x[2:], w[2:], s, p, d))}"
-        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, w[:1])):
+        if g != got[0]:
+            return f"gradOutput {list(g)} is not the forward's output size {list(got[0])}"
+        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.grad_bias, (got[1],))):
             if name in shapes and tuple(shapes[name]) != want:
                 return f"{name} has shape {list(shapes[name])}; the convolution family needs {list(want)}"
         return None

@@ -167,10 +167,49 @@ class GradInput(Lowered):
         return ch // cv.cg, ch % cv.cg, n * cv.pin + i
 
 
+class Forward(Lowered):
+    """The forward convolution of `x` (conv's input) with w: gradInput of a transposed convolution. G = groups,
+    M = Cout / G, K = Cin / G x Kk (channel outer, tap inner), C = N x So."""
+
+    def __init__(self, conv: Conv, w: np.ndarray, x: np.ndarray) -> None:
+        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.cg * conv.taps, conv.n * conv.pout
+        self.lhs = w.reshape(self.g, self.m, self.k)
+        self.x = x.reshape(conv.n, conv.groups, conv.cg, conv.pin)
+        self.table = conv.reads()
+
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke]
+
+    def right(self, ks, ke, cs, ce):
+        cv = self.conv
+        kk, cc = np.arange(ks, ke), np.arange(cs, ce)
+        pos = _flat_positions(self.table, (kk % cv.taps)[:, None], (cc % cv.pout)[None, :], cv.sizes)
+        vals = self.x[(cc // cv.pout)[None, :], :, (kk // cv.taps)[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
+        return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
+
+    def counts(self):
+        per_pos = np.ones(1, np.int64)
+        for table in self.table:
+            per_pos = np.multiply.outer(per_pos, (table >= 0).sum(axis=0)).reshape(-1)
+        return np.tile(per_pos * self.conv.cg, self.conv.n)[None, None, :]
+
+    def flat(self, out):
+        cv = self.conv
+        return out.reshape(cv.groups, cv.cog, cv.n, cv.pout).transpose(2, 0, 1, 3).reshape(-1)
+
+    def locate(self, flat):
+        cv = self.conv
+        n, rest = np.divmod(flat, cv.cout * cv.pout)
+        ch, o = np.divmod(rest, cv.pout)
+        return ch // cv.cog, ch % cv.cog, n * cv.pout + o
+
+
 class GradBias(Lowered):
-    def __init__(self, conv: Conv, gy: np.ndarray) -> None:
-        self.conv, self.g, self.m, self.k, self.c = conv, 1, conv.cout, conv.n * conv.pout, 1
-        self.lhs = gy.reshape(conv.n, conv.cout, conv.pout).transpose(1, 0, 2).reshape(1, self.m, self.k)
+    """gy (N, channels, positions) summed over N and the positions, per channel."""
+
+    def __init__(self, gy: np.ndarray, n: int, channels: int, positions: int) -> None:
+        self.g, self.m, self.k, self.c = 1, channels, n * positions, 1
+        self.lhs = gy.reshape(n, channels, positions).transpose(1, 0, 2).reshape(1, self.m, self.k)
 
     def left(self, ks, ke):
         return self.lhs[:, :, ks:ke]

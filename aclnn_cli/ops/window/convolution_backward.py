@@ -20,8 +20,14 @@ rounds of 8192): gradInput's K is tap outer, output channel inner (the fractal's
 gradBias's K sample outer, position inner. How the kernels tile K beyond that is not in the sources: any contiguous
 order is a correct kernel (legitimate variants) and the allowance holds for every order.
 
-Not here yet: transposed = true (refused when a case loads, naming why), 2-D padding of 4 values, mixed dtypes
-(promotion), the 910 and 310P products.
+transposed = true (PyTorch's conv_transpose, weight (Cin, Cout / groups, ...)): the forward is the input gradient of
+the convolution whose input has gradOutput's shape and whose output has input's (`conv_of`), so gradInput is that
+convolution's forward (conv_lowering.Forward), gradWeight its weight gradient with input and gradOutput exchanged, and
+gradBias the sum of gradOutput over its Cout channels; emulated on the same cube (the op_api's
+Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
+
+Not here yet: 2-D padding of 4 values (refused when a case loads, naming why), mixed dtypes (promotion), empty
+tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import numpy as np
 
 from ...tensor.dtypes import BFLOAT16
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
-from ..families.convolution import Convolution, conv_output_sizes, shape_of, shape_values, spatial_list
+from ..families.convolution import (Convolution, conv_output_sizes, shape_of, shape_values, spatial_list,
+                                    transposed_output_sizes)
 from ..registry import register
 from . import conv_lowering as L
 
@@ -42,25 +49,34 @@ FAMILY = Convolution(driver=X)
 HF32 = 2.0**-9 + 2.0**-20  # float32 operands as HFLOAT32 (11 bits): |dA||B| + |A||dB| + |dA||dB| <= this |A||B|
 
 
-def conv_of(t, stride=None, padding=None) -> L.Conv:
-    """The case's sizes and window parameters from the blocks' case values and attributes."""
+def conv_of(t) -> L.Conv:
+    """The case's convolution from the blocks' case values and attributes. Transposed, the convolution whose input
+    gradient the forward is: its input gradOutput's shape, its output input's (conv_transpose(x, w) is that
+    convolution's gradInput of x), so every gradient below is one of its lowerings."""
     x, w, g = shape_of(t, X), shape_of(t, W), shape_of(t, GRAD)
     sp = len(x) - 2
-    return L.Conv(n=x[0], cin=x[1], cout=w[0], groups=int(t[GROUPS]), sizes=x[2:], out=g[2:], kernel=w[2:],
-                  stride=stride or spatial_list(t[STRIDE], sp, 1), padding=padding or spatial_list(t[PADDING], sp, 0),
+    inner, outer = (g, x) if t[TRANSPOSED] else (x, g)
+    return L.Conv(n=x[0], cin=inner[1], cout=w[0], groups=int(t[GROUPS]), sizes=inner[2:], out=outer[2:],
+                  kernel=w[2:], stride=spatial_list(t[STRIDE], sp, 1), padding=spatial_list(t[PADDING], sp, 0),
                   dilation=spatial_list(t[DILATION], sp, 1))
 
 
-def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64) -> dict:
-    """Each output's lowering (conv_lowering), from the blocks in t unless arrays are given."""
+def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=None) -> dict:
+    """Each output's lowering (conv_lowering), from the blocks in t unless arrays are given. Transposed: gradInput
+    the forward convolution of gradOutput with the weight, gradWeight the correlation of gradOutput with input."""
     conv = conv or conv_of(t)
-    x, w, gy = (np.asarray(t[n] if a is None else a, dtype) for n, a in ((X, x), (W, w), (GRAD, gy)))
-    return {GI: L.GradInput(conv, w, gy), GW: L.GradWeight(conv, x, gy), GB: L.GradBias(conv, gy)}
+    x, w, gy, bias_gy = (np.asarray(t[n] if a is None else a, dtype)
+                         for n, a in ((X, x), (W, w), (GRAD, gy), (GRAD, bias_gy)))
+    if t[TRANSPOSED]:
+        return {GI: L.Forward(conv, w, gy), GW: L.GradWeight(conv, gy, x),
+                GB: L.GradBias(bias_gy, conv.n, conv.cin, conv.pin)}
+    return {GI: L.GradInput(conv, w, gy), GW: L.GradWeight(conv, x, gy),
+            GB: L.GradBias(bias_gy, conv.n, conv.cout, conv.pout)}
 
 
 def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
     """A tensor's flat elements as its one block (1, R, last)."""
-    shape = shape_of(t, {GI: X, GW: W, GB: None}.get(name) or name) if name != GB else (shape_of(t, W)[0],)
+    shape = {GI: shape_of(t, X), GW: shape_of(t, W), GB: shape_of(t, GRAD)[1:2]}[name]
     return flat.reshape(1, -1, shape[-1])
 
 
@@ -97,7 +113,7 @@ def _exact_at(t, wanted) -> dict:
 def _exact(t) -> dict:
     """Every element exactly (Fractions in: each a float value, so float64 holds it exactly)."""
     as_float = {n: np.asarray(t[n], dtype=np.float64) for n in (X, W, GRAD)}
-    lows = lowered(t, **{"x": as_float[X], "w": as_float[W], "gy": as_float[GRAD]})
+    lows = lowered(t, x=as_float[X], w=as_float[W], gy=as_float[GRAD], bias_gy=as_float[GRAD])
     out = {}
     for name, low in lows.items():
         size = low.g * low.m * low.c
@@ -107,9 +123,7 @@ def _exact(t) -> dict:
 
 def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dtype=np.float32, bias_gy=None) -> dict:
     """The float32 kernel over the lowering: cube accumulation per output (conv_lowering.accumulate)."""
-    lows = lowered(t, conv, x, w, gy, np.float32)
-    if bias_gy is not None:
-        lows[GB] = L.GradBias(conv or conv_of(t), np.asarray(bias_gy, np.float32))
+    lows = lowered(t, conv, x, w, gy, np.float32, bias_gy)
     out = {}
     for name, low in lows.items():
         r = ranges(low.k) if ranges else None
@@ -137,8 +151,8 @@ def _reversed_rounds(t):
 
 @defect
 def _flipped_kernel(t):
-    """Defect: gradInput with the weight's taps flipped along every spatial axis (a transposed convolution that
-    rotates the kernel where it must not)."""
+    """Defect: gradInput with the weight's taps flipped along every spatial axis (a kernel rotating the weight where
+    the lowering must not)."""
     w = np.asarray(t[W], np.float32).reshape(shape_of(t, W))
     flipped = w[(slice(None), slice(None), *(slice(None, None, -1),) * (w.ndim - 2))]
     return {**_compute(t), GI: _compute(t, w=flipped.reshape(np.shape(t[W])))[GI]}
@@ -153,21 +167,20 @@ def _padding_row_dropped(t):
 @defect
 def _groups_ignored(t):
     """Defect: the group's channel offset ignored: every group reads group 0's input and gradOutput channels."""
-    conv = conv_of(t)
-    def first_group(name, channels):
+    groups = int(t[GROUPS])
+
+    def first_group(name):
         a = np.asarray(t[name], np.float32).reshape(shape_of(t, name))
-        per = channels // conv.groups
-        return np.concatenate([a[:, :per]] * conv.groups, axis=1).reshape(np.shape(t[name]))
-    return _compute(t, x=first_group(X, conv.cin), gy=first_group(GRAD, conv.cout), bias_gy=t[GRAD])
+        return np.concatenate([a[:, :a.shape[1] // groups]] * groups, axis=1).reshape(np.shape(t[name]))
+    return _compute(t, x=first_group(X), gy=first_group(GRAD), bias_gy=t[GRAD])
 
 
 @defect
 def _bias_one_sample(t):
     """Defect: gradBias summed over the first sample only."""
-    conv = conv_of(t)
     gy = np.asarray(t[GRAD], np.float32).reshape(shape_of(t, GRAD)).copy()
     gy[1:] = 0
-    return {**_compute(t), GB: _compute(t, bias_gy=gy.reshape(np.shape(t[GRAD])), conv=conv)[GB]}
+    return {**_compute(t), GB: _compute(t, bias_gy=gy.reshape(np.shape(t[GRAD])))[GB]}
 
 
 def _whole_k(k: int) -> list[tuple[int, int]]:
@@ -203,6 +216,8 @@ def _attribute_rule(attrs) -> str | None:
             return f"{name} {list(attrs[name])}: each value must be >= {low}"
     if not attrs[TRANSPOSED] and any(int(v) != 0 for v in attrs[OUT_PAD]):
         return f"outputPadding {list(attrs[OUT_PAD])}: every value must be 0 when transposed is false"
+    if attrs[TRANSPOSED] and any(not 0 <= int(v) < int(s) for v, s in zip(attrs[OUT_PAD], attrs[STRIDE])):
+        return f"outputPadding {list(attrs[OUT_PAD])}: each value in [0, stride) (stride {list(attrs[STRIDE])})"
     if not 1 <= int(attrs[GROUPS]) <= 65535:
         return f"groups {attrs[GROUPS]}: must be in [1, 65535]"
     if not 0 <= int(attrs[MATH]) <= 3:
@@ -231,6 +246,8 @@ def _shape_rule(d, attrs) -> str | None:
             return f"{name} has {len(attrs[name])} values; a {len(x)}-d input takes {sp}"
     if len(attrs[PADDING]) != sp and not (sp == 2 and len(attrs[PADDING]) == 4):
         return f"padding has {len(attrs[PADDING])} values; a {len(x)}-d input takes {sp}" + (" or 4" if sp == 2 else "")
+    if len(attrs[OUT_PAD]) != len(attrs[PADDING]) and not (sp == 2 and len(attrs[OUT_PAD]) in (2, 4)):
+        return f"outputPadding has {len(attrs[OUT_PAD])} values; a {len(x)}-d input takes {sp}"
     if len(g) != len(x) or len(w) != len(x):
         return f"gradOutput {list(g)}, input {list(x)} and weight {list(w)} must have the same number of dims"
     if 0 in g or 0 in w:
@@ -240,15 +257,20 @@ def _shape_rule(d, attrs) -> str | None:
             return f"{name} shape {list(d[name].shape)} is not {list(want)}"
     if not d[GB].null and tuple(d[GB].shape) != (g[1],):
         return f"gradBias shape {list(d[GB].shape)} is not [{g[1]}] (gradOutput's channels)"
-    if g[1] != w[0]:
-        return f"gradOutput's channels {g[1]} are not weight's first dim {w[0]}"
-    if w[1] == 0 or x[1] % w[1] or x[1] // w[1] != int(attrs[GROUPS]):
-        return f"input's channels {x[1]} are not groups {attrs[GROUPS]} x weight's second dim {w[1]}"
+    inner, outer = (g, x) if attrs[TRANSPOSED] else (x, g)  # (CheckConvChannelAndGroup exchanges them)
+    if outer[1] != w[0]:
+        return f"{'input' if attrs[TRANSPOSED] else 'gradOutput'}'s channels {outer[1]} are not weight's first dim {w[0]}"
+    if w[1] == 0 or inner[1] % w[1] or inner[1] // w[1] != int(attrs[GROUPS]):
+        return (f"{'gradOutput' if attrs[TRANSPOSED] else 'input'}'s channels {inner[1]} are not groups "
+                f"{attrs[GROUPS]} x weight's second dim {w[1]}")
     pad = tuple(attrs[PADDING])
-    if len(pad) == sp:
-        want = conv_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION])
+    if len(pad) == sp and len(attrs[OUT_PAD]) == sp:
+        if attrs[TRANSPOSED]:
+            want = transposed_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION], attrs[OUT_PAD])
+        else:
+            want = conv_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION])
         if min(want) < 1 or tuple(g[2:]) != want or g[0] != x[0]:
-            return f"gradOutput shape {list(g)} is not the forward's [{x[0]}, {w[0]}, {', '.join(map(str, want))}]"
+            return f"gradOutput shape {list(g)} is not the forward's [{x[0]}, {g[1]}, {', '.join(map(str, want))}]"
     return None
 
 
@@ -257,8 +279,8 @@ SPEC = register(OpSpec(
     key="convolution_backward",
     header="aclnnop/aclnn_convolution_backward.h",
     signature=(GRAD, X, W, BIAS_SIZES, STRIDE, PADDING, DILATION, TRANSPOSED, OUT_PAD, GROUPS, MASK, MATH, GI, GW, GB),
-    summary="Gradients of a 1-D, 2-D or 3-D convolution (stride, padding, dilation, groups): gradInput, gradWeight "
-            "and gradBias as outputMask asks.",
+    summary="Gradients of a 1-D, 2-D or 3-D convolution, transposed or not (stride, padding, dilation, groups): "
+            "gradInput, gradWeight and gradBias as outputMask asks.",
     formula="gradInput = gradOutput convolved back through weight; gradWeight[co, c, j] = sum over n, o of "
             "input[n, c, o s - p + j d] gradOutput[n, co, o]; gradBias[co] = sum over n, o of gradOutput[n, co, o]",
     tensors=(
