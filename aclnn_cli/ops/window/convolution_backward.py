@@ -132,6 +132,12 @@ def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dty
     return out
 
 
+def _ieee(t) -> dict:
+    """Where an input is inf or NaN: the lowering's float64 sums (IEEE: an inf meeting a 0 gives NaN), each element's
+    float64 value as its golden, as BatchMatMul's dots.ieee."""
+    return {name: _piece(t, name, low.flat(L.reference(low)[0])) for name, low in lowered(t).items()}
+
+
 def _kernel(t) -> dict:
     """The 950's cube: mmad steps of 16 along K into L0C in float32, rounds of at most 8192 added in order."""
     return _compute(t)
@@ -269,7 +275,10 @@ def _shape_rule(d, attrs) -> str | None:
             want = transposed_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION], attrs[OUT_PAD])
         else:
             want = conv_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION])
-        if min(want) < 1 or tuple(g[2:]) != want or g[0] != x[0]:
+        if min(want) < 1:
+            return (f"weight {list(w)} with dilation {list(attrs[DILATION])} spans more than input {list(x)} padded by "
+                    f"{list(pad)}: the forward's output would be {list(want)} (the doc's 公式一)")
+        if tuple(g[2:]) != want or g[0] != x[0]:
             return f"gradOutput shape {list(g)} is not the forward's [{x[0]}, {g[1]}, {', '.join(map(str, want))}]"
     return None
 
@@ -305,6 +314,7 @@ SPEC = register(OpSpec(
     exact=_exact,
     exact_at=_exact_at,
     kernel=_kernel,
+    ieee=_ieee,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
     special_values="The doc defines none; IEEE sums of products: an inf meeting a 0 gives NaN, infinities of both "
