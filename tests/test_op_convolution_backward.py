@@ -28,7 +28,6 @@ from rowblocks import bundled_suite, generated_yaml, not_passing, variant_status
 
 F = np.float32
 OUTPUTS = ("gradInput", "gradWeight", "gradBias")
-ATTRS = "attributes: {stride: %s, padding: %s, dilation: %s, outputPadding: %s, groups: %d}"
 
 ORACLE_YAML = """\
 op: aclnnConvolutionBackward
@@ -47,6 +46,8 @@ cases:
   - {name: cancel, shape: [2, 2, 4, 4], inputs: {input: {values: [1, -1]}, gradOutput: {constant: 1.5},
      weight: {values: [1, -1, 0.5]}},
      attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0], groups: 1}}
+  - {name: pad4, shape: [2, 3, 6, 7], tensors: {weight: {shape: [2, 3, 3, 3]}},
+     attributes: {stride: [2, 1], padding: [2, 0, 0, 1], dilation: [1, 2], outputPadding: [0, 0], groups: 1}}
   - {name: t2d, shape: [2, 4, 5, 6], tensors: {weight: {shape: [4, 3, 3, 2]}},
      attributes: {stride: [2, 1], padding: [1, 0], dilation: [1, 2], outputPadding: [1, 0], groups: 1, transposed: true}}
   - {name: t1d, shape: [3, 4, 9], tensors: {weight: {shape: [4, 3, 4]}},
@@ -70,15 +71,19 @@ def attributes(m) -> dict:
 
 
 def parameters(m) -> tuple:
+    """(stride, padding as (before, after) per axis, dilation, groups, transposed); a 2-D padding of 4 values is
+    (up, down, left, right)."""
     a = attributes(m)
-    return tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), int(a["groups"]), bool(a["transposed"])
+    p = tuple(a["padding"])
+    sides = tuple((p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)) if len(p) == 4 else tuple((v, v) for v in p)
+    return tuple(a["stride"]), sides, tuple(a["dilation"]), int(a["groups"]), bool(a["transposed"])
 
 
 def reads(x_sizes, out_sizes, kernel, stride, padding, dilation):
     """Every (output position, tap, input position) of the forward whose input position is inside the input."""
     for o in itertools.product(*(range(n) for n in out_sizes)):
         for j in itertools.product(*(range(k) for k in kernel)):
-            i = tuple(oa * s - p + ja * d for oa, ja, s, p, d in zip(o, j, stride, padding, dilation))
+            i = tuple(oa * s - p[0] + ja * d for oa, ja, s, p, d in zip(o, j, stride, padding, dilation))
             if all(0 <= ia < n for ia, n in zip(i, x_sizes)):
                 yield o, j, i
 
@@ -149,7 +154,7 @@ def taps_float32(x, w, gy, stride, padding, dilation, groups, transposed=False) 
     letters = "dhw"[3 - sp:]
     gw = np.zeros(w.shape, F)
     if transposed:  # (the forward reads gradOutput at i s - p + j d: its taps over the padded gradOutput)
-        gyp = np.pad(gy, ((0, 0), (0, 0), *((p, p) for p in padding)))
+        gyp = np.pad(gy, ((0, 0), (0, 0), *padding))
         gi = np.zeros(x.shape, F)
         cg, cog = x.shape[1] // groups, w.shape[1]
         for j in itertools.product(*(range(k) for k in w.shape[2:])):
@@ -161,7 +166,7 @@ def taps_float32(x, w, gy, stride, padding, dilation, groups, transposed=False) 
                 gw[(slice(g * cg, (g + 1) * cg), slice(None), *j)] = np.einsum(f"nc{letters},no{letters}->co", xs, ys)
                 gi[:, g * cg:(g + 1) * cg] += np.einsum(f"no{letters},co->nc{letters}", ys, w[g * cg:(g + 1) * cg, :, *j])
         return {"gradInput": gi, "gradWeight": gw, "gradBias": gy.sum(axis=(0, *range(2, gy.ndim)))}
-    xp = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in padding)))
+    xp = np.pad(x, ((0, 0), (0, 0), *padding))
     gip = np.zeros_like(xp)
     cg, cog = w.shape[1], w.shape[0] // groups
     for j in itertools.product(*(range(k) for k in w.shape[2:])):
@@ -175,7 +180,7 @@ def taps_float32(x, w, gy, stride, padding, dilation, groups, transposed=False) 
             sub = gip[window]
             sub[:, g * cg:(g + 1) * cg] += np.einsum(f"no{letters},oc->nc{letters}", gs, ws)
             gip[window] = sub
-    inner = (slice(None), slice(None), *(slice(p, p + n) for p, n in zip(padding, x.shape[2:])))
+    inner = (slice(None), slice(None), *(slice(p[0], p[0] + n) for p, n in zip(padding, x.shape[2:])))
     return {"gradInput": gip[inner], "gradWeight": gw, "gradBias": gy.sum(axis=(0, *range(2, gy.ndim)))}
 
 
@@ -219,8 +224,7 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
 def im2col(x, w_shape, out_sizes, stride, padding, dilation) -> np.ndarray:
     """(N x So, Cin x taps) float32 patches: row (n, o), column (c, j) holds input[n, c, o s - p + j d] (0 in the
     padding), for groups = 1."""
-    pad = ((0, 0), (0, 0), *((p, p) for p in padding))
-    xp = np.pad(x.astype(F), pad)
+    xp = np.pad(x.astype(F), ((0, 0), (0, 0), *padding))
     cols = []
     for j in itertools.product(*(range(k) for k in w_shape[2:])):
         window = (slice(None), slice(None), *(slice(ja * d, ja * d + (o - 1) * s + 1, s)

@@ -3,7 +3,7 @@
 input (N, Cin, *S), gradOutput (N, Cout, *So), weight (Cout, Cin / groups, *Kk) with one to three spatial axes (NCL,
 NCHW, NCDHW); along each axis the forward's output position o reads the input positions o s - p + j d (j < k) that
 lie inside [0, n) (the padding's positions are zeros), So the forward's size (the Window family's pooled size without
-ceil mode). gradInput has input's shape, gradWeight weight's, gradBias (Cout,). Transposed (`transposed` true), weight
+ceil mode, each side's padding counted: a 2-D padding may give 4 values). gradInput has input's shape, gradWeight weight's, gradBias (Cout,). Transposed (`transposed` true), weight
 is (Cin, Cout / groups, *Kk) and gradOutput (N, Cout, *So) with So = (n - 1) s - 2 p + d (k - 1) + outputPadding + 1:
 the roles of input and gradOutput in the relation exchanged.
 
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .base import Geometry, Rows, Shapes
-from .window import pooled_size
 
 RANK = "Rank"  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
 
@@ -54,15 +53,31 @@ def spatial_list(values, n: int, fill: int) -> tuple[int, ...] | None:
     return v if len(v) == n else None
 
 
-def conv_output_sizes(sizes, kernel, stride, padding, dilation) -> tuple[int, ...]:
-    """The forward's output size per axis (the doc's formula)."""
-    return tuple(pooled_size(n, k, s, p, d) for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation))
+def padding_sides(values, n: int) -> tuple[tuple[int, int], ...] | None:
+    """The padding before and after each spatial axis: n values (both sides alike), or in 2-D 4 values (up, down,
+    left, right: convolution_backward_checker.h kPadding4UpIdx ... kPadding4RightIdx); empty: 0; None otherwise."""
+    v = tuple(int(x) for x in (values or ()))
+    if not v:
+        return ((0, 0),) * n
+    if len(v) == n:
+        return tuple((p, p) for p in v)
+    return ((v[0], v[1]), (v[2], v[3])) if n == 2 and len(v) == 4 else None
 
 
-def transposed_output_sizes(sizes, kernel, stride, padding, dilation, output_padding) -> tuple[int, ...]:
+def conv_output_sizes(sizes, kernel, stride, sides, dilation) -> tuple[int, ...]:
+    """The forward's output size per axis (the doc's formula, each side's padding counted): `sides` as
+    padding_sides gives them, or one int per axis for both sides."""
+    return tuple((n + _both(p) - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in zip(sizes, kernel, stride, sides, dilation))
+
+
+def transposed_output_sizes(sizes, kernel, stride, sides, dilation, output_padding) -> tuple[int, ...]:
     """A transposed convolution's output size per axis: (n - 1) s - 2 p + d (k - 1) + outputPadding + 1."""
-    return tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1
-                 for n, k, s, p, d, op in zip(sizes, kernel, stride, padding, dilation, output_padding))
+    return tuple((n - 1) * s - _both(p) + d * (k - 1) + op + 1
+                 for n, k, s, p, d, op in zip(sizes, kernel, stride, sides, dilation, output_padding))
+
+
+def _both(p) -> int:
+    return sum(p) if isinstance(p, tuple) else 2 * int(p)
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,8 @@ class Convolution(Rows):
         return (self.grad, self.weight, self.grad_input, self.grad_weight, self.grad_bias)
 
     def parameters(self, attrs: Mapping, spatial: int):
-        """(stride, padding, dilation) one value per spatial axis (None where a list has another length)."""
-        return (spatial_list(attrs.get(self.stride), spatial, 1), spatial_list(attrs.get(self.padding), spatial, 0),
+        """(stride, padding sides, dilation) per spatial axis (None where a list has another length)."""
+        return (spatial_list(attrs.get(self.stride), spatial, 1), padding_sides(attrs.get(self.padding), spatial),
                 spatial_list(attrs.get(self.dilation), spatial, 1))
 
     def relation(self, x, w, attrs: Mapping) -> tuple[tuple[int, ...], int] | None:
@@ -102,6 +117,8 @@ class Convolution(Rows):
         if sp < 1 or None in (s, p, d, op) or len(w) != len(x) or min(s + d) < 1:
             return None
         if attrs.get(self.transposed):
+            if any(lo != hi for lo, hi in p):
+                return None  # (a transposed convolution padded unequally: not cut yet)
             cout = w[1] * max(int(attrs.get(self.groups) or 1), 1)
             return (x[0], cout, *transposed_output_sizes(x[2:], w[2:], s, p, d, op)), cout
         return (x[0], w[0], *conv_output_sizes(x[2:], w[2:], s, p, d)), w[0]
@@ -148,7 +165,7 @@ class Convolution(Rows):
         if got is None:
             return (f"stride, padding, dilation, outputPadding {attrs.get(self.stride)}, {attrs.get(self.padding)}, "
                     f"{attrs.get(self.dilation)}, {attrs.get(self.output_padding)}: the convolution family takes one "
-                    f"value per spatial axis")
+                    f"value per spatial axis (and a 2-D padding of 4 values only when transposed is false)")
         groups = int(attrs.get(self.groups) or 1)
         inner, outer = (g, x) if attrs.get(self.transposed) else (x, g)
         if groups < 1 or w[1] * groups != inner[1] or w[0] % groups or outer[1] != w[0] or g[0] != x[0]:

@@ -26,8 +26,9 @@ convolution's forward (conv_lowering.Forward), gradWeight its weight gradient wi
 gradBias the sum of gradOutput over its Cout channels; emulated on the same cube (the op_api's
 Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
 
-Not here yet: 2-D padding of 4 values (refused when a case loads, naming why), mixed dtypes (promotion), empty
-tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products.
+A 2-D padding of 4 values is (up, down, left, right) (convolution_backward_checker.h kPadding4UpIdx ...): the
+near sides place the taps, both sides the forward's size. Not here yet: that padding with transposed = true (refused
+when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ import numpy as np
 
 from ...tensor.dtypes import BFLOAT16
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
-from ..families.convolution import (Convolution, conv_output_sizes, shape_of, shape_values, spatial_list,
-                                    transposed_output_sizes)
+from ..families.convolution import (Convolution, conv_output_sizes, padding_sides, shape_of, shape_values,
+                                    spatial_list, transposed_output_sizes)
 from ..registry import register
 from . import conv_lowering as L
 
@@ -57,7 +58,8 @@ def conv_of(t) -> L.Conv:
     sp = len(x) - 2
     inner, outer = (g, x) if t[TRANSPOSED] else (x, g)
     return L.Conv(n=x[0], cin=inner[1], cout=w[0], groups=int(t[GROUPS]), sizes=inner[2:], out=outer[2:],
-                  kernel=w[2:], stride=spatial_list(t[STRIDE], sp, 1), padding=spatial_list(t[PADDING], sp, 0),
+                  kernel=w[2:], stride=spatial_list(t[STRIDE], sp, 1),
+                  padding=tuple(lo for lo, _ in padding_sides(t[PADDING], sp)),  # (the sizes carry the far side's)
                   dilation=spatial_list(t[DILATION], sp, 1))
 
 
@@ -252,7 +254,7 @@ def _shape_rule(d, attrs) -> str | None:
             return f"{name} has {len(attrs[name])} values; a {len(x)}-d input takes {sp}"
     if len(attrs[PADDING]) != sp and not (sp == 2 and len(attrs[PADDING]) == 4):
         return f"padding has {len(attrs[PADDING])} values; a {len(x)}-d input takes {sp}" + (" or 4" if sp == 2 else "")
-    if len(attrs[OUT_PAD]) != len(attrs[PADDING]) and not (sp == 2 and len(attrs[OUT_PAD]) in (2, 4)):
+    if len(attrs[OUT_PAD]) != sp and not (sp == 2 and len(attrs[OUT_PAD]) == 4):
         return f"outputPadding has {len(attrs[OUT_PAD])} values; a {len(x)}-d input takes {sp}"
     if len(g) != len(x) or len(w) != len(x):
         return f"gradOutput {list(g)}, input {list(x)} and weight {list(w)} must have the same number of dims"
@@ -269,15 +271,15 @@ def _shape_rule(d, attrs) -> str | None:
     if w[1] == 0 or inner[1] % w[1] or inner[1] // w[1] != int(attrs[GROUPS]):
         return (f"{'gradOutput' if attrs[TRANSPOSED] else 'input'}'s channels {inner[1]} are not groups "
                 f"{attrs[GROUPS]} x weight's second dim {w[1]}")
-    pad = tuple(attrs[PADDING])
-    if len(pad) == sp and len(attrs[OUT_PAD]) == sp:
+    pad = padding_sides(attrs[PADDING], sp)
+    if len(attrs[OUT_PAD]) == sp and not (attrs[TRANSPOSED] and len(attrs[PADDING]) != sp):
         if attrs[TRANSPOSED]:
             want = transposed_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION], attrs[OUT_PAD])
         else:
             want = conv_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION])
         if min(want) < 1:
             return (f"weight {list(w)} with dilation {list(attrs[DILATION])} spans more than input {list(x)} padded by "
-                    f"{list(pad)}: the forward's output would be {list(want)} (the doc's 公式一)")
+                    f"{list(attrs[PADDING])}: the forward's output would be {list(want)} (the doc's 公式一)")
         if tuple(g[2:]) != want or g[0] != x[0]:
             return f"gradOutput shape {list(g)} is not the forward's [{x[0]}, {g[1]}, {', '.join(map(str, want))}]"
     return None
