@@ -10,6 +10,8 @@ falls in the padding (an exact zero term changes no sum and no rounding):
 - gradInput: G = groups, M = Cin / G, K = Kk x Cout / G (tap outer, output channel inner), C = N x S; L[c, (j, co)] =
   weight[co, c, j], R[(j, co), (n, i)] = gradOutput[n, co, o] where o s - p + j d = i, else 0.
 - gradBias: G = 1, M = Cout, K = N x So, C = 1; L = gradOutput, R = ones.
+- the forward (`Forward`, a transposed convolution's gradInput): G = groups, M = Cout / G, K = Cin / G x Kk (channel
+  outer, tap inner), C = N x So; L = weight, R[(c, j), (n, o)] = input[n, c, o s - p + j d].
 
 Every input is a float32, float16 or bfloat16 value, so each product is exact in float64 and the exact result an exact
 sum of float64 values (ops/dyadic.exact_row_sums), as for BatchMatMul (ops/contraction/dots.py, whose bound and
