@@ -14,6 +14,7 @@ import itertools
 import json
 import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from aclnn_cli.ops.window.convolution_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from oracle import rounded_bits
+from helpers import run_cli
 from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses, write_dump
 
 F = np.float32
@@ -219,6 +221,33 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
     assert not bad, bad
 
 
+# ------------------------------------------------------------------ ops-nn's own suite
+
+ATK = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnConvolutionBackward.json"  # (conv/convolution_backward/
+#   tests/st/aclnnConvolutionBackward/atk_aclnnConvolutionBackward.json)
+
+
+def test_ops_nn_atk_suite_imports_and_its_cases_pass(tmp_path):
+    """ops-nn's ATK file for the op: 215 cases, NCHW and NCDHW (its `format` entries), every outputMask. Skipped, each
+    with its reason: the 32 whose outputMask is all false (nothing computed) and the 3 over the family's one-block
+    limit (decision 160). The other 180 generate, pass the emulated kernel and pass this file's own kernel."""
+    import yaml
+
+    r = run_cli("convert", "--skip-unsupported", ATK, "-o", tmp_path / "yaml")
+    assert r.exit_code == 0, r.output
+    assert "32 x key 'outputMask': outputMask is all false" in r.output, r.output
+    assert r.output.count("one block, of at most") == 2 and "converted 180 cases" in r.output, r.output
+    cases = [c for p in (tmp_path / "yaml").glob("*.yaml") for c in yaml.safe_load(p.read_text())["cases"]]
+    assert len(cases) == 180 and {len(c["shape"]) for c in cases} == {4, 5}
+    out = tmp_path / "out"
+    for args in (("gen", tmp_path / "yaml", "-o", out), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-3000:]
+    assert not not_passing(out, tmp_path / "v.json")
+    assert write_dumps(out, tmp_path / "taps", taps_float32) == 180
+    assert not not_passing(tmp_path / "taps", tmp_path / "taps.json")
+
+
 # ------------------------------------------------------------------ the allowance, both sides
 
 def im2col(x, w_shape, out_sizes, stride, padding, dilation) -> np.ndarray:
@@ -391,7 +420,7 @@ def test_contract():
     assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], stride=[0, 1]) == INVALID
     assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], outputPadding=[1, 0]) == INVALID
     assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], outputMask=[True, True]) == INVALID
-    assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], cubeMathType=2, dtype=D.BFLOAT16) == INVALID
+    assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], cubeMathType=2, dtype=D.BFLOAT16) == SUCCESS  # (cube_util)
     assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], cubeMathType=2) == SUCCESS
     assert _status([2, 4, 6, 6], [5, 4, 3, 3], [2, 5, 6, 6], groups=0) == INVALID
     assert _status([2, 4, 9], [5, 4, 3], [2, 5, 9], stride=[1], padding=[1], dilation=[1], outputPadding=[0]) == SUCCESS

@@ -25,7 +25,11 @@ from typing import Callable, Mapping
 
 from .base import Geometry, Rows, Shapes
 
-RANK = "Rank"  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
+RANK = "Rank"
+# Elements a tensor of one block may hold: gen's reference keeps about ten float64 arrays of each output's size (its
+# value, bound, scale, allowance, the prefix bounds), so 2^22 elements is about 300 MiB. Larger cases are refused when
+# they load (cutting a case into blocks is not done yet: decision 160).
+BLOCK_LIMIT = 1 << 22  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
 
 
 def shape_values(*names: str):
@@ -161,6 +165,10 @@ class Convolution(Rows):
         x, g, w = (tuple(shapes[n]) for n in (self.driver, self.grad, self.weight))
         if not 3 <= len(x) <= 5 or len(g) != len(x) or len(w) != len(x):
             return f"input {list(x)}, gradOutput {list(g)}, weight {list(w)}: the convolution family needs 3-d to 5-d, alike"
+        big = max((math.prod(shapes[n]), n) for n in shapes)
+        if big[0] > BLOCK_LIMIT:
+            return (f"{big[1]} has {big[0]:,} elements: the convolution family takes a case as one block, of at most "
+                    f"{BLOCK_LIMIT:,} elements per tensor (a larger case is not cut yet)")
         got = self.relation(x, w, attrs)
         if got is None:
             return (f"stride, padding, dilation, outputPadding {attrs.get(self.stride)}, {attrs.get(self.padding)}, "

@@ -215,7 +215,10 @@ VARIANTS = {"conv-split-k": _split_k, "conv-reversed-rounds": _reversed_rounds, 
 
 def _attribute_rule(attrs) -> str | None:
     """CheckNotNull's outputMask length, CheckConvParams' values (stride, dilation > 0, padding >= 0, outputPadding
-    0 unless transposed, groups in [1, 65535]) and the cubeMathType range."""
+    0 unless transposed, groups in [1, 65535]) and the cubeMathType range. cubeMathType 2 (USE_FP16) with bfloat16
+    operands is accepted on the 950, A3 and A2 (matmul/common/op_host/op_api/cube_util.cpp CheckSocSupportDtype
+    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it); it changes
+    nothing for 16-bit operands."""
     mask = tuple(attrs[MASK])
     if len(mask) != 3:
         return f"outputMask has {len(mask)} values; it takes 3 (gradInput, gradWeight, gradBias)"
@@ -243,8 +246,6 @@ def _shape_rule(d, attrs) -> str | None:
     for name, of in ((GI, X), (GW, W), (GB, GRAD)):
         if not d[name].null and d[name].dtype != d[of].dtype:
             return f"{name} dtype {d[name].dtype.name} is not {of}'s {d[of].dtype.name}"
-    if int(attrs[MATH]) == 2 and BFLOAT16.name in {d[n].dtype.name for n in (X, W, GRAD)}:
-        return "cubeMathType 2 (USE_FP16) does not take bfloat16 operands"
     x, w, g = (tuple(d[n].shape) for n in (X, W, GRAD))
     if not 3 <= len(x) <= 5:
         return f"input has {len(x)} dims; it takes 3 (NCL), 4 (NCHW) or 5 (NCDHW)"
