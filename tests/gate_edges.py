@@ -52,6 +52,12 @@ ORDINARY = {
                       "inputs": {"self": {"uniform": [0.5, 1.5]}, "mat2": {"uniform": [0.5, 2.0]}}},
     "matmul": {"dims": lambda shape: [shape // 4, 2, 2],
                "inputs": {"self": {"uniform": [0.5, 1.5]}, "mat2": {"uniform": [0.5, 2.0]}}},
+    # (samples of one 4 x 4 channel, a 3 x 3 kernel padded by 1: a few terms per element, every input positive)
+    "convolution_backward": {"dims": lambda shape: [shape // 16, 1, 4, 4],
+                             "attributes": {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+                                            "outputPadding": [0, 0]},
+                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]},
+                                        "weight": {"uniform": [0.5, 2.0]}}},
     # (planes of 4 x 4 pooled by 2 x 2 windows side by side: one term per element, positive gradients)
     "avg_pool2d_backward": {"dims": lambda shape: [shape // 16, 4, 4], "attributes": {"kernelSize": [2], "padding": [0]},
                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},

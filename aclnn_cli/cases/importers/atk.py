@@ -30,6 +30,10 @@ CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type",
 INPUT_KEYS = ("name", "type", "dtype", "shape", "range_values", "required", "backward", "align_32B",
               "outlier_values", "format")
 ND_KEYS = ("name", "mean", "std")
+# Ops whose suites' outputMask entries switch outputs off: an output whose entry is false is imported as nullptr
+# (ConvolutionBackward's file masks one or more outputs in 182 of its 215 cases). Others keep a masked output as a
+# tensor (BatchNormBackward's executor allocates every output, typed from weight: tests/test_importers_batchnorm.py).
+MASKED_OUTPUTS_NULL = ("aclnnConvolutionBackward",)
 # ATK's names for the type of a C double or float argument (in "type" or "dtype").
 FLOAT_NAMES = ("float", "double", "float32", "float64", "fp32", "fp64")
 # The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
@@ -76,8 +80,13 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
     kinds = {a.name: a.kind for a in op.attributes}
     tensors: dict[str, TensorIn] = {}
     attrs: dict[str, Any] = {}
+    layouts: list[tuple[str, Any]] = []  # (where, value) of "format" entries of dtype non_param
     for j, inp in enumerate(inputs):
         where_key = f"inputs[{j}]"
+        if isinstance(inp, dict) and inp.get("name") == "format" and inp.get("dtype") == "non_param" \
+                and "format" not in kinds:  # (ConvolutionBackward's suite: the tensors' layout, an ATK setting)
+            layouts.append((where_key, inp.get("range_values")))
+            continue
         if isinstance(inp, list):  # a list of "attrs" entries: one aclIntArray / aclBoolArray
             n, value = _array(op, inp, where_key, bad, unsupported)
         elif not isinstance(inp, dict):
@@ -109,7 +118,37 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
             continue
         tensors[n] = _tensor(op, inp, stem, key, n, lambda m, k: bad(m, f"{n}.{k}"),
                              lambda m, k: unsupported(m, f"{n}.{k}"))
+    _check_layouts(op, tensors, layouts, unsupported)
+    _masked_outputs_null(op, tensors, attrs, unsupported)
     return op, case_entry(op, name, seed_for(stem, key), tensors, attributes=attrs)
+
+
+def _check_layouts(op: OpSpec, tensors: dict[str, TensorIn], layouts: list, unsupported) -> None:
+    """A "format" entry (dtype non_param) names the layout of the op's tensors: accepted where it is the format the
+    op declares for the first input's rank (TensorSpec.formats: the harness gives the tensors that one), else the
+    case is unsupported."""
+    first = next((tensors[t.name] for t in op.inputs if t.name in tensors and tensors[t.name].shape is not None), None)
+    want = op.inputs[0].formats.get(len(first.shape)) if first is not None else None
+    for where_key, value in layouts:
+        if value != want:
+            raise unsupported(f"format {show(value)}: {op.name} gives its tensors "
+                              f"{want or 'no format'} at this rank", f"{where_key}.range_values")
+
+
+def _masked_outputs_null(op: OpSpec, tensors: dict[str, TensorIn], attrs: dict, unsupported) -> None:
+    """An op of MASKED_OUTPUTS_NULL whose outputMask has one entry per output: an output whose entry is false and that
+    the API takes as nullptr is made null. The device leaves it unwritten, and the pipeline
+    judges every non-null output. A mask of all false computes nothing: no case of ours (unsupported)."""
+    mask = attrs.get("outputMask")
+    outs = op.outputs
+    if op.name not in MASKED_OUTPUTS_NULL or not isinstance(mask, (list, tuple)) or len(mask) != len(outs):
+        return
+    if not any(mask) and all(t.optional for t in outs):
+        raise unsupported("outputMask is all false: the call computes nothing, so there is no output to judge",
+                          "outputMask")
+    for on, t in zip(mask, outs):
+        if not on and t.optional:
+            tensors[t.name] = TensorIn(null=True)
 
 
 def _by_position(op: OpSpec, j: int, where_key: str, bad: Callable[..., CaseError]) -> str:

@@ -1,0 +1,314 @@
+"""A convolution's gradients lowered to dot products (im2col through index arrays), a range of K and of output
+columns at a time: the float64 reference with its rigorous bound and allowance, the exact values of wanted elements,
+and the cube's float32 accumulation (ops/contraction/cube.py) over the same lowering.
+
+Each gradient is G batched matrix products out[g] = L[g] @ R[g], L (G, M, K), R (G, K, C), with zeros where a tap
+falls in the padding (an exact zero term changes no sum and no rounding):
+
+- gradWeight: G = groups, M = Cout / G, K = N x So (sample outer, output position inner), C = Cin / G x Kk (input
+  channel outer, kernel tap inner); L = gradOutput, R[(n, o), (c, j)] = input[n, c, o s - p + j d].
+- gradInput: G = groups, M = Cin / G, K = Kk x Cout / G (tap outer, output channel inner), C = N x S; L[c, (j, co)] =
+  weight[co, c, j], R[(j, co), (n, i)] = gradOutput[n, co, o] where o s - p + j d = i, else 0.
+- gradBias: G = 1, M = Cout, K = N x So, C = 1; L = gradOutput, R = ones.
+- the forward (`Forward`, a transposed convolution's gradInput): G = groups, M = Cout / G, K = Cin / G x Kk (channel
+  outer, tap inner), C = N x So; L = weight, R[(c, j), (n, o)] = input[n, c, o s - p + j d].
+
+Every input is a float32, float16 or bfloat16 value, so each product is exact in float64 and the exact result an exact
+sum of float64 values (ops/dyadic.exact_row_sums), as for BatchMatMul (ops/contraction/dots.py, whose bound and
+allowance these are, with K counted per element: the taps that do not fall in the padding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+
+from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER, across_rows_allowance
+from ..contraction import cube
+from ..contraction.dots import PRODUCT_ROUNDINGS, SLACK, gamma
+from ..dyadic import exact_row_sums
+
+HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
+F32 = np.float32
+
+
+@dataclass(frozen=True)
+class Conv:
+    """The sizes and window parameters of one case."""
+
+    n: int
+    cin: int
+    cout: int
+    groups: int
+    sizes: tuple[int, ...]  # input's spatial sizes
+    out: tuple[int, ...]  # gradOutput's
+    kernel: tuple[int, ...]  # weight's
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+    cg = property(lambda self: self.cin // self.groups)
+    cog = property(lambda self: self.cout // self.groups)
+    taps = property(lambda self: math.prod(self.kernel))
+    pin = property(lambda self: math.prod(self.sizes))
+    pout = property(lambda self: math.prod(self.out))
+
+    def reads(self) -> list[np.ndarray]:
+        """Per axis (k, out): the input position tap j of output position o reads, -1 in the padding."""
+        got = []
+        for n, o, k, s, p, d in zip(self.sizes, self.out, self.kernel, self.stride, self.padding, self.dilation):
+            i = np.arange(o)[None, :] * s - p + np.arange(k)[:, None] * d
+            got.append(np.where((i >= 0) & (i < n), i, -1))
+        return got
+
+    def sources(self) -> list[np.ndarray]:
+        """Per axis (k, n): the output position whose tap j reads input position i, -1 where none does."""
+        got = []
+        for n, o, k, s, p, d in zip(self.sizes, self.out, self.kernel, self.stride, self.padding, self.dilation):
+            q = np.arange(n)[None, :] + p - np.arange(k)[:, None] * d
+            src = np.where(q % s == 0, q // s, -1)
+            got.append(np.where((src >= 0) & (src < o), src, -1))
+        return got
+
+
+def _flat_positions(per_axis: list[np.ndarray], taps: np.ndarray, at: np.ndarray, sizes) -> np.ndarray:
+    """Flat positions (row-major over `sizes`) of per-axis tables table_a[tap_a, at_a], -1 where any axis has -1.
+    taps, at: flat indices over the kernel and over the other axis's sizes, broadcast together."""
+    kernel = tuple(t.shape[0] for t in per_axis)
+    other = tuple(t.shape[1] for t in per_axis)
+    taps, at = np.broadcast_arrays(taps, at)
+    # (1-d arguments: NumPy 2.4's unravel_index misreads a 2-d one beyond its 8,192-element buffer)
+    tj = [v.reshape(taps.shape) for v in np.unravel_index(taps.reshape(-1), kernel)]
+    ta = [v.reshape(at.shape) for v in np.unravel_index(at.reshape(-1), other)]
+    flat, valid = 0, True
+    for a, table in enumerate(per_axis):
+        v = table[tj[a], ta[a]]
+        valid = valid & (v >= 0)
+        flat = flat * sizes[a] + v
+    return np.where(valid, flat, -1)
+
+
+class Lowered:
+    """One gradient as G matrix products: `left(ks, ke)` (G, M, ke - ks), `right(ks, ke, cs, ce)` (G, ke - ks,
+    ce - cs), `counts()` the nonzero taps per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in
+    the tensor's element order, `locate(flat)` the (g, m, c) of tensor elements."""
+
+    g: int
+    m: int
+    k: int
+    c: int
+
+
+class GradWeight(Lowered):
+    def __init__(self, conv: Conv, x: np.ndarray, gy: np.ndarray) -> None:
+        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.n * conv.pout, conv.cg * conv.taps
+        self.lhs = gy.reshape(conv.n, conv.groups, conv.cog, conv.pout).transpose(1, 2, 0, 3).reshape(self.g, self.m, self.k)
+        self.x = x.reshape(conv.n, conv.groups, conv.cg, conv.pin)
+        self.table = conv.reads()
+
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke]
+
+    def right(self, ks, ke, cs, ce):
+        cv = self.conv
+        q = np.arange(ks, ke)
+        pos = _flat_positions(self.table, np.arange(cv.taps)[None, :], (q % cv.pout)[:, None], cv.sizes)
+        vals = self.x[(q // cv.pout)[:, None], :, :, np.maximum(pos, 0)]  # (len, taps, G, cg)
+        vals = np.where((pos >= 0)[:, :, None, None], vals, 0)
+        return vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
+
+    def counts(self):
+        per_tap = np.ones(1, np.int64)
+        for table in self.table:
+            per_tap = np.multiply.outer(per_tap, (table >= 0).sum(axis=1)).reshape(-1)
+        return np.tile(per_tap * self.conv.n, self.conv.cg)[None, None, :]
+
+    def flat(self, out):
+        return out.reshape(-1)
+
+    def locate(self, flat):
+        gm, c = np.divmod(flat, self.c)
+        return gm // self.m, gm % self.m, c
+
+
+class GradInput(Lowered):
+    def __init__(self, conv: Conv, w: np.ndarray, gy: np.ndarray) -> None:
+        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cg, conv.taps * conv.cog, conv.n * conv.pin
+        wr = w.reshape(conv.groups, conv.cog, conv.cg, conv.taps)
+        self.lhs = wr.transpose(0, 2, 3, 1).reshape(self.g, self.m, self.k)
+        self.gy = gy.reshape(conv.n, conv.groups, conv.cog, conv.pout)
+        self.table = conv.sources()
+
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke]
+
+    def right(self, ks, ke, cs, ce):
+        cv = self.conv
+        kk, cc = np.arange(ks, ke), np.arange(cs, ce)
+        pos = _flat_positions(self.table, (kk // cv.cog)[:, None], (cc % cv.pin)[None, :], cv.out)
+        vals = self.gy[(cc // cv.pin)[None, :], :, (kk % cv.cog)[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
+        return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
+
+    def counts(self):
+        per_pos = np.ones(1, np.int64)
+        for table in self.table:
+            per_pos = np.multiply.outer(per_pos, (table >= 0).sum(axis=0)).reshape(-1)
+        return np.tile(per_pos * self.conv.cog, self.conv.n)[None, None, :]
+
+    def flat(self, out):
+        cv = self.conv
+        return out.reshape(cv.groups, cv.cg, cv.n, cv.pin).transpose(2, 0, 1, 3).reshape(-1)
+
+    def locate(self, flat):
+        cv = self.conv
+        n, rest = np.divmod(flat, cv.cin * cv.pin)
+        ch, i = np.divmod(rest, cv.pin)
+        return ch // cv.cg, ch % cv.cg, n * cv.pin + i
+
+
+class Forward(Lowered):
+    """The forward convolution of `x` (conv's input) with w: gradInput of a transposed convolution. G = groups,
+    M = Cout / G, K = Cin / G x Kk (channel outer, tap inner), C = N x So."""
+
+    def __init__(self, conv: Conv, w: np.ndarray, x: np.ndarray) -> None:
+        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.cg * conv.taps, conv.n * conv.pout
+        self.lhs = w.reshape(self.g, self.m, self.k)
+        self.x = x.reshape(conv.n, conv.groups, conv.cg, conv.pin)
+        self.table = conv.reads()
+
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke]
+
+    def right(self, ks, ke, cs, ce):
+        cv = self.conv
+        kk, cc = np.arange(ks, ke), np.arange(cs, ce)
+        pos = _flat_positions(self.table, (kk % cv.taps)[:, None], (cc % cv.pout)[None, :], cv.sizes)
+        vals = self.x[(cc // cv.pout)[None, :], :, (kk // cv.taps)[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
+        return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
+
+    def counts(self):
+        per_pos = np.ones(1, np.int64)
+        for table in self.table:
+            per_pos = np.multiply.outer(per_pos, (table >= 0).sum(axis=0)).reshape(-1)
+        return np.tile(per_pos * self.conv.cg, self.conv.n)[None, None, :]
+
+    def flat(self, out):
+        cv = self.conv
+        return out.reshape(cv.groups, cv.cog, cv.n, cv.pout).transpose(2, 0, 1, 3).reshape(-1)
+
+    def locate(self, flat):
+        cv = self.conv
+        n, rest = np.divmod(flat, cv.cout * cv.pout)
+        ch, o = np.divmod(rest, cv.pout)
+        return ch // cv.cog, ch % cv.cog, n * cv.pout + o
+
+
+class GradBias(Lowered):
+    """gy (N, channels, positions) summed over N and the positions, per channel."""
+
+    def __init__(self, gy: np.ndarray, n: int, channels: int, positions: int) -> None:
+        self.g, self.m, self.k, self.c = 1, channels, n * positions, 1
+        self.lhs = gy.reshape(n, channels, positions).transpose(1, 0, 2).reshape(1, self.m, self.k)
+
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke]
+
+    def right(self, ks, ke, cs, ce):
+        return np.ones((1, ke - ks, ce - cs), self.lhs.dtype)
+
+    def counts(self):
+        return np.full((1, 1, 1), self.k, np.int64)
+
+    def flat(self, out):
+        return out.reshape(-1)
+
+    def locate(self, flat):
+        return np.zeros_like(flat), flat, np.zeros_like(flat)
+
+
+def _column_ranges(low: Lowered, k_step: int):
+    width = max(1, HELD // max(low.g * max(k_step, 1), 1))
+    return [(s, min(low.c, s + width)) for s in range(0, max(low.c, 1), width)] if low.c else []
+
+
+def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
+    """(value, bound, scale, allowance), each (G, M, C) float64, as dots.reference: K walked in chunks of about
+    sqrt(K) (the peak of the prefix sums in K order bounded chunk by chunk), the allowance the smaller of the
+    any-order one and the prefix one (docs/allowances.md), both from each element's own count of nonzero taps."""
+    k_step = max(16, math.isqrt(max(low.k, 1)))
+    shape = (low.g, low.m, low.c)
+    value, scale, peak, squares = (np.zeros(shape) for _ in range(4))
+    for cs, ce in _column_ranges(low, k_step):
+        v, sc, pk, sq = (a[:, :, cs:ce] for a in (value, scale, peak, squares))
+        for ks in range(0, low.k, k_step):
+            ke = min(low.k, ks + k_step)
+            left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
+            size = np.matmul(np.abs(left), np.abs(right))
+            np.maximum(pk, np.abs(v) + size, out=pk)
+            v += np.matmul(left, right)
+            sc += size
+            sq += size * size
+    g = gamma(low.k)
+    bound = (g / (1 - g)) * SLACK * scale
+    np.maximum(peak, np.abs(value), out=peak)
+    counts = np.broadcast_to(low.counts(), shape)
+    by_prefix = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, counts, term_roundings)
+    any_order = LAMBDA * np.sqrt(np.maximum(counts - 1, 0) + term_roundings) * SECOND_ORDER
+    return value, bound, scale, np.minimum(by_prefix, any_order * ACCUMULATION_UNIT * SLACK * scale)
+
+
+def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
+    """The exact values (Fractions) of the tensor's elements at flat positions `where`."""
+    where = np.asarray(where, np.int64)
+    g, m, c = low.locate(where)
+    out = np.array([Fraction(0)] * where.size + [None], dtype=object)[:-1]
+    k_step = max(16, min(low.k, HELD // max(where.size, 1)))
+    for cs, ce in _column_ranges(low, k_step):
+        inside = np.flatnonzero((c >= cs) & (c < ce))
+        if not inside.size:
+            continue
+        for ks in range(0, low.k, k_step):
+            ke = min(low.k, ks + k_step)
+            left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
+            products = left[g[inside], m[inside], :] * right[g[inside], :, c[inside] - cs]  # (exact)
+            out[inside] = out[inside] + np.array(exact_row_sums(products) + [None], dtype=object)[:-1]
+    return out
+
+
+def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:
+    """The cube's float32 result (G, M, C): each K range (cube.rounds by default: the 950's splitKRound) accumulated
+    in L0C mmad step by mmad step (cube.steps: 16 values of K each), the ranges added in `order` (default: as
+    listed) into the output. dtype: the accumulator's (float16 or bfloat16: a defect)."""
+    ranges = cube.rounds(low.k) if ranges is None else ranges
+    order = range(len(ranges)) if order is None else order
+    out = np.zeros((low.g, low.m, low.c), F32)
+    gather = max(cube.K0, HELD // max(low.g * max(low.c, 1), 1) // cube.K0 * cube.K0)
+    for cs, ce in _column_ranges(low, gather):
+        partials = []
+        for start, stop in ranges:
+            acc = np.zeros((low.g, low.m, ce - cs), dtype)
+            for ks in range(start, stop, gather):
+                ke = min(stop, ks + gather)
+                left, right = low.left(ks, ke).astype(F32), low.right(ks, ke, cs, ce).astype(F32)
+                for part in cube.steps(left, right, 0, ke - ks):
+                    acc = (acc.astype(F32) + part).astype(dtype)
+            partials.append(acc.astype(F32))
+        total = np.zeros((low.g, low.m, ce - cs), F32)
+        for i in order:
+            total = total + partials[i]
+        out[:, :, cs:ce] = total
+    return out
+
+
+def split_ranges(k: int, parts: int = 8) -> list[tuple[int, int]]:
+    """K cut into `parts` contiguous ranges (one a core: split-K)."""
+    size = max(1, math.ceil(k / parts))
+    return [(s, min(k, s + size)) for s in range(0, k, size)]
+
+
+def with_padding_dropped(conv: Conv) -> Conv:
+    """The first spatial axis's padding one less (a padding row dropped): every position read one row off."""
+    return replace(conv, padding=(max(conv.padding[0] - 1, 0), *conv.padding[1:]))

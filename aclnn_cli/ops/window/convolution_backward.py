@@ -1,0 +1,325 @@
+"""aclnnConvolutionBackward: gradInput, gradWeight and gradBias of a 1-D, 2-D or 3-D convolution (outputMask).
+
+    gradInput[n, c, i]  = sum over co of the group, taps j with o s - p + j d = i of gradOutput[n, co, o] w[co, c', j]
+    gradWeight[co, c', j] = sum over n, o of input[n, c, o s - p + j d] gradOutput[n, co, o]
+    gradBias[co]        = sum over n, o of gradOutput[n, co, o]
+
+hicann/ops-nn conv/convolution_backward/docs/aclnnConvolutionBackward.md: gradOutput, input, weight float32, float16,
+bfloat16 (950, A3, A2), NCL, NCHW or NCDHW; stride, padding, dilation one value per spatial axis (padding also 4 in
+2-D), outputPadding all 0 unless transposed; groups in [1, 65535] with groups x weight's C = input's C; outputMask three
+bools; cubeMathType 0-3. op_api/convolution_backward_checker.cpp (CheckParams): nulls (161001; an outputMask entry
+true beside a null output too), dtypes (gradInput = input's, gradWeight = weight's, gradBias = gradOutput's on the
+950), formats, CheckConvParams, cubeMathType, CheckConvShape, CheckConvChannelAndGroup, CheckConvShapePlus (gradOutput
+the forward's size).
+
+The device (op_api/aclnn_convolution_backward.cpp): gradInput by Conv{2,3}DBackpropInput and gradWeight by
+Conv{2,3}DBackpropFilter*2Fp32 on the cube (products into a float32 L0C, rounded once to the output dtype), gradBias by
+ReduceSum over (N, spatial) of gradOutput (float32 accumulation on the 950), 1-D as 2-D with H = 1. Emulated as the
+lowering of ops/window/conv_lowering.py on the cube of ops/contraction/cube.py (mmad steps of 16 along K, splitKRound
+rounds of 8192): gradInput's K is tap outer, output channel inner (the fractal's C0 along channels), gradWeight's and
+gradBias's K sample outer, position inner. How the kernels tile K beyond that is not in the sources: any contiguous
+order is a correct kernel (legitimate variants) and the allowance holds for every order.
+
+transposed = true (PyTorch's conv_transpose, weight (Cin, Cout / groups, ...)): the forward is the input gradient of
+the convolution whose input has gradOutput's shape and whose output has input's (`conv_of`), so gradInput is that
+convolution's forward (conv_lowering.Forward), gradWeight its weight gradient with input and gradOutput exchanged, and
+gradBias the sum of gradOutput over its Cout channels; emulated on the same cube (the op_api's
+Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
+
+A 2-D padding of 4 values is (up, down, left, right) (convolution_backward_checker.h kPadding4UpIdx ...): the
+near sides place the taps, both sides the forward's size. Not here yet: that padding with transposed = true (refused
+when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...tensor.dtypes import BFLOAT16
+from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from ..families.convolution import (Convolution, conv_output_sizes, padding_sides, shape_of, shape_values,
+                                    spatial_list, transposed_output_sizes)
+from ..registry import register
+from . import conv_lowering as L
+
+GRAD, X, W, GI, GW, GB = "gradOutput", "input", "weight", "gradInput", "gradWeight", "gradBias"
+BIAS_SIZES, STRIDE, PADDING, DILATION, TRANSPOSED, OUT_PAD, GROUPS, MASK, MATH = (
+    "biasSizes", "stride", "padding", "dilation", "transposed", "outputPadding", "groups", "outputMask", "cubeMathType")
+OUTPUTS = (GI, GW, GB)
+FAMILY = Convolution(driver=X)
+HF32 = 2.0**-9 + 2.0**-20  # float32 operands as HFLOAT32 (11 bits): |dA||B| + |A||dB| + |dA||dB| <= this |A||B|
+
+
+def conv_of(t) -> L.Conv:
+    """The case's convolution from the blocks' case values and attributes. Transposed, the convolution whose input
+    gradient the forward is: its input gradOutput's shape, its output input's (conv_transpose(x, w) is that
+    convolution's gradInput of x), so every gradient below is one of its lowerings."""
+    x, w, g = shape_of(t, X), shape_of(t, W), shape_of(t, GRAD)
+    sp = len(x) - 2
+    inner, outer = (g, x) if t[TRANSPOSED] else (x, g)
+    return L.Conv(n=x[0], cin=inner[1], cout=w[0], groups=int(t[GROUPS]), sizes=inner[2:], out=outer[2:],
+                  kernel=w[2:], stride=spatial_list(t[STRIDE], sp, 1),
+                  padding=tuple(lo for lo, _ in padding_sides(t[PADDING], sp)),  # (the sizes carry the far side's)
+                  dilation=spatial_list(t[DILATION], sp, 1))
+
+
+def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=None) -> dict:
+    """Each output's lowering (conv_lowering), from the blocks in t unless arrays are given. Transposed: gradInput
+    the forward convolution of gradOutput with the weight, gradWeight the correlation of gradOutput with input."""
+    conv = conv or conv_of(t)
+    x, w, gy, bias_gy = (np.asarray(t[n] if a is None else a, dtype)
+                         for n, a in ((X, x), (W, w), (GRAD, gy), (GRAD, bias_gy)))
+    if t[TRANSPOSED]:
+        return {GI: L.Forward(conv, w, gy), GW: L.GradWeight(conv, gy, x),
+                GB: L.GradBias(bias_gy, conv.n, conv.cin, conv.pin)}
+    return {GI: L.GradInput(conv, w, gy), GW: L.GradWeight(conv, x, gy),
+            GB: L.GradBias(bias_gy, conv.n, conv.cout, conv.pout)}
+
+
+def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
+    """A tensor's flat elements as its one block (1, R, last)."""
+    shape = {GI: shape_of(t, X), GW: shape_of(t, W), GB: shape_of(t, GRAD)[1:2]}[name]
+    return flat.reshape(1, -1, shape[-1])
+
+
+def _reference(t) -> dict:
+    """Per output: the lowering's float64 value, bound gamma_K |L|.|R|, scale |L|.|R| and the allowance of a float32
+    accumulation from each element's taps (conv_lowering.reference); cubeMathType 1 or 3 on float32 operands adds
+    the HFLOAT32 rounding of the cube's operands (gradBias is no cube product)."""
+    hf32 = int(t.get(MATH, 0)) in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD))
+    out = {}
+    for name, low in lowered(t).items():
+        value, bound, scale, allowance = L.reference(low, 0 if name == GB else L.PRODUCT_ROUNDINGS)
+        if hf32 and name != GB:
+            allowance = allowance + HF32 * L.SLACK * scale
+        out[name] = Reference(*(_piece(t, name, low.flat(a)) for a in (value, bound, scale)),
+                              allowance=_piece(t, name, low.flat(allowance)))
+    return out
+
+
+def _eleven_bits(values) -> bool:
+    """Whether every value has at most 11 significant bits (float16 and bfloat16 values do): HFLOAT32 keeps them."""
+    m, _ = np.frexp(np.asarray(values, np.float64))
+    return bool(np.all(np.ldexp(m, 11) == np.trunc(np.ldexp(m, 11))))
+
+
+def _case_values(shapes) -> dict:
+    return shape_values(X, W, GRAD)(shapes)
+
+
+def _exact_at(t, wanted) -> dict:
+    lows = lowered(t)
+    return {name: L.exact_at(lows[name], np.asarray(where, np.int64)) for name, where in wanted.items()}
+
+
+def _exact(t) -> dict:
+    """Every element exactly (Fractions in: each a float value, so float64 holds it exactly)."""
+    as_float = {n: np.asarray(t[n], dtype=np.float64) for n in (X, W, GRAD)}
+    lows = lowered(t, x=as_float[X], w=as_float[W], gy=as_float[GRAD], bias_gy=as_float[GRAD])
+    out = {}
+    for name, low in lows.items():
+        size = low.g * low.m * low.c
+        out[name] = _piece(t, name, L.exact_at(low, np.arange(size)))
+    return out
+
+
+def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dtype=np.float32, bias_gy=None) -> dict:
+    """The float32 kernel over the lowering: cube accumulation per output (conv_lowering.accumulate)."""
+    lows = lowered(t, conv, x, w, gy, np.float32, bias_gy)
+    out = {}
+    for name, low in lows.items():
+        r = ranges(low.k) if ranges else None
+        o = order(len(r)) if order and r else None
+        out[name] = _piece(t, name, low.flat(L.accumulate(low, r, o, dtype)))
+    return out
+
+
+def _ieee(t) -> dict:
+    """Where an input is inf or NaN: the lowering's float64 sums (IEEE: an inf meeting a 0 gives NaN), each element's
+    float64 value as its golden, as BatchMatMul's dots.ieee."""
+    return {name: _piece(t, name, low.flat(L.reference(low)[0])) for name, low in lowered(t).items()}
+
+
+def _kernel(t) -> dict:
+    """The 950's cube: mmad steps of 16 along K into L0C in float32, rounds of at most 8192 added in order."""
+    return _compute(t)
+
+
+@legitimate
+def _split_k(t):
+    """Legitimate: K split into 8 contiguous ranges (cores), the partials added in a shuffled order."""
+    return _compute(t, ranges=L.split_ranges, order=lambda n: np.random.default_rng(0).permutation(n))
+
+
+@legitimate
+def _reversed_rounds(t):
+    """Legitimate: K in 64 contiguous ranges added last first."""
+    return _compute(t, ranges=lambda k: L.split_ranges(k, 64), order=lambda n: range(n - 1, -1, -1))
+
+
+@defect
+def _flipped_kernel(t):
+    """Defect: gradInput with the weight's taps flipped along every spatial axis (a kernel rotating the weight where
+    the lowering must not)."""
+    w = np.asarray(t[W], np.float32).reshape(shape_of(t, W))
+    flipped = w[(slice(None), slice(None), *(slice(None, None, -1),) * (w.ndim - 2))]
+    return {**_compute(t), GI: _compute(t, w=flipped.reshape(np.shape(t[W])))[GI]}
+
+
+@defect
+def _padding_row_dropped(t):
+    """Defect: the first spatial axis's padding taken one less (a padding row dropped: every tap read a row off)."""
+    return _compute(t, conv=L.with_padding_dropped(conv_of(t)))
+
+
+@defect
+def _groups_ignored(t):
+    """Defect: the group's channel offset ignored: every group reads group 0's input and gradOutput channels."""
+    groups = int(t[GROUPS])
+
+    def first_group(name):
+        a = np.asarray(t[name], np.float32).reshape(shape_of(t, name))
+        return np.concatenate([a[:, :a.shape[1] // groups]] * groups, axis=1).reshape(np.shape(t[name]))
+    return _compute(t, x=first_group(X), gy=first_group(GRAD), bias_gy=t[GRAD])
+
+
+@defect
+def _bias_one_sample(t):
+    """Defect: gradBias summed over the first sample only."""
+    gy = np.asarray(t[GRAD], np.float32).reshape(shape_of(t, GRAD)).copy()
+    gy[1:] = 0
+    return {**_compute(t), GB: _compute(t, bias_gy=gy.reshape(np.shape(t[GRAD])))[GB]}
+
+
+def _whole_k(k: int) -> list[tuple[int, int]]:
+    return [(0, k)]
+
+
+@defect
+def _fp16_accumulation(t):
+    """Defect: every output accumulated in float16 (L0C in 16 bits over the whole K), mmad step by step."""
+    return _compute(t, ranges=_whole_k, dtype=np.float16)
+
+
+@defect
+def _bf16_accumulation(t):
+    """Defect: every output accumulated in bfloat16 over the whole K, mmad step by step."""
+    return _compute(t, ranges=_whole_k, dtype=BFLOAT16.np_dtype)
+
+
+VARIANTS = {"conv-split-k": _split_k, "conv-reversed-rounds": _reversed_rounds, "conv-flipped-kernel": _flipped_kernel,
+            "conv-padding-row-dropped": _padding_row_dropped, "conv-groups-ignored": _groups_ignored,
+            "conv-bias-one-sample": _bias_one_sample, "conv-fp16-accumulation": _fp16_accumulation,
+            "conv-bf16-accumulation": _bf16_accumulation}
+
+
+def _attribute_rule(attrs) -> str | None:
+    """CheckNotNull's outputMask length, CheckConvParams' values (stride, dilation > 0, padding >= 0, outputPadding
+    0 unless transposed, groups in [1, 65535]) and the cubeMathType range. cubeMathType 2 (USE_FP16) with bfloat16
+    operands is accepted on the 950, A3 and A2 (matmul/common/op_host/op_api/cube_util.cpp CheckSocSupportDtype
+    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it); it changes
+    nothing for 16-bit operands."""
+    mask = tuple(attrs[MASK])
+    if len(mask) != 3:
+        return f"outputMask has {len(mask)} values; it takes 3 (gradInput, gradWeight, gradBias)"
+    for name, low in ((STRIDE, 1), (DILATION, 1), (PADDING, 0)):
+        if any(int(v) < low for v in attrs[name]):
+            return f"{name} {list(attrs[name])}: each value must be >= {low}"
+    if not attrs[TRANSPOSED] and any(int(v) != 0 for v in attrs[OUT_PAD]):
+        return f"outputPadding {list(attrs[OUT_PAD])}: every value must be 0 when transposed is false"
+    if attrs[TRANSPOSED] and any(not 0 <= int(v) < int(s) for v, s in zip(attrs[OUT_PAD], attrs[STRIDE])):
+        return f"outputPadding {list(attrs[OUT_PAD])}: each value in [0, stride) (stride {list(attrs[STRIDE])})"
+    if not 1 <= int(attrs[GROUPS]) <= 65535:
+        return f"groups {attrs[GROUPS]}: must be in [1, 65535]"
+    if not 0 <= int(attrs[MATH]) <= 3:
+        return f"cubeMathType {attrs[MATH]}: must be 0 (KEEP_DTYPE), 1, 2 or 3"
+    return None
+
+
+def _shape_rule(d, attrs) -> str | None:
+    """CheckParams in its order after the dtype lists, each 161002 (a true outputMask entry beside a null output is
+    161001 in the source: reported here as 161002, as LayerNormBackward does; no bundled case relies on it)."""
+    mask = tuple(attrs[MASK])
+    for k, name in enumerate(OUTPUTS):
+        if mask[k] and d[name].null:
+            return f"{name} is a null pointer while outputMask[{k}] is true"
+    for name, of in ((GI, X), (GW, W), (GB, GRAD)):
+        if not d[name].null and d[name].dtype != d[of].dtype:
+            return f"{name} dtype {d[name].dtype.name} is not {of}'s {d[of].dtype.name}"
+    x, w, g = (tuple(d[n].shape) for n in (X, W, GRAD))
+    if not 3 <= len(x) <= 5:
+        return f"input has {len(x)} dims; it takes 3 (NCL), 4 (NCHW) or 5 (NCDHW)"
+    sp = len(x) - 2
+    for name in (STRIDE, DILATION):
+        if len(attrs[name]) != sp:
+            return f"{name} has {len(attrs[name])} values; a {len(x)}-d input takes {sp}"
+    if len(attrs[PADDING]) != sp and not (sp == 2 and len(attrs[PADDING]) == 4):
+        return f"padding has {len(attrs[PADDING])} values; a {len(x)}-d input takes {sp}" + (" or 4" if sp == 2 else "")
+    if len(attrs[OUT_PAD]) != sp and not (sp == 2 and len(attrs[OUT_PAD]) == 4):
+        return f"outputPadding has {len(attrs[OUT_PAD])} values; a {len(x)}-d input takes {sp}"
+    if len(g) != len(x) or len(w) != len(x):
+        return f"gradOutput {list(g)}, input {list(x)} and weight {list(w)} must have the same number of dims"
+    if 0 in g or 0 in w:
+        return f"gradOutput {list(g)} or weight {list(w)} is empty"
+    for name, want in ((GI, x), (GW, w)):
+        if not d[name].null and tuple(d[name].shape) != want:
+            return f"{name} shape {list(d[name].shape)} is not {list(want)}"
+    if not d[GB].null and tuple(d[GB].shape) != (g[1],):
+        return f"gradBias shape {list(d[GB].shape)} is not [{g[1]}] (gradOutput's channels)"
+    inner, outer = (g, x) if attrs[TRANSPOSED] else (x, g)  # (CheckConvChannelAndGroup exchanges them)
+    if outer[1] != w[0]:
+        return f"{'input' if attrs[TRANSPOSED] else 'gradOutput'}'s channels {outer[1]} are not weight's first dim {w[0]}"
+    if w[1] == 0 or inner[1] % w[1] or inner[1] // w[1] != int(attrs[GROUPS]):
+        return (f"{'gradOutput' if attrs[TRANSPOSED] else 'input'}'s channels {inner[1]} are not groups "
+                f"{attrs[GROUPS]} x weight's second dim {w[1]}")
+    pad = padding_sides(attrs[PADDING], sp)
+    if len(attrs[OUT_PAD]) == sp and not (attrs[TRANSPOSED] and len(attrs[PADDING]) != sp):
+        if attrs[TRANSPOSED]:
+            want = transposed_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION], attrs[OUT_PAD])
+        else:
+            want = conv_output_sizes(x[2:], w[2:], attrs[STRIDE], pad, attrs[DILATION])
+        if min(want) < 1:
+            return (f"weight {list(w)} with dilation {list(attrs[DILATION])} spans more than input {list(x)} padded by "
+                    f"{list(attrs[PADDING])}: the forward's output would be {list(want)} (the doc's 公式一)")
+        if tuple(g[2:]) != want or g[0] != x[0]:
+            return f"gradOutput shape {list(g)} is not the forward's [{x[0]}, {g[1]}, {', '.join(map(str, want))}]"
+    return None
+
+
+SPEC = register(OpSpec(
+    name="aclnnConvolutionBackward",
+    key="convolution_backward",
+    header="aclnnop/aclnn_convolution_backward.h",
+    signature=(GRAD, X, W, BIAS_SIZES, STRIDE, PADDING, DILATION, TRANSPOSED, OUT_PAD, GROUPS, MASK, MATH, GI, GW, GB),
+    summary="Gradients of a 1-D, 2-D or 3-D convolution, transposed or not (stride, padding, dilation, groups): "
+            "gradInput, gradWeight and gradBias as outputMask asks.",
+    formula="gradInput = gradOutput convolved back through weight; gradWeight[co, c, j] = sum over n, o of "
+            "input[n, c, o s - p + j d] gradOutput[n, co, o]; gradBias[co] = sum over n, o of gradOutput[n, co, o]",
+    tensors=(
+        TensorSpec(GRAD, "input", {"normal": [0, 1]}, formats={3: "NCL", 4: "NCHW", 5: "NCDHW"}),
+        TensorSpec(X, "input", {"normal": [0, 1]}, formats={3: "NCL", 4: "NCHW", 5: "NCDHW"}),
+        TensorSpec(W, "input", {"normal": [0, 1]}, formats={3: "NCL", 4: "NCHW", 5: "NCDHW"}),
+        TensorSpec(GI, "output", {"constant": 0}, optional=True, formats={3: "NCL", 4: "NCHW", 5: "NCDHW"}),
+        TensorSpec(GW, "output", {"constant": 0}, optional=True, formats={3: "NCL", 4: "NCHW", 5: "NCDHW"}),
+        TensorSpec(GB, "output", {"constant": 0}, optional=True),
+    ),
+    attributes=(AttrSpec(BIAS_SIZES, "int_list", default=()), AttrSpec(STRIDE, "int_list"),
+                AttrSpec(PADDING, "int_list"), AttrSpec(DILATION, "int_list"),
+                AttrSpec(TRANSPOSED, "bool", default=False), AttrSpec(OUT_PAD, "int_list"),
+                AttrSpec(GROUPS, "int", default=1), AttrSpec(MASK, "bool_list", default=(True, True, True)),
+                AttrSpec(MATH, "int", default=0)),
+    products=products("950", "A3", "A2"),
+    dims=(1, 5),
+    empty_ok=False,
+    family=FAMILY,
+    case_values=_case_values,
+    reference=_reference,
+    exact=_exact,
+    exact_at=_exact_at,
+    kernel=_kernel,
+    ieee=_ieee,
+    variants=VARIANTS,
+    contract=Contract(dtypes="promote", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
+    special_values="The doc defines none; IEEE sums of products: an inf meeting a 0 gives NaN, infinities of both "
+                   "signs in one sum give NaN, and a NaN reaches every element whose sum holds it.",
+))
