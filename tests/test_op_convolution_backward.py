@@ -21,7 +21,7 @@ import pytest
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.window.convolution_backward import SPEC
+from aclnn_cli.ops.convolution.convolution_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from oracle import rounded_bits

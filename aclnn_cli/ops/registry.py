@@ -23,7 +23,7 @@ BUNDLED: dict[str, str] = {
     "aclnnMaxPool2dWithIndicesBackward": "window.max_pool2d_with_indices_backward",
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnMatmul": "contraction.matmul",
-    "aclnnConvolutionBackward": "window.convolution_backward",
+    "aclnnConvolutionBackward": "convolution.convolution_backward",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
     "aclnnEluBackward": "elementwise.elu_backward",
     "aclnnBinaryCrossEntropyBackward": "elementwise.binary_cross_entropy_backward",

@@ -10,7 +10,7 @@ the roles of input and gradOutput in the relation exchanged.
 gradInput mixes every output channel of a group and gradWeight and gradBias every sample, so no part of a case is
 independent of the rest: **a case is one block**. Every tensor is cut from its own shape into that one block and
 arrives as (1, R, last axis); the op's `case_values` (`shape_values`) carry the full shapes, and
-ops/window/conv_lowering.py unfolds them. Memory stays bounded there: the lowering to dot products gathers a range of
+ops/convolution/conv_lowering.py unfolds them. Memory stays bounded there: the lowering to dot products gathers a range of
 K and of output columns at a time.
 
 Each output element is a sum of products rounded once from float32; its allowance is the op's `Reference.allowance`

@@ -15,7 +15,7 @@ the forward's size).
 The device (op_api/aclnn_convolution_backward.cpp): gradInput by Conv{2,3}DBackpropInput and gradWeight by
 Conv{2,3}DBackpropFilter*2Fp32 on the cube (products into a float32 L0C, rounded once to the output dtype), gradBias by
 ReduceSum over (N, spatial) of gradOutput (float32 accumulation on the 950), 1-D as 2-D with H = 1. Emulated as the
-lowering of ops/window/conv_lowering.py on the cube of ops/contraction/cube.py (mmad steps of 16 along K, splitKRound
+lowering of ops/convolution/conv_lowering.py on the cube of ops/contraction/cube.py (mmad steps of 16 along K, splitKRound
 rounds of 8192): gradInput's K is tap outer, output channel inner (the fractal's C0 along channels), gradWeight's and
 gradBias's K sample outer, position inner. How the kernels tile K beyond that is not in the sources: any contiguous
 order is a correct kernel (legitimate variants) and the allowance holds for every order.
