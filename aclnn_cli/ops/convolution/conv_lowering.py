@@ -91,6 +91,16 @@ def _flat_positions(per_axis: list[np.ndarray], taps: np.ndarray, at: np.ndarray
     return np.where(valid, flat, -1)
 
 
+def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
+    """Each output column's number of non-padding terms, as a (1, 1, columns) array: per spatial axis, the valid
+    entries of its read table counted along `axis` (0: per output position, 1: per tap), multiplied over the axes
+    in C order, times `factor` (the channels each term runs over), the whole repeated `repeat` times."""
+    per = np.ones(1, np.int64)
+    for table in tables:
+        per = np.multiply.outer(per, (table >= 0).sum(axis=axis)).reshape(-1)
+    return np.tile(per * factor, repeat)[None, None, :]
+
+
 class Lowered:
     """One gradient as G matrix products: `left(ks, ke)` (G, M, ke - ks), `right(ks, ke, cs, ce)` (G, ke - ks,
     ce - cs), `counts()` the nonzero taps per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in
@@ -121,10 +131,7 @@ class GradWeight(Lowered):
         return vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
 
     def counts(self):
-        per_tap = np.ones(1, np.int64)
-        for table in self.table:
-            per_tap = np.multiply.outer(per_tap, (table >= 0).sum(axis=1)).reshape(-1)
-        return np.tile(per_tap * self.conv.n, self.conv.cg)[None, None, :]
+        return _terms_per(self.table, 1, self.conv.n, self.conv.cg)
 
     def flat(self, out):
         return out.reshape(-1)
@@ -153,10 +160,7 @@ class GradInput(Lowered):
         return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
 
     def counts(self):
-        per_pos = np.ones(1, np.int64)
-        for table in self.table:
-            per_pos = np.multiply.outer(per_pos, (table >= 0).sum(axis=0)).reshape(-1)
-        return np.tile(per_pos * self.conv.cog, self.conv.n)[None, None, :]
+        return _terms_per(self.table, 0, self.conv.cog, self.conv.n)
 
     def flat(self, out):
         cv = self.conv
@@ -190,10 +194,7 @@ class Forward(Lowered):
         return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
 
     def counts(self):
-        per_pos = np.ones(1, np.int64)
-        for table in self.table:
-            per_pos = np.multiply.outer(per_pos, (table >= 0).sum(axis=0)).reshape(-1)
-        return np.tile(per_pos * self.conv.cg, self.conv.n)[None, None, :]
+        return _terms_per(self.table, 0, self.conv.cg, self.conv.n)
 
     def flat(self, out):
         cv = self.conv
