@@ -21,9 +21,8 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.contraction.matmul import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from contraction_kernels import ORDERS, logical, numpy_float32, oracle
+from contraction_kernels import ORDERS, goldens_against_the_oracle, logical, numpy_float32
 from helpers import run_cli
-from oracle import rounded_bits
 from rowblocks import bundled_suite, generated_yaml, independent_dumps, not_passing, variant_statuses, write_dump
 
 ORACLE_YAML = """\
@@ -58,18 +57,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden (1-d operands, broadcast batches of 3 to 6 dims, transposed views, K = 1, cancelling sums,
     exact zeros, values over many binades, mixed dtypes) is the exact sum of products rounded once to out's dtype,
     bit for bit; some elements through the exact path."""
-    compared, exact = {}, {}
-    for case in sorted(p.parent for p in generated.glob("*/case.json")):
-        m = harness.load(case)
-        t = harness.tensors(m)["out"]
-        dtype = D.lookup(t["dtype"])
-        got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
-        want = rounded_bits(oracle(logical(case, m, "self"), logical(case, m, "mat2")), dtype).astype(dtype.uint_dtype)
-        assert np.array_equal(got, want), case.name
-        compared[dtype.name] = compared.get(dtype.name, 0) + got.size
-        exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
-    print("compared", compared, "exact path", exact)
-    assert min(compared.values()) > 2000 and sum(exact.values()) > 0
+    goldens_against_the_oracle(generated)
 
 
 @pytest.fixture(scope="module")
