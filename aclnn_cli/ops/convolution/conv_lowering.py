@@ -7,10 +7,11 @@ falls in the padding (an exact zero term changes no sum and no rounding):
 
 - gradWeight: G = groups, M = Cout / G, K = N x So (sample outer, output position inner), C = Cin / G x Kk (input
   channel outer, kernel tap inner); L = gradOutput, R[(n, o), (c, j)] = input[n, c, o s - p + j d].
-- gradInput: G = groups, M = Cin / G, K = Kk x Cout / G (tap outer, output channel inner), C = N x S; L[c, (j, co)] =
-  weight[co, c, j], R[(j, co), (n, i)] = gradOutput[n, co, o] where o s - p + j d = i, else 0.
+- gradInput (`grad_input`; it and `forward` are a `Gathered`): G = groups, M = Cin / G, K = Kk x Cout / G (tap
+  outer, output channel inner), C = N x S; L[c, (j, co)] = weight[co, c, j], R[(j, co), (n, i)] = gradOutput[n, co, o]
+  where o s - p + j d = i, else 0.
 - gradBias: G = 1, M = Cout, K = N x So, C = 1; L = gradOutput, R = ones.
-- the forward (`Forward`, a transposed convolution's gradInput): G = groups, M = Cout / G, K = Cin / G x Kk (channel
+- the forward (`forward`, a transposed convolution's gradInput): G = groups, M = Cout / G, K = Cin / G x Kk (channel
   outer, tap inner), C = N x So; L = weight, R[(c, j), (n, o)] = input[n, c, o s - p + j d].
 
 Every input is a float32, float16 or bfloat16 value, so each product is exact in float64 and the exact result an exact
@@ -141,70 +142,56 @@ class GradWeight(Lowered):
         return gm // self.m, gm % self.m, c
 
 
-class GradInput(Lowered):
-    def __init__(self, conv: Conv, w: np.ndarray, gy: np.ndarray) -> None:
-        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cg, conv.taps * conv.cog, conv.n * conv.pin
-        wr = w.reshape(conv.groups, conv.cog, conv.cg, conv.taps)
-        self.lhs = wr.transpose(0, 2, 3, 1).reshape(self.g, self.m, self.k)
-        self.gy = gy.reshape(conv.n, conv.groups, conv.cog, conv.pout)
-        self.table = conv.sources()
+class Gathered(Lowered):
+    """An output of G x M channels at `positions` per sample, out (G, M, C = N x positions), from lhs (G, M, K) and
+    a source (N, G, channels, source positions) read through `table` (per spatial axis, the source position of each
+    tap at each output position, or -1 in the padding): K is the group's channels x the taps, tap outer (gradInput:
+    the fractal's C0 runs along channels) or channel outer (the forward convolution)."""
+
+    def __init__(self, conv: Conv, lhs: np.ndarray, src: np.ndarray, table, sizes, positions: int,
+                 tap_outer: bool) -> None:
+        self.conv, self.table, self.sizes, self.positions, self.tap_outer = conv, table, sizes, positions, tap_outer
+        self.lhs, self.src, self.channels = lhs, src, src.shape[2]
+        self.g, self.m, self.k, self.c = lhs.shape[0], lhs.shape[1], lhs.shape[2], conv.n * positions
 
     def left(self, ks, ke):
         return self.lhs[:, :, ks:ke]
 
     def right(self, ks, ke, cs, ce):
-        cv = self.conv
-        kk, cc = np.arange(ks, ke), np.arange(cs, ce)
-        pos = _flat_positions(self.table, (kk // cv.cog)[:, None], (cc % cv.pin)[None, :], cv.out)
-        vals = self.gy[(cc // cv.pin)[None, :], :, (kk % cv.cog)[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
+        kk, cc, p = np.arange(ks, ke), np.arange(cs, ce), self.positions
+        if self.tap_outer:
+            tap, ch = kk // self.channels, kk % self.channels
+        else:
+            tap, ch = kk % self.conv.taps, kk // self.conv.taps
+        pos = _flat_positions(self.table, tap[:, None], (cc % p)[None, :], self.sizes)
+        vals = self.src[(cc // p)[None, :], :, ch[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
         return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
 
     def counts(self):
-        return _terms_per(self.table, 0, self.conv.cog, self.conv.n)
+        return _terms_per(self.table, 0, self.channels, self.conv.n)
 
     def flat(self, out):
-        cv = self.conv
-        return out.reshape(cv.groups, cv.cg, cv.n, cv.pin).transpose(2, 0, 1, 3).reshape(-1)
+        return out.reshape(self.g, self.m, self.conv.n, self.positions).transpose(2, 0, 1, 3).reshape(-1)
 
     def locate(self, flat):
-        cv = self.conv
-        n, rest = np.divmod(flat, cv.cin * cv.pin)
-        ch, i = np.divmod(rest, cv.pin)
-        return ch // cv.cg, ch % cv.cg, n * cv.pin + i
+        n, rest = np.divmod(flat, self.g * self.m * self.positions)
+        ch, i = np.divmod(rest, self.positions)
+        return ch // self.m, ch % self.m, n * self.positions + i
 
 
-class Forward(Lowered):
+def grad_input(conv: Conv, w: np.ndarray, gy: np.ndarray) -> Gathered:
+    """gradInput: G = groups, M = Cin / G, K = Kk x Cout / G (tap outer), C = N x Si; gradOutput read through the
+    table of the output positions each input position feeds."""
+    lhs = w.reshape(conv.groups, conv.cog, conv.cg, conv.taps).transpose(0, 2, 3, 1)
+    return Gathered(conv, lhs.reshape(conv.groups, conv.cg, conv.taps * conv.cog),
+                    gy.reshape(conv.n, conv.groups, conv.cog, conv.pout), conv.sources(), conv.out, conv.pin, True)
+
+
+def forward(conv: Conv, w: np.ndarray, x: np.ndarray) -> Gathered:
     """The forward convolution of `x` (conv's input) with w: gradInput of a transposed convolution. G = groups,
     M = Cout / G, K = Cin / G x Kk (channel outer, tap inner), C = N x So."""
-
-    def __init__(self, conv: Conv, w: np.ndarray, x: np.ndarray) -> None:
-        self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.cg * conv.taps, conv.n * conv.pout
-        self.lhs = w.reshape(self.g, self.m, self.k)
-        self.x = x.reshape(conv.n, conv.groups, conv.cg, conv.pin)
-        self.table = conv.reads()
-
-    def left(self, ks, ke):
-        return self.lhs[:, :, ks:ke]
-
-    def right(self, ks, ke, cs, ce):
-        cv = self.conv
-        kk, cc = np.arange(ks, ke), np.arange(cs, ce)
-        pos = _flat_positions(self.table, (kk % cv.taps)[:, None], (cc % cv.pout)[None, :], cv.sizes)
-        vals = self.x[(cc // cv.pout)[None, :], :, (kk // cv.taps)[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
-        return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
-
-    def counts(self):
-        return _terms_per(self.table, 0, self.conv.cg, self.conv.n)
-
-    def flat(self, out):
-        cv = self.conv
-        return out.reshape(cv.groups, cv.cog, cv.n, cv.pout).transpose(2, 0, 1, 3).reshape(-1)
-
-    def locate(self, flat):
-        cv = self.conv
-        n, rest = np.divmod(flat, cv.cout * cv.pout)
-        ch, o = np.divmod(rest, cv.pout)
-        return ch // cv.cog, ch % cv.cog, n * cv.pout + o
+    return Gathered(conv, w.reshape(conv.groups, conv.cog, conv.cg * conv.taps),
+                    x.reshape(conv.n, conv.groups, conv.cg, conv.pin), conv.reads(), conv.sizes, conv.pout, False)
 
 
 class GradBias(Lowered):

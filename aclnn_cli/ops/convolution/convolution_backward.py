@@ -22,7 +22,7 @@ order is a correct kernel (legitimate variants) and the allowance holds for ever
 
 transposed = true (PyTorch's conv_transpose, weight (Cin, Cout / groups, ...)): the forward is the input gradient of
 the convolution whose input has gradOutput's shape and whose output has input's (`conv_of`), so gradInput is that
-convolution's forward (conv_lowering.Forward), gradWeight its weight gradient with input and gradOutput exchanged, and
+convolution's forward (conv_lowering.forward), gradWeight its weight gradient with input and gradOutput exchanged, and
 gradBias the sum of gradOutput over its Cout channels; emulated on the same cube (the op_api's
 Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
 
@@ -70,9 +70,9 @@ def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=Non
     x, w, gy, bias_gy = (np.asarray(t[n] if a is None else a, dtype)
                          for n, a in ((X, x), (W, w), (GRAD, gy), (GRAD, bias_gy)))
     if t[TRANSPOSED]:
-        return {GI: L.Forward(conv, w, gy), GW: L.GradWeight(conv, gy, x),
+        return {GI: L.forward(conv, w, gy), GW: L.GradWeight(conv, gy, x),
                 GB: L.GradBias(bias_gy, conv.n, conv.cin, conv.pin)}
-    return {GI: L.GradInput(conv, w, gy), GW: L.GradWeight(conv, x, gy),
+    return {GI: L.grad_input(conv, w, gy), GW: L.GradWeight(conv, x, gy),
             GB: L.GradBias(bias_gy, conv.n, conv.cout, conv.pout)}
 
 
