@@ -15,14 +15,16 @@ def console() -> None:
 
     reaper.adopt_orphans()
     open_files_limit()
+    leaving: SystemExit | None = None
     try:
         main(prog_name="aclnn-cli")
     except SystemExit as exc:
-        reaper.end_descendants()
-        _past_threads(exc.code)
+        leaving = exc
         raise
     finally:
         reaper.end_descendants()
+        if leaving is not None:
+            _past_threads(leaving.code)
 
 
 def _past_threads(code) -> None:

@@ -37,6 +37,8 @@ def reference(t):
             os._exit(0)
     elif "{what}" == "exit" and t["gradOutput"].size > 1000:
         os._exit(0)
+    elif "{what}" == "exit-small" and t["gradOutput"].size < 10:
+        os._exit(0)
     v = t["gradOutput"] * 2.0
     return Reference(v, np.zeros_like(v), np.abs(v))
 
@@ -98,6 +100,16 @@ def test_a_worker_that_exits_under_gen_is_one_line_naming_a_case(tmp_path):
     r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2")
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "worker process running case my_probe-" in lines[-1] and "died" in lines[-1], lines
+
+
+def test_a_user_ops_small_cases_run_in_workers_whose_exit_is_one_line(tmp_path):
+    """A small case of a user op is never run in the command's own process when there are workers (bundled ops'
+    are: pipeline/parallel.inline_first): its os._exit ends a worker, named, not the command with status 0."""
+    op, cases, _ = probe(tmp_path, "exit-small")
+    r = cli("--ops", op, "gen", cases, "-o", tmp_path / "out", "-j", "2")
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
     assert "worker process running case my_probe-" in lines[-1] and "died" in lines[-1], lines
 
 

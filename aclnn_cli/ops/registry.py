@@ -124,7 +124,6 @@ class Registry(dict):
 
 OPS: Registry = Registry()
 DECLARED_IN: dict[str, str] = {}  # op name -> the file that called register (its fingerprint covers it)
-_OURS: set[str] = set()  # the names of the bundled ops registered
 
 
 def _spellings() -> dict[str, str]:
@@ -158,8 +157,6 @@ def register(spec: OpSpec) -> OpSpec:
     check(spec, OPS if not bundled else dict(dict.items(OPS)), DECLARED_IN, str(file))
     if not bundled:
         spec = guarded(spec, str(file))
-    else:
-        _OURS.add(spec.name)
     OPS[spec.name] = spec
     DECLARED_IN[spec.name] = file
     for name, graph in spec.graph_ops.items():  # (the importers' one table: TTK's op_name finds them as bundled ones)
@@ -171,7 +168,7 @@ def is_ours(op: OpSpec) -> bool:
     """One of aclnn-cli's own ops, not a user's: its cases may run in the command's own process. A user op's
     run in workers wherever there are workers, so that what its code does to a process (os._exit, a signal)
     costs only its cases, named."""
-    return op.name in _OURS
+    return op.name in BUNDLED  # (no user op takes a bundled op's name: declcheck refuses it)
 
 
 def lookup(name: str) -> OpSpec:
