@@ -140,9 +140,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
 
     rest = inline_first(case_dirs, lambda group: collect(*_load_and_run(group, stage, ours_only=True)))
     parts = batches(theirs + rest, lambda d: 1, jobs)
-    if not parts:  # (all done here)
-        pass
-    elif forkpool.available() and stage.broken is not None:
+    if forkpool.available() and stage.broken is not None:  # (no batch left: no fork)
         def lost(i: int, why: str) -> None:
             problem = (f"the worker process running this case and {len(parts[i]) - 1} others died ({why}); "
                        f"run it alone to see whether it is the one")
@@ -150,7 +148,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
                 on_result(d.name, 0, stage.broken(d, UserError(problem, where=str(d)), *stage.args))
 
         forkpool.run_forked(lambda b: _load_and_run(b, stage), parts, jobs, lambda i, r: collect(*r), lost)
-    else:  # (no os.fork here)
+    elif parts:  # (no os.fork here)
         with Runner(jobs) as run:
             for f in as_completed([run.submit(_load_and_run, b, stage) for b in parts]):
                 collect(*f.result())
