@@ -140,7 +140,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
 
     rest = inline_first(case_dirs, lambda group: collect(*_load_and_run(group, stage, ours_only=True)))
     parts = batches(theirs + rest, lambda d: 1, jobs)
-    if forkpool.available() and stage.broken is not None:  # (no batch left: no fork)
+    if parts and forkpool.available() and stage.broken is not None:
         def lost(i: int, why: str) -> None:
             problem = (f"the worker process running this case and {len(parts[i]) - 1} others died ({why}); "
                        f"run it alone to see whether it is the one")
