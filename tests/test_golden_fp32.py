@@ -96,7 +96,7 @@ def test_bf16_rounding_matches_exact_rational_rounding():
 
 
 def test_the_oracles_integer_rounding_agrees_with_mpmath_at_ties_subnormals_and_overflow():
-    """oracle.fraction_bits (the oracle tests' fast rounding of exact values) against mpmath's, on rationals
+    """oracle.fraction_bits (the oracle tests' fast rounding of exact values) and dtypes.round_fraction against mpmath's, on rationals
     around ties (a grid point's midpoint moved by 2^-300), across the subnormals, and past the largest finite."""
     import random
     from fractions import Fraction
@@ -119,5 +119,9 @@ def test_the_oracles_integer_rounding_agrees_with_mpmath_at_ties_subnormals_and_
             else:
                 v = Fraction(rng.randint(-2**30, 2**30)) * Fraction(2) ** rng.randint(90, 140)
             values.append(v)
-        fast = [fraction_bits(v, name) for v in values]
-        assert fast == [int(b) for b in _mpmath_bits(values, D.lookup(name))], name
+        want = [int(b) for b in _mpmath_bits(values, D.lookup(name))]
+        assert [fraction_bits(v, name) for v in values] == want, name
+        # the tool's own rounding of an exact value (dtypes.round_fraction, the exact paths' last step), bit for bit
+        dtype = D.lookup(name)
+        bits = np.array([D.round_fraction(v, dtype) for v in values]).astype(dtype.np_dtype).view(f"u{dtype.itemsize}")
+        assert bits.tolist() == want, name

@@ -10,6 +10,7 @@ is then exact-once), the standard remedy for double rounding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from fractions import Fraction
 
 import ml_dtypes
@@ -176,19 +177,27 @@ def round_from_f32(x: np.ndarray, dtype: DType, mode: str = "rint") -> np.ndarra
 
 
 def round_fraction(q: Fraction, dtype: DType) -> float:
-    """Round an exact rational to `dtype` (nearest, ties to even), with subnormals and overflow."""
-    if q == 0:
+    """Round an exact rational to `dtype` (nearest, ties to even), with subnormals and overflow. In integers: the
+    quotient by the quantum of q's binade (that of the smallest normal below it) and its remainder (a Fraction
+    operation allocates and normalises a new rational at every step; the exact paths round many)."""
+    n, d = q.numerator, q.denominator
+    if n == 0:
         return 0.0
-    negative = q < 0
-    a = -q if negative else q
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
+    a = -n if n < 0 else n
+    e = a.bit_length() - d.bit_length()  # 2^e <= a / d < 2^(e + 2)
+    if (a << -e if e < 0 else a) < (d << e if e > 0 else d):
         e -= 1
-    e = max(e, dtype.emin)
-    quantum = Fraction(2) ** (e - dtype.precision + 1)
-    value = round(a / quantum) * quantum  # Fraction.__round__ rounds half to even
-    result = float("inf") if value > dtype.max_finite else float(value)
-    return -result if negative else result
+    shift = max(e, dtype.emin) - dtype.precision + 1  # the quantum 2^shift
+    num, den = (a, d << shift) if shift >= 0 else (a << -shift, d)
+    m, r = divmod(num, den)
+    if 2 * r > den or (2 * r == den and m & 1):  # (half to even)
+        m += 1
+    try:
+        value = math.ldexp(m, shift)  # (m has at most precision + 1 bits: exact)
+    except OverflowError:
+        value = math.inf
+    result = math.inf if value > dtype.max_finite else value
+    return -result if n < 0 else result
 
 
 def canonical_nans(x: np.ndarray) -> np.ndarray:

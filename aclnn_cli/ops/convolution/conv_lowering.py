@@ -75,21 +75,25 @@ class Conv:
         return got
 
 
-def _flat_positions(per_axis: list[np.ndarray], taps: np.ndarray, at: np.ndarray, sizes) -> np.ndarray:
-    """Flat positions (row-major over `sizes`) of per-axis tables table_a[tap_a, at_a], -1 where any axis has -1.
-    taps, at: flat indices over the kernel and over the other axis's sizes, broadcast together."""
-    kernel = tuple(t.shape[0] for t in per_axis)
-    other = tuple(t.shape[1] for t in per_axis)
-    taps, at = np.broadcast_arrays(taps, at)
-    # (1-d arguments: NumPy 2.4's unravel_index misreads a 2-d one beyond its 8,192-element buffer)
-    tj = [v.reshape(taps.shape) for v in np.unravel_index(taps.reshape(-1), kernel)]
-    ta = [v.reshape(at.shape) for v in np.unravel_index(at.reshape(-1), other)]
-    flat, valid = 0, True
-    for a, table in enumerate(per_axis):
-        v = table[tj[a], ta[a]]
-        valid = valid & (v >= 0)
-        flat = flat * sizes[a] + v
-    return np.where(valid, flat, -1)
+def _flat_table(per_axis: list[np.ndarray], sizes) -> np.ndarray:
+    """(taps, positions): the flat position (row-major over `sizes`) of per-axis tables table_a[tap_a, at_a], both
+    indices flat over the axes (kernel taps, the other side's positions), -1 where any axis has -1. Built once per
+    gradient (kernel taps x positions entries), so that reading a piece of R is one gather: each axis adds its term
+    times its row-major multiplier, and a padding entry adds -prod(sizes), which no sum of the valid terms undoes."""
+    d, total, mult = len(per_axis), math.prod(sizes), 1
+    flat = np.zeros((1,) * (2 * d), np.int64)
+    for a in reversed(range(d)):
+        table = per_axis[a].astype(np.int64)
+        shape = [1] * (2 * d)
+        shape[a], shape[d + a] = table.shape
+        flat = flat + np.where(table >= 0, table * mult, -total).reshape(shape)
+        mult *= sizes[a]
+    return np.maximum(flat, -1).reshape(math.prod(t.shape[0] for t in per_axis), -1)
+
+
+def _zero_padded(src: np.ndarray) -> np.ndarray:
+    """src with one zero appended along its last axis (the positions): position -1 of the flat tables reads it."""
+    return np.concatenate([src, np.zeros(src.shape[:-1] + (1,), src.dtype)], axis=-1)
 
 
 def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
@@ -117,8 +121,9 @@ class GradWeight(Lowered):
     def __init__(self, conv: Conv, x: np.ndarray, gy: np.ndarray) -> None:
         self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.n * conv.pout, conv.cg * conv.taps
         self.lhs = gy.reshape(conv.n, conv.groups, conv.cog, conv.pout).transpose(1, 2, 0, 3).reshape(self.g, self.m, self.k)
-        self.x = x.reshape(conv.n, conv.groups, conv.cg, conv.pin)
+        self.x = _zero_padded(x.reshape(conv.n, conv.groups, conv.cg, conv.pin))
         self.table = conv.reads()
+        self.flat_table = _flat_table(self.table, conv.sizes)
 
     def left(self, ks, ke):
         return self.lhs[:, :, ks:ke]
@@ -126,9 +131,8 @@ class GradWeight(Lowered):
     def right(self, ks, ke, cs, ce):
         cv = self.conv
         q = np.arange(ks, ke)
-        pos = _flat_positions(self.table, np.arange(cv.taps)[None, :], (q % cv.pout)[:, None], cv.sizes)
-        vals = self.x[(q // cv.pout)[:, None], :, :, np.maximum(pos, 0)]  # (len, taps, G, cg)
-        vals = np.where((pos >= 0)[:, :, None, None], vals, 0)
+        pos = self.flat_table[:, q % cv.pout].T  # (len, taps)
+        vals = self.x[(q // cv.pout)[:, None], :, :, pos]  # (len, taps, G, cg); the padding's -1 reads the zero
         return vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
 
     def counts(self):
@@ -151,7 +155,8 @@ class Gathered(Lowered):
     def __init__(self, conv: Conv, lhs: np.ndarray, src: np.ndarray, table, sizes, positions: int,
                  tap_outer: bool) -> None:
         self.conv, self.table, self.sizes, self.positions, self.tap_outer = conv, table, sizes, positions, tap_outer
-        self.lhs, self.src, self.channels = lhs, src, src.shape[2]
+        self.lhs, self.src, self.channels = lhs, _zero_padded(src), src.shape[2]
+        self.flat_table = _flat_table(table, sizes)
         self.g, self.m, self.k, self.c = lhs.shape[0], lhs.shape[1], lhs.shape[2], conv.n * positions
 
     def left(self, ks, ke):
@@ -163,9 +168,8 @@ class Gathered(Lowered):
             tap, ch = kk // self.channels, kk % self.channels
         else:
             tap, ch = kk % self.conv.taps, kk // self.conv.taps
-        pos = _flat_positions(self.table, tap[:, None], (cc % p)[None, :], self.sizes)
-        vals = self.src[(cc // p)[None, :], :, ch[:, None], np.maximum(pos, 0)]  # (klen, clen, G)
-        return np.where((pos >= 0)[:, :, None], vals, 0).transpose(2, 0, 1)
+        pos = self.flat_table[tap[:, None], (cc % p)[None, :]]
+        return self.src[(cc // p)[None, :], :, ch[:, None], pos].transpose(2, 0, 1)  # (the padding's -1 reads the zero)
 
     def counts(self):
         return _terms_per(self.table, 0, self.channels, self.conv.n)
