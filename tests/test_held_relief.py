@@ -128,3 +128,43 @@ def test_a_long_row_is_evaluated_once_by_relief_not_once_per_chunk(tmp_path, mon
     whole = verify_case(m, C.Options(chunk=1 << 20)).to_json()
     assert chunked["status"] == whole["status"] == "FAIL" and chunked["worst"] == whole["worst"]
     assert chunked["metrics"]["violations"] == whole["metrics"]["violations"] > 0
+
+
+def test_a_case_judged_again_in_the_process_reuses_its_relief_reference(tmp_path, monkeypatch):
+    """The rows relief's reference is kept per process under the manifest's digest (which covers the inputs'
+    checksums and the attributes): the same case judged again with other dumps (the defect matrix, a caller trying
+    several standards) does not evaluate it again, and the verdict is the same; a case generated from other inputs
+    (another seed: another digest) is evaluated afresh; the memo stays within its bytes."""
+    from aclnn_cli.judge import rowrelief
+
+    def case(seed: int):
+        text = ("op: aclnnSoftmaxBackward\ncases:\n  - {name: c, dtype: float32, shape: [16, 3000], seed: %d,"
+                " attributes: {dim: -1}}\n" % seed)
+        out = tmp_path / f"out{seed}"
+        assert run_cli("gen", write_yaml(tmp_path, text, f"c{seed}.yaml"), "-o", out, "-j", 1).exit_code == 0
+        assert run_cli("emulate", out, "-j", 1).exit_code == 0
+        m = M.load(out / "softmax_backward-c")
+        a = np.fromfile(m.judged[0].dump_path, dtype=np.float32)
+        (a * np.float32(1.1)).tofile(m.judged[0].dump_path)
+        return m
+
+    calls = []
+    real = rowrelief.reference_blocks
+    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(rowrelief, "_memo", type(rowrelief._memo)())
+    monkeypatch.setattr(rowrelief, "_held", [0])
+    m = case(5)
+    first = verify_case(m, C.Options()).to_json()
+    assert first["status"] == "FAIL" and calls
+    evaluated = len(calls)
+    again = verify_case(M.load(m.dir), C.Options(standard="ulp")).to_json()
+    same = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert len(calls) == evaluated and same == first and again["status"] == "FAIL"
+    verify_case(case(6), C.Options())
+    assert len(calls) > evaluated
+    assert len(rowrelief._memo) == 2
+    one = max(size for _, _, size in rowrelief._memo.values())
+    monkeypatch.setattr(rowrelief, "MEMO_BYTES", one * 3 // 2)  # (room for one of them)
+    verify_case(case(7), C.Options())  # (its own is over a quarter of that: not kept; the oldest leaves)
+    assert len(rowrelief._memo) == 1 and 0 < rowrelief._held[0] <= rowrelief.MEMO_BYTES
+    assert rowrelief._held[0] == sum(size for _, _, size in rowrelief._memo.values())

@@ -97,12 +97,11 @@ def _remember(m: M.CaseManifest, key: bytes, found: dict) -> None:
     """Keep `found` for the case's blocks `key` (a manifest without a digest is never kept, nor an entry over a
     quarter of the memo)."""
     size = _nbytes(found)
-    if not m.raw.get("digest") or size > MEMO_BYTES // 4:
-        return
-    where = (id(m.op), m.raw["digest"], key)
-    _held[0] -= _memo.pop(where, (None, {}, 0))[2]
-    _memo[where] = (m.op, found, size)
-    _held[0] += size
+    if m.raw.get("digest") and size <= MEMO_BYTES // 4:
+        where = (id(m.op), m.raw["digest"], key)
+        _held[0] -= _memo.pop(where, (None, {}, 0))[2]
+        _memo[where] = (m.op, found, size)
+        _held[0] += size
     while _held[0] > MEMO_BYTES:
         _held[0] -= _memo.popitem(last=False)[1][2]
 
