@@ -43,6 +43,10 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
+    if m.op.reference_at is not None and m.op.edge is None:
+        got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit)
+        if got is not None:
+            return got
     key = wanted.tobytes()
     if last is not None and last.get("key") == key and out.name in last["refs"]:
         found = last
@@ -110,6 +114,22 @@ def _nbytes(found: dict) -> int:
     arrays = [a for r in found["refs"].values() for a in (r.value, r.bound, r.scale, r.allowance, r.shared)]
     arrays += [a for pair in (found["edges"] or {}).values() for a in pair]
     return sum(np.asarray(a).nbytes for a in arrays if a is not None)
+
+
+def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: np.ndarray, at: np.ndarray,
+               limit: float) -> tuple | None:
+    """rows_relief's answer from op.reference_at at the flagged elements `at` (flat positions in the blocks
+    `wanted`), where a block is a whole contraction: a few dot products, not the whole tensor's. None where a
+    block holds a non-finite input (reference_blocks' IEEE path, bound 0, judges those)."""
+    wide = widened(_gather_wanted(m, files, geo, wanted))
+    if not all(np.isfinite(wide[t.name]).all() for t in m.op.inputs
+               if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64):
+        return None
+    with np.errstate(all="ignore"):
+        ref = m.op.by_output(m.op.reference_at({**wide, **m.attribute_values}, {out.name: at}))[out.name]
+        scale = ref.scale if ref.allowance is None else ref.allowance / max(limit, 2.0**-100)
+    shared = np.zeros(at.size) if ref.shared is None else np.asarray(ref.shared, np.float64)
+    return np.asarray(scale, np.float64), np.zeros(at.size, bool), np.full(at.size, np.nan), shared
 
 
 def _edges(m: M.CaseManifest, blocks: dict) -> dict | None:

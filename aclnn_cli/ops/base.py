@@ -182,6 +182,11 @@ class OpSpec:
     # blocks}) -> {output: object array of Fraction/Decimal, one per position}. gen uses it, when given, for
     # the elements the float64 bound leaves open (BatchNorm's channels of 200,000 elements).
     exact_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]] | None = None
+    # The reference of a few elements of whole blocks, where a block is a whole contraction (every output element a
+    # dot product of its own): (t as `reference` receives it; {output: flat positions in the blocks}) -> {output:
+    # Reference of 1-d arrays, one value per position}. verify's relief uses it, when given, for the few elements a
+    # correct kernel's rounding flags, instead of `reference` on the blocks (the whole tensor).
+    reference_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, Reference]] | None = None
     # How the device computes, in the inputs' float type (float32). None: emulate plays the
     # float64 reference rounded to float32 (an ideal device).
     kernel: Callable[[Arrays], np.ndarray] | None = None

@@ -39,14 +39,15 @@ def gamma(k: int) -> float:
     return ku / (1 - ku)
 
 
-def growth(k: int, term_roundings: int = PRODUCT_ROUNDINGS) -> float:
-    """The allowance of a float32 dot product of k terms in units of u * sum|terms| (docs/allowances.md).
+def growth(k, term_roundings: int = PRODUCT_ROUNDINGS):
+    """The allowance of a float32 dot product of k terms (an int, or per element an array) in units of
+    u * sum|terms| (docs/allowances.md).
 
     Any order of additions is a binary tree; node sums are bounded by their subtree's sum|t|, and
     sum over nodes of (subtree sum|t|)^2 <= sum|t| * sum_i |t_i| depth_i <= (sum|t|)^2 (k - 1). With the
     probabilistic model of the row families (Hoeffding, lambda = 8) the error is within
     lambda u sqrt(k - 1 + c) sum|t|: growth sqrt(k), where the worst case grows as k."""
-    return LAMBDA * float(np.sqrt(max(k - 1, 0) + term_roundings)) * SECOND_ORDER
+    return LAMBDA * np.sqrt(np.maximum(np.asarray(k) - 1, 0) + term_roundings) * SECOND_ORDER
 
 
 def reference(left: np.ndarray, right: np.ndarray):
@@ -59,7 +60,7 @@ def reference(left: np.ndarray, right: np.ndarray):
     and the row families' (ops/accumulation.py) from these bounds. Any order of float64 additions of the exact
     products stays within gamma_K sum|t| of the exact sum, the chunked one too."""
     k = left.shape[-1]
-    step = max(16, math.isqrt(max(k, 1)))
+    step = k_step(k)
     shape = (*left.shape[:-1], right.shape[-1])
     value, scale, peak, squares = (np.zeros(shape) for _ in range(4))
     for s in range(0, k, step):
@@ -69,11 +70,65 @@ def reference(left: np.ndarray, right: np.ndarray):
         value += part
         scale += size
         squares += size * size
+    return finished(value, scale, peak, squares, k, k)
+
+
+def k_step(k: int) -> int:
+    """The chunk of K whose sum|t| bounds the prefix sums inside it: about sqrt(K)."""
+    return max(16, math.isqrt(max(k, 1)))
+
+
+class Walk:
+    """The chunked walk of `reference` for single elements, from their products in K order (rows of float64
+    arrays, fed a piece of K at a time with `add`): any chunking of K gives a valid prefix bound."""
+
+    def __init__(self, n: int, k: int) -> None:
+        self.value, self.scale, self.peak, self.squares = (np.zeros(n) for _ in range(4))
+        self.step = k_step(k)
+
+    def add(self, at, products: np.ndarray) -> None:
+        """products (len(at), terms): the next terms in K order of the elements `at` (indices or a slice)."""
+        value, scale, peak, squares = (a[at] for a in (self.value, self.scale, self.peak, self.squares))
+        for s in range(0, products.shape[1], self.step):
+            piece = products[:, s:s + self.step]
+            size = np.abs(piece).sum(axis=1)
+            np.maximum(peak, np.abs(value) + size, out=peak)
+            value += piece.sum(axis=1)
+            scale += size
+            squares += size * size
+        for a, v in zip((self.value, self.scale, self.peak, self.squares), (value, scale, peak, squares)):
+            a[at] = v
+
+
+def finished(value, scale, peak, squares, k: int, counts, term_roundings: int = PRODUCT_ROUNDINGS):
+    """(value, bound, scale, allowance) from a walk's sums: the bound gamma_K / (1 - gamma_K) scale, and the
+    smaller of the prefix allowance and the any-order one, each element of `counts` nonzero terms (an int: all)."""
     g = gamma(k)
     bound = (g / (1 - g)) * SLACK * scale
-    np.maximum(peak, np.abs(value), out=peak)
-    by_rows = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, k, PRODUCT_ROUNDINGS)
-    return value, bound, scale, np.minimum(by_rows, growth(k) * ACCUMULATION_UNIT * SLACK * scale)
+    peak = np.maximum(peak, np.abs(value))
+    by_rows = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, counts, term_roundings)
+    return value, bound, scale, np.minimum(by_rows, growth(counts, term_roundings) * ACCUMULATION_UNIT * SLACK * scale)
+
+
+def reference_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
+    """`reference` of out's elements at flat positions `where` of the blocks (k, M, N), block-major: 1-d arrays."""
+    where = np.asarray(where, dtype=np.int64)
+    walk = Walk(where.size, left.shape[2])
+    for sl, row, column in _operands_at(left, right, where):
+        walk.add(sl, row * column)
+    return finished(walk.value, walk.scale, walk.peak, walk.squares, left.shape[2], left.shape[2])
+
+
+def _operands_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
+    """(slice of `where`, its elements' rows of left, their columns of right), WANTED_TERMS values at a time."""
+    k, m, kk = left.shape
+    n = right.shape[2]
+    b, rest = where // (m * n), where % (m * n)
+    i, j = rest // n, rest % n
+    step = max(1, WANTED_TERMS // max(kk, 1))
+    for s in range(0, where.size, step):
+        sl = slice(s, s + step)
+        yield sl, left[b[sl], i[sl], :], right[b[sl], :, j[sl]]
 
 
 def input_rounding_error(left: np.ndarray, right: np.ndarray, representable, relative: float,
@@ -97,17 +152,11 @@ def ieee(left: np.ndarray, right: np.ndarray) -> np.ndarray:
 
 def exact_at(left: np.ndarray, right: np.ndarray, where: np.ndarray) -> np.ndarray:
     """The exact values (Fractions) of out at flat positions `where` of the blocks (k, M, N), block-major."""
-    k, m, kk = left.shape
-    n = right.shape[2]
     where = np.asarray(where, dtype=np.int64)
-    b, rest = where // (m * n), where % (m * n)
-    i, j = rest // n, rest % n
     values: list[Fraction] = []
-    step = max(1, WANTED_TERMS // max(kk, 1))
-    for s in range(0, where.size, step):
-        sl = slice(s, s + step)
-        products = left[b[sl], i[sl], :] * right[b[sl], :, j[sl]]  # (exact: at most 48 bits each)
-        values += exact_row_sums(products) if kk else [Fraction(0)] * products.shape[0]
+    for _, row, column in _operands_at(left, right, where):
+        products = row * column  # (exact: at most 48 bits each)
+        values += exact_row_sums(products) if left.shape[2] else [Fraction(0)] * products.shape[0]
     return np.array(values + [None], dtype=object)[:-1]
 
 

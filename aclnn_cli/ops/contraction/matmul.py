@@ -80,6 +80,7 @@ SPEC = register(OpSpec(
     reference=matmuls.reference,
     exact=matmuls.exact,
     exact_at=matmuls.exact_at,
+    reference_at=matmuls.reference_at,
     kernel=matmuls.kernel,
     ieee=matmuls.ieee,
     variants=VARIANTS,

@@ -71,13 +71,35 @@ def reference(t) -> Reference:
     cubeMathType's rounding can move it (each rounded operand value's share of |A|.|B|, and under USE_FP16 the
     result's own float16 rounding)."""
     a, b = t[SELF], t[MAT2]
-    value, bound, scale, allowance = dots.reference(a, b)
+    return _rounded(t, *dots.reference(a, b), lambda representable, floor=0.0: dots.input_rounding_error(
+        a, b, representable, NARROW, floor))
+
+
+def reference_at(t, wanted) -> dict:
+    """`reference` of single elements (verify's relief of a few flagged ones), each from its own row and column."""
+    a, b, where = t[SELF], t[MAT2], np.asarray(wanted[OUT], np.int64)
+
+    def moved(representable, floor=0.0):
+        out = np.zeros(where.size)
+        for sl, row, column in dots._operands_at(a, b, where):
+            da = np.where(representable(row), 0.0, np.maximum(NARROW * np.abs(row), floor))
+            db = np.where(representable(column), 0.0, np.maximum(NARROW * np.abs(column), floor))
+            out[sl] = dots.SLACK * ((da * np.abs(column)).sum(axis=1) + (np.abs(row) * db).sum(axis=1)
+                                    + (da * db).sum(axis=1))
+        return out
+
+    return {OUT: _rounded(t, *dots.reference_at(a, b, where), moved)}
+
+
+def _rounded(t, value, bound, scale, allowance, moved) -> Reference:
+    """The reference with cubeMathType's rounding in its allowance; moved(representable, floor): how far the
+    operands' rounding moves each element (dots.input_rounding_error)."""
     mode = cube_rounding(t)
     if mode == "hf32":
-        allowance = allowance + dots.input_rounding_error(a, b, _eleven_bits, NARROW)
+        allowance = allowance + moved(_eleven_bits)
     elif mode == "fp16":
-        moved = allowance + dots.input_rounding_error(a, b, _fp16_exact, NARROW, floor=FP16_TINY)
-        allowance = moved + (FP16_HALF_ULP * (np.abs(value) + bound + moved) + FP16_TINY) * dots.SLACK
+        shifted = allowance + moved(_fp16_exact, FP16_TINY)
+        allowance = shifted + (FP16_HALF_ULP * (np.abs(value) + bound + shifted) + FP16_TINY) * dots.SLACK
     return Reference(value, bound, scale, allowance=allowance)
 
 

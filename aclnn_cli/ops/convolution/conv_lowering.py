@@ -27,9 +27,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..accumulation import ACCUMULATION_UNIT, LAMBDA, SECOND_ORDER, across_rows_allowance
-from ..contraction import cube
-from ..contraction.dots import PRODUCT_ROUNDINGS, SLACK, gamma
+from ..contraction import cube, dots
+from ..contraction.dots import PRODUCT_ROUNDINGS, SLACK
 from ..dyadic import exact_row_sums
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
@@ -230,7 +229,7 @@ def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
     """(value, bound, scale, allowance), each (G, M, C) float64, as dots.reference: K walked in chunks of about
     sqrt(K) (the peak of the prefix sums in K order bounded chunk by chunk), the allowance the smaller of the
     any-order one and the prefix one (docs/allowances.md), both from each element's own count of nonzero taps."""
-    k_step = max(16, math.isqrt(max(low.k, 1)))
+    k_step = dots.k_step(low.k)
     shape = (low.g, low.m, low.c)
     value, scale, peak, squares = (np.zeros(shape) for _ in range(4))
     for cs, ce in _column_ranges(low, k_step):
@@ -243,20 +242,35 @@ def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
             v += np.matmul(left, right)
             sc += size
             sq += size * size
-    g = gamma(low.k)
-    bound = (g / (1 - g)) * SLACK * scale
-    np.maximum(peak, np.abs(value), out=peak)
     counts = np.broadcast_to(low.counts(), shape)
-    by_prefix = across_rows_allowance((peak + bound) * SLACK, scale * SLACK, squares * SLACK, counts, term_roundings)
-    any_order = LAMBDA * np.sqrt(np.maximum(counts - 1, 0) + term_roundings) * SECOND_ORDER
-    return value, bound, scale, np.minimum(by_prefix, any_order * ACCUMULATION_UNIT * SLACK * scale)
+    return dots.finished(value, scale, peak, squares, low.k, counts, term_roundings)
+
+
+def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_ROUNDINGS):
+    """`reference` of the tensor's elements at flat positions `where` (verify's relief of a few flagged ones), each
+    from its own products: 1-d arrays."""
+    where = np.asarray(where, np.int64)
+    walk = dots.Walk(where.size, low.k)
+    for inside, products in _products_at(low, where):
+        walk.add(inside, products)
+    g, m, c = low.locate(where)
+    counts = np.broadcast_to(low.counts(), (low.g, low.m, low.c))[g, m, c]
+    return dots.finished(walk.value, walk.scale, walk.peak, walk.squares, low.k, counts, term_roundings)
 
 
 def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
     """The exact values (Fractions) of the tensor's elements at flat positions `where`."""
     where = np.asarray(where, np.int64)
-    g, m, c = low.locate(where)
     out = np.array([Fraction(0)] * where.size + [None], dtype=object)[:-1]
+    for inside, products in _products_at(low, where):
+        out[inside] = out[inside] + np.array(exact_row_sums(products) + [None], dtype=object)[:-1]
+    return out
+
+
+def _products_at(low: Lowered, where: np.ndarray):
+    """(indices into `where`, their elements' exact float64 products over a range of K): each element's K in
+    order, a range of K and of columns gathered at a time."""
+    g, m, c = low.locate(where)
     k_step = max(16, min(low.k, HELD // max(where.size, 1)))
     for cs, ce in _column_ranges(low, k_step):
         inside = np.flatnonzero((c >= cs) & (c < ce))
@@ -265,9 +279,7 @@ def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
             left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
-            products = left[g[inside], m[inside], :] * right[g[inside], :, c[inside] - cs]  # (exact)
-            out[inside] = out[inside] + np.array(exact_row_sums(products) + [None], dtype=object)[:-1]
-    return out
+            yield inside, left[g[inside], m[inside], :] * right[g[inside], :, c[inside] - cs]  # (exact)
 
 
 def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:

@@ -97,6 +97,18 @@ def _reference(t) -> dict:
     return out
 
 
+def _reference_at(t, wanted) -> dict:
+    """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products."""
+    hf32 = int(t.get(MATH, 0)) in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD))
+    lows, out = lowered(t), {}
+    for name, where in wanted.items():
+        value, bound, scale, allowance = L.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
+        if hf32 and name != GB:
+            allowance = allowance + HF32 * L.SLACK * scale
+        out[name] = Reference(value, bound, scale, allowance=allowance)
+    return out
+
+
 def _eleven_bits(values) -> bool:
     """Whether every value has at most 11 significant bits (float16 and bfloat16 values do): HFLOAT32 keeps them."""
     m, _ = np.frexp(np.asarray(values, np.float64))
@@ -316,6 +328,7 @@ SPEC = register(OpSpec(
     reference=_reference,
     exact=_exact,
     exact_at=_exact_at,
+    reference_at=_reference_at,
     kernel=_kernel,
     ieee=_ieee,
     variants=VARIANTS,

@@ -1,0 +1,80 @@
+"""Relief of a contraction's flagged elements from their own dot products (OpSpec.reference_at): the reference of a
+few elements equals the whole tensor's reference there (value, bound, scale, allowance, to float64's rounding), and
+verify's verdict and metrics are those of the relief through the whole reference, which it no longer evaluates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.judge import comparison as C
+from aclnn_cli.judge import rowrelief
+from aclnn_cli.judge.verify import verify_case
+from aclnn_cli.golden.rows import widened
+
+from helpers import run_cli, write_yaml
+from independent_rows import case_blocks
+
+RNG = np.random.default_rng(11)
+
+
+def _agree(whole, at, where) -> None:
+    for name, got in at.items():
+        for field in ("value", "bound", "scale", "allowance"):
+            full = np.broadcast_to(getattr(whole[name], field), whole[name].value.shape).reshape(-1)[where[name]]
+            np.testing.assert_allclose(getattr(got, field), full, rtol=1e-12, atol=0, err_msg=f"{name}.{field}")
+
+
+OPS = ("aclnnBatchMatMul", "aclnnMatmul", "aclnnConvolutionBackward")
+SMALL = 200_000  # the cases compared: up to this many output elements (every attribute and layout is among them)
+
+
+def test_reference_at_is_the_whole_reference_there_on_every_bundled_contraction(bundled_gen):
+    """Every bundled BatchMatMul, Matmul and ConvolutionBackward case of finite inputs (every cubeMathType,
+    transposed, grouped, padded and strided convolutions, each output): reference_at at random elements."""
+    checked = 0
+    for d in sorted(bundled_gen.iterdir()):
+        if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-", "convolution_")):
+            continue
+        m = M.load(d)
+        if m.op.name not in OPS or m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL:
+            continue
+        t = {**widened(case_blocks(m)), **m.attribute_values}
+        if not all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
+            continue
+        whole = m.op.by_output(m.op.reference(t))
+        where = {o.name: RNG.choice(whole[o.name].value.size, min(whole[o.name].value.size, 7), replace=False)
+                 for o in m.judged if o.layout.numel}
+        _agree(whole, m.op.by_output(m.op.reference_at(t, where)), where)
+        checked += 1
+    assert checked >= 150, checked
+
+
+def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path, monkeypatch):
+    """A BatchMatMul dump with elements off (some within the allowance, some beyond): verify asks reference_at for
+    the flagged ones and never evaluates the whole reference, and its verdict and metrics are those of the relief
+    through the whole reference (rowrelief's path before)."""
+    text = ("op: aclnnBatchMatMul\ncases:\n  - {name: c, dtype: float32, shape: [[4, 64, 2048], [4, 2048, 48]], "
+            "seed: 5}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    dump = np.fromfile(m.output.dump_path, np.float32)
+    dump[::97] += np.float32(1e-4) * np.abs(dump[::97]).max()
+    dump[5] = np.float32(3.0) * dump[5] + 1
+    dump.tofile(m.output.dump_path)
+    whole = []
+    real = rowrelief.reference_blocks
+    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: whole.append(1) or real(*a))
+    got = verify_case(m, C.Options()).to_json()
+    assert not whole and got["metrics"]["violations"] > 0
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)
+    before = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert whole and got["status"] == before["status"] and got["reason"] == before["reason"]
+    for key, value in before["metrics"].items():
+        if isinstance(value, float):
+            assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
+        else:
+            assert got["metrics"][key] == value, key
