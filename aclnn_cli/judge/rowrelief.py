@@ -43,7 +43,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
-    if m.op.reference_at is not None and m.op.edge is None:
+    if m.op.reference_at is not None and m.op.edge is None and flat.size * AT_MOST <= wanted.size * size:
         got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit)
         if got is not None:
             return got
@@ -82,6 +82,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     return scale, where, device, shared
 
 
+AT_MOST = 16  # reference_at relieves up to 1/AT_MOST of the blocks' elements (beyond, the blocks' BLAS is faster)
 MEMO_BYTES = 64 << 20  # the memo's arrays at most (the entries used least recently leave first)
 # (id of the op, manifest digest, blocks) -> (the op, a `found`, its bytes): the entry holds its op, so that the
 # op's id cannot be reused by another while the entry lives (a user op defined again is another op)

@@ -107,8 +107,9 @@ def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
 
 class Lowered:
     """One gradient as G matrix products: `left(ks, ke)` (G, M, ke - ks), `right(ks, ke, cs, ce)` (G, ke - ks,
-    ce - cs), `counts()` the nonzero taps per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in
-    the tensor's element order, `locate(flat)` the (g, m, c) of tensor elements."""
+    ce - cs), `columns(ks, ke, g, c)` (len(g), ke - ks) the columns of R of single elements, `counts()` the nonzero
+    taps per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in the tensor's element order,
+    `locate(flat)` the (g, m, c) of tensor elements."""
 
     g: int
     m: int
@@ -133,6 +134,12 @@ class GradWeight(Lowered):
         pos = self.flat_table[:, q % cv.pout].T  # (len, taps)
         vals = self.x[(q // cv.pout)[:, None], :, :, pos]  # (len, taps, G, cg); the padding's -1 reads the zero
         return vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
+
+    def columns(self, ks, ke, g, c):
+        q = np.arange(ks, ke)
+        ch, tap = c // self.conv.taps, c % self.conv.taps
+        pos = self.flat_table[tap[:, None], (q % self.conv.pout)[None, :]]
+        return self.x[(q // self.conv.pout)[None, :], g[:, None], ch[:, None], pos]
 
     def counts(self):
         return _terms_per(self.table, 1, self.conv.n, self.conv.cg)
@@ -169,6 +176,12 @@ class Gathered(Lowered):
             tap, ch = kk % self.conv.taps, kk // self.conv.taps
         pos = self.flat_table[tap[:, None], (cc % p)[None, :]]
         return self.src[(cc // p)[None, :], :, ch[:, None], pos].transpose(2, 0, 1)  # (the padding's -1 reads the zero)
+
+    def columns(self, ks, ke, g, c):
+        kk, p = np.arange(ks, ke), self.positions
+        tap, ch = (kk // self.channels, kk % self.channels) if self.tap_outer else (kk % self.conv.taps, kk // self.conv.taps)
+        pos = self.flat_table[tap[None, :], (c % p)[:, None]]
+        return self.src[(c // p)[:, None], g[:, None], ch[None, :], pos]
 
     def counts(self):
         return _terms_per(self.table, 0, self.channels, self.conv.n)
@@ -209,6 +222,9 @@ class GradBias(Lowered):
 
     def right(self, ks, ke, cs, ce):
         return np.ones((1, ke - ks, ce - cs), self.lhs.dtype)
+
+    def columns(self, ks, ke, g, c):
+        return np.ones((g.size, ke - ks), self.lhs.dtype)
 
     def counts(self):
         return np.full((1, 1, 1), self.k, np.int64)
@@ -269,17 +285,15 @@ def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
 
 def _products_at(low: Lowered, where: np.ndarray):
     """(indices into `where`, their elements' exact float64 products over a range of K): each element's K in
-    order, a range of K and of columns gathered at a time."""
+    order, from its own row of L and column of R (Lowered.columns), at most HELD products at a time."""
     g, m, c = low.locate(where)
-    k_step = max(16, min(low.k, HELD // max(where.size, 1)))
-    for cs, ce in _column_ranges(low, k_step):
-        inside = np.flatnonzero((c >= cs) & (c < ce))
-        if not inside.size:
-            continue
+    group = max(1, HELD // max(low.k, 16))  # (elements whose whole K fits in HELD)
+    for s in range(0, where.size, group):
+        at = slice(s, s + group)
+        k_step = max(16, min(low.k, HELD // max(where[at].size, 1)))
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
-            left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
-            yield inside, left[g[inside], m[inside], :] * right[g[inside], :, c[inside] - cs]  # (exact)
+            yield at, low.left(ks, ke)[g[at], m[at], :] * low.columns(ks, ke, g[at], c[at])  # (exact)
 
 
 def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:
