@@ -51,30 +51,40 @@ def test_reference_at_is_the_whole_reference_there_on_every_bundled_contraction(
     assert checked >= 150, checked
 
 
-def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path, monkeypatch):
-    """A BatchMatMul dump with elements off (some within the allowance, some beyond): verify asks reference_at for
-    the flagged ones and never evaluates the whole reference, and its verdict and metrics are those of the relief
-    through the whole reference (rowrelief's path before)."""
-    text = ("op: aclnnBatchMatMul\ncases:\n  - {name: c, dtype: float32, shape: [[4, 64, 2048], [4, 2048, 48]], "
-            "seed: 5}\n")
-    out = tmp_path / "out"
-    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
-    dump = np.fromfile(m.output.dump_path, np.float32)
-    dump[::97] += np.float32(1e-4) * np.abs(dump[::97]).max()
-    dump[5] = np.float32(3.0) * dump[5] + 1
-    dump.tofile(m.output.dump_path)
-    whole = []
-    real = rowrelief.reference_blocks
-    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: whole.append(1) or real(*a))
-    got = verify_case(m, C.Options()).to_json()
-    assert not whole and got["metrics"]["violations"] > 0
-    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)
-    before = verify_case(M.load(m.dir), C.Options()).to_json()
-    assert whole and got["status"] == before["status"] and got["reason"] == before["reason"]
+def _same(got: dict, before: dict) -> None:
+    assert got["status"] == before["status"] and got["reason"] == before["reason"]
     for key, value in before["metrics"].items():
         if isinstance(value, float):
             assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
         else:
             assert got["metrics"][key] == value, key
+
+
+def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path, monkeypatch):
+    """A BatchMatMul of K = 2048, the emulated kernel's dump (a few elements flagged by its rounding, relieved), then
+    two elements broken: verify relieves the correct dump through reference_at alone, never evaluating the whole
+    reference, and both verdicts and their metrics are those of the relief through the whole reference (the path
+    before, rowrelief's blocks)."""
+    text = ("op: aclnnBatchMatMul\ncases:\n  - {name: c, dtype: float32, shape: [4, 64, 2048], seed: 5,"
+            " tensors: {mat2: {shape: [4, 2048, 48]}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    whole, at = [], []
+    real_blocks, real_at = rowrelief.reference_blocks, rowrelief._relief_at
+    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: whole.append(1) or real_blocks(*a))
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: at.append(a[-2].size) or real_at(*a))
+    correct = verify_case(m, C.Options()).to_json()
+    assert correct["status"] == "PASS" and correct["metrics"]["relieved"] > 0 and at and not whole
+    dump = np.fromfile(m.output.dump_path, np.float32)
+    dump[5], dump[700] = np.float32(3.0) * dump[5] + 1, -dump[700]
+    dump.tofile(m.output.dump_path)
+    broken = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert broken["status"] == "FAIL"
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)
+    dump.tofile(m.output.dump_path)
+    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0  # (the correct dump again)
+    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert whole
