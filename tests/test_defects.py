@@ -198,3 +198,31 @@ def test_variant_kinds_hold_under_python_oo(tmp_path):
         return [(c[1], c[2]) for c in cells if c[1]]
     assert len(kinds(plain.stdout)) > 40 and kinds(plain.stdout) == kinds(stripped.stdout)
     assert {k for _, k in kinds(plain.stdout)} == {"defect", "legitimate"}
+
+
+def test_a_case_judged_under_bitwise_and_benchmark_emulates_once(tmp_path, monkeypatch):
+    """The emulated kernel's values a comparison judges against (bitwise) or beside (benchmark) are kept per process
+    (judge/emulated.py): the second standard, and the same case judged again, do not emulate again; another case
+    does; the verdicts are those of a fresh emulation."""
+    from aclnn_cli.casedir import manifest as M
+    from aclnn_cli.device import emulate
+    from aclnn_cli.judge import emulated
+    from aclnn_cli.judge.verify import Options, verify_case
+
+    text = "op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [300], seed: 1}\n" \
+           "  - {name: b, dtype: float16, shape: [300], seed: 2}\n"
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    monkeypatch.setattr(emulated, "MEMO", emulated.Memo(64 << 20))
+    calls = []
+    real = emulate.kernel_output
+    monkeypatch.setattr(emulate, "kernel_output", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a = M.load(out / "silu_backward-a")
+    first = [verify_case(a, Options(standard=s)).to_json() for s in ("bitwise", "benchmark")]
+    assert len(calls) == 1 and [r["status"] for r in first] == ["PASS", "PASS"]
+    assert verify_case(M.load(a.dir), Options(standard="bitwise")).to_json() == first[0] and len(calls) == 1
+    verify_case(M.load(out / "silu_backward-b"), Options(standard="bitwise"))
+    assert len(calls) == 2
+    monkeypatch.setattr(emulated, "MEMO", emulated.Memo(64 << 20))
+    assert [verify_case(M.load(a.dir), Options(standard=s)).to_json() for s in ("bitwise", "benchmark")] == first

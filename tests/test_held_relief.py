@@ -151,8 +151,7 @@ def test_a_case_judged_again_in_the_process_reuses_its_relief_reference(tmp_path
     calls = []
     real = rowrelief.reference_blocks
     monkeypatch.setattr(rowrelief, "reference_blocks", lambda *args: calls.append(1) or real(*args))
-    monkeypatch.setattr(rowrelief, "_memo", type(rowrelief._memo)())
-    monkeypatch.setattr(rowrelief, "_held", [0])
+    monkeypatch.setattr(rowrelief, "MEMO", rowrelief.Memo(64 << 20))
     m = case(5)
     first = verify_case(m, C.Options()).to_json()
     assert first["status"] == "FAIL" and calls
@@ -162,9 +161,9 @@ def test_a_case_judged_again_in_the_process_reuses_its_relief_reference(tmp_path
     assert len(calls) == evaluated and same == first and again["status"] == "FAIL"
     verify_case(case(6), C.Options())
     assert len(calls) > evaluated
-    assert len(rowrelief._memo) == 2
-    one = max(size for _, _, size in rowrelief._memo.values())
-    monkeypatch.setattr(rowrelief, "MEMO_BYTES", one * 3 // 2)  # (room for one of them)
+    memo = rowrelief.MEMO
+    assert len(memo.entries) == 2
+    memo.budget = max(size for _, _, size in memo.entries.values()) * 3 // 2  # (room for one of them)
     verify_case(case(7), C.Options())  # (its own is over a quarter of that: not kept; the oldest leaves)
-    assert len(rowrelief._memo) == 1 and 0 < rowrelief._held[0] <= rowrelief.MEMO_BYTES
-    assert rowrelief._held[0] == sum(size for _, _, size in rowrelief._memo.values())
+    assert len(memo.entries) == 1 and 0 < memo.held <= memo.budget
+    assert memo.held == sum(size for _, _, size in memo.entries.values())

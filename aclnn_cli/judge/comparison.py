@@ -24,8 +24,8 @@ from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
 from ..tensor.dtypes import round_from_f64
-from ..pipeline.stages import gather_inputs
 from ..tensor.layout import source_positions
+from .emulated import emulated
 from .judgeddtype import tolerance_dtype
 from .judging import OutputJudging, output_judging
 from .rowrelief import rows_relief
@@ -173,13 +173,7 @@ class Comparison:
             f.close()
 
     def _emulate(self, start: int, stop: int) -> np.ndarray:
-        if not self.m.op.family.element_local:
-            from ..device.emulate_rows import emulated_range
-
-            return emulated_range(self.m, self.out, self.inputs, start, stop)
-        from ..device.emulate import kernel_output  # (only the bitwise and benchmark standards emulate)
-
-        return kernel_output(self.m, gather_inputs(self.m, self.inputs, start, stop))
+        return emulated(self.m, self.out, self.inputs, start, stop)  # (only the bitwise and benchmark standards)
 
     def _errors(self, a: np.ndarray, g: np.ndarray, bufs: Buffers | None = None) -> ElementErrors:
         e = element_errors(a, g, self.floor, self.out.dtype, flush_ok=self.std.flush_ok,

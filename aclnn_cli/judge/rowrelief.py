@@ -14,12 +14,11 @@ suite under several standards or dumps) finds it in a memo of bounded size inste
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
 from ..casedir import manifest as M
 from ..golden.rows import reference_blocks, widened
+from .memo import Memo
 from ..pipeline.stages import block_at, gather_blocks, geometry
 from ..tensor.wholefiles import LoadedFile
 
@@ -50,8 +49,8 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     key = wanted.tobytes()
     if last is not None and last.get("key") == key and out.name in last["refs"]:
         found = last
-    elif out.name in _remembered(m, key).get("refs", ()):
-        found = _remembered(m, key)
+    elif out.name in (MEMO.get(m, key) or {}).get("refs", ()):
+        found = MEMO.get(m, key)
     else:
         blocks = _gather_wanted(m, files, geo, wanted)
         with np.errstate(all="ignore"):
@@ -62,7 +61,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
             edges = _edges(m, blocks)
             found = {"key": key, "refs": kept,
                      "edges": None if edges is None else {k: v for k, v in edges.items() if k in kept}}
-        _remember(m, key, found)
+        MEMO.put(m, (key,), found, _nbytes(found))
     if last is not None and found is not last:
         last.clear()
         last.update(found)
@@ -83,32 +82,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
 
 
 AT_MOST = 16  # reference_at relieves up to 1/AT_MOST of the blocks' elements (beyond, the blocks' BLAS is faster)
-MEMO_BYTES = 64 << 20  # the memo's arrays at most (the entries used least recently leave first)
-# (id of the op, manifest digest, blocks) -> (the op, a `found`, its bytes): the entry holds its op, so that the
-# op's id cannot be reused by another while the entry lives (a user op defined again is another op)
-_memo: OrderedDict[tuple, tuple[object, dict, int]] = OrderedDict()
-_held = [0]  # the bytes _memo holds
-
-
-def _remembered(m: M.CaseManifest, key: bytes) -> dict:
-    entry = _memo.get((id(m.op), m.raw.get("digest"), key))
-    if entry is None:
-        return {}
-    _memo.move_to_end((id(m.op), m.raw.get("digest"), key))
-    return entry[1]
-
-
-def _remember(m: M.CaseManifest, key: bytes, found: dict) -> None:
-    """Keep `found` for the case's blocks `key` (a manifest without a digest is never kept, nor an entry over a
-    quarter of the memo)."""
-    size = _nbytes(found)
-    if m.raw.get("digest") and size <= MEMO_BYTES // 4:
-        where = (id(m.op), m.raw["digest"], key)
-        _held[0] -= _memo.pop(where, (None, {}, 0))[2]
-        _memo[where] = (m.op, found, size)
-        _held[0] += size
-    while _held[0] > MEMO_BYTES:
-        _held[0] -= _memo.popitem(last=False)[1][2]
+MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
 
 
 def _nbytes(found: dict) -> int:
