@@ -395,5 +395,10 @@ def json_safe(value):
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        try:  # (numbers whose exact sum is finite hold no inf or NaN: copied as they are, without a call per number)
+            if math.isfinite(math.fsum(value)):
+                return list(value)
+        except (TypeError, ValueError, OverflowError):  # (strings, lists, dicts; inf - inf, overflow: one by one)
+            pass
         return [json_safe(v) for v in value]
     return value
