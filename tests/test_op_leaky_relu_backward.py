@@ -1,13 +1,14 @@
 """aclnnLeakyReluBackward beyond the exhaustive x sweep (test_golden_exhaustive.py, from the op's
-`textbook`): every 16-bit gradient against an mpmath oracle (dy if x > 0 else dy * slope, slope as the
-float32 the device sees, rounded by tests/oracle.py's Rounder), the kernel replica, its variants.
+`textbook`): every 16-bit gradient against an exact oracle (dy if x > 0 else dy * slope, slope as the
+float32 the device sees: a Fraction, rounded by tests/oracle.py's fraction_bits), the kernel replica, its variants.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from fractions import Fraction
 
-import mpmath
 import numpy as np
 import pytest
 
@@ -15,20 +16,15 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.elementwise import leaky_relu_backward as M
 
-from oracle import PREC, Rounder
+from oracle import fraction_bits
 
 SPEC = M.SPEC
 F = np.float32
 SLOPES = [0.01, 0.2]  # as written in a case file; the device sees fl32
 
 
-
 def attrs(slope, self_is_result=False) -> dict:
     return {"negativeSlope": float(np.float32(slope)), "selfIsResult": self_is_result}
-
-
-def textbook(dy, x, slope):
-    return mpmath.mpf(dy) if x > 0 else mpmath.mpf(dy) * mpmath.mpf(slope)
 
 
 def all_values(dtype: D.DType) -> np.ndarray:
@@ -36,26 +32,21 @@ def all_values(dtype: D.DType) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def rounder(dtype_name: str) -> Rounder:
-    return Rounder(D.lookup(dtype_name).np_dtype)
-
-
-@functools.lru_cache(maxsize=None)
 def oracle_bits(dtype_name: str, slope: float, sweep: str, fixed: float) -> np.ndarray:
-    """Oracle bit patterns for every 16-bit value of the swept input (-1 where it is not finite)."""
+    """Oracle bit patterns for every 16-bit value of the swept input (-1 where it is not finite): the textbook
+    value exact as a Fraction (dy, or the product of two binary floats), rounded by oracle.fraction_bits (in
+    integers, sharing nothing with the tool; checked against mpmath's rounding in test_golden_fp32.py)."""
     values = all_values(D.lookup(dtype_name)).astype(np.float64)
-    r, memo, out = rounder(dtype_name), {}, np.full(values.size, -1, dtype=np.int64)
-    with mpmath.workprec(PREC):
-        for i, v in enumerate(values):
-            if np.isfinite(v):
-                dy, x = (v, fixed) if sweep == "gradOutput" else (fixed, v)
-                exact = textbook(dy, x, slope)
-                if exact == 0:  # dy = +-0: mpmath has no signed zero; IEEE's sign of the product
-                    out[i] = 0x8000 if np.signbit(dy) != (x <= 0 and np.signbit(slope)) else 0
-                    continue
-                if exact not in memo:
-                    memo[exact] = r(exact)
-                out[i] = memo[exact]
+    out = np.full(values.size, -1, dtype=np.int64)
+    exact_slope = Fraction(slope)
+    for i, v in enumerate(values.tolist()):
+        if math.isfinite(v):
+            dy, x = (v, fixed) if sweep == "gradOutput" else (fixed, v)
+            exact = Fraction(dy) if x > 0 else Fraction(dy) * exact_slope
+            if exact == 0:  # dy = +-0: a Fraction has no signed zero; IEEE's sign of the product
+                out[i] = 0x8000 if np.signbit(dy) != (x <= 0 and np.signbit(slope)) else 0
+            else:
+                out[i] = fraction_bits(exact, dtype_name)
     return out
 
 
