@@ -226,3 +226,24 @@ def test_a_case_judged_under_bitwise_and_benchmark_emulates_once(tmp_path, monke
     assert len(calls) == 2
     monkeypatch.setattr(emulated, "MEMO", emulated.Memo(64 << 20))
     assert [verify_case(M.load(a.dir), Options(standard=s)).to_json() for s in ("bitwise", "benchmark")] == first
+
+
+def test_the_matrix_works_inside_the_suite_when_the_temporary_directory_is_on_another_file_system(tmp_path, monkeypatch):
+    """Its working copies are hard links where they can be: with the system's temporary directory on another file
+    system (a hard link across devices fails, and every file was copied) they live in a hidden directory inside the
+    suite, which is gone afterwards; the table is the same."""
+    from aclnn_cli.judge import matrix
+
+    text = "op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: [float16, float32], shape: [300], seed: 1}\n"
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    variants = ["partial-tile-unwritten", "round-half-away"]
+    here = matrix.defect_matrix(out, variants=variants, standards=[DEFAULT_STANDARD], jobs=1)
+    made = []
+    real = matrix.tempfile.TemporaryDirectory
+    monkeypatch.setattr(matrix.tempfile, "TemporaryDirectory", lambda **k: made.append(k) or real(**k))
+    monkeypatch.setattr(matrix, "_same_device", lambda a, b: False)
+    inside = matrix.defect_matrix(out, variants=variants, standards=[DEFAULT_STANDARD], jobs=1)
+    assert inside == here and here["partial-tile-unwritten"][DEFAULT_STANDARD] > 0
+    assert made[-1] == {"prefix": ".aclnn-matrix-", "dir": out}
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in out.iterdir() if not p.name.startswith("."))

@@ -58,9 +58,10 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
             with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
                 g = f.read(out.layout, flat, flat + 1)
         e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
-    expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
-    element = {"index": flat, "coords": list(out.layout.coords(flat)),
-               "inputs": {k: float(v.astype(np.float64)[0]) for k, v in ins.items()},
+    with np.errstate(invalid="ignore"):  # (a NaN of a 16-bit dtype widened: NumPy warns, the value is NaN)
+        expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
+        inputs = {k: float(v.astype(np.float64)[0]) for k, v in ins.items()}
+    element = {"index": flat, "coords": list(out.layout.coords(flat)), "inputs": inputs,
                "expected": expected, "actual": actual,
                "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]) if judged_rel is None else judged_rel,
                "ulp_error": float(e.ulp[0])}
