@@ -82,13 +82,19 @@ PEAK_CHUNK = 1 << 18  # elements a prefix_peak step holds: the whole order's run
 def prefix_peak(order: np.ndarray) -> np.ndarray:
     """max_j |t_1 + ... + t_j| per row of an order (see sum_allowance), the running sums added one term at a
     time in float64 exactly as np.cumsum adds them, a chunk of the second axis at a time (a chunk's sums start
-    from the carried one, so the additions and their roundings are the same as one cumsum's)."""
+    from the carried one, so the additions and their roundings are the same as one cumsum's), in one buffer: a
+    transposed order's chunk is gathered into it once, never reshaped into a copy first."""
     k, width = order.shape[0], order.shape[1] if order.ndim > 1 else 0
     per = int(np.prod(order.shape[2:], dtype=np.int64)) if order.ndim > 2 else 1
     step = max(1, PEAK_CHUNK // max(k * per, 1))
-    peak, carry = np.zeros(k), np.zeros((k, 1))
+    peak, carry = np.zeros(k), np.zeros(k)
+    buf = np.empty((k, 1 + min(step, width) * per))  # (the carried sum, then the chunk's terms, summed in place)
     for s in range(0, width, step):
-        sums = np.cumsum(np.concatenate([carry, order[:, s:s + step].reshape(k, -1)], axis=1), axis=1)
-        np.maximum(peak, np.abs(sums[:, 1:]).max(axis=1, initial=0.0), out=peak)
-        carry = sums[:, -1:]
+        n = 1 + (min(width, s + step) - s) * per
+        sums = buf[:, :n]
+        sums[:, 0] = carry
+        sums[:, 1:].reshape(order[:, s:s + step].shape)[...] = order[:, s:s + step]  # (a view: rows split, not copied)
+        np.cumsum(sums, axis=1, out=sums)
+        carry = sums[:, -1].copy()
+        np.maximum(peak, np.abs(sums[:, 1:], out=sums[:, 1:]).max(axis=1, initial=0.0), out=peak)
     return peak
