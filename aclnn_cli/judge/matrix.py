@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..casedir import manifest as M
@@ -18,6 +17,7 @@ from ..casedir import dirs as casedirs
 from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
 from ..ops import find_op
+from ..pipeline.parallel import Runner
 from ..standards.rules import DEFAULT_STANDARD, STANDARDS
 from .results import PASS
 from .verify import Options, verify_case
@@ -121,11 +121,8 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
         tasks = [(n, _cases_for(n, cases), correct_standards or stds if n is None else stds, scratch, first_failure)
                  for n in names]
         try:
-            if jobs <= 1:
-                table = dict(map(_one_variant, tasks))
-            else:
-                with ProcessPoolExecutor(max_workers=jobs) as pool:
-                    table = dict(pool.map(_one_variant, tasks))
+            with Runner(jobs) as run:  # (its workers fork from what this process holds frozen: see Runner)
+                table = dict(run.map(_one_variant, [(task,) for task in tasks]))
         finally:
             for key in [k for k in _copies if k[0] == scratch]:
                 del _copies[key]
