@@ -19,11 +19,10 @@ and USE_FP16's float16 operands and result are emulated; the kernel is the 950's
 
 from __future__ import annotations
 
-from ..base import AttrSpec, Contract, OpSpec, TensorSpec, products
-from ..families import Contraction
+from ..base import Contract, OpSpec
 from ..registry import register
 from . import matmuls
-from .matmuls import KEEP_DTYPE, MAT2, MATH, OUT, SELF
+from .matmuls import MAT2, OUT, SELF
 
 # (no wrong-batch: a 3-d operand broadcasts a batch of 1 only, which every index reads alike)
 VARIANTS = matmuls.variants("bmm", "split-k", "not-transposed", "k-tail-dropped", "fp16-accumulation",
@@ -46,30 +45,13 @@ def _shape_rule(descs, attrs) -> str | None:
     return None
 
 
-SPEC = register(OpSpec(
+SPEC = register(OpSpec(**matmuls.declared(
     name="aclnnBatchMatMul",
     key="batch_mat_mul",
     header="aclnnop/aclnn_batch_matmul.h",
-    signature=(SELF, MAT2, OUT, MATH),
     summary="Batched matrix product of 3-d tensors, out[b] = self[b] @ mat2[b].",
     formula="out[b, m, n] = sum over k of self[b, m, k] * mat2[b, k, n]",
-    tensors=(
-        TensorSpec(SELF, "input", {"normal": [0, 1]}),
-        TensorSpec(MAT2, "input", {"normal": [0, 1]}),
-        TensorSpec(OUT, "output", {"constant": 0}),
-    ),
-    attributes=(AttrSpec(MATH, "int", default=KEEP_DTYPE),),
-    products=products("950", "A3", "A2"),
     dims=(3, 3),
-    empty_ok=False,
-    family=Contraction(driver=SELF, right=MAT2, out=OUT),
-    reference=matmuls.reference,
-    exact=matmuls.exact,
-    exact_at=matmuls.exact_at,
-    reference_at=matmuls.reference_at,
-    kernel=matmuls.kernel,
-    ieee=matmuls.ieee,
     variants=VARIANTS,
     contract=Contract(dtypes="same", shape_rule=_shape_rule),
-    special_values=matmuls.SPECIAL_VALUES,
-))
+)))

@@ -30,12 +30,11 @@ from the doc). Empty tensors are not declared either.
 
 from __future__ import annotations
 
-from ..base import AttrSpec, Contract, OpSpec, TensorSpec, products
-from ..families import Contraction
+from ..base import Contract, OpSpec
 from ..families.contraction import matrices
 from ..registry import register
 from . import matmuls
-from .matmuls import KEEP_DTYPE, MAT2, MATH, MATH_TYPES, OUT, SELF
+from .matmuls import MAT2, MATH, MATH_TYPES, SELF
 
 MAX_DIMS = 6  # MAX_SUPPORT_MATMUL_DIMS_NUMS (aclnn_matmul.cpp)
 
@@ -60,30 +59,13 @@ def _attribute_rule(attrs) -> str | None:
     return None
 
 
-SPEC = register(OpSpec(
+SPEC = register(OpSpec(**matmuls.declared(
     name="aclnnMatmul",
     key="matmul",
     header="aclnnop/aclnn_matmul.h",
-    signature=(SELF, MAT2, OUT, MATH),
     summary="Matrix product of 1-d to 6-d tensors, out = self @ mat2 (torch.matmul's shapes, batch dims broadcast).",
     formula="out[*b, m, n] = sum over k of self[*b, m, k] * mat2[*b, k, n] (batch dims broadcast; 1-d operands padded)",
-    tensors=(
-        TensorSpec(SELF, "input", {"normal": [0, 1]}),
-        TensorSpec(MAT2, "input", {"normal": [0, 1]}),
-        TensorSpec(OUT, "output", {"constant": 0}),
-    ),
-    attributes=(AttrSpec(MATH, "int", default=KEEP_DTYPE),),
-    products=products("950", "A3", "A2"),
     dims=(0, MAX_DIMS),  # (out is 0-d for two 1-d operands; self and mat2 need 1 or more: the shape rule)
-    empty_ok=False,
-    family=Contraction(driver=SELF, right=MAT2, out=OUT),
-    reference=matmuls.reference,
-    exact=matmuls.exact,
-    exact_at=matmuls.exact_at,
-    reference_at=matmuls.reference_at,
-    kernel=matmuls.kernel,
-    ieee=matmuls.ieee,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", shape_rule=_shape_rule, attribute_rule=_attribute_rule),
-    special_values=matmuls.SPECIAL_VALUES,
-))
+)))

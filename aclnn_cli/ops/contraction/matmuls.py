@@ -29,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...tensor.dtypes import BFLOAT16
-from ..base import Reference, defect, legitimate
+from ..base import AttrSpec, Reference, TensorSpec, defect, legitimate, products
+from ..families import Contraction
 from ..families.contraction import FLOAT32_OPERANDS, LEFT_BATCH, OUT_BATCH, RIGHT_BATCH, VECTOR_DOT
 from . import cube, dots
 
@@ -208,3 +209,19 @@ def variants(prefix: str, *names: str) -> dict:
 
 SPECIAL_VALUES = ("The doc defines none; IEEE sums of products: an inf meeting a 0 gives NaN, infinities of both "
                   "signs in one sum give NaN, NaN reaches its row of out (self) or column (mat2).")
+
+
+def declared(**own) -> dict:
+    """The OpSpec fields BatchMatMul and Matmul declare alike (their tensors, cubeMathType, products, family and
+    functions), with each op's `own` (name, key, header, summary, formula, dims, variants, contract)."""
+    return dict(
+        signature=(SELF, MAT2, OUT, MATH),
+        tensors=(TensorSpec(SELF, "input", {"normal": [0, 1]}), TensorSpec(MAT2, "input", {"normal": [0, 1]}),
+                 TensorSpec(OUT, "output", {"constant": 0})),
+        attributes=(AttrSpec(MATH, "int", default=KEEP_DTYPE),),
+        products=products("950", "A3", "A2"),
+        empty_ok=False,
+        family=Contraction(driver=SELF, right=MAT2, out=OUT),
+        reference=reference, exact=exact, exact_at=exact_at, reference_at=reference_at, kernel=kernel, ieee=ieee,
+        special_values=SPECIAL_VALUES,
+        **own)
