@@ -47,10 +47,9 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
         if got is not None:
             return got
     key = wanted.tobytes()
-    if last is not None and last.get("key") == key and out.name in last["refs"]:
-        found = last
-    elif out.name in (MEMO.get(m, key) or {}).get("refs", ()):
-        found = MEMO.get(m, key)
+    known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
+    if out.name in known.get("refs", ()):
+        found = known
     else:
         blocks = _gather_wanted(m, files, geo, wanted)
         with np.errstate(all="ignore"):
