@@ -65,9 +65,12 @@ if os.environ.get("ACLNN_TEST_TIMELINE"):  # (where a run's time goes: one line 
     import time as _time
 
     def _cpu() -> float:
-        """CPU seconds (user and system) of this worker and of the children it has reaped."""
+        """CPU seconds (user and system) of this worker, of the children it has reaped and of the commands
+        clifork.py's server ran for it."""
+        forked = sys.modules.get("clifork")
         return sum(u.ru_utime + u.ru_stime for u in (_resource.getrusage(_resource.RUSAGE_SELF),
-                                                   _resource.getrusage(_resource.RUSAGE_CHILDREN)))
+                                                   _resource.getrusage(_resource.RUSAGE_CHILDREN))) + (
+            forked.CHILDREN_CPU[0] if forked else 0.0)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):

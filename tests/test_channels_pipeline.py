@@ -5,7 +5,6 @@ its defect fails, and a declaration the family cannot relate is refused in one l
 from __future__ import annotations
 
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,14 +13,14 @@ import pytest
 
 import harness
 from aclnn_cli.tensor import dtypes as D
+from clifork import cli_process
 
 DATA = Path(__file__).parent / "user_ops"
 OP_FILE = DATA / "my_channel_affine_backward.py"
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(OP_FILE), *map(str, args)],
-                          capture_output=True, text=True)
+    return cli_process("--ops", str(OP_FILE), *map(str, args))
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +92,7 @@ def test_the_harness_gets_the_format_an_op_declares_by_rank(tmp_path):
     y = tmp_path / "bn.yaml"
     y.write_text("op: aclnnBatchNormBackward\ndefaults: {dtype: float32, product: '950'}\ncases:\n"
                  "  - {name: r, shape: [[2, 3], [2, 3, 4], [2, 3, 4, 5], [2, 3, 2, 2, 2], [2, 3, 1, 2, 1, 2]]}\n")
-    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "gen", y, "-o", tmp_path / "o"], capture_output=True, text=True)
+    r = cli_process("gen", y, "-o", tmp_path / "o")
     assert r.returncode == 0, r.stderr
     want = {2: ("NC", 35), 3: ("NCL", 47), 4: ("NCHW", 0), 5: ("NCDHW", 30), 6: ("ND", 2)}
     seen = set()
@@ -111,6 +110,6 @@ def test_a_format_no_harness_knows_is_refused_when_the_op_loads(tmp_path):
     bad = tmp_path / "bad_format.py"
     bad.write_text(OP_FILE.read_text().replace('TensorSpec("self", "input", {"normal": [0, 1]})',
                                                'TensorSpec("self", "input", {"normal": [0, 1]}, formats={4: "NHWQ"})'))
-    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(bad), "ops"], capture_output=True, text=True)
+    r = cli_process("--ops", str(bad), "ops")
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "formats" in lines[0] and "NHWQ" in lines[0], lines

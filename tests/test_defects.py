@@ -15,6 +15,7 @@ from aclnn_cli.judge.matrix import defect_matrix
 from aclnn_cli.standards.rules import DEFAULT_STANDARD, STANDARDS
 
 from helpers import run_cli, write_yaml
+from clifork import cli_process
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +170,7 @@ def _user_op(tmp_path, kind: str):
 def _cli(*args) -> subprocess.CompletedProcess:
     """aclnn-cli in a process of its own: user ops load once per process."""
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return cli_process(*map(str, args), env=env, timeout=120)
 
 
 def test_the_catalogue_takes_a_user_ops_variants_from_the_registry(tmp_path):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +21,13 @@ from aclnn_cli.standards.rules import find_standard
 from aclnn_cli.standards.tolerances import ORDINARY_MAGNITUDE, ORDINARY_SHARE
 
 from gate_edges import BROKEN, DTYPES, TUNABLE, case_dirs, edge_sets
+from clifork import cli_process
 
 USER_OP = Path(__file__).parent / "user_ops" / "my_hardtanh_backward.py"
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(USER_OP), *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
+    return cli_process("--ops", str(USER_OP), *map(str, args), timeout=600)
 
 
 def _break(case: Path, broken: str) -> np.ndarray:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import cases_from_doc, load_file
 
 from helpers import manifest, run_cli, tensor
+from clifork import cli_process
 
 SUITES = Path(os.environ.get("ACLNN_OPS_NN_SUITES", "/tmp/ops-nn-suites"))
 OPS_NN_GIT = Path(os.environ.get("ACLNN_OPS_NN_GIT", "/work/.mirror/hicann+ops-nn/repo"))
@@ -81,7 +81,7 @@ def tensors(case) -> dict:
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True, env=env)
+    return cli_process(*map(str, args), env=env)
 
 
 # ---- the two files import whole -----------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
 from helpers import run_cli
 from test_importers import TTK_HEADER, ttk_row
+from clifork import cli_process
 
 HERE = __file__
 USER_OPS = Path(__file__).parent / "user_ops"
@@ -168,8 +168,7 @@ def _elu_module(tmp_path: Path, graph: str = ELU_GRAPH) -> Path:
 def _cli(*args, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return cli_process(*map(str, args), env=env, timeout=120)
 
 
 def test_a_user_modules_graph_op_imports_from_ttk_and_a_taken_name_is_one_line(tmp_path):

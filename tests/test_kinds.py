@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from aclnn_cli.ops import OPS
 from aclnn_cli.ops.contract import TensorDesc, check, compute_dtype, rejections
 
 import kinds_standins as S
+from clifork import cli_process
 from helpers import one_line_error
 
 STANDINS = Path(__file__).parent / "user_ops" / "_kinds_standins.py"
@@ -45,8 +45,7 @@ def cli(*args, ops_file: Path | None = None) -> subprocess.CompletedProcess:
         ops_file = STANDINS
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
     ops = ["--ops", str(ops_file)] if ops_file else []
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *ops, *map(str, args)],
-                          capture_output=True, text=True, env=env)
+    return cli_process(*ops, *map(str, args), env=env)
 
 
 def load(op: str, cases: list[dict], defaults: dict | None = None):

@@ -16,7 +16,6 @@ import runpy
 import shutil
 import struct
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +36,7 @@ from aclnn_cli.ops.registry import DECLARED_IN, register
 
 from shared import shared_stub_root
 from cann_build import SANITIZE, build_runner, tools_missing
+from clifork import cli_process
 
 USER_OPS = Path(__file__).parent / "user_ops"
 OP_FILE = USER_OPS / "_kinds_echo.py"
@@ -66,8 +66,7 @@ def echo():
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(OP_FILE), *map(str, args)],
-                          capture_output=True, text=True, env=env)
+    return cli_process("--ops", str(OP_FILE), *map(str, args), env=env)
 
 
 def load(attributes: dict | None = None, **case):

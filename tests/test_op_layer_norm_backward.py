@@ -14,7 +14,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from aclnn_cli.ops.rows.layer_norm_backward import SPEC, VARIANTS
 import arbmp
 from oracle import Rounder
 from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
+from clifork import cli_process
 
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
 OUTS = (GI, GW, GB)
@@ -336,8 +336,7 @@ def test_null_optional_tensors_are_accepted():
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args), *(("-j", "1") if args[0] != "gen" else ())],
-                          capture_output=True, text=True, env=env)
+    return cli_process(*map(str, args), *(("-j", "1") if args[0] != "gen" else ()), env=env)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.rows.nll_loss_backward import SPEC, VARIANTS
 from rowblocks import as_fractions, bundled_suite  # noqa: E402
+from clifork import cli_process
 
 U = 2.0**-24
 FP32_T = 2.0**-13  # mere-mare's T for float32: a defect must be off by more than this somewhere
@@ -325,7 +325,7 @@ INTEGERS = {"int64": np.int64, "int32": np.int32, "uint8": np.uint8}
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True, env=env)
+    return cli_process(*map(str, args), env=env)
 
 
 def view(case: Path, t: dict, key: str = "file") -> np.ndarray:

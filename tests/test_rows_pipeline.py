@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 
+from clifork import cli_process
 from helpers import logical
 
 DATA = Path(__file__).parent / "user_ops"
@@ -51,8 +51,7 @@ cases:
 
 def cli(*args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(OP_FILE), *map(str, args)],
-                          capture_output=True, text=True, env=env)
+    return cli_process("--ops", str(OP_FILE), *map(str, args), env=env)
 
 
 @pytest.fixture(scope="module")

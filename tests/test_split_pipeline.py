@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import mpmath
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import harness
+from clifork import cli_process
 from aclnn_cli.tensor import dtypes as D
 from oracle import PREC, Rounder
 
@@ -23,8 +23,7 @@ OP_FILE = DATA / "my_glu_backward.py"
 
 
 def cli(*args, op_file=OP_FILE) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(op_file), *map(str, args)],
-                          capture_output=True, text=True)
+    return cli_process("--ops", str(op_file), *map(str, args))
 
 
 @pytest.fixture(scope="module")

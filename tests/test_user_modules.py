@@ -27,6 +27,7 @@ from aclnn_cli.ops import AttrSpec, Contract, OpSpec, Reference, TensorSpec, def
 from aclnn_cli.values.attrvalues import ATTRIBUTE_KINDS
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
+from clifork import cli_process
 from helpers import one_line_error
 
 USER_OPS = Path(__file__).parent / "user_ops"
@@ -37,8 +38,7 @@ TIMEOUT = 120  # seconds: a hang (a FIFO opened as a module) fails the test inst
 def cli(*args, cwd=None, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=TIMEOUT)
+    return cli_process(*map(str, args), env=env, cwd=cwd, timeout=TIMEOUT)
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:

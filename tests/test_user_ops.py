@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 
 from cann_build import tools_missing
+from clifork import cli_process
 from helpers import logical
 
 DATA = Path(__file__).parent / "user_ops"
@@ -30,8 +30,7 @@ CASES = DATA / "my_hardtanh_backward.yaml"
 def cli(*args, env_extra: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd)
+    return cli_process(*map(str, args), env=env, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 import pytest
 
 import harness
+from clifork import cli_process
 
 DATA = Path(__file__).parent / "user_ops"
 MODULES = ("my_elu_backward", "my_smooth_l1_loss_backward", "my_batch_norm_backward", "my_embedding_dense_backward",
@@ -51,8 +51,7 @@ FORMATS = {"float32": (24, -126, float(np.finfo(np.float32).max)), "float16": (1
 def cli(module: str, *args, ops: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ACLNN_CLI_OPS"}
     extra = ["--ops", str(DATA / f"{module}.py")] if ops else []
-    return subprocess.run([sys.executable, "-m", "aclnn_cli", *extra, *map(str, args)], capture_output=True,
-                          text=True, env=env)
+    return cli_process(*extra, *map(str, args), env=env)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import pytest
 
 from aclnn_cli.ops.families.window import AxisWindows, Window, pooled_size
 
+from clifork import cli_process
+
 
 def tiling_size(n: int, k: int, s: int, p: int, ceil: bool) -> int:
     """CheckGradShapeForCalculated, with C++'s division (the operands are never negative here)."""
@@ -122,8 +124,6 @@ def test_three_spatial_axes_cut_a_volume_into_rows_d_h_of_w():
 def test_a_window_naming_what_the_op_has_not_is_one_line(tmp_path):
     """declcheck: the window family's pooled tensor is an input besides the driver, its window attributes int lists
     (ceil mode a bool) of the op."""
-    import subprocess
-    import sys
 
     module = tmp_path / "my_pool.py"
     module.write_text('''
@@ -145,6 +145,6 @@ SPEC = register(OpSpec(
     family=Window(driver="self", grad="gradOutput", stride=None),
     reference=reference))
 ''')
-    r = subprocess.run([sys.executable, "-m", "aclnn_cli", "--ops", str(module), "ops"], capture_output=True, text=True)
+    r = cli_process("--ops", str(module), "ops")
     assert r.returncode == 2 and "family.padding" in r.stderr and "int_list" in r.stderr, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
