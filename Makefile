@@ -11,10 +11,12 @@ UV     := uv==0.13.9
 
 # The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
 # the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
+# The packages' bytecode is compiled once, on every core (pip compiles it file by file: 5 of the 12 s it took).
 $(STAMP): $(LOCK) pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(BIN)/python -m pip check
 	touch $(STAMP)

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 
 _HEADER = struct.Struct("!I")
-_server: tuple[subprocess.Popen, socket.socket] | None = None
+_server: socket.socket | None = None
 _server_pid: int | None = None  # (the process that started it: a forked test child starts its own)
 CHILDREN_CPU = [0.0]  # CPU seconds of the commands run here (the server reaps them: conftest.py's timeline adds it)
 
@@ -64,16 +64,19 @@ def _receive(sock: socket.socket, with_fds: int = 0):
     return pickle.loads(data), fds
 
 
-def _start() -> tuple[subprocess.Popen, socket.socket]:
+def _start() -> socket.socket:
+    """The server's socket, starting the server first where this process has none. The server is not this
+    process's child (it is started through a process that forks it and exits): tests that check a process has no
+    children left, or wait for any child, must not meet it."""
     global _server, _server_pid
-    if _server is not None and _server_pid == os.getpid() and _server[0].poll() is None:
+    if _server is not None and _server_pid == os.getpid():
         return _server
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     here = str(Path(__file__).parent)
-    process = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); "
-                                "import clifork; clifork.serve()"], stdin=theirs, close_fds=True)
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r}); import clifork; clifork.serve()"],
+                   stdin=theirs, close_fds=True, check=True)
     theirs.close()
-    _server, _server_pid = (process, ours), os.getpid()
+    _server, _server_pid = ours, os.getpid()
     return _server
 
 
@@ -82,7 +85,7 @@ def cli_process(*args, env: dict | None = None, cwd=None, timeout: float | None 
     """`python -m aclnn_cli *args` in a process of its own (see the module's docstring): its exit status, stdout and
     stderr as text. env: the whole environment (default: this process's); nofile: its limit on open files."""
     argv = [str(a) for a in args]
-    process, sock = _start()
+    sock = _start()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     request = {"argv": argv, "env": dict(os.environ if env is None else env),
@@ -154,7 +157,11 @@ def _child(request: dict, out_fd: int, err_fd: int) -> None:
     """In the forked child: become the command's process, run it, exit with its status (never returns)."""
     code = 1
     try:
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGALRM):
+        # (as a shell starts a command: nothing blocked, the signals at Python's defaults, whatever the test worker
+        # that started the server had)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGALRM, signal.SIGQUIT, signal.SIGUSR1,
+                    signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -199,7 +206,11 @@ def _child(request: dict, out_fd: int, err_fd: int) -> None:
 
 
 def serve() -> None:
-    """Answer requests on stdin (a socket): fork a child per command, send its pid, then its wait status and CPU."""
+    """Answer requests on stdin (a socket): fork a child per command, send its pid, then its wait status and CPU.
+    Forked off first, and its parent exits at once (see _start); it ends when the socket's other end closes."""
+    if os.fork() != 0:
+        os._exit(0)
+    os.setsid()  # (its own session: a signal to the test worker's process group is not a command's)
     _preload()
     sock = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDONLY)

@@ -200,7 +200,7 @@ def test_only_the_defective_op_is_caught(small, runner, tmp_path, monkeypatch):
 def test_a_crash_or_hang_costs_only_its_case(small, runner, tmp_path, monkeypatch, defect, verdict):
     out = fresh_copy(small, tmp_path / "out")
     # 21 elements: only the [3, 7] cases; restricted to one op and dtype by --case below and the op switch
-    result = run_with(out, runner, monkeypatch, "--timeout", "2", ACLNN_STUB_DEFECT=defect,
+    result = run_with(out, runner, monkeypatch, "--timeout", "1", ACLNN_STUB_DEFECT=defect,
                       ACLNN_STUB_DEFECT_OP="aclnnSiluBackward", ACLNN_STUB_DEFECT_NUMEL="21")
     victims = sorted(p.name for p in out.glob("silu_backward-plain-*3x7*"))
     assert result.exit_code == 1, result.output
@@ -212,7 +212,7 @@ def test_a_crash_or_hang_costs_only_its_case(small, runner, tmp_path, monkeypatc
     assert code == 1 and victims and all(got[v] == verdict for v in victims)
     assert all(s == "PASS" for c, s in got.items() if c not in victims)
     crash = next(c for c in data["cases"] if c["case_id"] == victims[0])
-    expected = {"crash": "SIGSEGV", "hang": "no answer within 2 s",
+    expected = {"crash": "SIGSEGV", "hang": "no answer within 1 s",
                 "sync-error": "the device call failed: aclrtSynchronizeStream returned 507015 (aclrtSynchronizeStream: "
                               "aicore exception)"}
     assert expected[defect] in crash["reason"]

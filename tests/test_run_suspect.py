@@ -205,8 +205,8 @@ def assert_one_line_error(result, text: str) -> None:
 
 def test_a_runner_that_hangs_before_ready_is_killed_at_the_timeout(out, tmp_path, pids):
     runner = hostile(tmp_path, pids, before_ready="time.sleep(3600)")
-    result = cli("run", out, "--runner", runner, "--timeout", "2")
-    assert_one_line_error(result, "the runner did not start: no answer within 2 s; the runner was killed")
+    result = cli("run", out, "--runner", runner, "--timeout", "1")
+    assert_one_line_error(result, "the runner did not start: no answer within 1 s; the runner was killed")
     assert runner_pids(pids) and not any(map(alive, runner_pids(pids)))
 
 
@@ -241,7 +241,7 @@ def test_a_runner_that_dies_while_its_child_holds_the_pipe_is_a_crash_not_a_time
 def test_a_runner_that_closes_its_replies_but_lives_is_killed_at_the_timeout(out, tmp_path, pids):
     cases = manifests(out)
     runner = hostile(tmp_path, pids, on_end="replies.close()\ntime.sleep(3600)")
-    summary = run_cases(cases[:1], run_opts(runner, timeout=2))
+    summary = run_cases(cases[:1], run_opts(runner, timeout=1))
     assert [(c, v) for c, v, _ in summary.failed] == [(cases[0].case_id, "CRASH")]
     assert summary.failed[0][2].startswith("the runner closed its replies and was killed")
     assert not any(map(alive, runner_pids(pids)))
