@@ -115,3 +115,34 @@ def test_the_tool_runs_one_blas_thread_per_process_unless_told_otherwise():
     env.pop("OPENBLAS_NUM_THREADS")
     threads = "import aclnn_cli, numpy, os; print(len(os.listdir('/proc/self/task')))"  # (OpenBLAS's are native)
     assert subprocess.run([sys.executable, "-c", threads], env=env, capture_output=True, text=True).stdout.strip() == "1"
+
+
+def test_the_look_before_importlib_metadata_finds_the_group_however_it_is_written(tmp_path, monkeypatch):
+    """user._entry_points_may_name_ours: no for installed packages none of which declares the group (the common case:
+    importlib.metadata is then not imported); yes for the group's section as configparser and importlib.metadata
+    read it (spaces around the name), and for what it cannot look into (a zip file on sys.path)."""
+    from aclnn_cli.ops import user
+
+    site = tmp_path / "site"
+    info = site / "other-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n# [aclnn_cli.ops]\n")
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
+    assert not user._entry_points_may_name_ours()
+    (info / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n\n  [ aclnn_cli.ops ]  \nx = y\n")
+    assert user._entry_points_may_name_ours()
+    (info / "entry_points.txt").write_text("[aclnn_cli.opsx]\nx = y\n")
+    assert not user._entry_points_may_name_ours()
+    (tmp_path / "lib.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "lib.zip")])
+    assert user._entry_points_may_name_ours()
+
+
+def test_a_command_that_reads_the_registry_whole_does_not_import_importlib_metadata_without_a_plugin():
+    """`ops` reads every op and the entry points: with no installed package declaring the group (this venv),
+    importlib.metadata stays unimported (25 ms of a command's start)."""
+    code = ("import sys, runpy; sys.argv = ['aclnn-cli', 'ops', '--json']\ntry:\n    runpy.run_module('aclnn_cli', "
+            "run_name='__main__')\nexcept SystemExit:\n    pass\nprint('importlib.metadata' in sys.modules, file=sys.stderr)")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "ACLNN_CLI_OPS"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-2000:]

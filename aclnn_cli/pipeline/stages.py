@@ -73,6 +73,10 @@ class Stage:
     broken: Callable[..., Any] | None = None
 
 
+class _NoPool(Exception):
+    """Never raised: what a run without workers catches where a run with them catches BrokenProcessPool."""
+
+
 def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, Any], None]) -> None:
     """Run a stage over items; on_result(item, result) for each, as results arrive."""
     sizes = [stage.size(i) for i in items]
@@ -87,7 +91,10 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
         whole = inline_first([i for i in whole if is_ours(i.op)], here) + [i for i in whole if not is_ours(i.op)]
         if not whole and not any(split):
             return
-    from concurrent.futures.process import BrokenProcessPool
+    if jobs > 1:
+        from concurrent.futures.process import BrokenProcessPool
+    else:  # (one process runs it all: no pool to break, and multiprocessing is never imported)
+        BrokenProcessPool = _NoPool
 
     with Runner(jobs) as run:
         futures = {run.submit(stage.batch, b, *stage.args): b for b in batches(whole, stage.size, run.jobs)}
