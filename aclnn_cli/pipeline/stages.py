@@ -163,10 +163,8 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
         with Runner(jobs) as run:
             for f in as_completed([run.submit(_load_and_run, b, stage) for b in parts]):
                 collect(*f.result())
-    if deferred:
-        with Runner(jobs_for(jobs, units([stage.size(m) for m in deferred]))) as run:  # (no more than the work)
-            for m in deferred:
-                done(m, stage.split(run, m, *stage.args))
+    if deferred:  # (split across the workers, or whole in one where the stage says a case is not to be split)
+        run_stage(stage, deferred, jobs, done)
 
 
 LOCAL = 32  # directories loaded and run together: their objects stay in the CPU's caches between the two
