@@ -11,6 +11,9 @@ and noisy, so each pair is measured --repeat times and the medians are compared.
     python bench/bench.py --small-only --quick             # only the 2,000-case suite
     python bench/bench.py --profile-small gen|regen|emulate|verify   # one step on 2,000 cases under cProfile
 
+`python bench/bench.py --contraction-only` times a 4096 x 4096 x 4096 float16 matmul gradient pair and a ResNet-50
+layer's ConvolutionBackward, gen and verify as whole processes against naive NumPy scripts (bench/contraction.py).
+
 `python bench/bench.py --report-only` times `aclnn-cli report` of a 100,000-case run against json.load of its
 results and a naive merge, as whole processes (bench/merge.py).
 
@@ -200,6 +203,15 @@ def main() -> None:
     ap.add_argument("--no-report", action="store_true", help="skip the report of a large run")
     ap.add_argument("--report-cases", type=int, default=100_000, help="cases in the results file for it")
     ap.add_argument("--report-pairs", type=int, default=5, help="alternated pairs per yardstick for it (default 5)")
+    ap.add_argument("--contraction-only", action="store_true",
+                    help="only the matmul gradient pair and ConvolutionBackward at scale (bench/contraction.py)")
+    ap.add_argument("--no-contraction", action="store_true", help="skip the contractions at scale")
+    ap.add_argument("--contraction-rows", nargs="+", choices=["matmul", "conv"], default=["matmul", "conv"])
+    ap.add_argument("--contraction-pairs", type=int, default=3, help="alternated pairs per step for it (default 3)")
+    ap.add_argument("--matmul-size", type=int, default=4096, help="M = K = N of the matmul pair (default 4096)")
+    ap.add_argument("--conv-shape", type=int, nargs=4, default=[32, 256, 56, 56], metavar=("N", "C", "H", "W"))
+    ap.add_argument("--conv-fallback-batch", type=int, default=4,
+                    help="the conv row's batch where aclnn-cli refuses --conv-shape (0: none; default 4)")
     ap.add_argument("--reading-only", action="store_true",
                     help="only verify against the read floor, --rehash, a first verify, and --help (bench/reading.py)")
     ap.add_argument("--no-reading", action="store_true", help="skip the speed-of-reading part")
@@ -237,7 +249,8 @@ def main() -> None:
     print(f"aclnn-cli under test: {result['code']}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="aclnn-bench-", dir=args.tmp) as tmp:
         failed = False
-        if args.whole_only or not (args.no_whole or args.reading_only or args.small_only or args.report_only):
+        if args.whole_only or not (args.no_whole or args.reading_only or args.small_only or args.report_only
+                                   or args.contraction_only):
             import whole
 
             count, n = small_cases.parse_suite(args.small_suites[0]) if args.small_suites else small_cases.SUITES[0]
@@ -247,13 +260,23 @@ def main() -> None:
                 print(json.dumps(result["whole"]))
                 return
         if args.report_only or not (args.no_report or args.reading_only or args.small_only or args.rows_only
-                                    or args.channels_only):
+                                    or args.channels_only or args.contraction_only):
             import merge
 
             result["report"] = merge.run_pairs(Path(tmp), args.report_cases, args.report_pairs)
             print(merge.report(result["report"]) + "\n", flush=True)
             if args.report_only:
                 print(json.dumps(result["report"]))
+                return
+        if args.contraction_only or not (args.no_contraction or args.reading_only or args.small_only or args.rows_only
+                                         or args.channels_only):
+            import contraction
+
+            result["contraction"] = contraction.run_all(Path(tmp), args.contraction_rows, args.contraction_pairs,
+                                                        args.matmul_size, args.conv_shape, args.conv_fallback_batch)
+            print(contraction.report(result["contraction"]) + "\n", flush=True)
+            if args.contraction_only:
+                print(json.dumps(result["contraction"]))
                 return
         if not args.small_only and not args.reading_only and not args.rows_only and not args.no_channels:
             result["channels"] = rows_bench.run_all(Path(tmp), 0, 0, args.repeat, "channels", args.channels_shape)

@@ -39,6 +39,27 @@ def _wall(args: list[str]) -> float:
     return seconds
 
 
+def alternate(mine: list, theirs: list, pairs: int, measure, reset=lambda args: None) -> list[tuple]:
+    """`pairs` (ours, theirs) pairs of measure(args), the two run back to back, ours first in even pairs and theirs
+    first in odd ones (a machine that slows during the run weighs on both sides alike). reset(args): before every
+    process, with its args (its output directory removed)."""
+    rows = []
+    for i in range(pairs):
+        got = {}
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            reset((mine, theirs)[side])
+            got[side] = measure((mine, theirs)[side])
+        rows.append((got[0], got[1]))
+    return rows
+
+
+def summary(rows: list[tuple[float, float]]) -> dict:
+    """Medians of each side's seconds, and of the ratio taken pair by pair, with its range."""
+    ratios = sorted(a / b for a, b in rows)
+    return {"ours": statistics.median(a for a, _ in rows), "naive": statistics.median(b for _, b in rows),
+            "ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1]}
+
+
 def run_pairs(tmp: Path, count: int, n: int, jobs: int, pairs: int) -> dict:
     yaml_path = case_file(tmp, count, n)
     ours, naive = tmp / f"whole-ours-{count}x{n}", tmp / f"whole-naive-{count}x{n}"
@@ -53,20 +74,8 @@ def run_pairs(tmp: Path, count: int, n: int, jobs: int, pairs: int) -> dict:
     _wall(steps["emulate"][0])
     result: dict = {"cases": count, "elements": n, "jobs": jobs, "pairs": pairs}
     for step, (mine, theirs) in steps.items():
-        rows = []
-        for i in range(pairs):
-            shutil.rmtree(naive, ignore_errors=True)
-            if i % 2 == 0:
-                a = _wall(mine)
-                shutil.rmtree(naive, ignore_errors=True)
-                b = _wall(theirs)
-            else:
-                b = _wall(theirs)
-                a = _wall(mine)
-            rows.append((a, b))
-        ratios = sorted(a / b for a, b in rows)
-        result[step] = {"ours": statistics.median(a for a, _ in rows), "naive": statistics.median(b for _, b in rows),
-                        "ratio": statistics.median(ratios), "low": ratios[0], "high": ratios[-1]}
+        rows = alternate(mine, theirs, pairs, _wall, lambda args: shutil.rmtree(naive, ignore_errors=True))
+        result[step] = summary(rows)
     shutil.rmtree(ours, ignore_errors=True)
     shutil.rmtree(naive, ignore_errors=True)
     yaml_path.unlink()

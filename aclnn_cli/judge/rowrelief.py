@@ -43,10 +43,12 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
     if m.op.reference_at is not None and m.op.edge is None and flat.size * AT_MOST <= wanted.size * size:
-        got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit)
+        got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit, last)
         if got is not None:
             return got
     key = wanted.tobytes()
+    if last is not None:
+        last.pop("at", None)  # (_relief_at's blocks let go before the blocks' whole reference is made)
     known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
     if out.name in known.get("refs", ()):
         found = known
@@ -91,13 +93,23 @@ def _nbytes(found: dict) -> int:
 
 
 def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: np.ndarray, at: np.ndarray,
-               limit: float) -> tuple | None:
+               limit: float, last: dict | None = None) -> tuple | None:
     """rows_relief's answer from op.reference_at at the flagged elements `at` (flat positions in the blocks
     `wanted`), where a block is a whole contraction: a few dot products, not the whole tensor's. None where a
-    block holds a non-finite input (reference_blocks' IEEE path, bound 0, judges those)."""
-    wide = widened(_gather_wanted(m, files, geo, wanted))
-    if not all(np.isfinite(wide[t.name]).all() for t in m.op.inputs
-               if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64):
+    block holds a non-finite input (reference_blocks' IEEE path, bound 0, judges those). last (rows_relief's):
+    keeps the widened blocks for the next call on the same blocks: one 4096 x 4096 matrix product is one block,
+    flagged in every chunk, and gathering it chunk after chunk was nine tenths of its verify."""
+    key = wanted.tobytes()
+    held = None if last is None else last.get("at")
+    if held is not None and held[0] == key:
+        wide, finite = held[1], held[2]
+    else:
+        wide = widened(_gather_wanted(m, files, geo, wanted))
+        finite = all(np.isfinite(wide[t.name]).all() for t in m.op.inputs
+                     if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64)
+        if last is not None:
+            last["at"] = (key, wide, finite)
+    if not finite:
         return None
     with np.errstate(all="ignore"):
         ref = m.op.by_output(m.op.reference_at({**wide, **m.attribute_values}, {out.name: at}))[out.name]

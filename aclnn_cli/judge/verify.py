@@ -26,7 +26,7 @@ from .elements import describe_element, writes_outside_view
 from .mistrust import mistrust
 from .smallbatch import precompare
 from ..pipeline.parallel import Runner, paused_gc
-from ..pipeline.stages import Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
+from ..pipeline.stages import RANGE, Stage, case_elements, is_large, ranges, run_stage, run_stage_on_dirs
 from .results import (ERROR, FAIL, LAYOUT, MISSING, MISTRUSTED, PASS, STATUS, UNCERTIFIED, CaseResult, Repro, RunResult,
                       by_path, rows_of)
 from ..standards.rules import DEFAULT_STANDARD, STANDARDS, find_standard
@@ -319,7 +319,17 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
 
 
 def _stage(opts: Options) -> Stage:
-    return Stage(size=case_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,))
+    return Stage(size=case_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,),
+                 splittable=_splittable)
+
+
+def _splittable(m: M.CaseManifest) -> bool:
+    """Whether a large case is split into ranges across workers: not where a block of its Rows op is larger than a
+    range. Relief reads a flagged element's whole block, so each range gathered it again (a 4096 x 4096 matmul is one
+    block of 16M elements, flagged in every range: 16 gathers of both operands); such a case is one worker's, its
+    blocks gathered once."""
+    geo = m.geometry if m.expect_status == 0 and not m.op.family.element_local else None
+    return geo is None or geo.block <= RANGE
 
 
 def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:

@@ -48,9 +48,9 @@ def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarr
         peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
         p = np.clip(rows, 1, PARTIALS)
         contiguous = 4.0 * peak**2 * np.maximum(np.asarray(rows) - p, 0)
-        last = np.zeros_like(peak)
+        last, node = np.zeros_like(peak), np.empty_like(peak)  # (node reused: a fresh array per step faulted its pages in)
         for m in range(2, int(np.max(p, initial=1)) + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
-            node = np.minimum(2.0 * m * peak, total) ** 2
+            np.square(np.minimum(np.multiply(2.0 * m, peak, out=node), total, out=node), out=node)
             last += node if np.ndim(p) == 0 else np.where(m <= p, node, 0.0)
         nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
         return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER

@@ -88,7 +88,11 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
             for item, result in zip(group, stage.batch(group, *stage.args)):
                 on_result(item, result)
 
-        whole = inline_first([i for i in whole if is_ours(i.op)], here) + [i for i in whole if not is_ours(i.op)]
+        # (only small cases run here: a large one that is not split, a Rows op's, is a worker's from the start; done
+        #  here, two 4096 x 4096 x 4096 matmul cases ran one after the other in this process)
+        here_ok = [not is_large(n) and is_ours(i.op) for i, n, s in zip(items, sizes, split) if not s]
+        whole = inline_first([i for i, ok in zip(whole, here_ok) if ok], here) + [i for i, ok in zip(whole, here_ok)
+                                                                                 if not ok]
         if not whole and not any(split):
             return
     if jobs > 1:
@@ -159,10 +163,8 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
         with Runner(jobs) as run:
             for f in as_completed([run.submit(_load_and_run, b, stage) for b in parts]):
                 collect(*f.result())
-    if deferred:
-        with Runner(jobs_for(jobs, units([stage.size(m) for m in deferred]))) as run:  # (no more than the work)
-            for m in deferred:
-                done(m, stage.split(run, m, *stage.args))
+    if deferred:  # (split across the workers, or whole in one where the stage says a case is not to be split)
+        run_stage(stage, deferred, jobs, done)
 
 
 LOCAL = 32  # directories loaded and run together: their objects stay in the CPU's caches between the two
