@@ -254,14 +254,11 @@ SMALL = {"*": (40, 280, 11_000_000), "mse_loss_backward": (101, 280, 4_000_000),
          **dict.fromkeys(("binary_cross_entropy_backward", "binary_cross_entropy_with_logits_backward",
                           "l1_loss_backward", "smooth_l1_loss_backward", "soft_margin_loss_backward"), _LOSS_SIZE)}
 
-# check: {op key: why the op is let off it}
-OPT_OUT: dict[str, dict[str, str]] = {
-    "stub header": {"convolution_backward": "the stub CANN toolkit has no convolution yet: its three gradients "
-                                            "are cube ops (BatchMatMul and Matmul have theirs: ops_matmul.cpp)"},
-}
+# check: {op key: why the op is let off it} ("stub header": test_the_prototype_is_the_stub_headers); none is now
+OPT_OUT: dict[str, dict[str, str]] = {}
 
 # the C type of each declared parameter kind in an aclnn prototype
-C_TYPES = {"tensor": {"aclTensor*"}, "int": {"int64_t", "int8_t", "uint64_t"}, "float": {"float"},
+C_TYPES = {"tensor": {"aclTensor*"}, "int": {"int64_t", "int8_t", "uint64_t", "int"}, "float": {"float"},
            "double": {"double"}, "scalar": {"aclScalar*"}, "bool": {"bool"}, "bool_list": {"aclBoolArray*"},
            "int_list": {"aclIntArray*"}, "string": {"char*"}}
 

@@ -102,8 +102,9 @@ def test_variants_are_declared_and_classified(op):
 def test_the_prototype_is_the_stub_headers(op):
     """api_header is a header of the stub CANN toolkit (the user op's: its own include folder), and its
     GetWorkspaceSize takes api_params in order, each of its kind's C type, then workspaceSize and executor."""
-    if op.key in C.OPT_OUT["stub header"]:
-        pytest.skip(C.OPT_OUT["stub header"][op.key])
+    let_off = C.OPT_OUT.get("stub header", {})
+    if op.key in let_off:
+        pytest.skip(let_off[op.key])
     include = C.STUB_INCLUDE if key_of(op) != USER_KEY else C.USER_OPS / "include"
     assert (include / op.api_header).is_file(), f"{op.name}: no {op.api_header} in {include}"
     params = C.prototype(op, include)

@@ -1,7 +1,7 @@
 """The device loop end to end with no NPU: gen -> harness -> cmake build against the stub CANN -> run -> verify.
 
 The stub (tests/stub_cann) is a test double for the device: it declares exactly the public CANN
-API and computes the ten bundled ops as the device does. What this proves: the generated runner
+API and computes every bundled op as the device does. What this proves: the generated runner
 compiles unchanged against those declarations, drives the API correctly from the manifest's
 numbers (views, null tensors, statuses, whole output storage), and the gate catches what a
 broken kernel does, a crash and a hang included, each costing only its case. The goldens the

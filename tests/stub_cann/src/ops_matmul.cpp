@@ -7,17 +7,17 @@
 // 0-4, self and mat2 of 1-6 dims, K equal, batch dims broadcasting (torch.matmul's shapes); out's shape is not
 // checked there (the real op_api fails later, in its graph, where the element counts differ: the stub refuses it
 // here). BatchMatMul: one dtype for all, 3-d tensors, K equal, batches equal or one of them 1, out (B, M, N).
-// Phase two: each output element a float32 sum over K in the cube's order (steps of 16 values of K, each step's
-// products summed in double and rounded once to float32, added in K order; K past 8192 in rounds of
-// CeilAlign(ceil(K / rounds), 8) added in order), rounded once to out's dtype; under cubeMathType 2 (USE_FP16) with
-// operands computed as float32, the operands and the result rounded to float16 first (Dav2201MatMulRule's FP16
-// upper dtype and output dtype). The broadcast batch of an operand is read at its broadcast index.
+// Phase two: each output element a float32 sum over K in the cube's order (cube.h, CubeDot), rounded once to out's
+// dtype; under cubeMathType 2 (USE_FP16) with operands computed as float32, the operands and the result rounded to
+// float16 first (Dav2201MatMulRule's FP16 upper dtype and output dtype). The broadcast batch of an operand is read at
+// its broadcast index.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "aclnnop/aclnn_batch_matmul.h"
 #include "aclnnop/aclnn_matmul.h"
+#include "cube.h"
 #include "elements.h"
 #include "opapi.h"
 
@@ -28,10 +28,7 @@ using stub::Checker;
 const stub::OpDef kMatmul{"aclnnMatmul", nullptr, nullptr};
 const stub::OpDef kBatchMatMul{"aclnnBatchMatMul", nullptr, nullptr};
 
-constexpr int64_t kMmStep = 16;        // values of K per mmad step
-constexpr int64_t kMmSplitK = 8192;    // FP32_SPLIT_K_THRESHOLD
-constexpr int64_t kMmAlign = 8;        // a round's K aligned to 8
-constexpr int kMmUseFp16 = 2;          // cubeMathType USE_FP16
+constexpr int kMmUseFp16 = 2;  // cubeMathType USE_FP16
 
 // The matrices of self @ mat2 under torch.matmul's rules.
 struct MmShapes {
@@ -87,24 +84,6 @@ int64_t MmSource(const MmShapes& s, const std::vector<int64_t>& own, int64_t b) 
     return src;
 }
 
-// The cube's float32 accumulation of one element over [0, K): rows `a` (stride 1) and `b` (stride `bs`).
-float MmCubeDot(const float* a, const float* b, int64_t bs, int64_t k) {
-    int64_t rounds = k > kMmSplitK ? (k + kMmSplitK - 1) / kMmSplitK : 1;
-    int64_t size = rounds == 1 ? k : ((k + rounds - 1) / rounds + kMmAlign - 1) / kMmAlign * kMmAlign;
-    float out = 0.0f;
-    for (int64_t r0 = 0; r0 < k; r0 += size) {
-        int64_t r1 = std::min(k, r0 + size);
-        float acc = 0.0f;
-        for (int64_t s = r0; s < r1; s += kMmStep) {
-            double step = 0.0;
-            for (int64_t i = s; i < std::min(r1, s + kMmStep); ++i) step += static_cast<double>(a[i]) * b[i * bs];
-            acc += static_cast<float>(step);
-        }
-        out = r0 == 0 ? acc : out + acc;
-    }
-    return out;
-}
-
 stub::Job MmJob(const aclTensor* self, const aclTensor* mat2, const aclTensor* out, int cubeMathType) {
     stub::Job job;
     int a = job.Add(self), b = job.Add(mat2), o = job.Add(out, true);
@@ -128,7 +107,7 @@ stub::Job MmJob(const aclTensor* self, const aclTensor* mat2, const aclTensor* o
             const float* right = y.data() + MmSource(s, s.right, bi) * s.k * s.n;
             for (int64_t i = 0; i < s.m; ++i) {
                 for (int64_t jn = 0; jn < s.n; ++jn) {
-                    float v = MmCubeDot(left + i * s.k, right + jn, s.n, s.k);
+                    float v = stub::CubeDot(left + i * s.k, right + jn, s.n, s.k);
                     result[static_cast<size_t>((bi * s.m + i) * s.n + jn)] = fp16 ? stub::RoundTo(v, ACL_FLOAT16, false) : v;
                 }
             }
