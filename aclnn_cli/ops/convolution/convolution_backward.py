@@ -28,7 +28,8 @@ Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
 
 A 2-D padding of 4 values is (up, down, left, right) (convolution_backward_checker.h kPadding4UpIdx ...): the
 near sides place the taps, both sides the forward's size. Not here yet: that padding with transposed = true (refused
-when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products.
+when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products,
+cubeMathType 2's float16 operands and result (the op_api's InputPreProcess casts every operand to float16).
 """
 
 from __future__ import annotations
@@ -229,8 +230,8 @@ def _attribute_rule(attrs) -> str | None:
     """CheckNotNull's outputMask length, CheckConvParams' values (stride, dilation > 0, padding >= 0, outputPadding
     0 unless transposed, groups in [1, 65535]) and the cubeMathType range. cubeMathType 2 (USE_FP16) with bfloat16
     operands is accepted on the 950, A3 and A2 (matmul/common/op_host/op_api/cube_util.cpp CheckSocSupportDtype
-    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it); it changes
-    nothing for 16-bit operands."""
+    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it). What USE_FP16 does
+    on the device is not modelled yet: the op_api casts every operand to float16 (docs/allowances.md, "Convolutions")."""
     mask = tuple(attrs[MASK])
     if len(mask) != 3:
         return f"outputMask has {len(mask)} values; it takes 3 (gradInput, gradWeight, gradBias)"
