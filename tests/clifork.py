@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 _HEADER = struct.Struct("!I")
@@ -106,9 +107,9 @@ def cli_process(*args, env: dict | None = None, cwd=None, timeout: float | None 
     readers = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
     for r in readers:
         r.start()
-    timed_out = False
-    for r in readers:
-        r.join(timeout)
+    timed_out, deadline = False, None if timeout is None else time.monotonic() + timeout
+    for r in readers:  # (one deadline for both pipes, as subprocess.run's timeout is one)
+        r.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if r.is_alive():  # (the command, or something it left holding its pipes, is still running)
             timed_out = True
             try:

@@ -136,6 +136,15 @@ def test_the_look_before_importlib_metadata_finds_the_group_however_it_is_writte
     (tmp_path / "lib.zip").write_bytes(b"PK\x05\x06" + bytes(18))
     monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "lib.zip")])
     assert user._entry_points_may_name_ours()
+    monkeypatch.setattr(sys, "path", [str(site)])
+
+    class OwnDistributions:  # (an import hook that finds distributions importlib.metadata would ask)
+        @staticmethod
+        def find_distributions(context=None):
+            return iter(())
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, OwnDistributions()])
+    assert user._entry_points_may_name_ours()
 
 
 def test_a_command_that_reads_the_registry_whole_does_not_import_importlib_metadata_without_a_plugin():

@@ -20,10 +20,11 @@ class Memo:
 
     def get(self, m, *key):
         """The value kept for case `m` under `key`, or None."""
-        found = self.entries.get((id(m.op), m.raw.get("digest"), *key))
+        where = (id(m.op), m.raw.get("digest"), *key)
+        found = self.entries.get(where)
         if found is None:
             return None
-        self.entries.move_to_end((id(m.op), m.raw.get("digest"), *key))
+        self.entries.move_to_end(where)
         return found[1]
 
     def put(self, m, key: tuple, value, size: int) -> None:

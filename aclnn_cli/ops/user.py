@@ -138,7 +138,11 @@ def _entry_points_may_name_ours() -> bool:
     """Whether an installed distribution's entry_points.txt may declare the `aclnn_cli.ops` group: a look at the
     text of those files on sys.path, before importlib.metadata (email, zipfile and csv: most of a small command's
     start beyond NumPy) reads them properly. Anything this look cannot see into (a zip file on sys.path, a file it
-    cannot read) answers yes."""
+    cannot read, an import hook of its own that finds distributions) answers yes."""
+    from importlib.machinery import PathFinder
+
+    if any(f is not PathFinder and hasattr(f, "find_distributions") for f in sys.meta_path):
+        return True
     for entry in sys.path:
         folder = entry or "."
         try:

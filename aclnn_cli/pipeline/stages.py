@@ -90,9 +90,8 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
 
         # (only small cases run here: a large one that is not split, a Rows op's, is a worker's from the start; done
         #  here, two 4096 x 4096 x 4096 matmul cases ran one after the other in this process)
-        here_ok = [not is_large(n) and is_ours(i.op) for i, n, s in zip(items, sizes, split) if not s]
-        whole = inline_first([i for i, ok in zip(whole, here_ok) if ok], here) + [i for i, ok in zip(whole, here_ok)
-                                                                                 if not ok]
+        unsplit = [(i, not is_large(n) and is_ours(i.op)) for i, n, s in zip(items, sizes, split) if not s]
+        whole = inline_first([i for i, small in unsplit if small], here) + [i for i, small in unsplit if not small]
         if not whole and not any(split):
             return
     if jobs > 1:
