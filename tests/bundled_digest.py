@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -57,9 +58,9 @@ def case_digests(out_root: Path) -> dict[str, str]:
     return digests
 
 
-def produce(out_root: Path, jobs: int = 1, gen: bool = True) -> dict[str, str]:
+def produce(out_root: Path, jobs: int = 1, gen: bool = True, digests: bool = True) -> dict[str, str]:
     """gen (unless not `gen`: out_root holds the suite generated), emulate and verify the bundled suite into
-    out_root; its digests."""
+    out_root; its digests (unless not `digests`: {})."""
     from click.testing import CliRunner
     from aclnn_cli.cli.main import main
     steps = [["gen", "-o", out_root, "--jobs", jobs]] if gen else []
@@ -67,7 +68,27 @@ def produce(out_root: Path, jobs: int = 1, gen: bool = True) -> dict[str, str]:
                  ["verify", out_root, "--jobs", jobs, "--json", out_root / "verify.json"]):
         r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
         assert r.exit_code == 0, r.output
-    return case_digests(out_root)
+    return case_digests(out_root) if digests else {}
+
+
+X86 = platform.machine() in ("x86_64", "AMD64")
+
+
+def limited_to(features: str, blas: str) -> dict | None:
+    """The environment that limits NumPy's dispatch as a CPU with only `features` would have it
+    (NPY_ENABLE_CPU_FEATURES), and OpenBLAS's kernels likewise (np.dot sums squares for the metrics); None where
+    this CPU lacks them (NumPy refuses to start with features the CPU does not have)."""
+    import numpy as np
+
+    if not np._core._multiarray_umath.__cpu_features__.get(features):
+        return None
+    return {"NPY_ENABLE_CPU_FEATURES": features, "OPENBLAS_CORETYPE": blas}
+
+
+def limited_to_avx2() -> dict:
+    """The machine of issue 31's finding 18 (AVX2 and FMA3, no AVX-512: X86_V3, Haswell's BLAS) on an x86 CPU that has
+    them; elsewhere the machine as it is ({})."""
+    return (limited_to("X86_V3", "Haswell") if X86 else None) or {}
 
 
 def read_reference() -> dict[str, str]:

@@ -82,15 +82,16 @@ def _start() -> socket.socket:
 
 
 def cli_process(*args, env: dict | None = None, cwd=None, timeout: float | None = None,
-                nofile: int | None = None) -> subprocess.CompletedProcess:
+                nofile: int | None = None, fsize: int | None = None) -> subprocess.CompletedProcess:
     """`python -m aclnn_cli *args` in a process of its own (see the module's docstring): its exit status, stdout and
-    stderr as text. env: the whole environment (default: this process's); nofile: its limit on open files."""
+    stderr as text. env: the whole environment (default: this process's); nofile: its limit on open files; fsize:
+    on the size of a file it writes (RLIMIT_FSIZE: past it, a write fails with EFBIG)."""
     argv = [str(a) for a in args]
     sock = _start()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     request = {"argv": argv, "env": dict(os.environ if env is None else env),
-               "cwd": str(cwd) if cwd is not None else os.getcwd(), "nofile": nofile}
+               "cwd": str(cwd) if cwd is not None else os.getcwd(), "nofile": nofile, "fsize": fsize}
     try:
         _send(sock, request, (out_w, err_w))
     finally:
@@ -171,10 +172,11 @@ def _child(request: dict, out_fd: int, err_fd: int) -> None:
         os.dup2(err_fd, 2)
         for fd in (null, out_fd, err_fd):
             os.close(fd)
-        if request["nofile"] is not None:
-            import resource
+        import resource
 
-            resource.setrlimit(resource.RLIMIT_NOFILE, (request["nofile"], request["nofile"]))
+        for limit, key in ((resource.RLIMIT_NOFILE, "nofile"), (resource.RLIMIT_FSIZE, "fsize")):
+            if request[key] is not None:
+                resource.setrlimit(limit, (request[key], request[key]))
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

@@ -1,7 +1,9 @@
 """Red-team probes: every way bad input can crash aclnn-cli or leave junk behind (issue 8, 'Done when').
 
-This is the issue-8 'Done when' list, run as a new user would run it: the real CLI in a subprocess
-(so tracebacks are real), on a tiny suite generated once per module and copied per test. The
+This is the issue-8 'Done when' list, run as a new user would run it: the CLI in a process of its own
+(clifork.py: the entry point in a forked process, so exit codes and tracebacks are real; the installed script
+started anew where a probe's limits concern the start), on a tiny suite generated once per module and copied
+per test. The
 promise every probe checks:
 
 * bad input (a case file, manifest, dump, status file, path or option) -> exit 2 and exactly one
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import pytest
 
+from clifork import cli_process
 
 
 def _cli() -> list[str]:
@@ -135,9 +138,15 @@ class Sandbox:
         return set(self.root.rglob("*"))
 
     def run(self, *args, timeout: float = 60, mem: int | None = None, unprivileged: bool = False) -> Run:
+        """The command in a process of its own: forked from clifork's server (the same entry point, a new process),
+        or the installed script started anew where the start is part of the probe (a memory limit: the address
+        space a new process maps; file modes for an unprivileged process) or ACLNN_CLI names another command."""
         before = self.tree()
-        p = subprocess.run(CLI + [str(a) for a in args], cwd=self.cwd, capture_output=True, text=True,
-                           errors="replace", timeout=timeout, preexec_fn=_limits(mem, unprivileged))
+        if mem or unprivileged or os.environ.get("ACLNN_CLI"):
+            p = subprocess.run(CLI + [str(a) for a in args], cwd=self.cwd, capture_output=True, text=True,
+                               errors="replace", timeout=timeout, preexec_fn=_limits(mem, unprivileged))
+        else:
+            p = cli_process(*args, cwd=self.cwd, timeout=timeout, fsize=FILE_LIMIT)
         return Run(p.returncode, p.stdout, p.stderr, self.tree() - before)
 
     def junk(self) -> list[Path]:

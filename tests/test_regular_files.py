@@ -2,7 +2,7 @@
 
 A FIFO, device or directory in the place of any file the tool reads (inputs, golden, dump, status,
 run verdict, case.json, a results file) is refused with one line naming it, never waited on; the CLI
-runs in a subprocess with a timeout, so a hang fails the test instead of hanging the suite. Manifests
+runs in a process of its own with a timeout, so a hang fails the test instead of hanging the suite. Manifests
 and results files are strict JSON under jsonsafe's limits, with their fields' types checked.
 """
 
@@ -25,6 +25,7 @@ from aclnn_cli.files.regular import NotRegular, TooLarge, read_head, read_regula
 from aclnn_cli.files.regular import sha256_of_file
 from aclnn_cli.tensor.wholefiles import LoadedFile
 
+from clifork import cli_process
 from helpers import run_cli, write_yaml
 
 HANG = float(os.environ.get("ACLNN_HANG_SECONDS", "60"))  # far beyond what these runs take: reaching it is a hang
@@ -39,7 +40,13 @@ FILES = ("self.bin", "gradOutput.bin", "gradInput.golden.bin", "gradInput.dump.b
 
 
 def cli(*args, timeout: float = HANG, pre: str = "") -> subprocess.CompletedProcess:
-    """The CLI in a child process (pre: Python run first in it); a hang is a failed test, not a hung suite."""
+    """The CLI in a process of its own (clifork.py's; pre: Python run first in it, in a new interpreter); a hang is
+    a failed test, not a hung suite."""
+    if not pre:
+        try:
+            return cli_process(*args, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"aclnn-cli {' '.join(map(str, args))} hung (no answer in {timeout} s)")
     script = f"{pre}\nfrom aclnn_cli.cli.main import main; main()"
     argv = [sys.executable, "-c", script, *map(str, args)]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -92,15 +92,15 @@ def _same_device(a: Path, b: Path) -> bool:
 def _one_variant(args: tuple[str | None, list[str], list[str], str, bool]) -> tuple[str, dict[str, int]]:
     name, dirs, standards, scratch, first_failure = args
     variant = find_variant(name) if name else None
-    stop = first_failure and variant is not None and not variant.legit
     failing = dict.fromkeys(standards, 0)
     for d in dirs:
+        asked = [std for std in standards if not (first_failure and failing[std])]
+        if not asked:  # (failed under every standard: the rest cannot change a cell)
+            break
         m = M.load(_copy(scratch, d))
         emulate_case(m, variant=variant)
-        for std in standards:
+        for std in asked:
             failing[std] += verify_case(m, Options(standard=std)).status != PASS
-        if stop and all(failing.values()):  # (caught under every standard: the rest cannot change that)
-            break
     return name or "(correct kernel)", failing
 
 
@@ -109,9 +109,10 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
                   correct_standards: list[str] | None = None) -> dict[str, dict[str, int]]:
     """{variant: {standard: failing cases}}, with the correct emulated kernel as the first row.
 
-    variants: the catalogue's names to run (None: all of them; [] the correct kernel only). first_failure: a
-    defect's cells only say whether it is caught (1, its first failing case under every standard) or not (0); the
-    correct kernel and the legitimate variants still run every case, where one failure anywhere is a false alarm.
+    variants: the catalogue's names to run (None: all of them; [] the correct kernel only). first_failure: a cell
+    only says whether the variant fails a case under that standard (1) or none (0): a standard that has failed one
+    is not asked again, and a variant stops once every standard has (a defect caught, or a false alarm, needs
+    one failing case; a pass needs them all).
     correct_standards: the standards of the correct kernel's row, if not `standards` (its emulated dumps judged
     under each: one emulation for every column)."""
     cases = matrix_cases(suite)
