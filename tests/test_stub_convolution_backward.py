@@ -104,10 +104,11 @@ def test_k_past_8192_runs_in_rounds_of_4104(stub):
     np.testing.assert_array_equal(bias_of(stub, rows), [2.0**24])
 
 
-@pytest.mark.parametrize("math, kept", [(0, True), (1, False), (2, True), (3, False)])
-def test_hfloat32_under_cube_math_types_1_and_3(stub, math, kept):
+@pytest.mark.parametrize("math, kept", [(0, True), (1, False), (2, False), (3, False)])
+def test_hfloat32_under_cube_math_types_1_and_3_and_float16_under_2(stub, math, kept):
     """v = 1 + 2^-12 everywhere (one element each): v v = 1 + 2^-11 + 2^-24 rounds to 1 + 2^-11 in float32; as HFLOAT32
-    (11 significant bits) v is 1 and both cube gradients are 1. gradBias is no cube product: v whatever the type."""
+    or float16 (11 significant bits) v is 1 and both cube gradients are 1. gradBias is no cube product and is summed
+    before USE_FP16's casts: v whatever the type."""
     v = np.array([[[1 + 2.0**-12]]], F32)
     t = {"gradOutput": v, "input": v, "weight": v, "gradInput": zeros((1, 1, 1)), "gradWeight": zeros((1, 1, 1)),
          "gradBias": zeros((1,))}
@@ -117,6 +118,21 @@ def test_hfloat32_under_cube_math_types_1_and_3(stub, math, kept):
     want = 1 + 2.0**-11 if kept else 1.0
     assert out["gradInput"].item() == out["gradWeight"].item() == want
     assert out["gradBias"].item() == 1 + 2.0**-12
+
+
+@pytest.mark.parametrize("math", [0, 2])
+def test_use_fp16_rounds_grad_input_through_float16_and_not_grad_weight(stub, math):
+    """v = 1 + 2^-10 (a float16 value) everywhere: v v = 1 + 2^-9 + 2^-20 is float32's; under cubeMathType 2 gradInput
+    leaves the cube as float16 (1 + 2^-9), gradWeight as float32 (Conv*BackpropFilterFp162Fp32)."""
+    v = np.array([[[1 + 2.0**-10]]], F32)
+    t = {"gradOutput": v, "input": v, "weight": v, "gradInput": zeros((1, 1, 1)), "gradWeight": zeros((1, 1, 1)),
+         "gradBias": zeros((1,))}
+    status, out = call(stub, t, {"stride": [1], "padding": [0], "dilation": [1], "outputPadding": [0],
+                                 "cubeMathType": math})
+    assert status == 0, stub.error()
+    exact = 1 + 2.0**-9 + 2.0**-20
+    assert out["gradInput"].item() == (1 + 2.0**-9 if math == 2 else exact)
+    assert out["gradWeight"].item() == exact
 
 
 # ---------------------------------------------------------------- the definition on exact sums

@@ -274,6 +274,27 @@ def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_
     return dots.finished(walk.value, walk.scale, walk.peak, walk.squares, low.k, counts, term_roundings)
 
 
+def magnitude(low: Lowered) -> np.ndarray:
+    """sum over each element's terms of |L| |R|, (G, M, C) float64, within a factor SLACK either way (sums of
+    nonnegative terms)."""
+    k_step = dots.k_step(low.k)
+    out = np.zeros((low.g, low.m, low.c))
+    for cs, ce in _column_ranges(low, k_step):
+        for ks in range(0, low.k, k_step):
+            ke = min(low.k, ks + k_step)
+            out[:, :, cs:ce] += np.matmul(np.abs(low.left(ks, ke)), np.abs(low.right(ks, ke, cs, ce)))
+    return out
+
+
+def magnitude_at(low: Lowered, where: np.ndarray) -> np.ndarray:
+    """`magnitude` of the elements at flat positions `where`: 1-d."""
+    where = np.asarray(where, np.int64)
+    out = np.zeros(where.size)
+    for inside, products in _products_at(low, where):
+        out[inside] += np.abs(products).sum(axis=1)
+    return out
+
+
 def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
     """The exact values (Fractions) of the tensor's elements at flat positions `where`."""
     where = np.asarray(where, np.int64)

@@ -28,8 +28,13 @@ Conv{2,3}DBackpropFilter with the operands exchanged and a forward convolution).
 
 A 2-D padding of 4 values is (up, down, left, right) (convolution_backward_checker.h kPadding4UpIdx ...): the
 near sides place the taps, both sides the forward's size. Not here yet: that padding with transposed = true (refused
-when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the 910 and 310P products,
-cubeMathType 2's float16 operands and result (the op_api's InputPreProcess casts every operand to float16).
+when a case loads, naming why), mixed dtypes (promotion), empty tensors, the 8-bit dtypes of the transposed path, the
+910 and 310P products, an operand or a result past float16's range under cubeMathType 2.
+
+cubeMathType 2 (USE_FP16) on operands that are not all float16 (`_fp16`): the op_api casts gradOutput, input and
+weight to float16 (InputPreProcess, line 583 at ops-nn e5c3fa93; bfloat16 too), so the cube gradients take float16
+operands, and gradInput leaves the cube as float16 (then cast to its dtype); gradBias is summed before the casts, from
+gradOutput as it is. Emulated so, and in the allowance (`_math_type_terms`).
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ import numpy as np
 
 from ...tensor.dtypes import BFLOAT16
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
-from ..families.convolution import (Convolution, conv_output_sizes, padding_sides, shape_of, shape_values,
-                                    spatial_list, transposed_output_sizes)
+from ..families.convolution import (WIDE_OPERANDS, Convolution, conv_output_sizes, padding_sides, shape_of,
+                                    shape_values, spatial_list, transposed_output_sizes)
 from ..registry import register
 from . import conv_lowering as L
 
@@ -49,6 +54,9 @@ BIAS_SIZES, STRIDE, PADDING, DILATION, TRANSPOSED, OUT_PAD, GROUPS, MASK, MATH =
 OUTPUTS = (GI, GW, GB)
 FAMILY = Convolution(driver=X)
 HF32 = 2.0**-9 + 2.0**-20  # float32 operands as HFLOAT32 (11 bits): |dA||B| + |A||dB| + |dA||dB| <= this |A||B|
+USE_FP16 = 2  # cubeMathType: every operand cast to float16 (the op_api's InputPreProcess)
+FP16_MIN_NORMAL, FP16_MAX = 2.0**-14, 65504.0
+FP16_HALF_ULP, FP16_TINY = 2.0**-11, 2.0**-25  # a rounding to float16: relative, and below its normal range
 
 
 def conv_of(t) -> L.Conv:
@@ -85,14 +93,12 @@ def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
 
 def _reference(t) -> dict:
     """Per output: the lowering's float64 value, bound gamma_K |L|.|R|, scale |L|.|R| and the allowance of a float32
-    accumulation from each element's taps (conv_lowering.reference); cubeMathType 1 or 3 on float32 operands adds
-    the HFLOAT32 rounding of the cube's operands (gradBias is no cube product)."""
-    hf32 = int(t.get(MATH, 0)) in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD))
-    out = {}
-    for name, low in lowered(t).items():
+    accumulation from each element's taps (conv_lowering.reference), with what cubeMathType's rounding adds
+    (`_math_type_terms`; gradBias is no cube product)."""
+    lows, moved, out = lowered(t), _fp16_moved(t, L.magnitude), {}
+    for name, low in lows.items():
         value, bound, scale, allowance = L.reference(low, 0 if name == GB else L.PRODUCT_ROUNDINGS)
-        if hf32 and name != GB:
-            allowance = allowance + HF32 * L.SLACK * scale
+        allowance = _math_type_terms(t, name, value, bound, scale, allowance, moved)
         out[name] = Reference(*(_piece(t, name, low.flat(a)) for a in (value, bound, scale)),
                               allowance=_piece(t, name, low.flat(allowance)))
     return out
@@ -100,14 +106,62 @@ def _reference(t) -> dict:
 
 def _reference_at(t, wanted) -> dict:
     """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products."""
-    hf32 = int(t.get(MATH, 0)) in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD))
     lows, out = lowered(t), {}
     for name, where in wanted.items():
+        moved = _fp16_moved(t, lambda low: L.magnitude_at(low, where), only=name)
         value, bound, scale, allowance = L.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
-        if hf32 and name != GB:
-            allowance = allowance + HF32 * L.SLACK * scale
-        out[name] = Reference(value, bound, scale, allowance=allowance)
+        out[name] = Reference(value, bound, scale,
+                              allowance=_math_type_terms(t, name, value, bound, scale, allowance, moved))
     return out
+
+
+def _fp16(t) -> bool:
+    """cubeMathType 2 on operands that are not all float16: the op_api casts gradOutput, input and weight to float16
+    for the cube (InputPreProcess, after gradBias's ReduceSum has read gradOutput as it is)."""
+    return int(t.get(MATH, 0)) == USE_FP16 and bool(np.asarray(t.get(WIDE_OPERANDS, 1)).reshape(-1)[:1].all())
+
+
+def _fp16_moved(t, magnitude, only: str | None = None) -> dict:
+    """Under `_fp16`, per cube gradient: how far the operands' cast to float16 can move each element. The cast rounds
+    to nearest (the Cast operator's CAST_NONE: rint where precision is lost), moving v by at most FP16_HALF_ULP
+    (|v| + 2^-14), and a saturating one past FP16_MAX by |v| - FP16_MAX more; with d(v) that bound,
+    sum |dL||R| + |L||dR| + |dL||dR| = (|L| + d(L)).(|R| + d(R)) - |L|.|R|, the lowering of the moved magnitudes
+    less the unmoved (the padding's taps stay zeros). {} where float16 holds every operand value (float16 values,
+    and bfloat16 ones in its range)."""
+    if not _fp16(t) or all(_fp16_exact(t[n]) for n in (X, W, GRAD)):
+        return {}
+    arrays = {n: np.abs(np.asarray(t[n], np.float64)) for n in (X, W, GRAD)}
+    moved = {n: a + FP16_HALF_ULP * (a + FP16_MIN_NORMAL) + np.maximum(a - FP16_MAX, 0.0) for n, a in arrays.items()}
+    before = lowered(t, x=arrays[X], w=arrays[W], gy=arrays[GRAD])
+    after = lowered(t, x=moved[X], w=moved[W], gy=moved[GRAD])
+    return {name: np.maximum(magnitude(after[name]) * L.SLACK - magnitude(before[name]) / L.SLACK, 0.0)
+            for name in after if name != GB and only in (None, name)}
+
+
+def _math_type_terms(t, name: str, value, bound, scale, allowance, moved: dict):
+    """The allowance with cubeMathType's roundings of a cube gradient (gradInput, gradWeight): 1 or 3 on float32
+    operands, the HFLOAT32 rounding of every operand (HF32 of |L|.|R|); 2 on operands not all float16, their float16
+    rounding (`_fp16_moved`) and the result's through float16 (half a float16 ulp of |value| + bound + what the
+    operands moved, or FP16_TINY below its normal range). gradInput leaves the cube as float16
+    (Conv*BackpropInputFp162Fp16, Conv*dFp16); gradWeight as float32 (Conv*BackpropFilterFp162Fp32), but through a
+    matmul where the op_api lowers it to one, whose result is float16 under USE_FP16 (ExecBatchMatmulOp): the
+    allowance takes the result's rounding for both."""
+    if name == GB:
+        return allowance
+    math_type = int(t.get(MATH, 0))
+    if math_type in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD)):
+        return allowance + HF32 * L.SLACK * scale
+    if _fp16(t):
+        with_operands = allowance + moved.get(name, 0.0)
+        return with_operands + (FP16_HALF_ULP * (np.abs(value) + bound + with_operands) + FP16_TINY) * L.SLACK
+    return allowance
+
+
+def _fp16_exact(values) -> bool:
+    """Whether float16 holds every value (float16 values, and bfloat16 ones within its range and precision)."""
+    v = np.asarray(values, np.float64)
+    with np.errstate(all="ignore"):
+        return bool(np.all((v.astype(np.float16).astype(np.float64) == v) | np.isnan(v)))
 
 
 def _eleven_bits(values) -> bool:
@@ -137,14 +191,26 @@ def _exact(t) -> dict:
 
 
 def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dtype=np.float32, bias_gy=None) -> dict:
-    """The float32 kernel over the lowering: cube accumulation per output (conv_lowering.accumulate)."""
+    """The float32 kernel over the lowering: cube accumulation per output (conv_lowering.accumulate). Under `_fp16`
+    the cube's operands are float16 (rounded to nearest) and gradInput leaves it as float16; gradBias reads
+    gradOutput as it is."""
+    fp16 = _fp16(t)
+    if fp16:
+        x, w, gy = (_to_fp16(t[n] if a is None else a) for n, a in ((X, x), (W, w), (GRAD, gy)))
     lows = lowered(t, conv, x, w, gy, np.float32, bias_gy)
     out = {}
     for name, low in lows.items():
         r = ranges(low.k) if ranges else None
         o = order(len(r)) if order and r else None
-        out[name] = _piece(t, name, low.flat(L.accumulate(low, r, o, dtype)))
+        result = low.flat(L.accumulate(low, r, o, dtype))
+        out[name] = _piece(t, name, _to_fp16(result) if fp16 and name == GI else result)
     return out
+
+
+def _to_fp16(values) -> np.ndarray:
+    """float32 values rounded to float16 (to nearest, past its largest to inf), as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, np.float32).astype(np.float16).astype(np.float32)
 
 
 def _ieee(t) -> dict:
@@ -230,8 +296,8 @@ def _attribute_rule(attrs) -> str | None:
     """CheckNotNull's outputMask length, CheckConvParams' values (stride, dilation > 0, padding >= 0, outputPadding
     0 unless transposed, groups in [1, 65535]) and the cubeMathType range. cubeMathType 2 (USE_FP16) with bfloat16
     operands is accepted on the 950, A3 and A2 (matmul/common/op_host/op_api/cube_util.cpp CheckSocSupportDtype
-    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it). What USE_FP16 does
-    on the device is not modelled yet: the op_api casts every operand to float16 (docs/allowances.md, "Convolutions")."""
+    refuses it only where the cube has no float32, as ops-nn's own ATK suite for the op asks it); the op_api then
+    casts every operand to float16 (`_fp16`)."""
     mask = tuple(attrs[MASK])
     if len(mask) != 3:
         return f"outputMask has {len(mask)} values; it takes 3 (gradInput, gradWeight, gradBias)"

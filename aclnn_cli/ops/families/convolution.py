@@ -23,9 +23,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+import numpy as np
+
 from .base import Geometry, Rows, Shapes
 
 RANK = "Rank"
+WIDE_OPERANDS = "wide_operands"  # block_values: 1 where an operand is not float16 (cubeMathType 2 casts it to float16)
 # Elements a tensor of one block may hold: gen's reference keeps about ten float64 arrays of each output's size (its
 # value, bound, scale, allowance, the prefix bounds), so 2^22 elements is about 300 MiB. Larger cases are refused when
 # they load (cutting a case into blocks is not done yet: decision 160).
@@ -184,6 +187,12 @@ class Convolution(Rows):
             if name in shapes and tuple(shapes[name]) != want:
                 return f"{name} has shape {list(shapes[name])}; the convolution family needs {list(want)}"
         return None
+
+    def block_values(self, m, b0: int, b1: int) -> dict:
+        """Whether an operand (gradOutput, input, weight) is not float16, (k, 1, 1): what float values cannot tell the
+        op, and what cubeMathType 2 (USE_FP16) acts on (the op_api casts every operand to float16)."""
+        wide = any(t.dtype.name != "float16" for t in m.tensors if t.name in (self.driver, self.grad, self.weight))
+        return {WIDE_OPERANDS: np.full((b1 - b0, 1, 1), int(wide), dtype=np.int64)}
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
         """One block: the whole input, rows of its last axis."""

@@ -13,8 +13,10 @@
 // Phase two: each gradient lowered to matrix products on the cube (conv.h), each element rounded once to its output's
 // dtype. Transposed, the convolution whose input gradient the forward is (input gradOutput's shape, output input's):
 // gradInput its forward, gradWeight its filter gradient with input and gradOutput exchanged. cubeMathType 1 or 3
-// with operands promoted to FLOAT: every operand value of the cube gradients as HFLOAT32 (RoundHf32); 2 (USE_FP16)
-// and 16-bit operands: computed as they are (the contract's reading; the op_api casts to FLOAT16 under USE_FP16).
+// with operands promoted to FLOAT: every operand value of the cube gradients as HFLOAT32 (RoundHf32). 2 (USE_FP16)
+// with an operand that is not FLOAT16: the op_api's InputPreProcess casts gradOutput, input and weight to FLOAT16
+// (to nearest) after gradBias has read gradOutput, and gradInput leaves the cube as FLOAT16 (Conv*BackpropInputFp162Fp16)
+// before the cast to its dtype; gradWeight leaves it as FLOAT (Conv*BackpropFilterFp162Fp32).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -34,6 +36,7 @@ const stub::OpDef kConvBackward{"aclnnConvolutionBackward", nullptr, nullptr};
 
 constexpr int64_t kConvMaxGroups = 65535;
 constexpr int kConvAllowFp32Down = 1, kConvUseHf32 = 3;  // cubeMathType values that run FLOAT as HFLOAT32
+constexpr int kConvUseFp16 = 2;  // cubeMathType: every operand cast to FLOAT16
 
 struct ConvCall {
     const aclTensor *grad, *input, *weight;
@@ -199,6 +202,8 @@ stub::Job ConvJob(const ConvCall& e) {
     bool transposed = e.transposed;
     aclDataType promoted = stub::Promote(stub::Promote(e.grad->dtype, e.input->dtype), e.weight->dtype);
     bool hf32 = (e.math == kConvAllowFp32Down || e.math == kConvUseHf32) && promoted == ACL_FLOAT;
+    bool fp16 = e.math == kConvUseFp16 &&
+                (e.grad->dtype != ACL_FLOAT16 || e.input->dtype != ACL_FLOAT16 || e.weight->dtype != ACL_FLOAT16);
     job.run = [=](const stub::Job& j, bool negate) {
         auto read = [&j](int at) { return stub::ReadFloats(j.T(at), j.T(at).view); };
         std::vector<float> dy = read(gy), in = read(x), wt = read(w);
@@ -207,13 +212,15 @@ stub::Job ConvJob(const ConvCall& e) {
             int64_t n = gshape[0], channels = gshape[1];
             j.Write(gb, stub::ConvBiasGrad(dy, n, channels, stub::Numel(gshape) / (n * channels)), negate);
         }
-        if (hf32) {
-            for (std::vector<float>* v : {&dy, &in, &wt}) {
-                std::transform(v->begin(), v->end(), v->begin(), stub::RoundHf32);
-            }
+        auto to_fp16 = [](float v) { return stub::RoundTo(v, ACL_FLOAT16, false); };
+        for (std::vector<float>* v : {&dy, &in, &wt}) {
+            if (hf32) std::transform(v->begin(), v->end(), v->begin(), stub::RoundHf32);
+            if (fp16) std::transform(v->begin(), v->end(), v->begin(), to_fp16);
         }
         if (gi >= 0) {
-            j.Write(gi, transposed ? stub::ConvForward(c, wt, dy) : stub::ConvInputGrad(c, wt, dy), negate);
+            std::vector<float> r = transposed ? stub::ConvForward(c, wt, dy) : stub::ConvInputGrad(c, wt, dy);
+            if (fp16) std::transform(r.begin(), r.end(), r.begin(), to_fp16);
+            j.Write(gi, r, negate);
         }
         if (gw >= 0) {
             j.Write(gw, transposed ? stub::ConvWeightGrad(c, dy, in) : stub::ConvWeightGrad(c, in, dy), negate);
