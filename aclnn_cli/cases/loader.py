@@ -259,6 +259,8 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
                            f"holds {math.prod(shapes[t.name])} (leave shape out)", f"inputs.{t.name}")
     outcome = check(op, product, descs, dict(attrs))
     status, rule = outcome.status, outcome.rule
+    if spec.exact and status == SUCCESS:
+        fills.update(_exact_fills(spec, {n: s for n, s in shapes.items() if not descs[n].null}, values, dtypes))
     if status == SUCCESS:  # (an accepted call whose shapes the family cannot relate would get wrong goldens)
         live = {n: s for n, s in shapes.items() if not descs[n].null}
         try:
@@ -288,6 +290,17 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
     if status == SUCCESS:
         _check_tolerance(spec, dtypes)
     return [_case(spec, product, descs, parts, status, rule, attrs, fills)]
+
+
+def _exact_fills(spec: _Spec, shapes, values, dtypes) -> dict[str, Fill]:
+    """The family's fills for `fill: exact` (ops/families/exact.py); one line where it has none or K is too large
+    for the output's dtype, or where the case gives an operand's values itself."""
+    got = spec.op.family.exact_fills(spec.op, shapes, values, dtypes)
+    if isinstance(got, str):
+        raise spec.err(f"fill: exact: {got}", "fill")
+    for name in sorted(set(got) & spec.given_inputs):
+        raise spec.err(f"'fill: exact' chooses {name}'s values; drop inputs.{name}", f"inputs.{name}")
+    return got
 
 
 def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:

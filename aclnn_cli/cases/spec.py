@@ -18,7 +18,8 @@ from ..standards.tolerances import ToleranceError
 from ..files.text import as_list, clip, is_int, key_path, show, unknown_key
 
 CASE_KEYS = ("name", "dtype", "shape", "product", "seed", "inputs", "tensors", "attributes", "expect_status",
-             "standard", "tolerance", "contract")
+             "standard", "tolerance", "contract", "fill")
+EXACT_STANDARD = "bitwise"  # what `fill: exact` is judged by: its sums are exact in any order
 TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
@@ -68,6 +69,7 @@ class Spec:
         self.standard = self.raw.get("standard")
         if self.standard is not None and not isinstance(self.standard, str):
             raise self.err(f"'standard' is a name like {DEFAULT_STANDARD}, got {show(self.standard)}", "standard")
+        self.exact = self._exact_fill()
         try:
             self.std = find_standard(DEFAULT_STANDARD if self.standard is None else clip(self.standard))
         except KeyError as exc:
@@ -81,6 +83,20 @@ class Spec:
 
     def err(self, msg: str, key: str) -> CaseError:
         return CaseError(self.where, msg, case=self.name, key=key)
+
+    def _exact_fill(self) -> bool:
+        """`fill: exact` (the family chooses the operands: ops/families/exact.py) is judged bit for bit; `random`,
+        the default, leaves the inputs to their generators."""
+        mode = self.raw.get("fill", "random")
+        if mode not in ("random", "exact"):
+            raise self.err(f"'fill' is exact or random, got {show(mode)}", "fill")
+        if mode == "random":
+            return False
+        if self.standard not in (None, EXACT_STANDARD):
+            raise self.err(f"'fill: exact' is judged bit for bit (standard {EXACT_STANDARD}); drop standard "
+                           f"{show(self.standard)}", "standard")
+        self.standard = EXACT_STANDARD
+        return True
 
     def _mapping(self, key: str, what: str) -> dict:
         """A mapping-valued key; left out or null is empty, anything else (even [] or 0) is an error."""
@@ -101,6 +117,7 @@ class Spec:
     def _fills(self) -> dict[str, Fill | Callable]:
         """Each input's fill; an op's callable default_fill stays a callable, resolved per case (loader.fill_for)."""
         inputs = self._mapping("inputs", "input names to generators")
+        self.given_inputs = frozenset(inputs)
         names = tuple(t.name for t in self.op.inputs)
         for key in inputs:
             if key not in names:

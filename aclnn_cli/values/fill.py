@@ -259,6 +259,35 @@ class RandInt(Fill):
 
 
 @dataclass(frozen=True)
+class NonzeroInt(Fill):
+    """{nonzero_int: r}: integers drawn uniformly from [-r, -1] and [1, r] (`fill: exact`'s operands: no term of a
+    sum is a zero, so no sum's sign of zero depends on the order it is added in, and the magnitudes are bounded)."""
+
+    kind: ClassVar[str] = "nonzero_int"
+
+    @classmethod
+    def parse(cls, arg) -> Fill:
+        if not _is_int(arg) or not 1 <= arg <= 1 << 24:
+            raise ValueError(f"'nonzero_int' takes an integer r in [1, 2^24] (values in [-r, -1] and [1, r]), "
+                             f"got {show(arg)}")
+        return cls((int(arg),))
+
+    def check(self, dtype: DType) -> str | None:
+        return _integers((-self.params[0], self.params[0]), dtype, self.kind)
+
+    def describe(self) -> dict:
+        return {self.kind: self.params[0]}
+
+    def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
+        r = self.params[0]
+        k = _draws(lambda rng, n: rng.integers(-r, r, size=n, dtype=np.int64), seed, slot, start, stop, np.int64)
+        ints = np.where(k >= 0, k + 1, k)  # ([-r, r) uniform, the zero moved to r)
+        if dtype.is_integer:
+            return ints.astype(dtype.np_dtype)
+        return round_from_f64(ints.astype(np.float64), dtype)
+
+
+@dataclass(frozen=True)
 class Derived(_Flag):
     """{derived: true}: the op computes this input from its other inputs (OpSpec.derived: MaxPool's indices, the
     forward's argmax of self). It cannot be drawn on its own: gen writes it block by block after the inputs it is
@@ -289,7 +318,8 @@ def _integers(values: tuple, dtype: DType, kind: str) -> str | None:
     return None
 
 
-GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt, Derived)}
+GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt,
+                                                         NonzeroInt, Derived)}
 KINDS = tuple(GENERATORS)
 
 

@@ -117,6 +117,11 @@ class Elementwise:
         """Why the family cannot relate these shapes (None: it can). The contract checks the broadcast."""
         return None
 
+    def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
+        """`fill: exact`'s operand fills (families/exact.py), or why this family has none."""
+        return (f"{op.name} is in the {self.name} family; exact fills are for sums of products (the contraction "
+                f"and convolution families)")
+
     def case_tensor(self, op) -> str:
         """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output."""
         return op.output.name
@@ -170,6 +175,11 @@ class Rows:
     def case_tensor(self, op) -> str:
         """The tensor whose dtype and shape a case's `dtype` and `shape` give: the driver."""
         return self.driver
+
+    def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
+        """`fill: exact`'s operand fills (families/exact.py), or why this family has none."""
+        return (f"{op.name} is in the {self.name} family; exact fills are for sums of products (the contraction "
+                f"and convolution families)")
 
     def across_terms(self, blocks: Mapping[str, np.ndarray], attrs: Mapping, rows: int):
         """How many terms each element of an across-rows output gets from these blocks: every row, one each."""
