@@ -25,7 +25,7 @@ from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits,
 from ..tensor.layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..tensor.status import NAMES as STATUS_NAMES, SUCCESS
-from ..ops.contract import TensorDesc, check, compute_dtype, rejections
+from ..ops.contract import TensorDesc, check, rejections, rounded_through, roundings
 from ..standards.tolerances import ToleranceError
 from ..files.lazy import cached_attribute
 from ..files.text import clip, key_path, printable_path, read_file, show, unknown_key
@@ -288,7 +288,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
     if status == SUCCESS and 0 in shapes[out] and not op.empty_ok:
         raise spec.err(f"{op.name} does not support empty tensors (shape {list(shapes[out])})", "shape")
     if status == SUCCESS:
-        _check_tolerance(spec, dtypes)
+        _check_tolerance(spec, dtypes, values, shapes)
     return [_case(spec, product, descs, parts, status, rule, attrs, fills)]
 
 
@@ -303,11 +303,11 @@ def _exact_fills(spec: _Spec, shapes, values, dtypes) -> dict[str, Fill]:
     return got
 
 
-def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType]) -> None:
+def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType], values: Mapping, shapes: Mapping) -> None:
     """The overrides against the dtype verify will judge this case in: the output's, or the coarser
     compute dtype a promoting op rounds through (as `verify.tolerance_dtype`)."""
-    out = dtypes[spec.op.output.name]
-    judged = min((out, compute_dtype(spec.op, dtypes)), key=lambda d: d.precision)
+    judged = min(roundings(spec.op, spec.op.output.name, dtypes,
+                           rounded_through(spec.op, spec.op.output.name, values, dtypes, shapes)), key=lambda d: d.precision)
     for k, v in spec.tolerance:
         try:
             spec.std.check_key(k, v, judged)

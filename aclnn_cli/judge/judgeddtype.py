@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..casedir import manifest as M
 from ..tensor.dtypes import DType
-from ..ops.contract import compute_dtype
+from ..ops.contract import rounded_through, roundings
 
 
 def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tuple[DType, float]:
@@ -15,13 +15,15 @@ def tolerance_dtype(m: M.CaseManifest, out: M.TensorEntry | None = None) -> tupl
     more precise than it: thresholds follow the coarser precision, the floor the larger one.
     """
     out = out or m.output
-    key = (m.op.name, out.name, tuple(t.dtype.name for t in m.tensors))
+    dtypes = {t.name: t.dtype for t in m.tensors}
+    through = rounded_through(m.op, out.name, m.attribute_values, dtypes,
+                              {t.name: tuple(t.layout.shape) for t in m.tensors}) if m.op.rounded_through else None
+    key = (m.op.name, out.name, tuple(t.dtype.name for t in m.tensors), through and through.name)
     if key not in _TOLERANCE_DTYPES:
-        dtype = out.dtype
-        # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between)
-        inner = dtype if m.op.family.rounded_once else compute_dtype(m.op, {t.name: t.dtype for t in m.tensors})
-        _TOLERANCE_DTYPES[key] = (min((dtype, inner), key=lambda d: d.precision),
-                                  max(dtype.smallest_normal, inner.smallest_normal))
+        # (a Rows op's outputs are each rounded once from float32 to their own dtype: no compute dtype between,
+        # unless the op says the device rounds them through a narrower one: `rounded_through`)
+        ways = roundings(m.op, out.name, dtypes, through)
+        _TOLERANCE_DTYPES[key] = (min(ways, key=lambda d: d.precision), max(d.smallest_normal for d in ways))
     return _TOLERANCE_DTYPES[key]
 
 

@@ -194,6 +194,10 @@ class OpSpec:
     # The formula in IEEE float64 where an input is inf/NaN (default: the kernel in float64).
     ieee: Callable[[Arrays], np.ndarray] | None = None
     cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"
+    # Outputs the device rounds through a dtype narrower than their own where the attributes say so (cubeMathType 2:
+    # the cube's results leave as float16): (attribute values, {tensor: dtype}, {tensor: shape}) -> {output: that
+    # dtype}. Its thresholds judge the output (judge/judgeddtype.py), as a promoting op's compute dtype does.
+    rounded_through: Callable[[Mapping, Mapping, Mapping], Mapping[str, object]] | None = None
     # Where a float32 kernel legitimately differs from the exact result (a discontinuity it
     # places one float32 step away, an intermediate that overflows float32): (where, device value).
     edge: Callable[[Arrays], tuple[np.ndarray, np.ndarray]] | None = None

@@ -137,6 +137,21 @@ def _shape_rule(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc]) -> 
     return None
 
 
+def rounded_through(op: OpSpec, output: str, attrs: Mapping, dtypes: Mapping[str, DType],
+                    shapes: Mapping[str, tuple[int, ...]]) -> DType | None:
+    """The dtype the op says the device rounds an output through for these attributes (`OpSpec.rounded_through`)."""
+    return op.rounded_through(attrs, dtypes, shapes).get(output) if op.rounded_through else None
+
+
+def roundings(op: OpSpec, output: str, dtypes: Mapping[str, DType], through: DType | None = None) -> tuple[DType, ...]:
+    """The dtypes an output's result is rounded to on its way: its own, the compute dtype a promoting Elementwise op
+    rounds through, and `through` (`rounded_through`) where given. The narrowest's thresholds judge it, the largest
+    smallest normal is its relative-error floor (judge/judgeddtype.py)."""
+    dtype = dtypes[output]
+    inner = dtype if op.family.rounded_once else compute_dtype(op, dtypes)
+    return tuple(d for d in (dtype, inner, through) if d is not None)
+
+
 def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
     """The dtype the kernel rounds its result to: the promoted input type for promoting ops, else the output's.
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...tensor.dtypes import BFLOAT16
+from ...tensor.dtypes import BFLOAT16, FLOAT16
 from ..base import AttrSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families import Contraction
 from ..families.contraction import FLOAT32_OPERANDS, LEFT_BATCH, OUT_BATCH, RIGHT_BATCH, VECTOR_DOT
@@ -65,6 +65,16 @@ def cube_rounding(t) -> str | None:
     if not _flag(t, FLOAT32_OPERANDS, 1) or _flag(t, VECTOR_DOT, 0):
         return None
     return {ALLOW_FP32_DOWN_PRECISION: "hf32", USE_HF32: "hf32", USE_FP16: "fp16"}.get(math_type)
+
+
+def rounded_through(attrs, dtypes, shapes) -> dict:
+    """USE_FP16 on float32 or mixed operands (not a 1-d dot product): the result leaves the cube as float16, whose
+    thresholds judge it (its rounding errors, unbiased but of float16's size, are not float32's)."""
+    kinds = {dtypes[n].name for n in (SELF, MAT2)}
+    dot = len(shapes.get(SELF, ())) == 1 and len(shapes.get(MAT2, ())) == 1
+    if int(attrs.get(MATH, KEEP_DTYPE)) != USE_FP16 or dot or not ("float32" in kinds or len(kinds) > 1):
+        return {}
+    return {OUT: FLOAT16}
 
 
 def reference(t) -> Reference:
@@ -223,5 +233,5 @@ def declared(**own) -> dict:
         empty_ok=False,
         family=Contraction(driver=SELF, right=MAT2, out=OUT),
         reference=reference, exact=exact, exact_at=exact_at, reference_at=reference_at, kernel=kernel, ieee=ieee,
-        special_values=SPECIAL_VALUES,
+        rounded_through=rounded_through, special_values=SPECIAL_VALUES,
         **own)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...tensor.dtypes import BFLOAT16
+from ...tensor.dtypes import BFLOAT16, FLOAT16
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families.convolution import (WIDE_OPERANDS, Convolution, conv_output_sizes, padding_sides, shape_of,
                                     shape_values, spatial_list, transposed_output_sizes)
@@ -104,11 +104,27 @@ def _reference(t) -> dict:
     return out
 
 
+_LAST: list = []  # [(the operand arrays, the convolution, {kind: lowerings})]: the last case `_reference_at` lowered
+
+
+def _lowered_once(t, kind: str = "values", arrays=dict) -> dict:
+    """`lowered(t, **arrays())`, kept for the next call on the same operand arrays: verify's relief asks for a few
+    elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls), and lowering its
+    whole tensors again each time cost 90% of verify. One case is kept: the next case's arrays replace it."""
+    key, conv = tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED]))
+    if not (_LAST and conv == _LAST[0][1] and all(a is b for a, b in zip(_LAST[0][0], key))):
+        _LAST[:] = [(key, conv, {})]
+    kept = _LAST[0][2]
+    if kind not in kept:
+        kept[kind] = lowered(t, **arrays())
+    return kept[kind]
+
+
 def _reference_at(t, wanted) -> dict:
     """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products."""
-    lows, out = lowered(t), {}
+    lows, out = _lowered_once(t), {}
     for name, where in wanted.items():
-        moved = _fp16_moved(t, lambda low: L.magnitude_at(low, where), only=name)
+        moved = _fp16_moved(t, lambda low: L.magnitude_at(low, where), only=name, lower=_lowered_once)
         value, bound, scale, allowance = L.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
         out[name] = Reference(value, bound, scale,
                               allowance=_math_type_terms(t, name, value, bound, scale, allowance, moved))
@@ -121,19 +137,33 @@ def _fp16(t) -> bool:
     return int(t.get(MATH, 0)) == USE_FP16 and bool(np.asarray(t.get(WIDE_OPERANDS, 1)).reshape(-1)[:1].all())
 
 
-def _fp16_moved(t, magnitude, only: str | None = None) -> dict:
+def _rounded_through(attrs, dtypes, shapes) -> dict:
+    """cubeMathType 2 on operands not all float16: gradInput and gradWeight are float16's precision at best (float16
+    operands, gradInput's result through float16), and that dtype's thresholds judge them; gradBias is as it was."""
+    if int(attrs.get(MATH, 0)) != USE_FP16 or all(dtypes[n].name == "float16" for n in (X, W, GRAD)):
+        return {}
+    return {GI: FLOAT16, GW: FLOAT16}
+
+
+def _fp16_moved(t, magnitude, only: str | None = None, lower=None) -> dict:
     """Under `_fp16`, per cube gradient: how far the operands' cast to float16 can move each element. The cast rounds
     to nearest (the Cast operator's CAST_NONE: rint where precision is lost), moving v by at most FP16_HALF_ULP
     (|v| + 2^-14), and a saturating one past FP16_MAX by |v| - FP16_MAX more; with d(v) that bound,
     sum |dL||R| + |L||dR| + |dL||dR| = (|L| + d(L)).(|R| + d(R)) - |L|.|R|, the lowering of the moved magnitudes
     less the unmoved (the padding's taps stay zeros). {} where float16 holds every operand value (float16 values,
-    and bfloat16 ones in its range)."""
+    and bfloat16 ones in its range). lower(t, kind, arrays): lowered(t, **arrays()) (`_lowered_once` keeps them)."""
     if not _fp16(t) or all(_fp16_exact(t[n]) for n in (X, W, GRAD)):
         return {}
-    arrays = {n: np.abs(np.asarray(t[n], np.float64)) for n in (X, W, GRAD)}
-    moved = {n: a + FP16_HALF_ULP * (a + FP16_MIN_NORMAL) + np.maximum(a - FP16_MAX, 0.0) for n, a in arrays.items()}
-    before = lowered(t, x=arrays[X], w=arrays[W], gy=arrays[GRAD])
-    after = lowered(t, x=moved[X], w=moved[W], gy=moved[GRAD])
+    lower = lower or (lambda t, kind, arrays: lowered(t, **arrays()))
+
+    def operands(shift: bool) -> dict:
+        out = {}
+        for key, n in (("x", X), ("w", W), ("gy", GRAD)):
+            a = np.abs(np.asarray(t[n], np.float64))
+            out[key] = a + FP16_HALF_ULP * (a + FP16_MIN_NORMAL) + np.maximum(a - FP16_MAX, 0.0) if shift else a
+        return out
+    before = lower(t, "magnitudes", lambda: operands(False))
+    after = lower(t, "moved", lambda: operands(True))
     return {name: np.maximum(magnitude(after[name]) * L.SLACK - magnitude(before[name]) / L.SLACK, 0.0)
             for name in after if name != GB and only in (None, name)}
 
@@ -398,6 +428,7 @@ SPEC = register(OpSpec(
     reference_at=_reference_at,
     kernel=_kernel,
     ieee=_ieee,
+    rounded_through=_rounded_through,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
     special_values="The doc defines none; IEEE sums of products: an inf meeting a 0 gives NaN, infinities of both "

@@ -31,9 +31,10 @@ from .exact import CUBE_BITS, exact_fills
 RANK = "Rank"
 WIDE_OPERANDS = "wide_operands"  # block_values: 1 where an operand is not float16 (cubeMathType 2 casts it to float16)
 # Elements a tensor of one block may hold: gen's reference keeps about ten float64 arrays of each output's size (its
-# value, bound, scale, allowance, the prefix bounds), so 2^22 elements is about 300 MiB. Larger cases are refused when
-# they load (cutting a case into blocks is not done yet: decision 160).
-BLOCK_LIMIT = 1 << 22  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
+# value, bound, scale, allowance, the prefix bounds) beside the inputs, about 120 bytes per element of the largest
+# tensor (ResNet-50's [32, 256, 56, 56] layer, 25.7M: 3.0 GB at gen's peak), so 2^25 is about 4 GB. Larger cases are
+# refused when they load (cutting a case into blocks is not done yet: decision 160).
+BLOCK_LIMIT = 1 << 25  # case_values: f"{tensor}{RANK}" and f"{tensor}Dim{i}" carry a tensor's shape
 
 
 def shape_values(*names: str):
