@@ -101,12 +101,10 @@ def _positive_side(t):
 
 
 @defect
-def _over_all_channels(t):
-    """Defect: gradWeight summed over the wrong axes: every channel of a launch gets the sum over all of them."""
-    def every_channel(v, axis):
-        total = tree_sum(v.reshape(1, -1, 1), axis=1)
-        return np.broadcast_to(total, (v.shape[0], 1, 1)).copy()
-    return kernel(t, row_sum=every_channel)
+def _first_sample(t):
+    """Defect: gradWeight reduced over the wrong axes: the spatial ones only, axis 0 left out (one sample's sum)."""
+    n = int(t.get(SAMPLES, 1))
+    return kernel(t, row_sum=lambda v, axis: tree_sum(v[:, :v.shape[1] // max(n, 1)], axis=axis))
 
 
 @defect
@@ -160,7 +158,7 @@ VARIANTS = {
     "prelu-weight-of-first-channel": _weight_of_first_channel,
     "prelu-weight-grad-unmasked": _unmasked,
     "prelu-weight-grad-positive-side": _positive_side,
-    "prelu-weight-grad-over-all-channels": _over_all_channels,
+    "prelu-weight-grad-first-sample": _first_sample,
     "prelu-mask-multiplied": _mask_multiplied,
     "prelu-fp16-accumulation": _fp16_accumulation,
     "prelu-bf16-accumulation": _bf16_accumulation,
