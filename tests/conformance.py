@@ -67,6 +67,7 @@ ENTRIES = {
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
+    "prelu_backward": (f"test_op_prelu_backward.py::{GOLDENS}", f"test_op_prelu_backward.py::{AN_INDEPENDENT}"),
     "mse_loss_backward": ("test_op_mse_loss_backward.py::test_golden_is_the_exact_value_rounded_once", LOSS_RUN),
     "nll_loss_backward": ("test_op_nll_loss_backward.py::test_bundled_goldens_against_the_oracle", ROWS_RUN),
     "rms_norm_grad": (f"test_op_rms_norm_grad.py::{BUNDLED_GOLDENS}", ROWS_RUN),
@@ -196,6 +197,11 @@ VARIANTS = {
     "mish_backward": (
         "mish-no-sigmoid mish-one-branch mish-tanh-of-x sign-slip",
         "mish-sech-form"),
+    "prelu_backward": (
+        "prelu-bf16-accumulation prelu-fp16-accumulation prelu-mask-multiplied prelu-swapped-branches "
+        "prelu-weight-grad-first-sample prelu-weight-grad-positive-side prelu-weight-grad-unmasked "
+        "prelu-weight-of-first-channel prelu-zero-as-positive",
+        "prelu-float32-products prelu-sample-major prelu-sequential"),
     "mse_loss_backward": (
         "cof-in-half divide-last factor-two-dropped graph-input-order integer-cof mean-by-output-numel "
         "mean-forgotten reduction-codes-swapped sign-slip",

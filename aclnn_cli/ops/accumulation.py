@@ -38,12 +38,15 @@ ACCUMULATION_UNIT = 2.0**-24  # float32: the 950's kernels accumulate fp16, bf16
 
 
 def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarray, rows,
-                          term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
+                          term_roundings: int, unit: float = ACCUMULATION_UNIT,
+                          term_unit: float | None = None) -> np.ndarray:
     """The absolute allowance per element of a sum over `rows` rows (float64 arrays, one value per element).
 
     peak: an upper bound on the largest |prefix sum| in row order; total: sum |t_i| (caps every node);
     squares: an upper bound on sum t_i^2; term_roundings: c, the float32 roundings that make one term.
-    rows: an int, or per element an int array (a scatter's elements sum different numbers of terms)."""
+    rows: an int, or per element an int array (a scatter's elements sum different numbers of terms).
+    term_unit: the unit of a term's roundings where it is not the accumulation's (a term made in the inputs'
+    16-bit dtype: 2^-11, 2^-8): each then adds (term_unit t_i)^2 under the root, not (unit t_i)^2."""
     with np.errstate(all="ignore"):  # (a sum that is inf or NaN, from a non-finite input, has no allowance)
         peak = np.minimum(np.asarray(peak, np.float64), np.asarray(total, np.float64))
         p = np.clip(rows, 1, PARTIALS)
@@ -52,11 +55,13 @@ def across_rows_allowance(peak: np.ndarray, total: np.ndarray, squares: np.ndarr
         for m in range(2, int(np.max(p, initial=1)) + 1):  # (at most 63 steps: the last step's nodes, each capped by sum|t|)
             np.square(np.minimum(np.multiply(2.0 * m, peak, out=node), total, out=node), out=node)
             last += node if np.ndim(p) == 0 else np.where(m <= p, node, 0.0)
-        nodes = contiguous + last + term_roundings * np.asarray(squares, np.float64)
+        terms = term_roundings * np.asarray(squares, np.float64)
+        nodes = contiguous + last + (terms if term_unit is None else terms * (term_unit / unit) ** 2)
         return LAMBDA * unit * np.sqrt(nodes) * SECOND_ORDER
 
 
-def sum_allowance(orders: list[np.ndarray], term_roundings: int, unit: float = ACCUMULATION_UNIT) -> np.ndarray:
+def sum_allowance(orders: list[np.ndarray], term_roundings: int, unit: float = ACCUMULATION_UNIT,
+                  term_unit: float | None = None) -> np.ndarray:
     """The allowance of sums over each row of float64 terms (the exact terms to float64's rounding), for an
     output that is one sum per row or channel (BatchNorm's gradBias): across_rows_allowance with the peak taken
     over every order of the terms the kernel may add them in (each array: (k, terms), one such order; or
@@ -73,7 +78,7 @@ def sum_allowance(orders: list[np.ndarray], term_roundings: int, unit: float = A
         peak = np.max([prefix_peak(o) for o in orders], axis=0)
         squares = np.square(flat).sum(axis=1) * (1 + 2.0**-40)
         return across_rows_allowance(peak * (1 + 2.0**-40) + slack, total * (1 + 2.0**-40) + slack, squares, n,
-                                     term_roundings, unit)
+                                     term_roundings, unit, term_unit)
 
 
 PEAK_CHUNK = 1 << 18  # elements a prefix_peak step holds: the whole order's running sums never exist at once

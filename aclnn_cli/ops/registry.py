@@ -46,6 +46,7 @@ BUNDLED: dict[str, str] = {
     "aclnnMishBackward": "elementwise.mish_backward",
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
+    "aclnnPreluBackward": "channels.prelu_backward",
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
     "aclnnSeluBackward": "elementwise.selu_backward",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",
