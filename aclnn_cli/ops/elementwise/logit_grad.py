@@ -110,6 +110,14 @@ def _kernel(t, strict=False, flip=False, eps_used=True, nan_outside=True, hi_exa
         return np.where(inside, q, ft(outside)).astype(x.dtype)
 
 
+def _in_kernel_window(t, q):
+    """q where the kernel's window holds x (lo <= x <= fl32(1 - lo)), its outside value elsewhere: the variants'."""
+    x = t["x"]
+    ft = x.dtype.type
+    lo, _, outside = window(t)
+    return np.where(_inside(x, ft(lo), ft(1.0) - ft(lo)), q, ft(outside)).astype(x.dtype)
+
+
 def _edge(t):
     """Where a correct float32 kernel may part from the golden: x = fl32(1 - lo) above the exact 1 - lo (the kernel
     takes it in), and a float32 quotient on the other side of an overflow threshold than the exact value."""
@@ -151,16 +159,24 @@ def _zero_outside(t):
     return _kernel(t, nan_outside=False)
 
 
+@defect
+def _reciprocal(t):
+    """Defect: dy * (1 / (x (1 - x))): at a subnormal x (bfloat16's, float32's) the reciprocal overflows to inf where
+    the quotient is finite; an arrangement that rounds a quantity larger than its result."""
+    x, dy = t["x"], t["dy"]
+    ft = x.dtype.type
+    with np.errstate(all="ignore"):
+        return _in_kernel_window(t, dy * (ft(1.0) / (x * (ft(1.0) - x))))
+
+
 @legitimate
 def _divide_twice(t):
     """Legitimate: dy / x / (1 - x), two float32 divisions for one product and one division: three roundings
     either way, in the kernel's window."""
     x, dy = t["x"], t["dy"]
     ft = x.dtype.type
-    lo, _, outside = window(t)
     with np.errstate(all="ignore"):
-        q = dy / x / (ft(1.0) - x)
-        return np.where(_inside(x, ft(lo), ft(1.0) - ft(lo)), q, ft(outside)).astype(x.dtype)
+        return _in_kernel_window(t, dy / x / (ft(1.0) - x))
 
 
 @legitimate
@@ -170,7 +186,7 @@ def _exact_window(t):
 
 
 VARIANTS = {"logit-open-window": _open_window, "logit-sign-slip": _sign_slip, "logit-eps-ignored": _eps_ignored,
-            "logit-zero-outside": _zero_outside, "logit-divide-twice": _divide_twice,
+            "logit-zero-outside": _zero_outside, "logit-reciprocal": _reciprocal, "logit-divide-twice": _divide_twice,
             "logit-exact-window": _exact_window}
 
 _PRODUCTS = ("950", "A3", "A2")  # the OpDef's AddConfig (ascend950, ascend910_93, ascend910b); the doc: no others
