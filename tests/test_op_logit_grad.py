@@ -153,6 +153,8 @@ def test_edges_are_the_window_end_and_the_overflow_threshold():
     assert where.tolist() == [True, False, False, False] and device[0] == F32(1) / (F32(0.99999994) * F32(5.9604645e-8))
     ref = SPEC.reference({"x": x, "dy": np.ones(4), "eps": 7e-8})
     assert ref.value[0] == 0.0 and ref.value[1] > 0
+    exact_window = SPEC.variants["logit-exact-window"]({"x": x.astype(F32), "dy": np.ones(4, F32), "eps": 7e-8})
+    assert exact_window[0] == 0.0 != device[0]  # (the legitimate variant differs from the kernel there, and passes)
     # dy / (x (1 - x)) = 65,520 (1 - 2^-30): below float16's overflow, its float32 rounding is 65,520 (inf in float16)
     xs = np.array([0.25], np.float64)
     dy = np.array([65520 * (1 - 2.0**-30) * 0.1875])

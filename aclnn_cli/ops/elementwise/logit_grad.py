@@ -106,7 +106,8 @@ def _kernel(t, strict=False, flip=False, eps_used=True, nan_outside=True, hi_exa
     with np.errstate(all="ignore"):
         t1 = x * ft(-1.0) + ft(1.0)
         q = dy / (x * (t1 if not flip else -t1))
-        inside = ((x > ft(lo)) & (x < ft(hi))) if strict else ((x >= ft(lo)) & (x <= ft(hi)))
+        wide = x.astype(np.float64)  # (compared with the float64 ends as they are: hi_exact's is no float32)
+        inside = ((wide > lo) & (wide < hi)) if strict else _inside(wide, lo, hi)
         return np.where(inside, q, ft(outside)).astype(x.dtype)
 
 
