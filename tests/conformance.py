@@ -63,6 +63,7 @@ ENTRIES = {
     "layer_norm_backward": (f"test_op_layer_norm_backward.py::{BUNDLED_GOLDENS}", ROWS_RUN),
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
     "log_sigmoid_backward": (TEXTBOOK, KERNELS),
+    "logit_grad": (f"test_op_logit_grad.py::{GOLDENS}", f"test_op_logit_grad.py::{AN_INDEPENDENT}"),
     "log_softmax_backward": (f"test_op_log_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_log_softmax_backward.py::{ATEN}"),
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
@@ -187,6 +188,9 @@ VARIANTS = {
     "log_sigmoid_backward": (
         "exp-overflow reads-buffer sign-slip",
         "stable-formula"),
+    "logit_grad": (
+        "logit-eps-ignored logit-open-window logit-reciprocal logit-sign-slip logit-zero-outside",
+        "logit-divide-twice logit-exact-window"),
     "log_softmax_backward": (
         "logsoftmax-dropped-element logsoftmax-flipped-sum logsoftmax-half-accumulation logsoftmax-missing-exp "
         "logsoftmax-missing-sum logsoftmax-wrong-axis",

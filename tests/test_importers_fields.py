@@ -115,6 +115,24 @@ def test_atk_scalar_range_values_is_a_constant():
         assert doc["cases"][0]["inputs"]["gradOutput"] == fill
 
 
+def test_atk_interval_range_values_is_a_range():
+    """ops-nn's LogitGrad and Celu suites write intervals as strings: "(0, 1)", "[ -5, 0 )", "( 0, 5 ]"."""
+    for value, fill in (("(0, 1)", {"uniform": [0.0, 1.0]}), ("[ -5, 0 )", {"uniform": [-5.0, 0.0]}),
+                        ("( 0, 5 ]", {"uniform": [0.0, 5.0]}), ("[0.5, 0.5]", {"constant": 0.5})):
+        data = atk(first_input={"range_values": value}).encode()
+        doc = importers.import_file(Path("s.json"), data).documents[0]
+        assert doc["cases"][0]["inputs"]["gradOutput"] == fill
+
+
+@pytest.mark.parametrize("value,why", [
+    ("(a, 1)", "an interval's end is a number, got 'a' in '(a, 1)'"),
+    ("(0, 1, 2)", "expected an interval such as \"(0, 1)\" or \"[-5, 0)\", got '(0, 1, 2)'"),
+    ("(0, 1", "expected an interval such as \"(0, 1)\" or \"[-5, 0)\", got '(0, 1'")])
+def test_atk_bad_interval_is_one_line(tmp_path, value, why):
+    src, line = error_line(tmp_path, atk(first_input={"range_values": value}))
+    assert line == f"aclnn-cli: error: {src}: case 'suite-0': key 'gradOutput.range_values': {why}"
+
+
 # ---- TTK ---------------------------------------------------------------------------------------
 
 def test_ttk_duplicate_header_column_is_refused(tmp_path):

@@ -41,6 +41,7 @@ BUNDLED: dict[str, str] = {
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
     "aclnnL1LossBackward": "elementwise.l1_loss_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
+    "aclnnLogitGrad": "elementwise.logit_grad",
     "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
     "aclnnLogSoftmaxBackward": "rows.log_softmax_backward",
     "aclnnMishBackward": "elementwise.mish_backward",

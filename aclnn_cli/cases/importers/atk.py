@@ -20,7 +20,8 @@ from ...ops import OpSpec
 from .common import (Collector, api_name, channels_view, check_format, dtype_name, errors, range_fill, resolve_op,
                      safe_name, seed_for, show, unit)
 from .entry import TensorIn, case_entry
-from .fields import MAX_INT64, as_number, check_keys, check_types, field, int_in, int_list, numbers, text
+from .fields import (MAX_INT64, as_number, check_keys, check_types, field, int_in, int_list, interval, numbers,
+                     text)
 from .source import json_cases, json_head
 
 NAME = "ATK JSON"
@@ -308,14 +309,16 @@ def _output(op: OpSpec, inp: dict, n: str, bad: Callable[..., CaseError],
 
 def _fill(rv: Any, dtype: str, stem: str, key: str, bad: Callable[..., CaseError],
           unsupported: Callable[..., CaseError]) -> dict:
-    """range_values -> our generator: a list is a range or values (common.range_fill), a single number
-    (ops-nn writes `"range_values": 0` or `"inf"`) a constant; {"name": "nd", "mean": [a, b], "std":
+    """range_values -> our generator: a list is a range or values (common.range_fill), an interval string ("(0, 1)")
+    a range, a single number (ops-nn writes `"range_values": 0` or `"inf"`) a constant; {"name": "nd", "mean": [a, b], "std":
     [c, d]} is a normal whose mean and std are drawn per case from [a, b] and [c, d]."""
     if rv == ["null"] or rv == "null":
         raise unsupported("range_values 'null' is not supported (give a range)", "range_values")
     if isinstance(rv, (list, int, float, str)) and not isinstance(rv, bool):
         if isinstance(rv, list):
             return range_fill(field(bad, "range_values", numbers, rv, "range_values"), dtype)
+        if isinstance(rv, str) and rv.strip()[:1] in ("(", "["):
+            return range_fill(field(bad, "range_values", interval, rv), dtype)
         return range_fill([field(bad, "range_values", as_number, rv)], dtype)
     if isinstance(rv, dict):
         if rv.get("name") != "nd":

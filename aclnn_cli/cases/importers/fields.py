@@ -38,6 +38,22 @@ def as_number(v: Any) -> float | int:
     raise ValueError(f"expected a number (or 'nan', 'inf', '-inf'), got {show(v)}")
 
 
+def interval(v: Any) -> list[float | int]:
+    """A range written as a string in interval notation, "(0, 1)", "[ -5, 0 )", "( 0, 5 ]" (ops-nn's LogitGrad and
+    Celu suites): its two ends, [lo, hi]; whether an end is open is not kept (docs/importing.md). ValueError
+    otherwise."""
+    text_ = v.strip() if isinstance(v, str) else ""
+    if len(text_) < 2 or text_[0] not in "([" or text_[-1] not in ")]" or text_[1:-1].count(",") != 1:
+        raise ValueError(f"expected an interval such as \"(0, 1)\" or \"[-5, 0)\", got {show(v)}")
+    ends = []
+    for part in text_[1:-1].split(","):
+        try:
+            ends.append(float(part))  # (Python's float reads "inf", "-inf" and "nan" as ATK writes them)
+        except ValueError:
+            raise ValueError(f"an interval's end is a number, got {show(part.strip())} in {show(v)}") from None
+    return ends
+
+
 def numbers(values: Any, what: str) -> list[float | int]:
     """A non-empty list of foreign numbers (at most MAX_VALUES); ValueError naming the bad entry."""
     if not isinstance(values, (list, tuple)) or not values:

@@ -36,6 +36,7 @@ struct Attrs {
     float lo = -1.0f, hi = 1.0f;  // HardtanhBackward's min, max
     float lambd = 0.5f;           // SoftshrinkBackward's lambda
     bool relu = false;            // ThresholdBackward: |threshold| <= FLT_EPSILON runs ReluGrad (lo holds threshold)
+    float outside = 0.0f;         // LogitGrad's value outside its window [lo, hi] (lo, hi as Hardtanh's)
 };
 
 // The device kernel in float32 (inputs widened exactly, result rounded by the caller), and where

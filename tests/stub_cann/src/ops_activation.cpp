@@ -1,10 +1,12 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward).
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward), and LogitGrad (loss/logit_grad),
+// elementwise on (dy, x) as they are.
 #include <cfloat>
 #include <cmath>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
+#include "aclnnop/aclnn_logit_grad.h"
 #include "aclnnop/aclnn_mish_backward.h"
 #include "aclnnop/aclnn_selu_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
@@ -71,7 +73,16 @@ float MishGrad(float dy, float x, const Attrs&) {
 }
 const stub::OpDef kMish{"aclnnMishBackward", MishGrad, nullptr};
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
+// logit_grad.h (A2, A3, 950), float32: ComputeStepOne q = dy / (x * (x * -1 + 1)); ComputeStepTwo
+// x >= lo && x <= hi ? q : outside, with Init's lo = eps, outside 0 (eps >= 0) or lo = 0, outside NaN (else) and
+// hi = 1 - lo in float32. NaN x: both compares false, outside.
+float LogitGrad(float dy, float x, const Attrs& a) {
+    float q = dy / (x * (x * -1.0f + 1.0f));
+    return (x >= a.lo && x <= a.hi) ? q : a.outside;
+}
+
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
+const stub::OpDef kLogitGrad{"aclnnLogitGrad", LogitGrad, nullptr};
 const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
 
 }  // namespace
@@ -222,5 +233,27 @@ aclnnStatus aclnnMishBackwardGetWorkspaceSize(const aclTensor* gradOutput, const
     });
 }
 STUB_PHASE_TWO(aclnnMishBackward, kMish)
+
+// A2, A3, 950 (fp32, fp16, bf16); no op_api (an aclnn generated from the OpDef): x, dy, out null: 161001; each dtype
+// in the list and all three equal (the OpDef's columns); 0-8 dims and equal shapes (the doc's rules; ops-nn's source
+// has no such check). eps narrowed to float (the OpDef's Float attribute), any value.
+aclnnStatus aclnnLogitGradGetWorkspaceSize(const aclTensor* x, const aclTensor* dy, double eps, const aclTensor* out,
+                                           uint64_t* workspaceSize, aclOpExecutor** executor) {
+    return stub::PhaseOne(kLogitGrad, workspaceSize, executor, dy, x, out, [&](Checker& c) {
+        Arg a{"x", x}, b{"dy", dy}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "", stub::kFp32Fp16), {a, b, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b, o}));
+        RETURN_IF_FAILED(c.SameShape({a, b, o}));
+        float e = static_cast<float>(eps);
+        bool above = e >= 0.0f;
+        c.attrs.lo = above ? e : 0.0f;
+        c.attrs.hi = 1.0f - c.attrs.lo;
+        c.attrs.outside = above ? 0.0f : NAN;
+        return ACLNN_SUCCESS;
+    });
+}
+STUB_PHASE_TWO(aclnnLogitGrad, kLogitGrad)
 
 }  // extern "C"
