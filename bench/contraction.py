@@ -8,9 +8,8 @@ whole `aclnn-cli` processes paired against naive NumPy scripts run as whole proc
 - conv: aclnnConvolutionBackward of a ResNet-50 layer, input and gradOutput [32, 256, 56, 56], weight
   [256, 256, 3, 3], stride 1, padding 1, float16. The naive generator draws the three inputs, forms im2col of
   the input, and computes gradWeight, gradInput (through col2im) and gradBias with float32 matmuls. The tool
-  takes a convolution case as one block of at most 2^22 elements per tensor (decision 160): a larger one is
-  refused when it loads. The row then records the refusal and measures the layer at the largest batch the tool
-  takes (--conv-fallback-batch, 4: 3,211,264 elements per tensor).
+  takes a convolution case as one block of at most 2^25 elements per tensor (decision 187): a larger --conv-shape
+  is refused when it loads; the row then records the refusal and measures the layer at --conv-fallback-batch.
 
 Each step is paired and alternated (bench/whole.py: ours and the naive script back to back, the order alternating
 from pair to pair, the ratio taken pair by pair, medians): `aclnn-cli gen CASES -o OUT` (OUT removed before each,
