@@ -43,6 +43,9 @@ ORDINARY = {
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
     "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
+    # (every element on the weight branch: gradWeight sums terms of one sign, gradInput is weight x gradOutput)
+    "prelu_backward": {"inputs": {"gradOutput": {"uniform": [0.5, 1.5]}, "self": {"uniform": [-2.0, -0.5]},
+                                  "weight": {"uniform": [0.5, 1.5]}}},
     # (GroupNorm's N, C, HxW, group are the API's arguments, from the case's dims: [rows, 2] as rows samples of
     # 2 channels in 1 group)
     "group_norm_backward": {"attributes": lambda dims: {"N": dims[0], "C": dims[1], "HxW": 1, "group": 1},

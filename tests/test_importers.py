@@ -227,8 +227,8 @@ UNSUPPORTED = [
     (TTK_HEADER + ttk_row("ok") + ttk_row("attr", op="hard_sigmoid_grad", attrs="{'alpha': 0.2}"),
      "attribute alpha=0.2 is not supported"),
     ('[{"id": 0, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", "dtype": "fp16", "shape": [2], '
-     '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnPreluBackward", "inputs": []}]',
-     "op 'aclnnPreluBackward' is not supported"),
+     '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnChamferDistanceBackward", "inputs": []}]',
+     "op 'aclnnChamferDistanceBackward' is not supported"),
     ('[{"id": 0, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", "dtype": "fp16", "shape": [2], '
      '"range_values": [0, 1]}]}, {"id": 1, "aclnn_name": "aclnnSiluBackward", "inputs": [{"name": "self", '
      '"dtype": "fp16", "shape": [2], "range_values": [0, 1], "outlier_values": [9]}]}]', "outlier_values"),
