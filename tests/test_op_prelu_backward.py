@@ -52,7 +52,8 @@ def channels(case: Path, m: dict):
         rows = lambda a: a.reshape(1, -1)  # noqa: E731
         back = lambda a: a.reshape(shape)  # noqa: E731
     else:
-        rows = lambda a: np.moveaxis(a, 1, 0).reshape(shape[1], -1)  # noqa: E731
+        m = math.prod(shape) // shape[1] if shape[1] else 0  # (C = 0, the empty case: no row, reshape cannot infer)
+        rows = lambda a: np.moveaxis(a, 1, 0).reshape(shape[1], m)  # noqa: E731
         back = lambda a: np.moveaxis(a.reshape((shape[1], shape[0], *shape[2:])), 0, 1)  # noqa: E731
     return rows(dy), rows(x), w.reshape(-1, 1), back
 

@@ -180,8 +180,9 @@ aclnnPreluBackward phase one (activation/p_relu_grad_update/op_api/aclnn_prelu_b
 - 161002: any tensor over 8 dims; gradInput not self's shape; weight's elements neither 1 nor C (self's axis 1, 1 for
   a 1-d self; a 0-d self with more than one); gradWeight not [C] (C elements) or not weight's shape (one element);
   gradOutput not broadcasting to self's shape (CheckShape).
-- Empty gradOutput, self or weight: success, nothing launched, nothing written (the bundled empty case's outputs
-  stay their zero fill, which is also the golden).
+- Empty gradOutput, self or weight: success, nothing launched, nothing written (aclnn_prelu_backward.cpp:168-173).
+  An empty self with C > 0 leaves gradWeight's C values unwritten (the harness's canary), not the golden's zero sums:
+  the bundled empty case has C = 0, every output empty.
 - Not modelled: a gradOutput that broadcasts to self (phase one accepts it; the channels family reads gradOutput
   in self's shape, so such a case is refused when it loads, naming the shape); a float16 product past 65,504
   (inf on the device, a finite golden).
