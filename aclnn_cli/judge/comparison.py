@@ -30,7 +30,8 @@ from .judgeddtype import tolerance_dtype
 from .judging import OutputJudging, output_judging
 from .rowrelief import rows_relief
 from ..tensor.storage import CHUNK, StorageFile, check_file_sha256
-from ..tensor.wholefiles import SMALL_FILE, LoadedFile, OpenedOnUse
+from ..files.regular import SMALL_FILE
+from ..tensor.wholefiles import LoadedFile, OpenedOnUse
 
 CSV_ROW_LIMIT = 100_000
 SPARSE_BACKOFF = 15  # chunks compared densely, without a look at their bits, after one that mostly differs

@@ -10,7 +10,6 @@ op already has (a bundled one above all: its cases would be overwritten in OUT) 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -340,7 +339,7 @@ class _Check:
         missing = [n for n in every if n not in names]
         twice = sorted({n for n in names if names.count(n) > 1})
         if missing or twice:
-            self.fail("signature", f"expected every tensor and attribute name once; "
+            self.fail("signature", "expected every tensor and attribute name once; "
                                    + (f"missing {', '.join(missing)}" if missing else f"twice: {', '.join(twice)}"))
 
 

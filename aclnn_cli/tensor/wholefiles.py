@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import UserError
 from .layout import Layout, source_positions
-from ..files.regular import SMALL_FILE  # (storage files up to this many bytes may be read whole: LoadedFile)
 from .storage import changed, open_storage, size_problem
 
 
