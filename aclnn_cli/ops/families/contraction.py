@@ -32,7 +32,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 
 from .base import Geometry, Rows, Shapes, broadcast_shape
-from .exact import CUBE_BITS, exact_fills
+from .exact import exact_fills, precision
 
 # block_values' names (no tensor or attribute has them): each operand's own batch index of every block, and the
 # output's (the block's own index); 1 where the
@@ -148,7 +148,6 @@ class Contraction(Rows):
     axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: the matrices')
     right: str = "mat2"
     out: str = "out"
-    math_type: str = "cubeMathType"  # (the attribute that may send the cube's result through float16)
     name: str = "contraction"
     # (True: the elements of a row of out share its row of left, those of a column the column of right, and the
     #  kernel adds them all in one order, so their accumulation errors are correlated and may lean one way; a
@@ -160,17 +159,13 @@ class Contraction(Rows):
         return (self.driver, self.right, self.out)
 
     def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
-        """Both operands' fills for sums of K products; the output's precision at most 11 bits where the cube's
-        result leaves through float16 (cubeMathType 2 on float32 or mixed operands, not a 1-d dot product)."""
+        """Both operands' fills for sums of K products, within the precision the output's result keeps
+        (families/exact.precision: float16's where the cube's result leaves as float16)."""
         mm = matrices(shapes[self.driver], shapes[self.right])
         if isinstance(mm, str):
             return mm
         out = op.output.name
-        kinds = {dtypes[n].name for n in (self.driver, self.right)}
-        dot = len(shapes[self.driver]) == 1 and len(shapes[self.right]) == 1
-        p = dtypes[out].precision
-        if int(values.get(self.math_type) or 0) == 2 and ("float32" in kinds or len(kinds) > 1) and not dot:
-            p = min(p, CUBE_BITS)
+        p = precision(op, out, shapes, values, dtypes)
         return exact_fills((self.driver, self.right), {out: (mm.k, 2, p, dtypes[out].name)}, dtypes)
 
     def matrices(self, shapes: Shapes) -> Matrices:

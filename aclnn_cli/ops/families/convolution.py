@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .base import Geometry, Rows, Shapes
-from .exact import CUBE_BITS, exact_fills
+from .exact import exact_fills, precision
 
 RANK = "Rank"
 WIDE_OPERANDS = "wide_operands"  # block_values: 1 where an operand is not float16 (cubeMathType 2 casts it to float16)
@@ -105,7 +105,6 @@ class Convolution(Rows):
     groups: str = "groups"
     transposed: str = "transposed"
     output_padding: str = "outputPadding"
-    math_type: str = "cubeMathType"  # (2 sends the cube gradients' results through float16)
     name: str = "convolution"
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 
@@ -194,8 +193,8 @@ class Convolution(Rows):
     def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
         """gradOutput's, input's and weight's fills for the three sums: gradInput's K = taps x Cout / groups products
         (transposed, the forward's Cin / groups x taps), gradWeight's N x the positions of gradOutput (transposed, of
-        input) and gradBias's N x gradOutput's positions of gradOutput alone; the cube gradients' precision at most 11
-        bits under cubeMathType 2 with an operand that is not float16."""
+        input) and gradBias's N x gradOutput's positions of gradOutput alone; each within the precision its result
+        keeps (families/exact.precision: float16's for the cube gradients under cubeMathType 2 on wider operands)."""
         x, g, w = (tuple(shapes[n]) for n in (self.driver, self.grad, self.weight))
         groups = max(int(values.get(self.groups) or 1), 1)
         taps, per = math.prod(w[2:]), math.prod(g[2:])
@@ -203,12 +202,10 @@ class Convolution(Rows):
             k = {self.grad_input: g[1] // groups * taps, self.grad_weight: x[0] * math.prod(x[2:])}
         else:
             k = {self.grad_input: taps * (w[0] // groups), self.grad_weight: x[0] * per}
-        wide = any(dtypes[n].name != "float16" for n in (self.driver, self.grad, self.weight))
-        fp16 = int(values.get(self.math_type) or 0) == 2 and wide
-        sums = {n: (k[n], 2, min(dtypes[n].precision, CUBE_BITS) if fp16 else dtypes[n].precision, dtypes[n].name)
-                for n in k if n in shapes}
+        sums = {n: (k[n], 2, precision(op, n, shapes, values, dtypes), dtypes[n].name) for n in k if n in shapes}
         if self.grad_bias in shapes:
-            sums[self.grad_bias] = (g[0] * per, 1, dtypes[self.grad_bias].precision, dtypes[self.grad_bias].name)
+            sums[self.grad_bias] = (g[0] * per, 1, precision(op, self.grad_bias, shapes, values, dtypes),
+                                    dtypes[self.grad_bias].name)
         return exact_fills((self.grad, self.driver, self.weight), sums, dtypes)
 
     def block_values(self, m, b0: int, b1: int) -> dict:

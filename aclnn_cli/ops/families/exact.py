@@ -4,8 +4,9 @@ bit for bit, and verify demands it (the `bitwise` standard).
 
 A sum of K terms, each a product of two operand values in [-r, r] (degree 2), or one value (degree 1: gradBias's sum
 of gradOutput), has every partial sum within K r^degree; a binary format of p significant bits holds every integer up
-to 2^p. So r is the largest integer with K r^degree <= 2^p for each output, p its dtype's precision (11 where the
-cube's result leaves through float16), and at most 2^min(p of the operands' dtypes, 11): the cube's HFLOAT32 and
+to 2^p. So r is the largest integer with K r^degree <= 2^p for each output, p its dtype's precision or that of the
+narrower dtype the op says the device rounds it through (`OpSpec.rounded_through`: float16 where the cube's result
+leaves as float16), and at most 2^min(p of the operands' dtypes, 11): the cube's HFLOAT32 and
 float16 operands (cubeMathType 1 to 3) keep 11 significant bits. The values are nonzero so that no output's sign of
 zero depends on the order (a sum of zero terms is +0 or -0 by how a kernel starts it).
 """
@@ -43,6 +44,13 @@ def _root_floor(n: int, degree: int) -> int:
     while (r + 1) ** degree <= n:
         r += 1
     return max(r, 1)
+
+
+def precision(op, output: str, shapes, values, dtypes) -> int:
+    """The significant bits an output's result keeps: its dtype's, or fewer where the op rounds it through a narrower
+    dtype for these attributes (`OpSpec.rounded_through`)."""
+    through = op.rounded_through(values, dtypes, shapes).get(output) if op.rounded_through else None
+    return min(dtypes[output].precision, through.precision if through is not None else dtypes[output].precision)
 
 
 def exact_fills(operands, sums, dtypes) -> dict | str:
