@@ -1,9 +1,8 @@
 """`fill: exact` (ops/families/exact.py): operands of nonzero integers sized from K and the dtypes, goldens the exact
 integer sums, judged bit for bit.
 
-Both sides: the goldens equal an int64 (matmul) or float64 (convolution, every partial sum an integer far inside 2^53)
-computation of this file's own; float32 kernels of this file's own in several orders write exactly the golden and
-pass; a dump one ulp off fails; defects fail where they change the result; the edges of K (the largest accepted, one
+Both sides: the goldens equal an int64 matmul of this file's own, or the convolution's Fractions oracle; float32
+kernels of this file's own in several orders write exactly the golden and pass; a dump one ulp off fails; defects fail where they change the result; the edges of K (the largest accepted, one
 more refused) for float16, bfloat16, float32 and float32 through float16 (cubeMathType 2).
 """
 
@@ -19,7 +18,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.values.fill import NonzeroInt, parse_fill
 from helpers import one_line_error, run_cli, write_yaml
 from rowblocks import generated_yaml, not_passing, variant_statuses, write_dump
-from test_op_convolution_backward import logical, parameters, taps_float32
+from test_op_convolution_backward import logical, oracle, parameters, taps_float32
 
 BMM = """\
 op: aclnnBatchMatMul
@@ -120,21 +119,21 @@ def test_one_ulp_off_fails_bit_for_bit(bmm, tmp_path):
 
 
 def test_convolution_goldens_are_exact_and_an_independent_kernel_passes_bit_for_bit(conv, tmp_path):
-    """The golden of every gradient is the float64 taps sum (each partial sum an integer), and the test's own float32
-    taps kernel (numpy's einsum: its own order and blocking) writes it exactly, transposed and grouped under
-    cubeMathType 2 too."""
+    """The golden of every gradient is the exact sum (the Fractions oracle of test_op_convolution_backward.py, written
+    from the doc's formulas), and the test's own float32 taps kernel (numpy's einsum: its own order and blocking)
+    writes it exactly, transposed and grouped under cubeMathType 2 too."""
     work = tmp_path / "taps"
     for case in _cases(conv):
         m = harness.load(case)
         args = [logical(case, m, n) for n in ("input", "weight", "gradOutput")]
         assert all(np.abs(a).min() >= 1 for a in args)
-        want = taps_float32(*(a.astype(np.float64) for a in args), *parameters(m))  # (astype(F) inside: exact here)
+        want = oracle(*args, *parameters(m))
         got = taps_float32(*args, *parameters(m))
         shutil.copytree(case, work / case.name)
         for name in ("gradInput", "gradWeight", "gradBias"):
             t = harness.tensors(m)[name]
             golden = harness.view(harness.storage(case, t, "golden"), t).astype(np.float64)
-            np.testing.assert_array_equal(golden, want[name].astype(np.float64))
+            np.testing.assert_array_equal(golden.reshape(-1), np.array([float(q) for q in want[name]]))
             write_dump(work / case.name, t, got[name])
     assert not not_passing(work, tmp_path / "taps.json")
 
