@@ -97,10 +97,10 @@ def _reference(t) -> dict:
     """Per output: the lowering's float64 value, bound gamma_K |L|.|R|, scale |L|.|R| and the allowance of a float32
     accumulation from each element's taps (conv_lowering.reference), with what cubeMathType's rounding adds
     (`_math_type_terms`; gradBias is no cube product)."""
-    lows, moved, out = lowered(t), _fp16_moved(t, L.magnitude), {}
+    lows, reach, out = lowered(t), _fp16_reach(t, L.magnitude), {}
     for name, low in lows.items():
         value, bound, scale, allowance = L.reference(low, 0 if name == GB else L.PRODUCT_ROUNDINGS)
-        allowance = _math_type_terms(t, name, value, bound, scale, allowance, moved)
+        allowance = _math_type_terms(t, name, value, bound, scale, allowance, reach)
         out[name] = Reference(*(_piece(t, name, low.flat(a)) for a in (value, bound, scale)),
                               allowance=_piece(t, name, low.flat(allowance)))
     return out
@@ -134,10 +134,10 @@ def _reference_at(t, wanted) -> dict:
     """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products."""
     lows, out = _lowered_once(t), {}
     for name, where in wanted.items():
-        moved = _fp16_moved(t, lambda low: L.magnitude_at(low, where), only=name, lower=_lowered_once)
+        reach = _fp16_reach(t, lambda low: L.magnitude_at(low, where), only=name, lower=_lowered_once)
         value, bound, scale, allowance = L.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
         out[name] = Reference(value, bound, scale,
-                              allowance=_math_type_terms(t, name, value, bound, scale, allowance, moved))
+                              allowance=_math_type_terms(t, name, value, bound, scale, allowance, reach))
     return out
 
 
@@ -155,34 +155,32 @@ def _rounded_through(attrs, dtypes, shapes) -> dict:
     return {GI: FLOAT16, GW: FLOAT16}
 
 
-def _fp16_moved(t, magnitude, only: str | None = None, lower=None) -> dict:
-    """Under `_fp16`, per cube gradient: how far the operands' cast to float16 can move each element. The cast rounds
-    to nearest (the Cast operator's CAST_NONE: rint where precision is lost), moving v by at most FP16_HALF_ULP
-    (|v| + 2^-14), and a saturating one past FP16_MAX by |v| - FP16_MAX more; with d(v) that bound,
-    sum |dL||R| + |L||dR| + |dL||dR| = (|L| + d(L)).(|R| + d(R)) - |L|.|R|, the lowering of the moved magnitudes
-    less the unmoved (the padding's taps stay zeros). {} where float16 holds every operand value (float16 values,
-    and bfloat16 ones in its range). lower(t, kind, arrays): lowered(t, **arrays()) (`_lowered_once` keeps them)."""
+def _fp16_reach(t, magnitude, only: str | None = None, lower=None) -> dict:
+    """Under `_fp16`, per cube gradient: (|L| + d(L)).(|R| + d(R)), from which the operands' cast to float16 can move
+    each element by at most that less |L|.|R| (the reference's scale): sum |dL||R| + |L||dR| + |dL||dR|, term by term.
+    The cast rounds to nearest (the Cast operator's CAST_NONE: rint where precision is lost), moving v by at most
+    d(v) = FP16_HALF_ULP (|v| + 2^-14), plus |v| - FP16_MAX where a saturating cast clamps it; the padding's taps stay
+    zeros. {} where float16 holds every operand value (float16 values, and bfloat16 ones in its range).
+    lower(t, kind, arrays): lowered(t, **arrays()) (`_lowered_once` keeps them)."""
     if not _fp16(t) or all(_fp16_exact(t[n]) for n in (X, W, GRAD)):
         return {}
     lower = lower or (lambda t, kind, arrays: lowered(t, **arrays()))
 
-    def operands(shift: bool) -> dict:
+    def moved() -> dict:
         out = {}
         for key, n in (("x", X), ("w", W), ("gy", GRAD)):
             a = np.abs(np.asarray(t[n], np.float64))
-            out[key] = a + FP16_HALF_ULP * (a + FP16_MIN_NORMAL) + np.maximum(a - FP16_MAX, 0.0) if shift else a
+            out[key] = a + FP16_HALF_ULP * (a + FP16_MIN_NORMAL) + np.maximum(a - FP16_MAX, 0.0)
         return out
-    before = lower(t, "magnitudes", lambda: operands(False))
-    after = lower(t, "moved", lambda: operands(True))
-    return {name: np.maximum(magnitude(after[name]) * L.SLACK - magnitude(before[name]) / L.SLACK, 0.0)
-            for name in after if name != GB and only in (None, name)}
+    lows = lower(t, "moved", moved)
+    return {name: magnitude(low) for name, low in lows.items() if name != GB and only in (None, name)}
 
 
-def _math_type_terms(t, name: str, value, bound, scale, allowance, moved: dict):
+def _math_type_terms(t, name: str, value, bound, scale, allowance, reach: dict):
     """The allowance with cubeMathType's roundings of a cube gradient (gradInput, gradWeight): 1 or 3 on float32
     operands, the HFLOAT32 rounding of every operand (HF32 of |L|.|R|); 2 on operands not all float16, their float16
-    rounding (`_fp16_moved`) and the result's through float16 (half a float16 ulp of |value| + bound + what the
-    operands moved, or FP16_TINY below its normal range). gradInput leaves the cube as float16
+    rounding (`_fp16_reach` less the scale |L|.|R|) and the result's through float16 (half a float16 ulp of |value| +
+    bound + what the operands moved, or FP16_TINY below its normal range). gradInput leaves the cube as float16
     (Conv*BackpropInputFp162Fp16, Conv*dFp16); gradWeight as float32 (Conv*BackpropFilterFp162Fp32), but through a
     matmul where the op_api lowers it to one, whose result is float16 under USE_FP16 (ExecBatchMatmulOp): the
     allowance takes the result's rounding for both."""
@@ -192,7 +190,8 @@ def _math_type_terms(t, name: str, value, bound, scale, allowance, moved: dict):
     if math_type in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD)):
         return allowance + HF32 * L.SLACK * scale
     if _fp16(t):
-        with_operands = allowance + moved.get(name, 0.0)
+        moved = np.maximum(reach[name] * L.SLACK - scale / L.SLACK, 0.0) if name in reach else 0.0
+        with_operands = allowance + moved
         return with_operands + (FP16_HALF_ULP * (np.abs(value) + bound + with_operands) + FP16_TINY) * L.SLACK
     return allowance
 
