@@ -2,8 +2,9 @@
 integer sums, judged bit for bit.
 
 Both sides: the goldens equal an int64 matmul of this file's own, or the convolution's Fractions oracle; float32
-kernels of this file's own in several orders write exactly the golden and pass; a dump one ulp off fails; defects fail where they change the result; the edges of K (the largest accepted, one
-more refused) for float16, bfloat16, float32 and float32 through float16 (cubeMathType 2).
+kernels of this file's own in several orders write exactly the golden and pass; a dump one ulp off fails; defects
+fail where they change the result; the edges of K (the largest accepted, one more refused) for float16, bfloat16,
+float32 and float32 through float16 (cubeMathType 2).
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def test_nonzero_int_draws_every_nonzero_value_and_no_zero_in_any_chunk():
 
 def test_matmul_goldens_are_the_integer_products_and_orders_pass_bit_for_bit(bmm, tmp_path):
     """Each operand nonzero integers within r (r = 1 for float16 at K = 2048 and bfloat16 at 256, 64 for float32 at
-    4096 and 129 at 1000, 1 under cubeMathType 2 at K = 1000), the golden int64's matmul, and float32 sums sequential, reversed and
-    in 8 shuffled K ranges write the golden exactly; verify passes them under the bitwise standard."""
+    4096 and 129 at 1000, 1 under cubeMathType 2 at K = 1000), the golden int64's matmul, and float32 sums
+    sequential, reversed and in 8 shuffled K ranges write the golden exactly; verify passes them bitwise."""
     r_of = {"k2048": 1, "k4096": 64, "k256": 1, "k1000fp16-cubeMathType0": 129, "k1000fp16-cubeMathType2": 1}
     orders = {"sequential": lambda k: [(i, i + 1) for i in range(k)], "reversed": lambda k: [(i, i + 1) for i in
                                                                                              reversed(range(k))],
@@ -191,3 +192,25 @@ def test_fill_random_undoes_a_default_exact(tmp_path):
     assert run_cli("gen", write_yaml(tmp_path, text), "-o", tmp_path / "out").exit_code == 0
     m = harness.load(next(iter(_cases(tmp_path / "out"))))
     assert m["standard"] is None and "nonzero_int" not in str(m["tensors"])
+
+
+def test_matmul_dot_products_and_batch_broadcast(tmp_path):
+    """aclnnMatmul's forms: 1-d @ 1-d (no cube: cubeMathType 2 leaves float32's 24 bits, r = 57 at K = 5,000) and a
+    batch that broadcasts (3 x 1 against 4): generated, emulated and judged bit for bit, each golden the int64 sum."""
+    text = ("op: aclnnMatmul\ndefaults: {product: '950', fill: exact, seed: 4}\ncases:\n"
+            "  - {name: dot, dtype: float32, shape: [5000], tensors: {mat2: {shape: [5000]}},\n"
+            "     attributes: {cubeMathType: 2}}\n"
+            "  - {name: bcast, dtype: float16, shape: [3, 1, 8, 300], tensors: {mat2: {shape: [4, 300, 5]}}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    assert not not_passing(out, tmp_path / "v.json")
+    r = {}
+    for case in _cases(out):
+        m = harness.load(case)
+        a, b = _tensor(case, m, "self").astype(np.int64), _tensor(case, m, "mat2").astype(np.int64)
+        r[case.name] = int(np.abs(a).max())
+        t = harness.tensors(m)["out"]
+        golden = harness.view(harness.storage(case, t, "golden"), t).astype(np.float64)
+        np.testing.assert_array_equal(golden, np.matmul(a, b))
+    assert r == {"matmul-dot": 57, "matmul-bcast": 2}
