@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..files.lazy import cached_attribute
-from .families import ELEMENTWISE, Elementwise, Rows
+from .families.base import ELEMENTWISE, Elementwise, Rows
 from .mathfns import exp
 
 Arrays = Mapping[str, np.ndarray]

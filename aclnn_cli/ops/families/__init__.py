@@ -15,14 +15,23 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
 """
 
+from importlib import import_module
+
 from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_shape, dim_axis, trailing_axes
-from .channels import Channels
-from .contraction import Contraction
-from .convolution import Convolution
-from .groups import Groups
-from .scatter import Scatter
-from .split import Split
-from .window import Window
+
+# The drivers beyond Elementwise and Rows are imported when first named (PEP 562): a command whose cases are
+# elementwise does not pay for the window, contraction and convolution modules at its start.
+_LAZY = {"Channels": "channels", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
+         "Scatter": "scatter", "Split": "split", "Window": "window"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ELEMENTWISE", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]
