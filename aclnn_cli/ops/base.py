@@ -187,6 +187,11 @@ class OpSpec:
     # Reference of 1-d arrays, one value per position}. verify's relief uses it, when given, for the few elements a
     # correct kernel's rounding flags, instead of `reference` on the blocks (the whole tensor).
     reference_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, Reference]] | None = None
+    # What gen certifies a golden's rounding with, where `reference` also computes what only verify needs: as
+    # `reference`, with value and bound (and a scale) but no allowance. A contraction's reference walks K in chunks
+    # for its allowance's prefix bounds; gen needs only the value and the bound, two matmuls. Not used for outputs
+    # summed across rows (their allowance file is gen's).
+    golden_reference: Callable[[Arrays], Reference] | None = None
     # How the device computes, in the inputs' float type (float32). None: emulate plays the
     # float64 reference rounded to float32 (an ideal device).
     kernel: Callable[[Arrays], np.ndarray] | None = None

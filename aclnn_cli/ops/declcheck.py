@@ -108,7 +108,7 @@ class _Check:
             self.fail("dims", f"expected (min, max) ranks with 0 <= min <= max <= {MAX_DIMS}, got {show(dims)}")
         self.flag("empty_ok", s.empty_ok)
         self.function("reference", s.reference, required=True)
-        for field in ("exact", "exact_at", "reference_at", "kernel", "ieee", "edge", "textbook"):
+        for field in ("exact", "exact_at", "reference_at", "golden_reference", "kernel", "ieee", "edge", "textbook"):
             self.function(field, getattr(s, field))
         for dtype, mode in self.items("cast_mode", s.cast_mode, Mapping):
             self.choice("cast_mode", dtype, tuple(D.DTYPES))
