@@ -120,24 +120,26 @@ def test_certified_bounds_the_exact_dot_product_cancelling_ones_too(dtype, k):
     assert np.all(np.abs(value - whole[0]) <= bound + whole[1])
 
 
-def test_golden_reference_bounds_the_exact_values_of_every_bundled_matmul(bundled_gen):
-    """Every bundled BatchMatMul and Matmul case of finite inputs: golden_reference's value +- bound holds the exact
-    value at random elements (gen certifies with it; the goldens and manifests are the bytes `reference` gave, the
-    bundled digests)."""
+def test_golden_reference_bounds_the_exact_values_of_every_bundled_contraction(bundled_gen):
+    """Every bundled BatchMatMul, Matmul and ConvolutionBackward case of finite inputs, each output: golden_reference's
+    value +- bound holds the exact value at random elements, and its value is the reference's to within both bounds
+    (gen certifies with it; the goldens and manifests are the bytes `reference` gave: the bundled digests)."""
     checked = 0
     for d in sorted(bundled_gen.iterdir()):
-        if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-")):
+        if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-", "convolution_")):
             continue
         m = M.load(d)
-        if m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL or not m.judged[0].layout.numel:
+        if m.op.name not in OPS or m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL:
             continue
         t = {**widened(case_blocks(m)), **m.attribute_values}
         if not all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
             continue
-        ref = m.op.golden_reference(t)
-        out = m.judged[0].name
-        where = RNG.choice(ref.value.size, min(ref.value.size, 7), replace=False)
-        exact = m.op.exact_at(t, {out: where})[out]
-        assert _contains(ref.value.reshape(-1)[where], ref.bound.reshape(-1)[where], exact) == 0, d.name
+        golden, whole = m.op.by_output(m.op.golden_reference(t)), m.op.by_output(m.op.reference(t))
+        for out in (o.name for o in m.judged if o.layout.numel):
+            ref = golden[out]
+            assert np.all(np.abs(ref.value - whole[out].value) <= ref.bound + whole[out].bound), (d.name, out)
+            where = RNG.choice(ref.value.size, min(ref.value.size, 7), replace=False)
+            exact = m.op.exact_at(t, {out: where})[out]
+            assert _contains(ref.value.reshape(-1)[where], ref.bound.reshape(-1)[where], exact) == 0, (d.name, out)
         checked += 1
-    assert checked >= 60, checked
+    assert checked >= 200, checked
