@@ -230,6 +230,8 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "empty_ok_not_bool": (dict(empty_ok="yes"), "empty_ok: expected True or False, got 'yes'"),
     "no_reference": (dict(reference=None), "reference: expected a function, got None"),
     "kernel_not_callable": (dict(kernel=3), "kernel: expected a function or None, got 3"),
+    "golden_reference_not_callable": (dict(golden_reference="x"), "golden_reference: expected a function or None, got 'x'"),
+    "redrawn_an_output": (dict(redrawn=("out",)), "redrawn[0]: expected one of gradOutput, self, got 'out'"),
     "unknown_cast_mode": (dict(cast_mode={"float16": "up"}),
                           "cast_mode[float16]: expected one of rint, round, got 'up'"),
     "contract_not_a_contract": (dict(contract="same"), "contract: expected a Contract, got 'same'"),

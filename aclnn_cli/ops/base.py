@@ -238,6 +238,10 @@ class OpSpec:
     # the forward's argmax of self. gen writes them after the inputs they are made from (golden/derived.py); a case
     # may still give explicit values (a fill), and a negative case writes zeros. Not for an Elementwise op.
     derived: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
+    # Inputs whose values ops-nn's ATK executor draws itself from the op's domain, whatever the file's range_values
+    # (EmbeddingDenseBackward's indices: `np.random.randint(0, numWeights)` in its init_by_input_data): the ATK
+    # importer keeps the file's dtype and shape and takes the op's default fill for them.
+    redrawn: tuple[str, ...] = ()
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""

@@ -124,6 +124,7 @@ class _Check:
             self.items(f"oracle_attributes[{i}]", attrs, Mapping)
         self.aliases(self.items("aliases", s.aliases, Mapping))
         self.derived(self.items("derived", s.derived, Mapping))
+        self.names("redrawn", s.redrawn, tuple(t.name for t in s.tensors if t.role == "input"))
         for name, graph in self.items("graph_ops", s.graph_ops, Mapping):
             self.graph_op(name, graph)
 
