@@ -231,6 +231,9 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "no_reference": (dict(reference=None), "reference: expected a function, got None"),
     "kernel_not_callable": (dict(kernel=3), "kernel: expected a function or None, got 3"),
     "golden_reference_not_callable": (dict(golden_reference="x"), "golden_reference: expected a function or None, got 'x'"),
+    "golden_reference_elementwise": (dict(golden_reference=_kernel),
+                                     "golden_reference: only a family with blocks takes one (an Elementwise reference "
+                                     "computes only what gen needs)"),
     "redrawn_an_output": (dict(redrawn=("out",)), "redrawn[0]: expected one of gradOutput, self, got 'out'"),
     "unknown_cast_mode": (dict(cast_mode={"float16": "up"}),
                           "cast_mode[float16]: expected one of rint, round, got 'up'"),

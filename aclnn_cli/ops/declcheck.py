@@ -125,6 +125,9 @@ class _Check:
         self.aliases(self.items("aliases", s.aliases, Mapping))
         self.derived(self.items("derived", s.derived, Mapping))
         self.names("redrawn", s.redrawn, tuple(t.name for t in s.tensors if t.role == "input"))
+        if s.golden_reference is not None and s.family.element_local:
+            self.fail("golden_reference", "only a family with blocks takes one (an Elementwise reference computes "
+                                          "only what gen needs)")
         for name, graph in self.items("graph_ops", s.graph_ops, Mapping):
             self.graph_op(name, graph)
 
