@@ -99,6 +99,15 @@ class GraphOp:
         return list(self.to_outputs or api_outputs)
 
 
+def choice(*allowed: str) -> Convert:
+    """A String attribute the API takes as a string too (GeluGradV2's approximate), one of `allowed`."""
+    def convert(value: Any) -> Any:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+    return convert
+
+
 def only(expected: str) -> Convert:
     """A String attribute the API has no argument for, accepted only at the value the API assumes."""
     def convert(value: Any) -> Any:
@@ -146,6 +155,12 @@ GRAPH_OPS = {
                         outputs=("x_grad",), to_outputs=("gradInput",),
                         absent_only={"tanhx": "aclnnMishBackward computes tanh(softplus(x)) itself and takes no tanhx; "
                                                "the graph op's result with a given tanhx is another function"}),
+    "GeluGradV2": GraphOp("aclnnGeluBackwardV2", ("dy", "x"), to_inputs=("gradOutput", "self"), outputs=("z",),
+                          to_outputs=("gradInput",), attrs={"approximate": ("approximate", choice("none", "tanh"))}),
+    # (SigmoidGrad's complex_conj conjugates a complex y: on the real dtypes the API takes it changes nothing)
+    "SigmoidGrad": GraphOp("aclnnSigmoidBackward", ("y", "dy"), to_inputs=("output", "gradOutput"), outputs=("z",),
+                           to_outputs=("gradInput",),
+                           ignored={"complex_conj": "conjugates a complex y; the real dtypes' result is the same"}),
     "GeluGrad": GraphOp("aclnnGeluBackward", ("dy", "x", "y"), to_inputs=("gradOutput", "self", None),
                         outputs=("z",), to_outputs=("gradInput",)),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
