@@ -136,6 +136,13 @@ REFUSED = {  # id -> (graph_ops / aliases replaced in PROBE, "field: message" th
     "absent_only_of_a_mapped_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
         PROBE_GRAPH, absent_only={"x": "computed by the API"})}),
         "graph_ops[ProbeGraphGrad].absent_only['x']: expected a graph input mapped to None in to_inputs"),
+    "when_of_another_length": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, when=(("mode", 1, ("gradOutput",)),))}),
+        "graph_ops[ProbeGraphGrad].when[0]: expected (graph attribute, value, one API input name or None per graph "
+        "input), got ('mode', 1, ('gradOutput',))"),
+    "when_naming_no_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, when=(("mode", 1, ("gradOutput", "x")),))}),
+        "graph_ops[ProbeGraphGrad].when[0][1]: aclnnUserGraphProbe has no input 'x' (gradOutput, self)"),
     "alias_to_nothing": (dict(aliases={"x": "input"}),
                          "aliases[x]: expected one of gradOutput, self, out, alpha, got 'input'"),
     "alias_of_its_own_name": (dict(aliases={"Self": "self"}),

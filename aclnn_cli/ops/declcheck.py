@@ -171,7 +171,7 @@ class _Check:
         for part in ("inputs", "outputs", "to_inputs", "to_outputs"):
             names = self.items(f"{field}.{part}", getattr(g, part))
             for i, n in enumerate(names):
-                if not (n is None and part == "to_inputs"):
+                if not (n is None and part in ("to_inputs", "to_outputs")):
                     self.text(f"{field}.{part}[{i}]", n, IDENT, "a tensor name")
         if not g.inputs:
             self.fail(f"{field}.inputs", "expected the graph op's input names, in order")
@@ -204,6 +204,14 @@ class _Check:
             if graph_name not in g.inputs or mapped[g.inputs.index(graph_name)] is not None:
                 self.fail(f"{field}.absent_only[{show(graph_name)}]",
                           "expected a graph input mapped to None in to_inputs")
+        for i, entry in enumerate(self.items(f"{field}.when", g.when)):
+            if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)
+                    and isinstance(entry[2], tuple) and len(entry[2]) == len(g.inputs)):
+                self.fail(f"{field}.when[{i}]", f"expected (graph attribute, value, one API input name or None per "
+                                                f"graph input), got {show(entry)}")
+            for j, n in enumerate(entry[2]):
+                if n is not None and n not in ins:
+                    self.fail(f"{field}.when[{i}][{j}]", f"{s.name} has no input '{n}' ({', '.join(ins)})")
         self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:

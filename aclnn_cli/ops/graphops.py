@@ -86,16 +86,25 @@ class GraphOp:
     # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, used in
     # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
+    # to_inputs that hold where a graph attribute has a value: ((graph attribute, value, to_inputs), ...), the first
+    # that matches (an attribute left out does not match). BatchNormGrad's reserve spaces are the saved mean and
+    # invstd in training, the running mean and variance in inference.
+    when: tuple[tuple[str, object, tuple[str | None, ...]], ...] = ()
 
     def given_but_absent_only(self, index: int) -> str | None:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
         return (self.absent_only or {}).get(self.inputs[index]) if index < len(self.inputs) else None
 
-    def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str | None]:
-        """The API's name for each graph input, in the graph's order (None: not passed to the API)."""
+    def api_inputs(self, api_inputs: tuple[str, ...], attrs: Mapping | None = None) -> list[str | None]:
+        """The API's name for each graph input, in the graph's order (None: not passed to the API), for a case
+        with these graph attributes."""
+        for name, value, to_inputs in self.when:
+            if name in (attrs or {}) and (attrs or {})[name] == value and type((attrs or {})[name]) is type(value):
+                return list(to_inputs)
         return list(self.to_inputs or api_inputs[:len(self.inputs)])
 
-    def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str]:
+    def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str | None]:
+        """The API's name for each graph output (None: an output the API has not, not judged)."""
         return list(self.to_outputs or api_outputs)
 
 
@@ -213,6 +222,19 @@ GRAPH_OPS = {
                                           "saveInvstd"),
                                outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
                                attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
+    # (reserve_space_3 is "not used and not involved in calculations"; reserve_space_4 and 5 are outputs the API
+    # has not; output_mask is "valid only in inference mode": the API computes what it switches on in both)
+    "BatchNormGrad": GraphOp("aclnnBatchNormBackward",
+                             ("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"),
+                             to_inputs=("gradOut", "input", "weight", "saveMean", "saveInvstd", None),
+                             when=(("is_training", False,
+                                    ("gradOut", "input", "weight", "runningMean", "runningVar", None)),),
+                             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4",
+                                      "reserve_space_5"),
+                             to_outputs=("gradInput", "gradWeight", "gradBias", None, None),
+                             attrs={"is_training": ("training", boolean), "epsilon": ("eps", number),
+                                    "output_mask": ("outputMask", bools),
+                                    "data_format": (None, choice("NCHW", "NHWC", "NCDHW", "NDHWC"))}),
     "EmbeddingDenseGrad": GraphOp("aclnnEmbeddingDenseBackward", ("grad", "indices"), outputs=("y",),
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),
