@@ -197,6 +197,8 @@ GRAPH_OPS = {
                         outputs=("backprops",), to_outputs=("out",), derive=_relu_threshold),
     "SoftmaxGrad": GraphOp("aclnnSoftmaxBackward", ("softmax", "grad_softmax"), to_inputs=("output", "gradOutput"),
                            attrs={"axes": ("dim", one_axis), "axis": ("dim", one_axis)}),
+    "SoftmaxGradExt": GraphOp("aclnnSoftmaxGradExt", ("grad", "x1", "x2"), outputs=("y",),
+                              attrs={"axes": ("axes", integer), "keep_dims": ("keepDims", boolean)}),
     "LogSoftmaxGrad": GraphOp("aclnnLogSoftmaxBackward", ("grad", "x"), to_inputs=("gradOutput", "output"),
                               attrs={"axis": ("dim", one_axis), "axes": ("dim", one_axis)}),
     "MseLossGrad": GraphOp("aclnnMseLossBackward", ("predict", "label", "dout"),

@@ -56,6 +56,7 @@ BUNDLED: dict[str, str] = {
     "aclnnSoftMarginLossBackward": "elementwise.soft_margin_loss_backward",
     "aclnnSmoothL1LossBackward": "elementwise.smooth_l1_loss_backward",
     "aclnnSoftmaxBackward": "rows.softmax_backward",
+    "aclnnSoftmaxGradExt": "rows.softmax_grad_ext",
     "aclnnSoftplusBackward": "elementwise.softplus_backward",
     "aclnnSwiGluGrad": "split.swi_glu_grad",
     "aclnnSwishBackward": "elementwise.swish_backward",
