@@ -78,6 +78,7 @@ ENTRIES = {
     "smooth_l1_loss_backward": (LOSS_RUN, LOSS_RUN),
     "soft_margin_loss_backward": (LOSS_RUN, LOSS_RUN),
     "softmax_backward": (f"test_op_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_softmax_backward.py::{ATEN}"),
+    "softmax_grad_ext": (f"test_op_softmax_grad_ext.py::{BUNDLED_GOLDENS}", f"test_op_softmax_grad_ext.py::{AN_INDEPENDENT}"),
     "softplus_backward": (TEXTBOOK, KERNELS),
     "softshrink_backward": (TEXTBOOK, KERNELS),
     "swi_glu_grad": (f"test_op_swi_glu_grad.py::{GOLDENS}", f"test_op_swi_glu_grad.py::{AN_INDEPENDENT}"),
@@ -238,6 +239,10 @@ VARIANTS = {
         "softmax-dropped-element softmax-flipped-sum softmax-graph-input-order softmax-half-accumulation "
         "softmax-logsoftmax-sum softmax-missing-sum softmax-wrong-axis",
         "softmax-aten-order softmax-fused-multiply-add"),
+    "softmax_grad_ext": (
+        "sgext-dropped-element sgext-flipped-sum sgext-half-accumulation sgext-missing-sum sgext-scale-first-element "
+        "sgext-scale-ignored sgext-swapped-inputs",
+        "sgext-golden-order sgext-sequential-short-rows sgext-tree-short-rows"),
     "softplus_backward": (
         "exp-overflow inclusive-threshold no-threshold sign-slip threshold-on-x",
         "multiply-form stable-formula"),

@@ -34,6 +34,7 @@ ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward"
 POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_indices_backward")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
+GENERATED_HEADERS = ("softmax_grad_ext",)  # (an OpDef's generated API) its kernel: the bundled cases (test_harness_e2e.py)
 CHANNEL_HEADERS = ("prelu_backward",)  # its kernel: test_stub_prelu_backward.py, and the bundled cases (test_harness_e2e.py)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
@@ -72,7 +73,8 @@ def test_installed_layout(stub_root):
                 "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
                 "lib64/libopapi.so",
                 *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS + REDUCTION_HEADERS + SPLIT_HEADERS + GROUP_HEADERS
-                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS)):
+                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS
+                  + GENERATED_HEADERS)):
         assert (stub_root / rel).is_file(), rel
     assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
 

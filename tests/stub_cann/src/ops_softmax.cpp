@@ -1,4 +1,5 @@
-// libopapi of the stub: SoftmaxBackward and LogSoftmaxBackward (activation/softmax_grad, log_softmax_grad).
+// libopapi of the stub: SoftmaxBackward and LogSoftmaxBackward (activation/softmax_grad, log_softmax_grad), and
+// SoftmaxGradExt (activation/softmax_grad_ext: the API generated from its OpDef).
 //
 // Phase one: the checks of op_api/aclnn_softmax_backward.cpp and aclnn_logsoftmax_backward.cpp, in their
 // order; phase two: the 950 kernels' float32 formulas along `dim` (shape cut as (A1, R, A0)), the result
@@ -7,6 +8,7 @@
 
 #include "aclnnop/aclnn_logsoftmax_backward.h"
 #include "aclnnop/aclnn_softmax_backward.h"
+#include "aclnnop/aclnn_softmax_grad_ext.h"
 #include "elements.h"
 #include "opapi.h"
 
@@ -17,6 +19,7 @@ using stub::Checker;
 
 const stub::OpDef kSoftmax{"aclnnSoftmaxBackward", nullptr, nullptr};
 const stub::OpDef kLogSoftmax{"aclnnLogSoftmaxBackward", nullptr, nullptr};
+const stub::OpDef kSoftmaxExt{"aclnnSoftmaxGradExt", nullptr, nullptr};
 
 // dim in [-n, n-1], a 0-d tensor counting as n = 1 (CheckDim).
 aclnnStatus CheckDim(const Checker& c, const aclTensor* t, int64_t dim) {
@@ -85,6 +88,58 @@ void LogSoftmaxRow(const float* dy, const float* y, float* out, int64_t r, int64
     for (int64_t i = 0; i < r; ++i) out[i * stride] = dy[i * stride] - std::exp(y[i * stride]) * s;
 }
 
+// A shape as SoftmaxGradExt's tiling reads it (EnsureNotScalar: 0-d is (1,)).
+std::vector<int64_t> Tiled(const aclTensor* t) { return t->view.empty() ? std::vector<int64_t>{1} : t->view; }
+
+// The tiling's checks (softmax_grad_ext_tiling_base_arch35.cpp, in its order): x1 and y grad's shape, x2 grad's or
+// exactly (1,); no axis of size 0; axes -1 or n - 1 (561002 on the device, 161002 here as in the op's contract).
+aclnnStatus ExtShapes(const Checker& c, const aclTensor* grad, const aclTensor* x1, const aclTensor* x2,
+                      const aclTensor* y, int64_t axes) {
+    std::vector<int64_t> g = Tiled(grad);
+    bool scalar = Tiled(x2) == std::vector<int64_t>{1};
+    for (auto [name, t] : {std::pair<const char*, const aclTensor*>{"x1", x1}, {"x2", x2}, {"y", y}}) {
+        if (!(scalar && t == x2) && Tiled(t) != g) return c.Invalid(std::string(name) + " shape is not grad's");
+    }
+    for (int64_t s : g) {
+        if (s <= 0) return c.Invalid("grad has an empty axis (the tiling takes none)");
+    }
+    int64_t last = static_cast<int64_t>(g.size()) - 1;
+    if (axes != -1 && axes != last) return c.Invalid("axes " + std::to_string(axes) + ": only -1 or the last axis");
+    return ACLNN_SUCCESS;
+}
+
+// softmax_grad_ext_ar_*.h, in float32: p = grad*x1; S = the row sum of p, in index order in the small-R template
+// (R <= 8 for float32, R <= 16 for 16-bit), else the 950 tree; y = (p - x1*S) * x2 (x2 one value or per element).
+stub::Job ExtJob(const aclTensor* grad, const aclTensor* x1, const aclTensor* x2, const aclTensor* y) {
+    stub::Job job;
+    int ig = job.Add(grad), i1 = job.Add(x1), i2 = job.Add(x2), iy = job.Add(y, true);
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iy);
+        std::vector<int64_t> shape = Tiled(&o);
+        std::vector<float> g = stub::ReadFloats(j.T(ig), shape), v = stub::ReadFloats(j.T(i1), shape);
+        std::vector<float> s = stub::ReadFloats(j.T(i2), Tiled(&j.T(i2)));
+        int64_t r = shape.back(), rows = stub::Numel(shape) / r;
+        bool small = r <= (j.T(ig).dtype == ACL_FLOAT ? 8 : 16);
+        std::vector<float> res(g.size()), p(static_cast<size_t>(r));
+        for (int64_t a = 0; a < rows; ++a) {
+            size_t at = static_cast<size_t>(a * r);
+            for (int64_t i = 0; i < r; ++i) p[static_cast<size_t>(i)] = g[at + i] * v[at + i];
+            float sum = 0.0f;
+            if (small) {
+                for (float term : p) sum += term;
+            } else {
+                sum = stub::TreeSum(p.data(), r, 1);
+            }
+            for (int64_t i = 0; i < r; ++i) {
+                float scale = s.size() == 1 ? s[0] : s[at + i];
+                res[at + i] = (p[static_cast<size_t>(i)] - v[at + i] * sum) * scale;
+            }
+        }
+        stub::WriteFloats(o, res, o.dtype, negate);
+    };
+    return job;
+}
+
 }  // namespace
 
 extern "C" {
@@ -133,5 +188,25 @@ aclnnStatus aclnnLogSoftmaxBackwardGetWorkspaceSize(const aclTensor* gradOutput,
     });
 }
 STUB_PHASE_TWO(aclnnLogSoftmaxBackward, kLogSoftmax)
+
+// 950 only; nulls; the four of one dtype among FLOAT, FLOAT16, BF16 (the OpDef); at most 6 dims; ExtShapes.
+// keepDims is not read.
+aclnnStatus aclnnSoftmaxGradExtGetWorkspaceSize(const aclTensor* grad, const aclTensor* x1, const aclTensor* x2,
+                                                int64_t axes, bool keepDims, const aclTensor* y,
+                                                uint64_t* workspaceSize, aclOpExecutor** executor) {
+    (void)keepDims;
+    auto check = [&](Checker& c) {
+        Arg a{"grad", grad}, b{"x1", x1}, s{"x2", x2}, o{"y", y};
+        RETURN_IF_FAILED(c.NotNull({a, b, s, o}));
+        if (c.product() != "950") return c.Unsupported();
+        RETURN_IF_FAILED(c.DtypesIn(stub::kFloats, {a, b, s, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, s, o}));
+        RETURN_IF_FAILED(c.Dims(0, 6, {a, b, s, o}));
+        return ExtShapes(c, grad, x1, x2, y, axes);
+    };
+    return stub::PhaseOneJob(kSoftmaxExt, workspaceSize, executor, check,
+                             [&](const Checker&) { return ExtJob(grad, x1, x2, y); });
+}
+STUB_PHASE_TWO(aclnnSoftmaxGradExt, kSoftmaxExt)
 
 }  // extern "C"

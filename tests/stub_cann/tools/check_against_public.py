@@ -87,6 +87,12 @@ GENERATED = {
     "aclnnop/aclnn_swi_glu_grad.h": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md",
 }
 
+# stub headers of APIs CANN generates from an OpDef whose op ops-nn documents nowhere: nothing public to compare with
+UNPUBLISHED = {
+    "aclnnop/aclnn_softmax_grad_ext.h": "generated from activation/softmax_grad_ext/op_host/softmax_grad_ext_def.cpp "
+                                        "(a graph-only op): ops-nn has no header or doc of its aclnn API",
+}
+
 
 def strip_comments(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
@@ -159,7 +165,9 @@ def main() -> int:
     args = ap.parse_args()
     repos = {"runtime": args.runtime, "opbase": args.opbase, "ops_nn": args.ops_nn}
     stub_files = sorted(str(p.relative_to(INCLUDE)) for p in INCLUDE.rglob("*.h"))
-    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED]
+    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED and f not in UNPUBLISHED]
+    for f in sorted(UNPUBLISHED):
+        print(f"SKIPPED {f}: {UNPUBLISHED[f]}")
     bad = total = 0
     for f in sorted(GENERATED):
         checked, problems = doc_problems(f, public_text(repos, "ops_nn", GENERATED[f]))
