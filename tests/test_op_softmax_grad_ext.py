@@ -246,6 +246,23 @@ def test_bundled_cases_pass_the_kernel_and_its_legitimate_variants(suite, tmp_pa
     assert len(cases) > 100
 
 
+@pytest.fixture(scope="module")
+def small_suite(tmp_path_factory):
+    """The cases each defect must fail in every dtype: random rows (x2 per element) and long like-signed rows."""
+    out = tmp_path_factory.mktemp("sgext-small") / "out"
+    picks = [a for n in ("random", "long_like_signed") for a in ("--case", f"{SPEC.key}-{n}-*")]
+    done = run_cli("gen", CASES, "-o", out, "--jobs", "1", *picks)
+    assert done.exit_code == 0, done.output
+    return out
+
+
+@pytest.mark.parametrize("defect", DEFECTS)
+def test_bundled_cases_fail_each_defect_in_every_dtype(small_suite, tmp_path, defect):
+    code, cases = O.loop(run_cli, small_suite, tmp_path, defect)
+    assert code == 1 and len(cases) == 9
+    assert {c["dtype"] for c in cases.values() if c["status"] == "FAIL"} == {"float32", "float16", "bfloat16"}
+
+
 def _tf_order(op, ins, ts, attrs):
     """ops-nn's TensorFlow golden in float32 (numpy's pairwise sum), rounded once to y's dtype."""
     g, x1, x2 = (ins[n].astype(np.float32) for n in (G, X1, X2))
