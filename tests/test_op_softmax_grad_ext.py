@@ -209,12 +209,18 @@ def test_declaration():
 
 # ------------------------------------------------------------------ the bundled cases through the loop
 
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory):
+def _gen(tmp_path_factory, *names: str):
+    """The bundled cases (those named, if any) generated into a fresh directory."""
     out = tmp_path_factory.mktemp("sgext") / "out"
-    done = run_cli("gen", CASES, "-o", out, "--jobs", "1")
+    picks = [a for n in names for a in ("--case", f"{SPEC.key}-{n}-*")]
+    done = run_cli("gen", CASES, "-o", out, "--jobs", "1", *picks)
     assert done.exit_code == 0, done.output
     return out
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return _gen(tmp_path_factory)
 
 
 def test_bundled_goldens_are_the_oracle_rounded_once(suite):
@@ -249,11 +255,7 @@ def test_bundled_cases_pass_the_kernel_and_its_legitimate_variants(suite, tmp_pa
 @pytest.fixture(scope="module")
 def small_suite(tmp_path_factory):
     """The cases each defect must fail in every dtype: random rows (x2 per element) and long like-signed rows."""
-    out = tmp_path_factory.mktemp("sgext-small") / "out"
-    picks = [a for n in ("random", "long_like_signed") for a in ("--case", f"{SPEC.key}-{n}-*")]
-    done = run_cli("gen", CASES, "-o", out, "--jobs", "1", *picks)
-    assert done.exit_code == 0, done.output
-    return out
+    return _gen(tmp_path_factory, "random", "long_like_signed")
 
 
 @pytest.mark.parametrize("defect", DEFECTS)

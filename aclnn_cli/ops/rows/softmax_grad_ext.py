@@ -106,35 +106,25 @@ def _swapped_inputs(t):
     return _combine(_row_sum, weight=G)(t)
 
 
-@defect
-def _half_accumulation(t):
-    """Defect: the row sum accumulated in index order in float16 (stagnates on long rows of like-signed terms)."""
-    return _combine(C.half_sum)(t)
+def _with_sum(sum_fn, doc: str):
+    """The kernel with another row sum, as a variant documented by `doc`."""
+    kernel = _combine(sum_fn)
+    kernel.__doc__ = doc
+    return kernel
 
 
-@defect
-def _dropped_element(t):
-    """Defect: the row sum misses the row's last element (a loop bound off by one)."""
-    return _combine(C.dropped_sum)(t)
-
-
-@legitimate
-def _sequential_short(t):
-    """Legitimate: the small-R template's order for rows up to 16 (its bound for 16-bit rows): index order."""
-    return _combine(lambda p: C.sequential_sum(p) if p.shape[1] <= 16 else C.row_sum32(p))(t)
-
-
-@legitimate
-def _tree_short(t):
-    """Legitimate: the 64-lane tree for short rows too (the full-load template's order)."""
-    return _combine(C.row_sum32)(t)
-
-
-@legitimate
-def _golden_order(t):
-    """Legitimate: ops-nn's TensorFlow golden (tests/assets/golden.py): S by reduce_sum (pairwise here), x1 S,
-    p - x1 S, times x2, all float32."""
-    return _combine(lambda p: p.sum(axis=1, keepdims=True, dtype=np.float32))(t)
+_half_accumulation = defect(_with_sum(C.half_sum, "Defect: the row sum accumulated in index order in float16 "
+                                                  "(stagnates on long rows of like-signed terms)."))
+_dropped_element = defect(_with_sum(C.dropped_sum, "Defect: the row sum misses the row's last element (a loop "
+                                                   "bound off by one)."))
+_sequential_short = legitimate(_with_sum(lambda p: C.sequential_sum(p) if p.shape[1] <= 16 else C.row_sum32(p),
+                                         "Legitimate: the small-R template's order for rows up to 16 (its bound for "
+                                         "16-bit rows): index order."))
+_tree_short = legitimate(_with_sum(C.row_sum32, "Legitimate: the 64-lane tree for short rows too (the full-load "
+                                                "template's order)."))
+_golden_order = legitimate(_with_sum(lambda p: p.sum(axis=1, keepdims=True, dtype=np.float32),
+                                     "Legitimate: ops-nn's TensorFlow golden (tests/assets/golden.py): S by reduce_sum "
+                                     "(pairwise here), x1 S, p - x1 S, times x2, all float32."))
 
 
 VARIANTS = {
