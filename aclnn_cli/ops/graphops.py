@@ -54,6 +54,13 @@ def number(value: Any) -> float | int:
     return value
 
 
+def ints(value: Any) -> list[int]:
+    """A ListInt attribute (L2NormalizeGrad's dim) -> the API's aclIntArray, as given."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"expected a list of integers, got {value!r}")
+    return list(value)
+
+
 def bools(value: Any) -> list[bool]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, bool) for v in value):
         raise ValueError(f"expected a list of True/False, got {value!r}")
@@ -212,6 +219,8 @@ GRAPH_OPS = {
                                   to_inputs=("self", "target", "gradOut"), outputs=("gradient",),
                                   to_outputs=("gradInput",),
                                   attrs={"sigma": ("beta", number), "reduction": ("reduction", reduction)}),
+    "L2NormalizeGrad": GraphOp("aclnnL2NormalizeGrad", ("x", "y", "dy"), outputs=("dx",),
+                               attrs={"dim": ("dimOptional", ints), "eps": ("eps", number)}),
     "RmsNormGrad": GraphOp("aclnnRmsNormGrad", ("dy", "x", "rstd", "gamma"), outputs=("dx", "dgamma"),
                            ignored={"epsilon": "the grad takes rstd, already computed with it"}),
     "LayerNormGradV3": GraphOp("aclnnLayerNormBackward", ("dy", "x", "rstd", "mean", "gamma"),

@@ -40,6 +40,7 @@ BUNDLED: dict[str, str] = {
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
     "aclnnL1LossBackward": "elementwise.l1_loss_backward",
+    "aclnnL2NormalizeGrad": "rows.l2_normalize_grad",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
     "aclnnLogitGrad": "elementwise.logit_grad",
     "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
