@@ -64,6 +64,8 @@ ENTRIES = {
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
     "log_sigmoid_backward": (TEXTBOOK, KERNELS),
     "logit_grad": (f"test_op_logit_grad.py::{GOLDENS}", f"test_op_logit_grad.py::{AN_INDEPENDENT}"),
+    "l2_normalize_grad": (f"test_op_l2_normalize_grad.py::{BUNDLED_GOLDENS}",
+                          f"test_op_l2_normalize_grad.py::{AN_INDEPENDENT}"),
     "log_softmax_backward": (f"test_op_log_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_log_softmax_backward.py::{ATEN}"),
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
@@ -192,6 +194,10 @@ VARIANTS = {
     "logit_grad": (
         "logit-eps-ignored logit-open-window logit-reciprocal logit-sign-slip logit-zero-outside",
         "logit-divide-twice logit-exact-window"),
+    "l2_normalize_grad": (
+        "l2n-dropped-element l2n-eps-as-min l2n-flipped-sum l2n-half-accumulation l2n-missing-sum l2n-multiply-norm "
+        "l2n-no-sqrt l2n-x-for-y",
+        "l2n-reciprocal l2n-torch-order l2n-tree-everywhere"),
     "log_softmax_backward": (
         "logsoftmax-dropped-element logsoftmax-flipped-sum logsoftmax-half-accumulation logsoftmax-missing-exp "
         "logsoftmax-missing-sum logsoftmax-wrong-axis",

@@ -91,6 +91,8 @@ GENERATED = {
 UNPUBLISHED = {
     "aclnnop/aclnn_softmax_grad_ext.h": "generated from activation/softmax_grad_ext/op_host/softmax_grad_ext_def.cpp "
                                         "(a graph-only op): ops-nn has no header or doc of its aclnn API",
+    "aclnnop/aclnn_l2_normalize_grad.h": "generated from norm/l2_normalize_grad/op_host/l2_normalize_grad_def.cpp "
+                                         "(a graph-only op): ops-nn has no header or doc of its aclnn API",
 }
 
 
