@@ -343,3 +343,54 @@ def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
     report = tmp_path / "i.json"
     run_cli("verify", work, "--jobs", "1", "--json", report)
     return verify_report(report)
+
+
+def variant_kinds(spec) -> tuple[list[str], list[str]]:
+    """(defects, legitimate variants) of an op, by their documented kind, sorted."""
+    names = sorted(spec.variants)
+    return ([n for n in names if spec.variants[n].__doc__.startswith("Defect")],
+            [n for n in names if spec.variants[n].__doc__.startswith("Legitimate")])
+
+
+def gen_cases(run_cli, tmp_path_factory, cases, key: str, *names: str):
+    """A bundled case file generated into a fresh directory: every case, or those whose names start with `names`."""
+    out = tmp_path_factory.mktemp(key) / "out"
+    picks = [a for n in names for a in ("--case", f"{key}-{n}*")]
+    done = run_cli("gen", cases, "-o", out, "--jobs", "1", *picks)
+    assert done.exit_code == 0, done.output
+    return out
+
+
+def loop_passes(run_cli, suite, tmp_path, variants) -> int:
+    """The kernel (None) and each variant through emulate and verify: all PASS; returns the number of cases."""
+    for variant in variants:
+        code, cases = loop(run_cli, suite, tmp_path, variant)
+        assert code == 0 and not [(c, r["reason"]) for c, r in cases.items() if r["status"] != "PASS"], variant
+    return len(cases)
+
+
+def pipeline_golden(spec, typed: dict, attrs: dict, out: str, dtype: D.DType) -> tuple[np.ndarray, int]:
+    """gen's golden of one output for blocks of inputs (golden.rows: certify, then the exact path on the rows it
+    leaves open), as float64, and how many elements took the exact path."""
+    from aclnn_cli.golden.rows import certify, exact_block, reference_blocks, round_exact
+
+    r = reference_blocks(spec, typed, attrs)[out]
+    got, unsure = certify(r.value, r.bound, dtype)
+    got, fallbacks = got.astype(np.float64), 0
+    for b in np.flatnonzero(unsure.reshape(len(got), -1).any(axis=1)):
+        q = exact_block(spec, {k: v[b:b + 1] for k, v in typed.items()}, attrs)[out].reshape(-1)
+        where = np.flatnonzero(unsure[b].reshape(-1))
+        got[b].reshape(-1)[where] = round_exact(q[where], dtype)
+        fallbacks += where.size
+    return got, fallbacks
+
+
+def check_pipeline_goldens(spec, rows, attrs: dict, out: str, dtype: D.DType) -> tuple[int, int]:
+    """For [(block, exact)]: gen's golden equals the exact value rounded once; (elements, exact-path elements)."""
+    elements = fallbacks = 0
+    for block, want_q in rows:
+        got, exact = pipeline_golden(spec, {k: v.astype(dtype.np_dtype) for k, v in block.items()}, attrs, out, dtype)
+        want = np.array([round_to(q, dtype) for q in want_q.reshape(-1)]).reshape(want_q.shape)
+        np.testing.assert_array_equal(got, want)
+        elements, fallbacks = elements + want.size, fallbacks + exact
+    return elements, fallbacks

@@ -72,23 +72,8 @@ def test_reference_bound_scale_and_exact_against_the_oracle(oracle_rows):
 
 def test_goldens_are_the_oracle_rounded_once(oracle_rows):
     """The pipeline's certify + exact path (golden.rows) gives the oracle's correctly rounded value."""
-    from aclnn_cli.golden.rows import certify, exact_block, reference_blocks, round_exact
-
     dtype, rows = oracle_rows
-    fallbacks = elements = 0
-    for block, want_q in rows:
-        typed = {k: v.astype(dtype.np_dtype) for k, v in block.items()}
-        r = reference_blocks(SPEC, typed, ATTRS)[Y]
-        got, unsure = certify(r.value, r.bound, dtype)
-        got = got.astype(np.float64)
-        for b in np.flatnonzero(unsure.reshape(len(got), -1).any(axis=1)):
-            q = exact_block(SPEC, {k: v[b:b + 1] for k, v in typed.items()}, ATTRS)[Y].reshape(-1)
-            where = np.flatnonzero(unsure[b].reshape(-1))
-            got[b].reshape(-1)[where] = round_exact(q[where], dtype)
-            fallbacks += where.size
-        want = np.array([O.round_to(q, dtype) for q in want_q.reshape(-1)]).reshape(want_q.shape)
-        np.testing.assert_array_equal(got, want)
-        elements += want.size
+    elements, fallbacks = O.check_pipeline_goldens(SPEC, rows, ATTRS, Y, dtype)
     assert elements >= 3000 and (fallbacks > 0 or dtype is not D.FLOAT32)
 
 
@@ -125,8 +110,7 @@ BUNDLED_KINDS = {  # blocks shaped as bundled cases, drawn as their fills are (x
     "random": ((7, 33, 1), lambda rng, s: (rng.standard_normal(s), rng.uniform(0, 1, s))),
     "long_like_signed": ((2, 4096, 1), lambda rng, s: (rng.uniform(0.5, 1.5, s), rng.uniform(0, 0.00025, s))),
 }
-DEFECTS = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Defect"))
-LEGIT = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Legitimate"))
+DEFECTS, LEGIT = O.variant_kinds(SPEC)
 
 
 @pytest.fixture(scope="module")
@@ -210,12 +194,7 @@ def test_declaration():
 # ------------------------------------------------------------------ the bundled cases through the loop
 
 def _gen(tmp_path_factory, *names: str):
-    """The bundled cases (those named, if any) generated into a fresh directory."""
-    out = tmp_path_factory.mktemp("sgext") / "out"
-    picks = [a for n in names for a in ("--case", f"{SPEC.key}-{n}-*")]
-    done = run_cli("gen", CASES, "-o", out, "--jobs", "1", *picks)
-    assert done.exit_code == 0, done.output
-    return out
+    return O.gen_cases(run_cli, tmp_path_factory, CASES, SPEC.key, *names)
 
 
 @pytest.fixture(scope="module")
@@ -246,10 +225,7 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
 
 
 def test_bundled_cases_pass_the_kernel_and_its_legitimate_variants(suite, tmp_path):
-    for variant in [None] + LEGIT:
-        code, cases = O.loop(run_cli, suite, tmp_path, variant)
-        assert code == 0 and not [(c, r["reason"]) for c, r in cases.items() if r["status"] != "PASS"], variant
-    assert len(cases) > 100
+    assert O.loop_passes(run_cli, suite, tmp_path, [None] + LEGIT) > 100
 
 
 @pytest.fixture(scope="module")
