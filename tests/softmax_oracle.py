@@ -394,3 +394,25 @@ def check_pipeline_goldens(spec, rows, attrs: dict, out: str, dtype: D.DType) ->
         np.testing.assert_array_equal(got, want)
         elements, fallbacks = elements + want.size, fallbacks + exact
     return elements, fallbacks
+
+
+def check_small_bundled_goldens(suite, driver: str, out: str, oracle_fn, limit: int,
+                                skip=("special", "overflow")) -> int:
+    """Every positive case of a generated directory whose driver has 1 to `limit` elements: its golden equals
+    oracle_fn(inputs as float64 arrays, attributes by name) rounded once to out's dtype. Returns how many."""
+    from helpers import logical, manifest
+
+    checked = 0
+    for case in sorted(suite.iterdir()):
+        m = manifest(case)
+        t = {x["name"]: x for x in m["tensors"]}
+        if m["expect_status"] != 0 or any(w in case.name for w in skip) or not 0 < math.prod(t[driver]["shape"]) <= limit:
+            continue
+        ins = {x["name"]: logical(case, x).astype(np.float64) for x in m["tensors"] if x["role"] == "input"}
+        exact = oracle_fn(ins, {a["name"]: a["value"] for a in m["attributes"]})
+        dtype = D.lookup(t[out]["dtype"])
+        want = np.array([round_to(q, dtype) for q in exact.reshape(-1)])
+        np.testing.assert_array_equal(logical(case, t[out], "golden").astype(np.float64).reshape(-1), want,
+                                      err_msg=case.name)
+        checked += 1
+    return checked
