@@ -73,6 +73,9 @@ ORDINARY = {
     "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],
                                          "attributes": {"kernelSize": [2], "padding": [0]},
                                          "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}, "product": "950"},
+    # (ops of the 950 alone: OpDef-generated APIs of graph-only ops; L2NormalizeGrad has no bfloat16, op_dtypes)
+    "softmax_grad_ext": {"product": "950"},
+    "l2_normalize_grad": {"product": "950", "attributes": {"dimOptional": [1]}},
 }
 ROW_LENGTH = 2
 
@@ -228,6 +231,11 @@ def outside_values(std: Standard, dtype) -> list[tuple[str, float, str]]:
             if std.ranges[k].contains(top, dtype):
                 out.append((k, math.nextafter(top, math.inf), "joint"))
     return out
+
+
+def op_dtypes(op) -> tuple[str, ...]:
+    """The DTYPES `op` takes on the product its cases here run on (ORDINARY's, else A2)."""
+    return tuple(d for d in DTYPES if d in op.products[ORDINARY.get(op.key, {}).get("product", "A2")])
 
 
 def every_op():
