@@ -21,7 +21,6 @@ For logTarget false the result is rational in the inputs (the exact path is Frac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -201,27 +200,6 @@ VARIANTS = {
 }
 
 
-@dataclass(frozen=True)
-class SelfShaped(Elementwise):
-    """Elementwise with out of self's shape (a case's shape is self's): target and gradOutput broadcast into it, never beyond (the op_api's
-    ReduceSum of a gradient wider than self, back to self's shape, is not modelled: such a case is refused when it
-    loads, naming the shapes). The contract's shape_rule holds phase one's own broadcast rules."""
-
-    inputs_broadcast: bool = False
-
-    def case_shapes(self, op, shape, attrs, given) -> dict:
-        """The inputs the case's shape (or their own), out self's: a case's shape is self's."""
-        shapes = {t.name: tuple(given.get(t.name, shape)) for t in op.inputs}
-        return {**shapes, op.output.name: tuple(given.get(op.output.name, shapes["self"]))}
-
-    def shape_problem(self, op, shapes, attrs) -> str | None:
-        wide = broadcast_shape(shapes["self"], shapes["target"])
-        if wide is not None and wide != tuple(shapes["self"]):
-            return (f"target {list(shapes['target'])} widens self {list(shapes['self'])} to {list(wide)}: the API "
-                    f"then sums the gradient back to self's shape (a ReduceSum aclnn-cli does not model)")
-        return None
-
-
 def _shape_rule(d, attrs) -> str | None:
     """161002 (CheckShape): self and target do not broadcast; gradOutput does not broadcast to their shape without
     widening it; out is not self's shape."""
@@ -266,7 +244,7 @@ SPEC = register(OpSpec(
     products=products(*_ALL),
     dims=(0, 8),
     empty_ok=True,
-    family=SelfShaped(),
+    family=Elementwise(inputs_broadcast=False, output_like="self"),  # (phase one's broadcast rules: _shape_rule)
     aliases={"grad_output": "gradOutput", "input": "self", "log_target": "logTarget"},
     graph_ops={"KlDivLossGrad": GraphOp("aclnnKlDivBackward", ("grad", "input", "target"),
                                         to_inputs=("gradOutput", "self", "target"), outputs=("y",),
@@ -304,5 +282,6 @@ aclnnKlDivBackward phase one (loss/kl_div_loss_grad/op_api/aclnn_kl_div_backward
   out, a coarser judge for another); self BroadcastTo B; KlDivLossGrad (AI Core); ReduceSum of the gradient to out's
   shape where B is wider than self; Cast to out's dtype.
 - Not modelled: target widening self (B != self's shape): phase one accepts it and the op_api sums the gradient over
-  the widened axes; a case of such shapes is refused when it loads (SelfShaped), not claimed as a status.
+  the widened axes; a case of such shapes is refused when it loads (Elementwise's output_like), not claimed as a
+  status.
 """
