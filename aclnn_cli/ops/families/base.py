@@ -135,8 +135,9 @@ class Elementwise:
                 f"and convolution families)")
 
     def case_tensor(self, op) -> str:
-        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output."""
-        return op.output.name
+        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output (`output_like`, whose shape
+        the output has)."""
+        return self.output_like or op.output.name
 
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """Every tensor's shape from a case's `shape` and the shapes it gives (`given`): the inputs the case's
