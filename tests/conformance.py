@@ -59,6 +59,7 @@ ENTRIES = {
     "hardsigmoid_backward": (TEXTBOOK, KERNELS),
     "hardswish_backward": (f"test_op_hardswish_backward.py::{EVERY_X}", KERNELS),
     "hardtanh_backward": (TEXTBOOK, KERNELS),
+    "kl_div_backward": (LOSS_RUN, LOSS_RUN),
     "l1_loss_backward": (LOSS_RUN, LOSS_RUN),
     "layer_norm_backward": (f"test_op_layer_norm_backward.py::{BUNDLED_GOLDENS}", ROWS_RUN),
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
@@ -91,6 +92,7 @@ LOSS = {
     "binary_cross_entropy_backward": ("test_op_binary_cross_entropy_backward", "check_case", 1_150_000, "aten_device", 60),
     "binary_cross_entropy_with_logits_backward": ("test_op_binary_cross_entropy_with_logits_backward", "check_case",
                                                   1_150_000, "aten_device", 50),
+    "kl_div_backward": ("test_op_kl_div_backward", "check_case", 1_050_000, "aten_device", 60),
     "l1_loss_backward": ("test_op_l1_loss_backward", "round_oracle", 1_300_000, "aten_device", 60),
     "mse_loss_backward": ("test_op_mse_loss_backward", None, 0, "aten_device", 100),
     "smooth_l1_loss_backward": ("test_op_smooth_l1_loss_backward", "check_case", 1_150_000, "aten_device", 50),
@@ -174,6 +176,10 @@ VARIANTS = {
     "hardtanh_backward": (
         "hardtanh-bounds-swapped hardtanh-inclusive-window hardtanh-multiply-mask hardtanh-nan-blocked",
         "hardtanh-clamp-compare"),
+    "kl_div_backward": (
+        "cof-in-half kl-batchmean-as-mean kl-divisor-from-target kl-log-target-swapped kl-positive-target-mask "
+        "kl-reduction-codes-swapped kl-sign-slip mean-forgotten",
+        "kl-aten-order kl-float-cof"),
     "l1_loss_backward": (
         "cof-in-half mean-by-self-numel mean-forgotten nan-sign-propagates sign-slip subgradient-one-at-zero",
         "divide-by-n reciprocal-once"),
@@ -262,7 +268,7 @@ VARIANTS = {
 _LOSS_SIZE = (60, 130, 2_000_000)
 SMALL = {"*": (40, 280, 11_000_000), "mse_loss_backward": (101, 280, 4_000_000), USER_KEY: (3, 40, 10_000),
          **dict.fromkeys(("binary_cross_entropy_backward", "binary_cross_entropy_with_logits_backward",
-                          "l1_loss_backward", "smooth_l1_loss_backward", "soft_margin_loss_backward"), _LOSS_SIZE)}
+                          "kl_div_backward", "l1_loss_backward", "smooth_l1_loss_backward", "soft_margin_loss_backward"), _LOSS_SIZE)}
 
 # check: {op key: why the op is let off it} ("stub header": test_the_prototype_is_the_stub_headers); none is now
 OPT_OUT: dict[str, dict[str, str]] = {}

@@ -24,8 +24,8 @@ TUNABLE = [name for name, s in STANDARDS.items() if s.defaults(D.FLOAT32)]  # bi
 
 
 # Ops whose defaults do not give a case of ordinary magnitude (tolerances.py) on these small shapes:
-# - MseLoss's, L1Loss's, SoftMarginLoss's, BinaryCrossEntropy's, SmoothL1Loss's and BinaryCrossEntropyWithLogits's
-#   means divide a 128-element gradient by 128 (every |golden| under 1/8): reduction none.
+# - MseLoss's, L1Loss's, SoftMarginLoss's, BinaryCrossEntropy's, SmoothL1Loss's, BinaryCrossEntropyWithLogits's and
+#   KlDiv's means divide a 128-element gradient by 128 (every |golden| under 1/8): reduction none.
 # - Rows ops take rows of 2: NLL's gradient is nonzero at one class per row, so two classes make half the
 #   elements informative (with 32 classes a case is 1/32 informative: not ordinary); its mean divides by
 #   the total weight (every |golden| about 1/rows): reduction none.
@@ -39,6 +39,7 @@ ORDINARY = {
     "binary_cross_entropy_backward": {"attributes": {"reduction": 0}},
     "smooth_l1_loss_backward": {"attributes": {"reduction": 0}},
     "binary_cross_entropy_with_logits_backward": {"attributes": {"reduction": 0}},
+    "kl_div_backward": {"attributes": {"reduction": 0}},
     "nll_loss_backward": {"attributes": {"reduction": 0}},
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},

@@ -35,6 +35,7 @@ POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_ind
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
 CHANNEL_HEADERS = ("prelu_backward",)  # its kernel: test_stub_prelu_backward.py, and the bundled cases (test_harness_e2e.py)
+LOSS_HEADERS = ("kl_div_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -72,7 +73,8 @@ def test_installed_layout(stub_root):
                 "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
                 "lib64/libopapi.so",
                 *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS + REDUCTION_HEADERS + SPLIT_HEADERS + GROUP_HEADERS
-                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS)):
+                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS
+                  + LOSS_HEADERS)):
         assert (stub_root / rel).is_file(), rel
     assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
 
@@ -93,7 +95,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 50 and p.returncode == 0, p.stderr
+    assert len(units) == 51 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

@@ -160,7 +160,10 @@ class _Check:
         self.text("graph_ops", name, IDENT, "a graph op name (letters, digits, _)")
         taken = graphops.holder(name)
         if taken is not None:
-            whose = "a bundled graph op" if taken in graphops.BUNDLED_GRAPH_OPS else "already a user op's graph op"
+            from .registry import BUNDLED  # (registry imports this module: not at its top)
+
+            bundled = taken in graphops.BUNDLED_GRAPH_OPS or graphops.GRAPH_OPS[taken].api in BUNDLED
+            whose = "a bundled graph op" if bundled else "already a user op's graph op"
             self.fail(field, f"{taken} ({graphops.GRAPH_OPS[taken].api}) is {whose}: give this one another name")
         if not isinstance(g, graphops.GraphOp):
             self.fail(field, f"expected a GraphOp (from aclnn_cli.ops.graphops import GraphOp), got {show(g)}")
@@ -308,9 +311,11 @@ class _Check:
         """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""
         if not isinstance(f, (Elementwise, Rows)):
             self.fail("family", f"expected Elementwise(), Rows(...), Channels(...) or Split(...), got {show(f)}")
-        if isinstance(f, Elementwise):
-            return
         ins = tuple(t.name for t in self.spec.inputs)
+        if isinstance(f, Elementwise):
+            if f.output_like is not None:
+                self.choice("family.output_like", f.output_like, ins)
+            return
         outs = tuple(t.name for t in self.spec.outputs)
         self.choice("family.driver", f.driver, ins)
         self.function("family.axes", f.axes, required=True)
