@@ -10,6 +10,7 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
 - `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
+- `Window` and `Adaptive` (window.py): pooling's windows per (n, c) plane, by attributes or by the two shapes.
 - `Convolution` (convolution.py): a convolution's gradients, a case one block (ConvolutionBackward).
 
 Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
@@ -22,7 +23,7 @@ from .convolution import Convolution
 from .groups import Groups
 from .scatter import Scatter
 from .split import Split
-from .window import Window
+from .window import Adaptive, Window
 
-__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
+__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]
