@@ -29,13 +29,15 @@ ORACLE_YAML = """\
 op: aclnnAdaptiveAvgPool2dBackward
 defaults: {product: "950", seed: 53, dtype: [float32, float16, bfloat16]}
 cases:
-  - {name: down, shape: [2, 3, 7, 13], tensors: {gradOutput: {shape: [2, 3, 4, 5]}}}
-  - {name: up, shape: [2, 2, 3, 5], tensors: {gradOutput: {shape: [2, 2, 7, 9]}}}
-  - {name: mixed, shape: [1, 3, 13, 4], tensors: {gradOutput: {shape: [1, 3, 5, 9]}}}
+  - {name: down, shape: [4, 4, 7, 13], tensors: {gradOutput: {shape: [4, 4, 4, 5]}}}
+  - {name: up, shape: [2, 2, 5, 7], tensors: {gradOutput: {shape: [2, 2, 11, 13]}}}
+  - {name: mixed, shape: [2, 3, 13, 9], tensors: {gradOutput: {shape: [2, 3, 5, 14]}}}
   - {name: ncl, shape: [3, 11, 6], tensors: {gradOutput: {shape: [3, 4, 4]}}}
   - {name: global, shape: [2, 3, 5, 7], tensors: {gradOutput: {shape: [2, 3, 1, 1]}}}
+  - {name: edges32, shape: [1, 2, 5, 6], tensors: {gradOutput: {shape: [1, 2, 7, 4]}}, dtype: float32,
+     inputs: {gradOutput: {values: [3.0e+38, -3.0e+38, 1.0e-40, -1.0e-45, 0.3333333, -0.0, 7, 1]}}}
   - {name: edges, shape: [1, 2, 5, 6], tensors: {gradOutput: {shape: [1, 2, 7, 4]}},
-     inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 3.0e+38, 1.0e-40, 0.3333333, -0.0, 7, 1]}}}
+     dtype: [float16, bfloat16], inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
 """
 
 
@@ -50,7 +52,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     its dtype, bit for bit: thousands of elements per dtype, some through the exact path."""
     compared, exact = goldens_against(generated, "out", oracle)
     print("compared", compared, "exact path", exact)
-    assert min(compared.values()) > 1000 and sum(compared.values()) > 4000 and sum(exact.values()) > 0
+    assert min(compared.values()) > 2000 and sum(exact.values()) > 0
 
 
 def _t(g, self_shape, p=24, planes=1):
@@ -60,16 +62,15 @@ def _t(g, self_shape, p=24, planes=1):
 
 def test_the_kernel_at_hand_computed_points():
     """3 rows pooled to 2 windows [0, 2) and [1, 3): row 1 is in both, g0 / 2 + g1 / 2; 1 x 3 planes pooled to 2 columns
-    alike. The global path: a 3 x 3 plane's fill fl16(1 / 9) = 0.111084 in float16, so g = 9 gives fl16(9 w) =
-    0.99951171875, where the exact value is 1; in float32 fl32(fl32(1 / 9) 9) = 1."""
+    alike. The global path: a 3 x 3 plane's fill fl16(1 / 9) = 0.111083984375 in float16, so g = 7 gives fl16(7 w) =
+    0.77734375, where 7 / 9 rounds to 0.77783203125; in float32 fl32(fl32(1 / 9) 7)."""
     got = SPEC.kernel(_t([[[1.0], [3.0]]], (1, 3, 1))).reshape(-1)
     assert list(got) == [0.5, 2.0, 1.5]
     got = SPEC.kernel(_t([[[2.0, 6.0]]], (1, 1, 3))).reshape(-1)  # (H = 1: HInOne, columns)
     assert list(got) == [1.0, 4.0, 3.0]
-    w16 = F(np.float16(F(1.0 / 9)))
-    assert SPEC.kernel(_t([[[9.0]]], (1, 3, 3), p=11)).reshape(-1)[0] == F(np.float16(9 * float(w16)))
-    assert SPEC.kernel(_t([[[9.0]]], (1, 3, 3), p=11)).reshape(-1)[0] == 0.99951171875
-    assert SPEC.kernel(_t([[[9.0]]], (1, 3, 3))).reshape(-1)[0] == F(F(1.0 / 9) * F(9))
+    got = SPEC.kernel(_t([[[7.0]]], (1, 3, 3), p=11)).reshape(-1)
+    assert got.size == 9 and set(got) == {0.77734375} and np.float16(7 / 9) == 0.77783203125
+    assert SPEC.kernel(_t([[[7.0]]], (1, 3, 3))).reshape(-1)[0] == F(F(1.0 / 9) * F(7))
     # h_div_w: fl(fl(g fl(1 / 3)) / 2) for a window 3 rows by 2 columns
     t = _t([[[1.0]]], (1, 3, 2))
     t["gradOutput"] = np.ones((1, 1, 2))  # (H 3 pooled to 1, W 2 pooled to 2: windows of 3 x 1)
@@ -124,7 +125,7 @@ cases:
   - {name: down, shape: [1, 3, 7, 13], tensors: {gradOutput: {shape: [1, 3, 4, 5]}}}
   - {name: up, shape: [1, 3, 5, 5], tensors: {gradOutput: {shape: [1, 3, 7, 9]}}}
   - {name: mixed, shape: [1, 2, 13, 5], tensors: {gradOutput: {shape: [1, 2, 5, 9]}}}
-  - {name: positive, shape: [1, 2, 10, 10], tensors: {gradOutput: {shape: [1, 2, 4, 3]}},
+  - {name: positive, shape: [1, 2, 7, 13], tensors: {gradOutput: {shape: [1, 2, 4, 5]}},
      inputs: {gradOutput: {uniform: [0.5, 1.5]}}}
 """
 
@@ -209,8 +210,9 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
 
 def test_ops_nn_ttk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
     """The graph op AdaptiveAvgPool2dGrad: its one input is gradOutput, self is made of orig_input_shape's shape; all
-    5 cases import, the 3 of up to 40,000 elements PASS (the kernel and the independent one)."""
+    5 cases import; the 3 of up to 40,000 elements PASS (the kernel and the independent one), but for the one of a
+    single value everywhere (-2^-14), MISTRUSTED (it passes, but cannot show a kernel's errors)."""
     cases, small = atk_small_cases_pass(tmp_path, SUITES / TTK, "adaptive_avg_pool2d_backward", independent, "out",
-                                        quick_elements=40_000)
+                                        quick_elements=40_000, accept=("PASS", "MISTRUSTED"))
     assert len(cases) == 5 and len(small) == 3
     assert {tuple(c["shape"]) for c in cases} >= {(4, 108, 3, 4), (4, 4, 4, 493)}

@@ -27,12 +27,14 @@ ORACLE_YAML = """\
 op: aclnnAdaptiveAvgPool3dBackward
 defaults: {product: "950", seed: 59, dtype: [float32, float16, bfloat16]}
 cases:
-  - {name: down, shape: [1, 2, 5, 7, 13], tensors: {gradOutput: {shape: [1, 2, 3, 4, 5]}}}
+  - {name: down, shape: [2, 2, 5, 7, 13], tensors: {gradOutput: {shape: [2, 2, 3, 4, 5]}}}
   - {name: up, shape: [2, 1, 2, 3, 5], tensors: {gradOutput: {shape: [2, 1, 3, 7, 9]}}}
   - {name: cdhw, shape: [2, 9, 3, 4], tensors: {gradOutput: {shape: [2, 4, 5, 4]}}}
   - {name: global, shape: [2, 2, 3, 4, 5], tensors: {gradOutput: {shape: [2, 2, 1, 1, 1]}}}
+  - {name: edges32, shape: [1, 2, 3, 5, 6], tensors: {gradOutput: {shape: [1, 2, 2, 7, 4]}}, dtype: float32,
+     inputs: {gradOutput: {values: [3.0e+38, -3.0e+38, 1.0e-40, -1.0e-45, 0.3333333, -0.0, 7, 1]}}}
   - {name: edges, shape: [1, 2, 3, 5, 6], tensors: {gradOutput: {shape: [1, 2, 2, 7, 4]}},
-     inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 3.0e+38, 1.0e-40, 0.3333333, -0.0, 7, 1]}}}
+     dtype: [float16, bfloat16], inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
 """
 
 
@@ -47,7 +49,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     rounded once, bit for bit: thousands of elements per dtype, some through the exact path."""
     compared, exact = goldens_against(generated, "out", oracle)
     print("compared", compared, "exact path", exact)
-    assert min(compared.values()) > 1000 and sum(compared.values()) > 4000 and sum(exact.values()) > 0
+    assert min(compared.values()) > 2000 and sum(exact.values()) > 0
 
 
 def _t(g, self_shape, p=24, planes=1, rank=5):
@@ -59,12 +61,12 @@ def _t(g, self_shape, p=24, planes=1, rank=5):
 
 def test_the_kernel_at_hand_computed_points():
     """2 x 1 x 3 pooled to 1 x 1 x 2: windows [0, 2) along W of 2 x 2 positions (K = 4) and [1, 3); the middle column
-    gets g0 / 4 + g1 / 4. A 1 x 1 x 1 gradOutput over 3 x 4 x 5: the fill fl16(1 / 60) in float16."""
+    gets g0 / 4 + g1 / 4. A 1 x 1 x 1 gradOutput over 3 x 4 x 5: the fill fl16(1 / 60) in float16, g 9
+    giving 0.14990234375 where 9 / 60 rounds to 0.1500244140625."""
     got = SPEC.kernel(_t([[[[4.0, 8.0]]]], (2, 1, 3))).reshape(-1)
     assert list(got) == [1.0, 3.0, 2.0] * 2
-    w16 = float(np.float16(F(1.0 / 60)))
-    got = SPEC.kernel(_t([[[[6.0]]]], (3, 4, 5), p=11)).reshape(-1)
-    assert got.size == 60 and set(got) == {F(np.float16(6 * w16))} and F(np.float16(6 * w16)) != F(np.float16(0.1))
+    got = SPEC.kernel(_t([[[[9.0]]]], (3, 4, 5), p=11)).reshape(-1)  # (fl16(1 / 60) = 0.01666259765625)
+    assert got.size == 60 and set(got) == {0.14990234375} and np.float16(9 / 60) == 0.1500244140625
 
 
 def test_the_tilings_choice():
@@ -102,7 +104,7 @@ defaults: {product: "950", seed: 29, dtype: [float32, float16, bfloat16]}
 cases:
   - {name: down, shape: [1, 2, 5, 7, 13], tensors: {gradOutput: {shape: [1, 2, 3, 4, 5]}}}
   - {name: up, shape: [1, 2, 3, 5, 5], tensors: {gradOutput: {shape: [1, 2, 4, 7, 9]}}}
-  - {name: positive, shape: [1, 2, 7, 10, 10], tensors: {gradOutput: {shape: [1, 2, 3, 4, 3]}},
+  - {name: positive, shape: [1, 2, 5, 7, 13], tensors: {gradOutput: {shape: [1, 2, 3, 4, 5]}},
      inputs: {gradOutput: {uniform: [0.5, 1.5]}}}
 """
 
@@ -172,7 +174,7 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
 
 def test_ops_nn_ttk_suite_imports_whole_and_its_small_case_passes_the_kernel(tmp_path):
     """The graph op AdaptiveAvgPool3dGrad (y_grad, x; data_format NCDHW): all 5 cases import; the one of float16's
-    largest values (65504 over 3 x 16 x 7 positions) PASSes. The other four hold 31 M to 310 M elements."""
+    largest values (65504 spread over 3 x 16 x 7 positions, 40,320 elements: one value, MISTRUSTED) passes. The other four hold 31 M to 310 M elements."""
     cases, small = atk_small_cases_pass(tmp_path, SUITES / TTK, "adaptive_avg_pool3d_backward", independent, "out",
-                                        quick_elements=40_000)
+                                        quick_elements=50_000, accept=("PASS", "MISTRUSTED"))
     assert len(cases) == 5 and len(small) == 1
