@@ -201,9 +201,23 @@ class Window(Rows):
         sp = self.spatial
         layouts = "(N, C, H, W) or (C, H, W)" if sp == 2 else "(N, C, D, H, W) or (C, D, H, W)"
         if len(drv) < sp + 1 or len(g) != len(drv):
-            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the window family needs {layouts} both"
+            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the {self.name} family needs {layouts} both"
         if g[:-sp] != drv[:-sp]:
             return f"{self.grad}'s leading axes {list(g[:-sp])} are not {self.driver}'s {list(drv[:-sp])}"
+        problem = self.sizes_problem(drv, g, attrs)
+        if problem:
+            return problem
+        for name in self.pooled:
+            if name in shapes and tuple(shapes[name]) != g:
+                return f"{name} has shape {list(shapes[name])}; the {self.name} family needs {self.grad}'s {list(g)}"
+        for t in op.tensors:
+            if t.name not in (self.driver, self.grad, *self.pooled) and t.name in shapes and tuple(shapes[t.name]) != drv:
+                return f"{t.name} has shape {list(shapes[t.name])}; the {self.name} family needs {self.driver}'s {list(drv)}"
+        return None
+
+    def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:
+        """Why the pooled tensor's planes are not the forward's pooled size of the driver's (None: they are)."""
+        sp = self.spatial
         k, s, p, d, ceil = self.parameters(attrs)
         want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-sp:]))
         if min(want) < 1:
@@ -212,12 +226,6 @@ class Window(Rows):
         if g[-sp:] != want:
             return (f"{self.grad}'s planes are {list(g[-sp:])}; kernel {list(k)}, stride {list(s)}, padding "
                     f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-sp:])} into {list(want)}")
-        for name in self.pooled:
-            if name in shapes and tuple(shapes[name]) != g:
-                return f"{name} has shape {list(shapes[name])}; the window family needs {self.grad}'s {list(g)}"
-        for t in op.tensors:
-            if t.name not in (self.driver, self.grad, *self.pooled) and t.name in shapes and tuple(shapes[t.name]) != drv:
-                return f"{t.name} has shape {list(shapes[t.name])}; the window family needs {self.driver}'s {list(drv)}"
         return None
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
@@ -320,24 +328,11 @@ class Adaptive(Window):
         """Every tensor the case's shape (gradOutput too: one window a position, unless the case gives its own)."""
         return {n: tuple(shape) for n in names}
 
-    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
-        """Why the shapes are not (..., H, W) planes of self and gradOutput with the same leading axes, or leave
-        the output unwritten (None: they are fine)."""
-        if self.driver not in shapes or self.grad not in shapes:
-            return f"{self.driver} or {self.grad} is null"
-        drv, g = tuple(shapes[self.driver]), tuple(shapes[self.grad])
-        sp = self.spatial
-        layouts = "(N, C, H, W) or (C, H, W)" if sp == 2 else "(N, C, D, H, W) or (C, D, H, W)"
-        if len(drv) < sp + 1 or len(g) != len(drv):
-            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the adaptive window family needs {layouts} both"
-        if g[:-sp] != drv[:-sp]:
-            return f"{self.grad}'s leading axes {list(g[:-sp])} are not {self.driver}'s {list(drv[:-sp])}"
+    def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:
+        """Any pooled size is taken; an empty gradOutput beside a non-empty self leaves the output unwritten."""
         if 0 in g and 0 not in drv:
             return (f"{self.grad} {list(g)} is empty and {self.driver} {list(drv)} is not: the op_api returns without "
                     f"computing, and the output keeps what it held (no result to judge)")
-        for t in op.tensors:
-            if t.name not in (self.driver, self.grad) and t.name in shapes and tuple(shapes[t.name]) != drv:
-                return f"{t.name} has shape {list(shapes[t.name])}; the adaptive window family needs {self.driver}'s {list(drv)}"
         return None
 
     def block_values(self, m, b0: int, b1: int) -> dict:

@@ -102,6 +102,12 @@ def exact(family, t):
     return pool.exact(pool.volume(t[family.grad], axes, pooled=True), axes, d).reshape(np.shape(t[family.driver]))
 
 
+def functions(family, term_roundings: int, out: str) -> dict:
+    """The OpSpec functions both ops take from here, for `family` and its output `out`."""
+    return {"reference": lambda t: reference(family, t, term_roundings), "exact": lambda t: exact(family, t),
+            "exact_at": lambda t, wanted: exact_at(family, t, wanted, out), "edge": lambda t: edge(family, t)}
+
+
 def _recip(k, dtype=F32):
     return dtype(1) / np.asarray(k).astype(dtype)
 

@@ -151,12 +151,9 @@ SPEC = register(OpSpec(
     empty_ok=True,
     family=FAMILY,
     case_values=A.planes(FAMILY),
-    reference=lambda t: A.reference(FAMILY, t, TERM_ROUNDINGS),
-    exact=lambda t: A.exact(FAMILY, t),
-    exact_at=lambda t, wanted: A.exact_at(FAMILY, t, wanted, OUT),
+    **A.functions(FAMILY, TERM_ROUNDINGS, OUT),  # (reference, exact, exact_at, edge)
     kernel=_kernel,
     ieee=_ieee,
-    edge=lambda t: A.edge(FAMILY, t),
     variants=VARIANTS,
     aliases={"Input": SELF},
     contract=Contract(dtypes="same", out_checked=False, shape_rule=_shape_rule),
