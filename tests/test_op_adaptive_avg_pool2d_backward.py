@@ -15,8 +15,8 @@ import pytest
 
 from adaptive_pool import independent, oracle
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.window import adaptive as A
-from aclnn_cli.ops.window.adaptive_avg_pool2d_backward import SPEC, path
+from aclnn_cli.ops.adaptive import pooling as A
+from aclnn_cli.ops.adaptive.adaptive_avg_pool2d_backward import SPEC, path
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli

@@ -14,8 +14,8 @@ import pytest
 
 from adaptive_pool import independent, oracle
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.window import adaptive as A
-from aclnn_cli.ops.window.adaptive_avg_pool3d_backward import SPEC, path
+from aclnn_cli.ops.adaptive import pooling as A
+from aclnn_cli.ops.adaptive.adaptive_avg_pool3d_backward import SPEC, path
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from rowblocks import assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against, independent_dumps, not_passing

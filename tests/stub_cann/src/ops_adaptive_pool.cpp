@@ -1,7 +1,7 @@
 // libopapi of the stub: AdaptiveAvgPool2dBackward and AdaptiveAvgPool3dBackward (pooling/adaptive_avg_pool2d_grad,
 // pooling/adaptive_avg_pool3d_grad).
 //
-// Phase one: the statuses of aclnn-cli's contracts for the ops (aclnn_cli/ops/window/adaptive_avg_pool{2,3}d_backward.py,
+// Phase one: the statuses of aclnn-cli's contracts for the ops (aclnn_cli/ops/adaptive/adaptive_avg_pool{2,3}d_backward.py,
 // after the op_apis' CheckParams): nulls 161001, everything else 161002. Phase two: a gradOutput of one position per
 // plane (volume) takes the op_api's Fill of fl_T(float(1.0 / S)) and Mul in the dtype T; else each input position in
 // float32, its adaptive windows (window o of an axis of n positions pooled into m covering

@@ -29,7 +29,7 @@ import numpy as np
 from ..base import Reference, defect, legitimate
 from ..families.window import AdaptiveAxis
 from ...tensor import dtypes as D
-from . import pool
+from ..window import pool
 
 F32 = np.float32
 PRECISION = "precision"  # the family's block value: the dtype's significand bits (24, 11, 8)

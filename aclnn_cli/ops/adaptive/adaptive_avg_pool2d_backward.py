@@ -1,7 +1,7 @@
 """aclnnAdaptiveAvgPool2dBackward: the gradient of 2-D adaptive average pooling.
 
     out[n, c, h, w] = sum over the windows (oh, ow) covering (h, w) of gradOutput[n, c, oh, ow] / (kH(oh) kW(ow)),
-    window oh covering rows [floor(oh H / Ho), ceil((oh + 1) H / Ho)), ow columns likewise (ops/window/adaptive.py)
+    window oh covering rows [floor(oh H / Ho), ceil((oh + 1) H / Ho)), ow columns likewise (ops/adaptive/pooling.py)
 
 hicann/ops-nn pooling/adaptive_avg_pool2d_grad/docs/aclnnAdaptiveAvgPool2dBackward.md: gradOutput, self, out float32,
 float16, bfloat16 (950, A3, A2; no bfloat16 on 910 and 310P), ND, NCHW or NCL, 3-4 dims. op_api/
@@ -13,10 +13,10 @@ self's shape and dtype (the family refuses another shape). An empty self or grad
 nothing (the family refuses an empty gradOutput beside a non-empty self: out would keep what it held).
 
 gradOutput of 1 x 1 planes: a Fill of fl_T(1.0 / (H W)) in self's dtype and a Mul (every product; the global path of
-ops/window/adaptive.py). Else on the 950 (IsRegbase) the AdaptiveAvgPool2dGrad kernel (op_kernel/arch35), whose tiling
+ops/adaptive/pooling.py). Else on the 950 (IsRegbase) the AdaptiveAvgPool2dGrad kernel (op_kernel/arch35), whose tiling
 (op_host/arch35) takes the first capable of: the big kernel (priority 10: kH kW >= 256 and kW > 256 / bytes / 2,
 kH = ceil(H / Ho)), the NCHW small kernel (20: `_small_capable`), the SIMT kernels (50: `_simt`). Each forms its terms
-and adds them as `_path` says (ops/window/adaptive.py's table); the output is cast once (CAST_RINT). A3 and A2 run
+and adds them as `_path` says (ops/adaptive/pooling.py's table); the output is cast once (CAST_RINT). A3 and A2 run
 AdaptiveAvgPool3dGrad on a unit depth (fl(g fl(1 / K)), atomic adds), 910 and 310P two batch matmuls with the
 assist matrices: not emulated (their float32 terms are inside the allowance's four roundings; the 16-bit matmul
 path is not). The golden is the exact sum rounded once.
@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..base import Contract, OpSpec, TensorSpec, products
 from ..families import Adaptive
 from ..registry import register
-from . import adaptive as A
+from . import pooling as A
 
 GRAD, SELF, OUT = "gradOutput", "self", "out"
 FAMILY = Adaptive(driver=SELF, grad=GRAD, precision=A.PRECISION)

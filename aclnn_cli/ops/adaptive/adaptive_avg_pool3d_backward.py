@@ -1,7 +1,7 @@
 """aclnnAdaptiveAvgPool3dBackward: the gradient of 3-D adaptive average pooling.
 
     out[n, c, d, h, w] = sum over the windows (od, oh, ow) covering (d, h, w) of gradOutput[n, c, od, oh, ow] / K,
-    K = kD(od) kH(oh) kW(ow), window od covering [floor(od D / Do), ceil((od + 1) D / Do)), and so on (adaptive.py)
+    K = kD(od) kH(oh) kW(ow), window od covering [floor(od D / Do), ceil((od + 1) D / Do)), and so on (pooling.py)
 
 hicann/ops-nn pooling/adaptive_avg_pool3d_grad/docs/aclnnAdaptiveAvgPool3dBackward.md: gradOutput, self, out float32,
 float16, bfloat16, NCDHW or ND, 4-5 dims (CDHW, NCDHW). op_api/aclnn_adaptive_avg_pool3d_backward.cpp CheckParams:
@@ -12,7 +12,7 @@ A2: FLOAT, FLOAT16, BF16, and DOUBLE for a 1 x 1 x 1 gradOutput, which no case h
 one dtype; formats that differ. 910 takes 1 x 1 x 1 gradOutputs only, 310P has no binary of the kernel: neither is
 declared. An empty self (N = 0) computes nothing.
 
-A 1 x 1 x 1 gradOutput: a Fill of fl_T(1.0 / (D H W)) in self's dtype and a Mul (every product; adaptive.py's global
+A 1 x 1 x 1 gradOutput: a Fill of fl_T(1.0 / (D H W)) in self's dtype and a Mul (every product; pooling.py's global
 path). Else on the 950 (IsRegbase) AdaptiveAvgPool3dGrad on the tensors as they are (op_kernel/arch35): the tiling
 takes the big kernel (kD kH kW >= 256 and kW > 256 / bytes / 2, k = ceil(self / gradOutput) per axis; an NCDHW
 input only) or the NCDHW small kernel (`_small_capable`), else the SIMT kernel (AdaptiveAvgPool3dGradNcdhw). The SIMT
@@ -29,8 +29,8 @@ import numpy as np
 from ..base import Contract, OpSpec, TensorSpec, products
 from ..families import Adaptive
 from ..registry import register
-from . import adaptive as A
-from . import pool
+from . import pooling as A
+from ..window import pool
 
 GRAD, SELF, OUT = "gradOutput", "self", "out"
 FAMILY = Adaptive(driver=SELF, grad=GRAD, spatial=3, precision=A.PRECISION)
