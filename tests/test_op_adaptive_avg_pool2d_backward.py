@@ -20,7 +20,8 @@ from aclnn_cli.ops.adaptive.adaptive_avg_pool2d_backward import SPEC, path
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
-from rowblocks import assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against, independent_dumps, not_passing
+from rowblocks import (assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against,
+                       independent_dumps, not_passing)
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -37,7 +38,8 @@ cases:
   - {name: edges32, shape: [1, 2, 5, 6], tensors: {gradOutput: {shape: [1, 2, 7, 4]}}, dtype: float32,
      inputs: {gradOutput: {values: [3.0e+38, -3.0e+38, 1.0e-40, -1.0e-45, 0.3333333, -0.0, 7, 1]}}}
   - {name: edges, shape: [1, 2, 5, 6], tensors: {gradOutput: {shape: [1, 2, 7, 4]}},
-     dtype: [float16, bfloat16], inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
+     dtype: [float16, bfloat16],
+     inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
 """
 
 
@@ -77,7 +79,8 @@ def test_the_kernel_at_hand_computed_points():
     assert SPEC.kernel(t).reshape(-1)[0] == F(F(1) * (F(1) / F(3))) / F(1)
 
 
-# ops-nn's tiling UT (pooling/adaptive_avg_pool2d_grad/tests/ut/op_host/arch35/test_adaptive_avg_pool2d_grad_tiling.cpp):
+# ops-nn's tiling UT
+# (pooling/adaptive_avg_pool2d_grad/tests/ut/op_host/arch35/test_adaptive_avg_pool2d_grad_tiling.cpp):
 # (yGrad shape, x shape, float32?, the small kernel expected)
 UT = [((1, 2560, 4, 8), (1, 2560, 5, 7), True, True), ((1, 2603, 4, 8), (1, 2603, 5, 7), True, True),
       ((1, 5131, 4, 16), (1, 5131, 2, 7), False, True), ((1, 128, 7, 19), (1, 128, 31, 23), True, True),
@@ -196,8 +199,9 @@ def test_an_empty_gradient_beside_a_nonempty_self_is_refused_when_the_case_loads
 
 # ------------------------------------------------------------------ ops-nn's own suites
 
-ATK = "atk_aclnnAdaptiveAvgPool2dBackward.json"  # pooling/adaptive_avg_pool2d_grad/tests/st/aclnnAdaptiveAvgPool2dBackward/
-TTK = "ttk_kernel_adaptive_avg_pool2d_grad_st.csv"  # pooling/adaptive_avg_pool2d_grad/tests/st/arch35/
+# pooling/adaptive_avg_pool2d_grad/tests/st/aclnnAdaptiveAvgPool2dBackward/ and tests/st/arch35/
+ATK = "atk_aclnnAdaptiveAvgPool2dBackward.json"
+TTK = "ttk_kernel_adaptive_avg_pool2d_grad_st.csv"
 
 
 def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):

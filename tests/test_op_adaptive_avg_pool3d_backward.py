@@ -18,7 +18,8 @@ from aclnn_cli.ops.adaptive import pooling as A
 from aclnn_cli.ops.adaptive.adaptive_avg_pool3d_backward import SPEC, path
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from rowblocks import assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against, independent_dumps, not_passing
+from rowblocks import (assert_variant_verdicts, atk_small_cases_pass, bundled_suite, generated_yaml, goldens_against,
+                       independent_dumps, not_passing)
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -34,7 +35,8 @@ cases:
   - {name: edges32, shape: [1, 2, 3, 5, 6], tensors: {gradOutput: {shape: [1, 2, 2, 7, 4]}}, dtype: float32,
      inputs: {gradOutput: {values: [3.0e+38, -3.0e+38, 1.0e-40, -1.0e-45, 0.3333333, -0.0, 7, 1]}}}
   - {name: edges, shape: [1, 2, 3, 5, 6], tensors: {gradOutput: {shape: [1, 2, 2, 7, 4]}},
-     dtype: [float16, bfloat16], inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
+     dtype: [float16, bfloat16],
+     inputs: {gradOutput: {values: [65504, -65504, 6.0e-8, -1.0e-7, 0.3333333, -0.0, 7, 1]}}}
 """
 
 
@@ -160,8 +162,9 @@ def test_contract():
 
 # ------------------------------------------------------------------ ops-nn's own suites
 
-ATK = "atk_aclnnAdaptiveAvgPool3dBackward.json"  # pooling/adaptive_avg_pool3d_grad/tests/st/aclnnAdaptiveAvgPool3dBackward/
-TTK = "ttk_kernel_adaptive_avg_pool3d_grad_st.csv"  # pooling/adaptive_avg_pool3d_grad/tests/st/arch35/
+# pooling/adaptive_avg_pool3d_grad/tests/st/aclnnAdaptiveAvgPool3dBackward/ and tests/st/arch35/
+ATK = "atk_aclnnAdaptiveAvgPool3dBackward.json"
+TTK = "ttk_kernel_adaptive_avg_pool3d_grad_st.csv"
 
 
 def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_path):
@@ -174,7 +177,8 @@ def test_ops_nn_atk_suite_imports_whole_and_its_small_cases_pass_the_kernel(tmp_
 
 def test_ops_nn_ttk_suite_imports_whole_and_its_small_case_passes_the_kernel(tmp_path):
     """The graph op AdaptiveAvgPool3dGrad (y_grad, x; data_format NCDHW): all 5 cases import; the one of float16's
-    largest values (65504 spread over 3 x 16 x 7 positions, 40,320 elements: one value, MISTRUSTED) passes. The other four hold 31 M to 310 M elements."""
+    largest values (65504 spread over 3 x 16 x 7 positions, 40,320 elements: one value, MISTRUSTED) passes. The
+    other four hold 31 M to 310 M elements."""
     cases, small = atk_small_cases_pass(tmp_path, SUITES / TTK, "adaptive_avg_pool3d_backward", independent, "out",
                                         quick_elements=50_000, accept=("PASS", "MISTRUSTED"))
     assert len(cases) == 5 and len(small) == 1

@@ -88,8 +88,9 @@ class GraphOp:
     # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
     # API inputs the graph op has no tensor for, whose shape a graph ListInt attribute gives and whose values the API
-    # never reads: API input -> that attribute (AdaptiveAvgPool2dGrad's orig_input_shape is aclnnAdaptiveAvgPool2dBackward's
-    # self). The importers make the input of that shape in the first graph input's dtype, filled as the op fills it.
+    # never reads: API input -> that attribute (AdaptiveAvgPool2dGrad's orig_input_shape is the shape of
+    # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
+    # dtype, filled as the op fills it.
     shaped: Mapping[str, str] = None  # type: ignore[assignment]
 
     def given_but_absent_only(self, index: int) -> str | None:

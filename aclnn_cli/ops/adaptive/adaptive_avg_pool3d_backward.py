@@ -54,7 +54,8 @@ def _small_capable(g, x, nc: int, nbytes: int) -> bool:
     if kernel >= 256 or nc < 128 or int(np.prod(g)) < 16 or g[2] < (8 if nbytes == 4 else 16):
         return False
     col, high = BLOCK // nbytes, VREG // nbytes  # DoBufferCalculate at one output row and column
-    in_bytes = high * (_ceil(g[0], x[0]) + 1) * (_ceil(g[1], x[1]) + 1) * (_ceil(_ceil(g[2], x[2]) + 1, col) * col) * nbytes
+    w_in = _ceil(_ceil(g[2], x[2]) + 1, col) * col
+    in_bytes = high * (_ceil(g[0], x[0]) + 1) * (_ceil(g[1], x[1]) + 1) * w_in * nbytes
     out_bytes = _ceil(col, 16) * 16 * high * nbytes
     que = [-(-b // BLOCK) * BLOCK for b in (in_bytes, max(in_bytes, out_bytes), out_bytes)]
     scratch = 0 if nbytes == 4 else (que[1] // nbytes + que[2] // nbytes) * 4

@@ -25,5 +25,6 @@ from .scatter import Scatter
 from .split import Split
 from .window import Adaptive, Window
 
-__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
+__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
+           "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]

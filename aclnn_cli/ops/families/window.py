@@ -211,8 +211,9 @@ class Window(Rows):
             if name in shapes and tuple(shapes[name]) != g:
                 return f"{name} has shape {list(shapes[name])}; the {self.name} family needs {self.grad}'s {list(g)}"
         for t in op.tensors:
-            if t.name not in (self.driver, self.grad, *self.pooled) and t.name in shapes and tuple(shapes[t.name]) != drv:
-                return f"{t.name} has shape {list(shapes[t.name])}; the {self.name} family needs {self.driver}'s {list(drv)}"
+            s = tuple(shapes.get(t.name, drv))
+            if t.name not in (self.driver, self.grad, *self.pooled) and s != drv:
+                return f"{t.name} has shape {list(s)}; the {self.name} family needs {self.driver}'s {list(drv)}"
         return None
 
     def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:

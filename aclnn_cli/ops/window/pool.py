@@ -132,8 +132,9 @@ def reference(g: np.ndarray, axes, d: np.ndarray, fp16_divide: bool = False, ter
     by 0 and 1 exact): within gamma_{n + 2} scale of the exact sum in float64's unit (the extra one: a divisor
     beyond 2^53 rounded). scale: sum |g| / |D| over the element's windows. allowance: a float32 kernel's terms,
     c = `term_roundings` roundings each (TERM_ROUNDINGS by default), added in any order: the smaller of the worst
-    case gamma_{n - 1 + c} and the probabilistic lambda sqrt(n - 1 + c) (docs/allowances.md), times scale. fp16_divide: the 950's Div path with cubeMathType
-    1 or 2 (gradOutput cast to float16, divided in float16): 2^-10 of each term and float16's subnormal step more."""
+    case gamma_{n - 1 + c} and the probabilistic lambda sqrt(n - 1 + c) (docs/allowances.md), times scale.
+    fp16_divide: the 950's Div path with cubeMathType 1 or 2 (gradOutput cast to float16, divided in float16):
+    2^-10 of each term and float16's subnormal step more."""
     dd = d.astype(np.float64)
     n = counts(axes)
     with np.errstate(all="ignore"):

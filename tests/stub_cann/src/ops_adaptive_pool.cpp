@@ -1,8 +1,8 @@
 // libopapi of the stub: AdaptiveAvgPool2dBackward and AdaptiveAvgPool3dBackward (pooling/adaptive_avg_pool2d_grad,
 // pooling/adaptive_avg_pool3d_grad).
 //
-// Phase one: the statuses of aclnn-cli's contracts for the ops (aclnn_cli/ops/adaptive/adaptive_avg_pool{2,3}d_backward.py,
-// after the op_apis' CheckParams): nulls 161001, everything else 161002. Phase two: a gradOutput of one position per
+// Phase one: the statuses of aclnn-cli's contracts for the ops
+// (aclnn_cli/ops/adaptive/adaptive_avg_pool{2,3}d_backward.py, after the op_apis' CheckParams): nulls 161001, everything else 161002. Phase two: a gradOutput of one position per
 // plane (volume) takes the op_api's Fill of fl_T(float(1.0 / S)) and Mul in the dtype T; else each input position in
 // float32, its adaptive windows (window o of an axis of n positions pooled into m covering
 // [floor(o n / m), ceil((o + 1) n / m))) in order, the outer axis first: 2-D the 950's SIMT kernel
@@ -63,7 +63,9 @@ aclnnStatus Check3d(const Checker& c, const Call& a) {
     RETURN_IF_FAILED(c.SameDtype({a.G(), a.S(), a.O()}));
     RETURN_IF_FAILED(c.Dims(4, 5, {a.G(), a.S(), a.O()}));
     const std::vector<int64_t>&g = a.grad->view, &s = a.self->view;
-    if (g.size() != s.size() || a.out->view.size() != s.size()) return c.Invalid("gradOutput, self and out: as many dims");
+    if (g.size() != s.size() || a.out->view.size() != s.size()) {
+        return c.Invalid("gradOutput, self and out: as many dims");
+    }
     for (size_t i = 1; i < s.size(); ++i) {
         if (s[i] <= 0) return c.Invalid("self: every axis but N > 0");
     }
