@@ -22,14 +22,6 @@ def bounds(n: int, m: int) -> list[tuple[int, int]]:
     return [((o * n) // m, -((-(o + 1) * n) // m)) for o in range(m)]
 
 
-def cover(n: int, m: int) -> np.ndarray:
-    """(m, n) float: 1 where window o covers position i."""
-    c = np.zeros((m, n))
-    for o, (a, b) in enumerate(bounds(n, m)):
-        c[o, a:b] = 1
-    return c
-
-
 def grids(case, m) -> tuple[np.ndarray, tuple[int, ...]]:
     """gradOutput as (planes, *pooled) float64 and self's spatial sizes, from the manifest's numbers."""
     ts = harness.tensors(m)
