@@ -36,6 +36,10 @@ EVERY_X = "test_golden_is_correctly_rounded_for_every_16bit_x"
 # op key: (where its goldens meet an oracle, where an independent kernel passes its bundled cases); a test of
 # the op's own file is "file::test"
 ENTRIES = {
+    "adaptive_avg_pool2d_backward": (f"test_op_adaptive_avg_pool2d_backward.py::{GOLDENS}",
+                                     f"test_op_adaptive_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
+    "adaptive_avg_pool3d_backward": (f"test_op_adaptive_avg_pool3d_backward.py::{GOLDENS}",
+                                     f"test_op_adaptive_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "avg_pool2d_backward": (f"test_op_avg_pool2d_backward.py::{GOLDENS}", f"test_op_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
     "avg_pool3d_backward": (f"test_op_avg_pool3d_backward.py::{GOLDENS}", f"test_op_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "batch_mat_mul": (f"test_op_batch_mat_mul.py::{GOLDENS}", f"test_op_batch_mat_mul.py::{AN_INDEPENDENT}"),
@@ -108,6 +112,13 @@ ROWS = {
 
 # op key (or "user:<file>"): (its defects, its legitimate variants), each as the op declares them
 VARIANTS = {
+    "adaptive_avg_pool2d_backward": (
+        "adaptive2d-floor-end adaptive2d-largest-divisor adaptive2d-last-write-wins adaptive2d-uniform-windows",
+        "adaptive2d-column-sums adaptive2d-columns adaptive2d-divide adaptive2d-reversed adaptive2d-small-kernel"),
+    "adaptive_avg_pool3d_backward": (
+        "adaptive3d-depth-divisor-dropped adaptive3d-floor-end adaptive3d-largest-divisor adaptive3d-last-write-wins "
+        "adaptive3d-uniform-windows",
+        "adaptive3d-columns adaptive3d-divide adaptive3d-reciprocal adaptive3d-reversed"),
     "avg_pool2d_backward": (
         "avgpool-include-pad-always avgpool-include-pad-ignored avgpool-kernel-size-divisor "
         "avgpool-last-write-wins avgpool-override-ignored avgpool-padding-off-by-one avgpool-stride-off-by-one",

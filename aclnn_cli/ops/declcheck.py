@@ -215,6 +215,10 @@ class _Check:
             for j, n in enumerate(entry[2]):
                 if n is not None and n not in ins:
                     self.fail(f"{field}.when[{i}][{j}]", f"{s.name} has no input '{n}' ({', '.join(ins)})")
+        for api_input, attr in self.items(f"{field}.shaped", g.shaped or {}, Mapping):
+            if api_input not in ins or api_input in g.api_inputs(tuple(ins)) or not isinstance(attr, str):
+                self.fail(f"{field}.shaped[{show(api_input)}]",
+                          "expected an input of the op no graph input maps to -> the graph attribute holding its shape")
         self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:
@@ -340,8 +344,7 @@ class _Check:
         if isinstance(f, Window):
             self.choice("family.grad", f.grad, tuple(n for n in ins if n != f.driver))
             kinds = {a.name: a.kind for a in self.spec.attributes}
-            for field, kind in (("kernel", "int_list"), ("stride", "int_list"), ("padding", "int_list"),
-                                ("dilation", "int_list"), ("ceil", "bool")):
+            for field, kind in f.attribute_fields():
                 name = getattr(f, field)
                 if (name is not None or field == "kernel") and kinds.get(name) != kind:
                     self.fail(f"family.{field}", f"expected the name of a {kind} attribute, got {show(name)}")

@@ -80,6 +80,10 @@ PUBLIC = {
                                              "conv/convolution_backward/op_api/aclnn_convolution_backward.h"),
     "aclnnop/aclnn_prelu_backward.h": ("ops_nn", "activation/p_relu_grad_update/op_api/aclnn_prelu_backward.h"),
     "aclnnop/aclnn_kl_div_backward.h": ("ops_nn", "loss/kl_div_loss_grad/op_api/aclnn_kl_div_backward.h"),
+    "aclnnop/aclnn_adaptive_avg_pool2d_backward.h": (
+        "ops_nn", "pooling/adaptive_avg_pool2d_grad/op_api/aclnn_adaptive_avg_pool2d_backward.h"),
+    "aclnnop/aclnn_adaptive_avg_pool3d_backward.h": (
+        "ops_nn", "pooling/adaptive_avg_pool3d_grad/op_api/aclnn_adaptive_avg_pool3d_backward.h"),
 }
 # Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc, whose
 # prototypes (```Cpp blocks) the stub's declarations must match, and whose call example includes the header's path.
