@@ -64,8 +64,9 @@ def block(rng, k: int, r: int, dtype: str, kind: str = "random", weight: bool = 
     return t
 
 
-def oracle(t: dict) -> dict:
-    """ATen's algebra (module docstring) in Fractions, row by row in plain Python."""
+def oracle(t: dict, rstd: list | None = None) -> dict:
+    """ATen's algebra (module docstring) in Fractions, row by row in plain Python; rstd: each row's rstd as a
+    Fraction where it is not t["rstd"] (aclnnLayerNormGrad's, from the variance)."""
     k, n = t["gradOut"].shape[:2]
     dy = [[Fraction(float(v)) for v in row.reshape(-1)] for row in t["gradOut"]]
     x = [[Fraction(float(v)) for v in row.reshape(-1)] for row in t["input"]]
@@ -73,7 +74,8 @@ def oracle(t: dict) -> dict:
         else [[Fraction(1)] * n for _ in range(k)]
     dx, gw, gb = [], [Fraction(0)] * n, [Fraction(0)] * n
     for i in range(k):
-        mu, r = Fraction(float(t["mean"].reshape(-1)[i])), Fraction(float(t["rstd"].reshape(-1)[i]))
+        mu = Fraction(float(t["mean"].reshape(-1)[i]))
+        r = rstd[i] if rstd is not None else Fraction(float(t["rstd"].reshape(-1)[i]))
         a = [d * g for d, g in zip(dy[i], w[i])]
         ds, db = sum(ai * xi for ai, xi in zip(a, x[i])), sum(a)
         b = (db * mu - ds) * r**3 / n
