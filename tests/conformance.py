@@ -66,6 +66,8 @@ ENTRIES = {
     "kl_div_backward": (LOSS_RUN, LOSS_RUN),
     "l1_loss_backward": (LOSS_RUN, LOSS_RUN),
     "layer_norm_backward": (f"test_op_layer_norm_backward.py::{BUNDLED_GOLDENS}", ROWS_RUN),
+    "layer_norm_grad": ("test_op_layer_norm_grad.py::test_bundled_cases_pass_and_goldens_are_the_oracle_rounded_once",
+                        ROWS_RUN),
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
     "log_sigmoid_backward": (TEXTBOOK, KERNELS),
     "logit_grad": (f"test_op_logit_grad.py::{GOLDENS}", f"test_op_logit_grad.py::{AN_INDEPENDENT}"),
@@ -106,6 +108,7 @@ LOSS = {
 # op key: (its test file, its float32 kernel on a case's whole rows: another summation order than the op's)
 ROWS = {
     "layer_norm_backward": ("test_op_layer_norm_backward", "aten_float32"),
+    "layer_norm_grad": ("test_op_layer_norm_grad", "aten_float32"),
     "nll_loss_backward": ("test_op_nll_loss_backward", "aten_float32"),
     "rms_norm_grad": ("test_op_rms_norm_grad", "aten_sequential"),
 }
@@ -199,6 +202,11 @@ VARIANTS = {
         "ln-last-axis-only ln-mean-rstd-swapped ln-no-final-rstd ln-no-mean-term ln-s2-sign-flip "
         "ln-sums-across-rows",
         "ln-aten-formula ln-doc-order ln-sequential"),
+    "layer_norm_grad": (
+        "lng-bessel-divisor lng-bf16-accumulation lng-drop-last-element lng-fp16-accumulation "
+        "lng-fp16-eps-on-fp32 lng-gamma-in-weight-grad lng-no-epsilon lng-no-final-rstd lng-no-mean-term lng-s2-sign-flip "
+        "lng-sqrt-not-rsqrt lng-sums-across-rows lng-variance-as-rstd lng-variance-mean-swapped",
+        "lng-aten-formula lng-divide-sqrt-doc-order lng-rounded-rsqrt lng-sequential"),
     "leaky_relu_backward": (
         "inclusive-zero sign-slip swapped-branches zero-slope",
         "blend-formula mask-multiply"),

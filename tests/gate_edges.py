@@ -44,6 +44,7 @@ ORDINARY = {
     "nll_loss_backward": {"attributes": {"reduction": 0}},
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
+    "layer_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}, "product": "950"},
     "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     # (every element on the weight branch: gradWeight sums terms of one sign, gradInput is weight x gradOutput)
     "prelu_backward": {"inputs": {"gradOutput": {"uniform": [0.5, 1.5]}, "self": {"uniform": [-2.0, -0.5]},

@@ -25,7 +25,7 @@ NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "le
 REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
                      "l1_loss_backward", "soft_margin_loss_backward", "binary_cross_entropy_backward",
                      "smooth_l1_loss_backward", "binary_cross_entropy_with_logits_backward",
-                     "rms_norm_grad", "layer_norm_backward",
+                     "rms_norm_grad", "layer_norm_backward", "layer_norm_grad",
                      "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 SPLIT_HEADERS = ("swi_glu_grad", "geglu_backward")  # test_stub_swi_glu_grad.py, test_stub_ge_glu_backward.py
 GROUP_HEADERS = ("group_norm_backward",)  # its kernel: test_stub_group_norm_backward.py
@@ -97,7 +97,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 53 and p.returncode == 0, p.stderr
+    assert len(units) == 54 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

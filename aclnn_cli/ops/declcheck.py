@@ -116,6 +116,7 @@ class _Check:
         self.contract(s.contract)
         self.family(s.family)
         self.function("case_values", s.case_values)
+        self.function("case_dtypes", s.case_dtypes)
         self.signature(self.items("signature", s.signature))
         for name, fn in self.items("variants", s.variants, Mapping):
             self.text("variants", name, VARIANT, "a variant name (letters, digits, _ . -)")

@@ -41,6 +41,7 @@ BUNDLED: dict[str, str] = {
     "aclnnHardtanhBackward": "elementwise.hardtanh_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
+    "aclnnLayerNormGrad": "rows.layer_norm_grad",
     "aclnnKlDivBackward": "elementwise.kl_div_backward",
     "aclnnL1LossBackward": "elementwise.l1_loss_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",

@@ -92,6 +92,13 @@ GENERATED = {
     "aclnnop/aclnn_swi_glu_grad.h": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md",
 }
 
+# Headers the real build generates from an OpDef of which ops-nn has neither a header nor a doc: nothing public to
+# compare with; skipped, with the reason.
+UNDOCUMENTED = {
+    "aclnnop/aclnn_layer_norm_grad.h": "generated from norm/layer_norm_grad/op_host/layer_norm_grad_def.cpp (the graph "
+                                       "op LayerNormGrad); ops-nn has no header or doc of aclnnLayerNormGrad",
+}
+
 
 def strip_comments(text: str) -> str:
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
@@ -164,7 +171,9 @@ def main() -> int:
     args = ap.parse_args()
     repos = {"runtime": args.runtime, "opbase": args.opbase, "ops_nn": args.ops_nn}
     stub_files = sorted(str(p.relative_to(INCLUDE)) for p in INCLUDE.rglob("*.h"))
-    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED]
+    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED and f not in UNDOCUMENTED]
+    for f in sorted(UNDOCUMENTED):
+        print(f"SKIPPED (no public counterpart: {UNDOCUMENTED[f]}): {f}")
     bad = total = 0
     for f in sorted(GENERATED):
         checked, problems = doc_problems(f, public_text(repos, "ops_nn", GENERATED[f]))
