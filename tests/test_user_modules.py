@@ -293,9 +293,11 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
 
 
 def test_the_bundled_ops_pass_the_same_checks(registry):
-    """Every bundled declaration goes through register's checks (a re-registration under a fresh name and key)."""
+    """Every bundled declaration goes through register's checks (a re-registration under a fresh name and key, its
+    own graph ops, aclnnKlDivBackward's KlDivLossGrad, under fresh names too)."""
     for spec in list(OPS.values()):
-        fresh = dataclasses.replace(spec, name=spec.name + "Copy", key=spec.key + "_copy")
+        graph_ops = {f"{k}Copy": dataclasses.replace(g, api=spec.name + "Copy") for k, g in spec.graph_ops.items()}
+        fresh = dataclasses.replace(spec, name=spec.name + "Copy", key=spec.key + "_copy", graph_ops=graph_ops)
         registered = register(fresh)
         assert OPS[fresh.name] is registered and registered.products == spec.products
 

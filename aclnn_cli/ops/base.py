@@ -224,6 +224,9 @@ class OpSpec:
     # Values the functions receive beside the attributes, from the case's shapes (MSE's numel(self)):
     # {tensor name: view shape} -> {name: int}.
     case_values: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, int]] | None = None
+    # Values the functions receive beside the attributes, from the case's dtypes (LayerNormGrad's epsilon, which
+    # the tiling picks by x's dtype): {tensor name: dtype name} -> {name: value}.
+    case_dtypes: Callable[[Mapping[str, str]], Mapping[str, object]] | None = None
     # The API's arguments before workspaceSize, in the header's order (tensor and attribute names).
     # Empty: the inputs, then the attributes, then the outputs.
     signature: tuple[str, ...] = ()

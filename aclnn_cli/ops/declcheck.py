@@ -116,6 +116,7 @@ class _Check:
         self.contract(s.contract)
         self.family(s.family)
         self.function("case_values", s.case_values)
+        self.function("case_dtypes", s.case_dtypes)
         self.signature(self.items("signature", s.signature))
         for name, fn in self.items("variants", s.variants, Mapping):
             self.text("variants", name, VARIANT, "a variant name (letters, digits, _ . -)")
@@ -160,7 +161,10 @@ class _Check:
         self.text("graph_ops", name, IDENT, "a graph op name (letters, digits, _)")
         taken = graphops.holder(name)
         if taken is not None:
-            whose = "a bundled graph op" if taken in graphops.BUNDLED_GRAPH_OPS else "already a user op's graph op"
+            from .registry import BUNDLED  # (registry imports this module: not at its top)
+
+            bundled = taken in graphops.BUNDLED_GRAPH_OPS or graphops.GRAPH_OPS[taken].api in BUNDLED
+            whose = "a bundled graph op" if bundled else "already a user op's graph op"
             self.fail(field, f"{taken} ({graphops.GRAPH_OPS[taken].api}) is {whose}: give this one another name")
         if not isinstance(g, graphops.GraphOp):
             self.fail(field, f"expected a GraphOp (from aclnn_cli.ops.graphops import GraphOp), got {show(g)}")
@@ -212,6 +216,10 @@ class _Check:
             for j, n in enumerate(entry[2]):
                 if n is not None and n not in ins:
                     self.fail(f"{field}.when[{i}][{j}]", f"{s.name} has no input '{n}' ({', '.join(ins)})")
+        for api_input, attr in self.items(f"{field}.shaped", g.shaped or {}, Mapping):
+            if api_input not in ins or api_input in g.api_inputs(tuple(ins)) or not isinstance(attr, str):
+                self.fail(f"{field}.shaped[{show(api_input)}]",
+                          "expected an input of the op no graph input maps to -> the graph attribute holding its shape")
         self.function(f"{field}.derive", g.derive)
 
     def tensors(self, tensors: tuple) -> None:
@@ -308,9 +316,11 @@ class _Check:
         """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""
         if not isinstance(f, (Elementwise, Rows)):
             self.fail("family", f"expected Elementwise(), Rows(...), Channels(...) or Split(...), got {show(f)}")
-        if isinstance(f, Elementwise):
-            return
         ins = tuple(t.name for t in self.spec.inputs)
+        if isinstance(f, Elementwise):
+            if f.output_like is not None:
+                self.choice("family.output_like", f.output_like, ins)
+            return
         outs = tuple(t.name for t in self.spec.outputs)
         self.choice("family.driver", f.driver, ins)
         self.function("family.axes", f.axes, required=True)
@@ -335,8 +345,7 @@ class _Check:
         if isinstance(f, Window):
             self.choice("family.grad", f.grad, tuple(n for n in ins if n != f.driver))
             kinds = {a.name: a.kind for a in self.spec.attributes}
-            for field, kind in (("kernel", "int_list"), ("stride", "int_list"), ("padding", "int_list"),
-                                ("dilation", "int_list"), ("ceil", "bool")):
+            for field, kind in f.attribute_fields():
                 name = getattr(f, field)
                 if (name is not None or field == "kernel") and kinds.get(name) != kind:
                     self.fail(f"family.{field}", f"expected the name of a {kind} attribute, got {show(name)}")

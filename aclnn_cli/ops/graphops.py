@@ -78,7 +78,8 @@ class GraphOp:
     attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes; lists:
     graph bool attributes that are entries of an API list attribute, graph name -> (API name, index, length),
     missing entries true (GroupNormGrad's dx_is_require... are outputMask). An `attrs` entry whose API name is
-    None is checked by its converter and not passed (data_format: the API has one layout)."""
+    None is checked by its converter and not passed (data_format: the API has one layout). shaped: API inputs made
+    from a graph attribute holding their shape (below)."""
 
     api: str
     inputs: tuple[str, ...]
@@ -97,6 +98,11 @@ class GraphOp:
     # that matches (an attribute left out does not match). BatchNormGrad's reserve spaces are the saved mean and
     # invstd in training, the running mean and variance in inference.
     when: tuple[tuple[str, object, tuple[str | None, ...]], ...] = ()
+    # API inputs the graph op has no tensor for, whose shape a graph ListInt attribute gives and whose values the API
+    # never reads: API input -> that attribute (AdaptiveAvgPool2dGrad's orig_input_shape is the shape of
+    # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
+    # dtype, filled as the op fills it.
+    shaped: Mapping[str, str] = None  # type: ignore[assignment]
 
     def given_but_absent_only(self, index: int) -> str | None:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
@@ -262,6 +268,15 @@ GRAPH_OPS = {
                            outputs=("dx",), to_outputs=("gradInput",),
                            attrs={"dim": ("dim", integer), "approximate": ("approximate", integer),
                                   "activate_left": ("activateLeft", boolean)}),
+    # (pooling/adaptive_avg_pool{2,3}d_grad/op_graph: the 2-D op has x's shape as an attribute, not a tensor; the
+    # TTK files' dynamic_shape is TTK's own compile setting)
+    "AdaptiveAvgPool2dGrad": GraphOp("aclnnAdaptiveAvgPool2dBackward", ("input_grad",), to_inputs=("gradOutput",),
+                                     outputs=("output_grad",), to_outputs=("out",), shaped={"self": "orig_input_shape"},
+                                     ignored={"dynamic_shape": "TTK's dynamic-shape compile setting"}),
+    "AdaptiveAvgPool3dGrad": GraphOp("aclnnAdaptiveAvgPool3dBackward", ("y_grad", "x"), to_inputs=("gradOutput", "self"),
+                                     outputs=("x_grad",), to_outputs=("out",),
+                                     attrs={"data_format": (None, only("NCDHW"))},
+                                     ignored={"dynamic_shape": "TTK's dynamic-shape compile setting"}),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),

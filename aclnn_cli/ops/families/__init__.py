@@ -10,6 +10,7 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
 - `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
+- `Window` and `Adaptive` (window.py): pooling's windows per (n, c) plane, by attributes or by the two shapes.
 - `Convolution` (convolution.py): a convolution's gradients, a case one block (ConvolutionBackward).
 
 Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
@@ -22,7 +23,7 @@ from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_sh
 # The drivers beyond Elementwise and Rows are imported when first named (PEP 562): a command whose cases are
 # elementwise does not pay for the window, contraction and convolution modules at its start.
 _LAZY = {"Channels": "channels", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
-         "Scatter": "scatter", "Split": "split", "Window": "window"}
+         "Scatter": "scatter", "Split": "split", "Window": "window", "Adaptive": "window"}
 
 
 def __getattr__(name: str):
@@ -33,5 +34,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
+__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
+           "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]
