@@ -88,8 +88,11 @@ def test_every_generated_tensor_reads_back_through_its_manifest(suite):
     assert checked > 250
 
 
-# Known gaps of issue 19's bundled cases (closing note): LayerNorm and NLL have no stride-0 case yet.
-STRIDE0_MISSING: set[str] = set()  # (ops whose bundled cases have no stride-0 tensor: none)
+# The generated single-op APIs of graph-only ops (no op_api in ops-nn) take no views in their bundled cases: whether
+# a generated API makes a view contiguous is not in ops-nn (decision 197). LayerNormGrad's strided case assumes it
+# does, its stride 0 is not assumed.
+GENERATED_NO_VIEWS = {"aclnnL2NormalizeGrad", "aclnnSoftmaxGradExt"}
+STRIDE0_MISSING: set[str] = GENERATED_NO_VIEWS | {"aclnnLayerNormGrad"}
 
 
 def test_bundled_suite_has_every_layout_kind_per_op():
@@ -97,11 +100,12 @@ def test_bundled_suite_has_every_layout_kind_per_op():
     for op in OPS.values():
         mine = [c for c in cases if c.op is op]
         layouts = [t.layout for c in mine for t in c.tensors]
-        assert any(not l.is_contiguous and l.offset > 0 for l in layouts), op.name
+        if op.name not in GENERATED_NO_VIEWS:
+            assert any(not l.is_contiguous and l.offset > 0 for l in layouts), op.name
         if op.name not in STRIDE0_MISSING:
             assert any(0 in l.strides for l in layouts), op.name
         if op.dims[1] >= 8:  # (NLL takes 1-2 dims)
-            assert any(len(l.shape) == 8 for l in layouts)
+            assert any(len(l.shape) == 8 for l in layouts), op.name
         if op.dims[0] == 0 and op.family.element_local:  # (a rows op's 0-d case: its op tests)
             assert any(c.output.layout.shape == () for c in mine)
         if op.empty_ok:
