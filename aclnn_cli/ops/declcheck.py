@@ -291,6 +291,7 @@ class _Check:
         self.function("contract.attribute_rule", c.attribute_rule)
         self.function("contract.shape_rule", c.shape_rule)
         self.function("contract.dtype_rule", c.dtype_rule)
+        self.function("contract.null_rule", c.null_rule)
 
     def family(self, f: Any) -> None:
         """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""

@@ -86,6 +86,9 @@ class GraphOp:
     # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, used in
     # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
+    # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
+    # {API name: graph-given shape} -> {API name: the shape the API case takes}
+    shapes: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
 
     def given_but_absent_only(self, index: int) -> str | None:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
@@ -106,6 +109,22 @@ def only(expected: str) -> Convert:
             raise ValueError(f"{value!r}: the aclnn API takes {expected} only")
         return value
     return convert
+
+
+def one_sample(*drivers: str) -> Callable[[Mapping[str, tuple[int, ...]]], dict]:
+    """`GraphOp.shapes` of a per-channel API whose graph kernel is elementwise over same-shape tensors (synchronised
+    BatchNorm's tails): every graph element is a channel of its own, so the API's (N, C, ...) tensors `drivers` take
+    (1, C) and every other (C,), C the graph shape's element count. With one sample and no spatial axes a channel's
+    sums are its one value."""
+    def shapes(given: Mapping[str, tuple[int, ...]]) -> dict:
+        out = {}
+        for name, shape in given.items():
+            c = 1
+            for s in shape:
+                c *= s
+            out[name] = (1, c) if name in drivers else (c,)
+        return out
+    return shapes
 
 
 def _group_sizes(shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -198,6 +217,13 @@ GRAPH_OPS = {
                                           "saveInvstd"),
                                outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
                                attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
+    # (the tails of synchronised BatchNorm's backward: elementwise kernels over same-shape tensors, every element one
+    # channel of the API with one sample; the reduce's sums are then gradOut itself and fl(gradOut * input))
+    "SyncBatchNormBackwardReduce": GraphOp("aclnnBatchNormReduceBackward",
+                                           ("sum_dy", "sum_dy_dx_pad", "mean", "invert_std"),
+                                           to_inputs=("gradOut", "input", "mean", "invstd"),
+                                           outputs=("sum_dy_xmu", "y"), to_outputs=("sumDyXmu", "gradWeight"),
+                                           shapes=one_sample("gradOut", "input")),
     "EmbeddingDenseGrad": GraphOp("aclnnEmbeddingDenseBackward", ("grad", "indices"), outputs=("y",),
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),
