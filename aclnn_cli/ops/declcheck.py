@@ -20,7 +20,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Contraction, Elementwise, Rows, Split, Window
+from .families import Channels, Contraction, Elementwise, Rows, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -311,6 +311,11 @@ class _Check:
         both = sorted(set(f.per_row) & set(f.across_rows))
         if both:
             self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")
+        if isinstance(f, Channels):
+            self.names("family.bits_of", f.bits_of, ins + outs)
+            self.names("family.whole", f.whole, ins)
+            if set(f.whole) & {f.driver, *f.per_row}:
+                self.fail("family.whole", "a tensor read whole is neither the driver nor per-channel")
         if isinstance(f, Split):
             self.names("family.halves", f.halves, ins)
             attrs = {a.name: a.kind for a in self.spec.attributes}
