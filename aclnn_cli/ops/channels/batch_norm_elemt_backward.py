@@ -51,25 +51,49 @@ def _parts(t, cnt):
     return b, c, d, e, ((dy - b) - c * d) * e
 
 
+def _rounding(a, b, s):
+    """The exact rounding error of the float64 sum s = fl(a + b) (TwoSum; finite values)."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
 def _reference(t) -> dict:
-    """float64: count exact, then rounded (u); meanDy within 2.01u, input - mean u, invstd^2 sumDyXmu / count 4.01u,
-    their product 6.02u, the two differences, the product by invstd weight: within 12u of |invstd weight| (|dy| + |meanDy|
-    + |(x - mean) invstd^2 meanDyXmu|), the scale. A count of 0 (or an inf or NaN it meets) is exact: bound 0."""
+    """float64, each step's error tracked (a running error bound): the count exact, rounded once (u; 0 where it is
+    exact), meanDy = sumDy / count one rounding (none for a count that is a power of two), input - mean and the two
+    differences their exact TwoSum errors, invstd^2 and invstd weight exact (two 24-bit factors), invstd^2 sumDyXmu /
+    count two roundings, their product one, the last product one. So an element whose steps are exact (equal
+    operands cancelling, a 0 factor) is certified without the exact path. The scale: |invstd weight| (|dy| + |meanDy| +
+    |(x - mean) invstd^2 meanDyXmu|). A count of 0 (or an inf or NaN it meets) is exact: bound 0."""
     exact_cnt, mag_cnt = _count(t)
     cnt = float(exact_cnt)
+    dy, x, mean, inv, sdy, sdxm = (t[n] for n in (DY, X, MEAN, INV, SDY, SDXM))
     with np.errstate(all="ignore"):
-        b, c, d, e, value = _parts(t, cnt)
-        terms = np.abs(t[DY]) + np.abs(b) + np.abs(c * d)
-        scale = terms * np.abs(e)
-        finite = np.isfinite(value) & np.isfinite(scale)
+        r_cnt = U if isinstance(exact_cnt, Fraction) and Fraction(cnt) != exact_cnt else 0.0
+        r_div = 0.0 if cnt and abs(cnt) == 2.0 ** np.frexp(abs(cnt))[1] / 2 and not r_cnt else U  # (2^k: exact)
+        b = sdy / cnt
+        e_b = (r_div + r_cnt * (1 + U)) * np.abs(b)
+        c = x - mean
+        e_c = np.abs(_rounding(x, -mean, c))
+        d = inv * inv * sdxm / cnt
+        e_d = (U + r_div + r_cnt) * (1 + 4 * U) * np.abs(d)
+        p = c * d
+        e_p = U * np.abs(p) + np.abs(c) * e_d + np.abs(d) * e_c + e_c * e_d
+        t1 = dy - b
+        e_t1 = np.abs(_rounding(dy, -b, t1)) + e_b
+        t2 = t1 - p
+        e_t2 = np.abs(_rounding(t1, -p, t2)) + e_t1 + e_p
+        e = inv * weight(t)
+        value = t2 * e
+        bound = (U * np.abs(value) + np.abs(e) * e_t2) * (1 + 4 * U) + TINY
+        scale = (np.abs(dy) + np.abs(b) + np.abs(p)) * np.abs(e)
+        finite = np.isfinite(value) & np.isfinite(scale) & np.isfinite(bound)
         n = np.shape(t[CNT])[2]
         count_error = (n + 1) * U32 * mag_cnt / abs(cnt) if cnt else 0.0  # (counter's cast and float32 sums)
         p16 = HALF if half(t) else 0.0
-        shared = np.abs(e) * ((2 * U32 + p16 + count_error) * np.abs(b) + (4 * U32 + p16 + count_error) * np.abs(c * d)) \
+        shared = np.abs(e) * ((2 * U32 + p16 + count_error) * np.abs(b) + (4 * U32 + p16 + count_error) * np.abs(p)) \
             + U32 * np.abs(value)
-    zero = np.zeros_like(value)
-    return {GI: Reference(value, np.where(finite, 12 * U * scale * (1 + 2.0**-40) + TINY, 0.0),
-                          np.where(finite, scale, 0.0), shared=np.where(finite, shared, zero))}
+    return {GI: Reference(value, np.where(finite, bound, 0.0), np.where(finite, scale, 0.0),
+                          shared=np.where(finite, shared, 0.0))}
 
 
 def _ieee(t) -> dict:

@@ -81,6 +81,8 @@ PUBLIC = {
     "aclnnop/aclnn_prelu_backward.h": ("ops_nn", "activation/p_relu_grad_update/op_api/aclnn_prelu_backward.h"),
     "aclnnop/aclnn_batch_norm_backward_reduce.h": (
         "ops_nn", "norm/sync_batch_norm_backward_reduce/op_api/aclnn_batch_norm_backward_reduce.h"),
+    "aclnnop/aclnn_batch_norm_elemt_backward.h": (
+        "ops_nn", "norm/sync_batch_norm_backward_elemt/op_api/aclnn_batch_norm_elemt_backward.h"),
 }
 # Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc, whose
 # prototypes (```Cpp blocks) the stub's declarations must match, and whose call example includes the header's path.
