@@ -34,7 +34,7 @@ ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward"
 POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_indices_backward")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
-CHANNEL_HEADERS = ("prelu_backward", "batch_norm_backward_reduce")  # test_stub_prelu_backward.py; the bundled cases (test_harness_e2e.py)
+CHANNEL_HEADERS = ("prelu_backward", "batch_norm_backward_reduce", "batch_norm_elemt_backward")  # test_stub_<op>.py; test_harness_e2e.py
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -93,7 +93,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 51 and p.returncode == 0, p.stderr
+    assert len(units) == 52 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):
