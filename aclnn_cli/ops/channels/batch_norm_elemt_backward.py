@@ -51,6 +51,34 @@ def _parts(t, cnt):
     return b, c, d, e, ((dy - b) - c * d) * e
 
 
+PIECE = 1 << 20  # elements a function evaluates at once: a channel of 49 M elements (ops-nn's ATK case 78) in pieces
+
+
+def _in_pieces(fn):
+    """fn evaluated on pieces of the blocks' elements (axis 1 of the (k, M, 1) arrays; the per-channel ones and counter
+    whole), the results joined: an element depends on its own values and its channel's only, so a huge channel need
+    not hold every temporary at once."""
+    def run(t) -> dict:
+        dy = t[DY]
+        k, m = dy.shape[0], dy.shape[1]
+        step = max(1, PIECE // max(k, 1))
+        if m <= step:
+            return fn(t)
+        parts = [fn({n: v[:, s:s + step] if isinstance(v, np.ndarray) and v.ndim == 3 and v.shape[1] == m and n != CNT
+                     else v for n, v in t.items()}) for s in range(0, m, step)]
+        return {name: _join([p[name] for p in parts]) for name in parts[0]}
+    return run
+
+
+def _join(parts):
+    if isinstance(parts[0], Reference):
+        fields = ("value", "bound", "scale", "allowance", "shared")
+        return Reference(**{f: None if getattr(parts[0], f) is None else
+                            np.concatenate([np.broadcast_to(getattr(p, f), p.value.shape) for p in parts], axis=1)
+                            for f in fields})
+    return np.concatenate([np.broadcast_to(p, p.shape) for p in parts], axis=1)
+
+
 def _rounding(a, b, s):
     """The exact rounding error of the float64 sum s = fl(a + b) (TwoSum; finite values)."""
     bb = s - a
@@ -96,6 +124,9 @@ def _reference(t) -> dict:
                           shared=np.where(finite, shared, 0.0))}
 
 
+_reference = _in_pieces(_reference)
+
+
 def _ieee(t) -> dict:
     """A block with an inf or NaN input: the formula's IEEE value in float64 (the count summed likewise)."""
     with np.errstate(all="ignore"):
@@ -127,9 +158,16 @@ def _exact_at(t, wanted) -> dict:
     return {GI: np.array(values + [None], dtype=object)[:-1]}
 
 
+@_in_pieces
 def _edge(t) -> dict:
     with np.errstate(all="ignore"):
-        return edge(t, _parts(t, float(np.asarray(t[CNT])[0].astype(np.float64).sum()))[-1])
+        where, device = edge(t, _parts(t, float(np.asarray(t[CNT])[0].astype(np.float64).sum()))[-1])[GI]
+    return {GI: where, "device": device}
+
+
+def _edges(t) -> dict:
+    got = _edge(t)
+    return {GI: (got[GI], got["device"])}
 
 
 def _rounded_through(attrs, dtypes, shapes) -> dict:
@@ -181,9 +219,9 @@ SPEC = register(OpSpec(
     reference=_reference,
     exact=_exact,
     exact_at=_exact_at,
-    kernel=kernel,
-    ieee=_ieee,
-    edge=_edge,
+    kernel=_in_pieces(kernel),
+    ieee=_in_pieces(_ieee),
+    edge=_edges,
     rounded_through=_rounded_through,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", shape_rule=_shape_rule),
