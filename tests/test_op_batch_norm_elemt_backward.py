@@ -33,7 +33,8 @@ from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
 from rowblocks import generated_yaml, not_passing, write_dump
 from shared import linked_copy
-from test_op_batch_norm_reduce_backward import _overflowed, _yaml, imported, logical, positive_cases
+from test_op_batch_norm_reduce_backward import (_overflowed, _yaml, check_variant, imported, logical,
+                                                positive_cases)
 from test_op_prelu_backward import bits_of
 
 KEY = "batch_norm_elemt_backward"
@@ -214,30 +215,11 @@ DEFECTS = {
 LEGITIMATE = ("syncbn-elemt-float32-means", "syncbn-elemt-reciprocal-count")
 
 
-def case_ids(out: Path, names) -> list[str]:
-    return [d.name for d in sorted(out.iterdir()) if d.is_dir() and d.name.split("-")[1] in names]
-
-
-def _statuses(suite: Path, tmp_path: Path, variant: str, names=None) -> dict[str, str]:
-    work = linked_copy(suite, tmp_path / "work", cases=None if names is None else case_ids(suite, names))
-    assert run_cli("emulate", work, "--defect", variant, "-j", 1).exit_code == 0
-    run_cli("verify", work, "-j", 1, "--json", tmp_path / "v.json")
-    return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
-
-
-@pytest.mark.parametrize("defect", sorted(DEFECTS))
-def test_each_defect_fails_where_it_shows(suite, tmp_path, defect):
-    """A defect fails verify on every case (each dtype) where it changes the result."""
-    status = _statuses(suite, tmp_path, defect, DEFECTS[defect])
-    assert len(status) == 3 * len(DEFECTS[defect]) and set(status.values()) == {"FAIL"}, status
-
-
-@pytest.mark.parametrize("variant", LEGITIMATE)
-def test_legitimate_variants_pass_every_case(suite, tmp_path, variant):
-    """The means kept in float32, and taken through fl(1 / count), pass every bundled case."""
-    status = _statuses(suite, tmp_path, variant)
-    assert len(status) == len(list(suite.glob("*/case.json"))) and set(status.values()) == {"PASS"}, \
-        {k: v for k, v in status.items() if v != "PASS"}
+@pytest.mark.parametrize("variant", [*sorted(DEFECTS), *LEGITIMATE])
+def test_defects_fail_where_they_show_and_legitimate_variants_pass(suite, tmp_path, variant):
+    """The defects where they change the result; the means kept in float32, or taken through fl(1 / count),
+    everywhere."""
+    check_variant(suite, tmp_path, variant, DEFECTS)
 
 
 # ---------------------------------------------------------------- ops-nn's own suites
