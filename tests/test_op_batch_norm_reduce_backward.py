@@ -116,6 +116,20 @@ def _overflowed(values: list, dtype) -> list:
     return [math.copysign(math.inf, v) if isinstance(v, Fraction) and abs(v) >= limit else v for v in values]
 
 
+def assert_rounded_once(gold: np.ndarray, want: list, dtype, label) -> None:
+    """Goldens `gold` are the exact values `want` (Fractions, or IEEE floats) rounded once to dtype, bit for bit, NaN
+    as NaN; an exact zero has no sign (verify judges none: a -0 the float64 path keeps is +0 here)."""
+    nan = np.isnan(gold.astype(np.float64))
+    assert np.array_equal(nan, np.array([isinstance(v, float) and math.isnan(v) for v in want], bool)), label
+    expect = bits_of(_overflowed(want, dtype), dtype).astype(dtype.uint_dtype)
+    got = gold.view(dtype.uint_dtype).copy()
+    magnitude = np.array(np.iinfo(dtype.uint_dtype).max >> 1, dtype.uint_dtype)
+    zero = (got & magnitude) == 0
+    got[zero] = 0
+    expect[zero & ((expect & magnitude) == 0)] = 0
+    assert np.array_equal(got[~nan], expect[~nan]), label
+
+
 def assert_goldens_are_the_oracle(out: Path) -> tuple[int, int]:
     """(elements compared, of them through gen's exact path)."""
     compared = exact = 0
@@ -125,19 +139,8 @@ def assert_goldens_are_the_oracle(out: Path) -> tuple[int, int]:
             t = harness.tensors(m)[name]
             if t.get("null"):
                 continue
-            dtype = D.lookup(t["dtype"])
             gold = harness.view(harness.storage(case, t, "golden"), t).reshape(-1)
-            nan = np.isnan(gold.astype(np.float64))
-            want_nan = np.array([isinstance(v, float) and math.isnan(v) for v in want[name]], dtype=bool)
-            assert np.array_equal(nan, want_nan), (case.name, name)
-            expect = bits_of(_overflowed(want[name], dtype), dtype).astype(dtype.uint_dtype)
-            got = gold.view(dtype.uint_dtype).copy()
-            # (an exact zero has no sign, verify judges none: a -0 the float64 path keeps is +0 here)
-            magnitude = np.array(np.iinfo(dtype.uint_dtype).max >> 1, dtype.uint_dtype)
-            zero = (got & magnitude) == 0
-            got[zero] = 0
-            expect[zero & ((expect & magnitude) == 0)] = 0
-            assert np.array_equal(got[~nan], expect[~nan]), (case.name, name)
+            assert_rounded_once(gold, want[name], D.lookup(t["dtype"]), (case.name, name))
             compared += gold.size
         exact += m["golden"].get("exact_fallback_elements", 0)
     return compared, exact
