@@ -201,6 +201,7 @@ class _Check:
                 self.fail(f"{field}.absent_only[{show(graph_name)}]",
                           "expected a graph input mapped to None in to_inputs")
         self.function(f"{field}.derive", g.derive)
+        self.function(f"{field}.reshape", g.reshape)
 
     def tensors(self, tensors: tuple) -> None:
         for i, t in enumerate(tensors):

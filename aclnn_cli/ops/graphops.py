@@ -88,7 +88,7 @@ class GraphOp:
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
     # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
     # {API name: graph-given shape} -> {API name: the shape the API case takes}
-    shapes: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
+    reshape: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
 
     def given_but_absent_only(self, index: int) -> str | None:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
@@ -112,7 +112,7 @@ def only(expected: str) -> Convert:
 
 
 def one_sample(*drivers: str) -> Callable[[Mapping[str, tuple[int, ...]]], dict]:
-    """`GraphOp.shapes` of a per-channel API whose graph kernel is elementwise over same-shape tensors (synchronised
+    """`GraphOp.reshape` of a per-channel API whose graph kernel is elementwise over same-shape tensors (synchronised
     BatchNorm's tails): every graph element is a channel of its own, so the API's (N, C, ...) tensors `drivers` take
     (1, C) and every other (C,), C the graph shape's element count. With one sample and no spatial axes a channel's
     sums are its one value."""
@@ -223,7 +223,7 @@ GRAPH_OPS = {
                                            ("sum_dy", "sum_dy_dx_pad", "mean", "invert_std"),
                                            to_inputs=("gradOut", "input", "mean", "invstd"),
                                            outputs=("sum_dy_xmu", "y"), to_outputs=("sumDyXmu", "gradWeight"),
-                                           shapes=one_sample("gradOut", "input")),
+                                           reshape=one_sample("gradOut", "input")),
     # (the elemt kernel's mean_dy and mean_dy_xmu are the API's sums with a count of 1: counter's default, [1] of 1)
     "SyncBatchNormBackwardElemt": GraphOp("aclnnBatchNormElemtBackward",
                                           ("grad_output", "save_input", "mean", "invstd", "weight", "mean_dy",
@@ -231,7 +231,7 @@ GRAPH_OPS = {
                                           to_inputs=("gradOut", "input", "mean", "invstd", "weight", "sumDy",
                                                      "sumDyXmu"),
                                           outputs=("grad_input",), to_outputs=("gradInput",),
-                                          shapes=one_sample("gradOut", "input", "gradInput")),
+                                          reshape=one_sample("gradOut", "input", "gradInput")),
     "EmbeddingDenseGrad": GraphOp("aclnnEmbeddingDenseBackward", ("grad", "indices"), outputs=("y",),
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),

@@ -72,12 +72,12 @@ def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, Grap
         raise err(f"op '{clip(name)}' is not supported ({known_ops()})") from None
 
 
-def graph_shapes(graph: GraphOp | None, tensors: dict) -> None:
-    """A graph op's own mapping of its tensors' shapes onto the API's (GraphOp.shapes), applied in place to the
+def graph_reshape(graph: GraphOp | None, tensors: dict) -> None:
+    """A graph op's own mapping of its tensors' shapes onto the API's (GraphOp.reshape), applied in place to the
     TensorIns given with a shape."""
-    if graph is None or graph.shapes is None:
+    if graph is None or graph.reshape is None:
         return
-    for name, shape in graph.shapes({n: t.shape for n, t in tensors.items() if t.shape is not None}).items():
+    for name, shape in graph.reshape({n: t.shape for n, t in tensors.items() if t.shape is not None}).items():
         tensors[name].shape = tuple(shape)
 
 
