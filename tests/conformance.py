@@ -36,6 +36,10 @@ EVERY_X = "test_golden_is_correctly_rounded_for_every_16bit_x"
 # op key: (where its goldens meet an oracle, where an independent kernel passes its bundled cases); a test of
 # the op's own file is "file::test"
 ENTRIES = {
+    "adaptive_avg_pool2d_backward": (f"test_op_adaptive_avg_pool2d_backward.py::{GOLDENS}",
+                                     f"test_op_adaptive_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
+    "adaptive_avg_pool3d_backward": (f"test_op_adaptive_avg_pool3d_backward.py::{GOLDENS}",
+                                     f"test_op_adaptive_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "avg_pool2d_backward": (f"test_op_avg_pool2d_backward.py::{GOLDENS}", f"test_op_avg_pool2d_backward.py::{AN_INDEPENDENT}"),
     "avg_pool3d_backward": (f"test_op_avg_pool3d_backward.py::{GOLDENS}", f"test_op_avg_pool3d_backward.py::{AN_INDEPENDENT}"),
     "batch_mat_mul": (f"test_op_batch_mat_mul.py::{GOLDENS}", f"test_op_batch_mat_mul.py::{AN_INDEPENDENT}"),
@@ -59,8 +63,11 @@ ENTRIES = {
     "hardsigmoid_backward": (TEXTBOOK, KERNELS),
     "hardswish_backward": (f"test_op_hardswish_backward.py::{EVERY_X}", KERNELS),
     "hardtanh_backward": (TEXTBOOK, KERNELS),
+    "kl_div_backward": (LOSS_RUN, LOSS_RUN),
     "l1_loss_backward": (LOSS_RUN, LOSS_RUN),
     "layer_norm_backward": (f"test_op_layer_norm_backward.py::{BUNDLED_GOLDENS}", ROWS_RUN),
+    "layer_norm_grad": ("test_op_layer_norm_grad.py::test_bundled_cases_pass_and_goldens_are_the_oracle_rounded_once",
+                        ROWS_RUN),
     "leaky_relu_backward": (TEXTBOOK, KERNELS),
     "log_sigmoid_backward": (TEXTBOOK, KERNELS),
     "logit_grad": (f"test_op_logit_grad.py::{GOLDENS}", f"test_op_logit_grad.py::{AN_INDEPENDENT}"),
@@ -95,6 +102,7 @@ LOSS = {
     "binary_cross_entropy_backward": ("test_op_binary_cross_entropy_backward", "check_case", 1_150_000, "aten_device", 60),
     "binary_cross_entropy_with_logits_backward": ("test_op_binary_cross_entropy_with_logits_backward", "check_case",
                                                   1_150_000, "aten_device", 50),
+    "kl_div_backward": ("test_op_kl_div_backward", "check_case", 1_050_000, "aten_device", 60),
     "l1_loss_backward": ("test_op_l1_loss_backward", "round_oracle", 1_300_000, "aten_device", 60),
     "mse_loss_backward": ("test_op_mse_loss_backward", None, 0, "aten_device", 100),
     "smooth_l1_loss_backward": ("test_op_smooth_l1_loss_backward", "check_case", 1_150_000, "aten_device", 50),
@@ -104,12 +112,20 @@ LOSS = {
 # op key: (its test file, its float32 kernel on a case's whole rows: another summation order than the op's)
 ROWS = {
     "layer_norm_backward": ("test_op_layer_norm_backward", "aten_float32"),
+    "layer_norm_grad": ("test_op_layer_norm_grad", "aten_float32"),
     "nll_loss_backward": ("test_op_nll_loss_backward", "aten_float32"),
     "rms_norm_grad": ("test_op_rms_norm_grad", "aten_sequential"),
 }
 
 # op key (or "user:<file>"): (its defects, its legitimate variants), each as the op declares them
 VARIANTS = {
+    "adaptive_avg_pool2d_backward": (
+        "adaptive2d-floor-end adaptive2d-largest-divisor adaptive2d-last-write-wins adaptive2d-uniform-windows",
+        "adaptive2d-column-sums adaptive2d-columns adaptive2d-divide adaptive2d-reversed adaptive2d-small-kernel"),
+    "adaptive_avg_pool3d_backward": (
+        "adaptive3d-depth-divisor-dropped adaptive3d-floor-end adaptive3d-largest-divisor adaptive3d-last-write-wins "
+        "adaptive3d-uniform-windows",
+        "adaptive3d-columns adaptive3d-divide adaptive3d-reciprocal adaptive3d-reversed"),
     "avg_pool2d_backward": (
         "avgpool-include-pad-always avgpool-include-pad-ignored avgpool-kernel-size-divisor "
         "avgpool-last-write-wins avgpool-override-ignored avgpool-padding-off-by-one avgpool-stride-off-by-one",
@@ -188,6 +204,10 @@ VARIANTS = {
     "hardtanh_backward": (
         "hardtanh-bounds-swapped hardtanh-inclusive-window hardtanh-multiply-mask hardtanh-nan-blocked",
         "hardtanh-clamp-compare"),
+    "kl_div_backward": (
+        "cof-in-half kl-batchmean-as-mean kl-divisor-from-target kl-log-target-swapped kl-positive-target-mask "
+        "kl-reduction-codes-swapped kl-sign-slip mean-forgotten",
+        "kl-aten-order kl-float-cof"),
     "l1_loss_backward": (
         "cof-in-half mean-by-self-numel mean-forgotten nan-sign-propagates sign-slip subgradient-one-at-zero",
         "divide-by-n reciprocal-once"),
@@ -196,6 +216,11 @@ VARIANTS = {
         "ln-last-axis-only ln-mean-rstd-swapped ln-no-final-rstd ln-no-mean-term ln-s2-sign-flip "
         "ln-sums-across-rows",
         "ln-aten-formula ln-doc-order ln-sequential"),
+    "layer_norm_grad": (
+        "lng-bessel-divisor lng-bf16-accumulation lng-drop-last-element lng-fp16-accumulation "
+        "lng-fp16-eps-on-fp32 lng-gamma-in-weight-grad lng-no-epsilon lng-no-final-rstd lng-no-mean-term lng-s2-sign-flip "
+        "lng-sqrt-not-rsqrt lng-sums-across-rows lng-variance-as-rstd lng-variance-mean-swapped",
+        "lng-aten-formula lng-divide-sqrt-doc-order lng-rounded-rsqrt lng-sequential"),
     "leaky_relu_backward": (
         "inclusive-zero sign-slip swapped-branches zero-slope",
         "blend-formula mask-multiply"),
@@ -276,7 +301,7 @@ VARIANTS = {
 _LOSS_SIZE = (60, 130, 2_000_000)
 SMALL = {"*": (40, 280, 11_000_000), "mse_loss_backward": (101, 280, 4_000_000), USER_KEY: (3, 40, 10_000),
          **dict.fromkeys(("binary_cross_entropy_backward", "binary_cross_entropy_with_logits_backward",
-                          "l1_loss_backward", "smooth_l1_loss_backward", "soft_margin_loss_backward"), _LOSS_SIZE)}
+                          "kl_div_backward", "l1_loss_backward", "smooth_l1_loss_backward", "soft_margin_loss_backward"), _LOSS_SIZE)}
 
 # check: {op key: why the op is let off it} ("stub header": test_the_prototype_is_the_stub_headers); none is now
 OPT_OUT: dict[str, dict[str, str]] = {}

@@ -24,11 +24,12 @@ TUNABLE = [name for name, s in STANDARDS.items() if s.defaults(D.FLOAT32)]  # bi
 
 
 # Ops whose defaults do not give a case of ordinary magnitude (tolerances.py) on these small shapes:
-# - MseLoss's, L1Loss's, SoftMarginLoss's, BinaryCrossEntropy's, SmoothL1Loss's and BinaryCrossEntropyWithLogits's
-#   means divide a 128-element gradient by 128 (every |golden| under 1/8): reduction none.
+# - MseLoss's, L1Loss's, SoftMarginLoss's, BinaryCrossEntropy's, SmoothL1Loss's, BinaryCrossEntropyWithLogits's and
+#   KlDiv's means divide a 128-element gradient by 128 (every |golden| under 1/8): reduction none.
 # - Rows ops take rows of 2: NLL's gradient is nonzero at one class per row, so two classes make half the
 #   elements informative (with 32 classes a case is 1/32 informative: not ordinary); its mean divides by
 #   the total weight (every |golden| about 1/rows): reduction none.
+# - Adaptive pooling's gradOutput has a size of its own: `tensors` gives it from the case's dims.
 # - An output summed over every row (gradWeight, gradBias, dgamma) of random-signed terms cancels: its term
 #   scale is ~sqrt(rows) times |golden|, not ordinary. Positive gradients and a positive x̂ make it ordinary.
 # The property (no accepted value passes a sign flip or zeros) is claimed for ordinary cases only.
@@ -39,9 +40,11 @@ ORDINARY = {
     "binary_cross_entropy_backward": {"attributes": {"reduction": 0}},
     "smooth_l1_loss_backward": {"attributes": {"reduction": 0}},
     "binary_cross_entropy_with_logits_backward": {"attributes": {"reduction": 0}},
+    "kl_div_backward": {"attributes": {"reduction": 0}},
     "nll_loss_backward": {"attributes": {"reduction": 0}},
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
+    "layer_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}, "product": "950"},
     "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     # (sumDy and sumDyXmu 0: gradInput = gradOut invstd weight, its terms' scale itself)
     "batch_norm_elemt_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "sumDy": {"constant": 0.0},
@@ -74,6 +77,14 @@ ORDINARY = {
     "avg_pool3d_backward": {"dims": lambda shape: [shape // 32, 2, 4, 4],
                             "attributes": {"kernelSize": [2], "stride": [], "padding": [0]},
                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
+    # (planes of 4 x 4 pooled adaptively to 2 x 2: windows of 2 x 2 side by side, one term per element)
+    "adaptive_avg_pool2d_backward": {"dims": lambda shape: [shape // 16, 4, 4],
+                                     "tensors": lambda dims: {"gradOutput": {"shape": [dims[0], 2, 2]}},
+                                     "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
+    # (volumes of 2 x 4 x 4 pooled adaptively to 1 x 2 x 2: one term per element)
+    "adaptive_avg_pool3d_backward": {"dims": lambda shape: [shape // 32, 2, 4, 4],
+                                     "tensors": lambda dims: {"gradOutput": {"shape": [dims[0], 1, 2, 2]}},
+                                     "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
     # (the same windows, each gradient to its window's maximum: one term per element; the 950, whose kernel takes
     # every dtype: A2's and A3's take float32 only)
     "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],
@@ -103,7 +114,8 @@ def suite_yaml(op, names=BROKEN, shape: int = 128, extra: str = "", dtypes=DTYPE
     dims, attrs = case_shape_attributes(op, shape)
     more = (f", attributes: {json.dumps(attrs)}" if attrs else "") + (
         f", inputs: {json.dumps(ORDINARY[op.key]['inputs'])}" if "inputs" in ORDINARY.get(op.key, {}) else "") + (
-        f", product: \"{ORDINARY[op.key]['product']}\"" if "product" in ORDINARY.get(op.key, {}) else "")
+        f", product: \"{ORDINARY[op.key]['product']}\"" if "product" in ORDINARY.get(op.key, {}) else "") + (
+        f", tensors: {json.dumps(ORDINARY[op.key]['tensors'](dims))}" if "tensors" in ORDINARY.get(op.key, {}) else "")
     lines = [f"op: {op.name}", "cases:"]
     for name in names:
         for d in dtypes:

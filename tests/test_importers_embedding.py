@@ -37,3 +37,46 @@ def test_every_row_passes_gen_emulate_verify(tmp_path):
     run_cli("verify", out, "--json", report)
     statuses = [c["status"] for c in json.loads(report.read_text())["cases"]]
     assert statuses == ["PASS"] * 5
+
+
+# ---- the ATK suite of embedding_dense_grad_v2: its executor draws the indices itself -----------------------------
+
+ATK = "index/embedding_dense_grad_v2/tests/st/aclnnEmbeddingDenseBackward/atk_aclnnEmbeddingDenseBackward.json"
+SMALL = 200_000  # the cases gen, emulate and verify run here: grad of at most this many elements (the folder's 189
+# are run by `make catalogue`)
+
+
+def test_atk_indices_take_the_ops_domain_whatever_the_files_range(tmp_path):
+    """The executor (executor_aclnnEmbeddingDenseBackward.py) replaces indices by randint(0, numWeights) of the
+    file's shape: the case keeps the shape and dtype and takes the op's default fill (OpSpec.redrawn)."""
+    src = tmp_path / "atk_emb.json"
+    src.write_text(json.dumps([{"id": 0, "aclnn_name": "EmbeddingDenseBackward", "inputs": [
+        {"name": "grad", "type": "tensor", "dtype": "fp32", "shape": [6, 4], "range_values": [-1, 1]},
+        {"name": "indices", "type": "tensor", "dtype": "int64", "shape": [6], "range_values": [-5, 500]},
+        {"name": "numWeights", "type": "attr", "dtype": "int", "range_values": 7},
+        {"name": "paddingIdx", "type": "attr", "dtype": "int", "range_values": -1},
+        {"name": "scaleGradByFreq", "type": "attr", "dtype": "bool", "range_values": False}]}]))
+    case = next(iter(expand(imported(src)).values()))
+    t = tensors(case)
+    assert t["indices"].layout.shape == (6,) and t["indices"].dtype.name == "int64"
+    assert t["indices"].fill.describe() == {"randint": [0, 6]}
+    assert t["grad"].fill.describe() == {"uniform": [-1.0, 1.0]}
+
+
+def test_atk_suite_of_the_v2_folder_imports_and_its_small_cases_pass(tmp_path):
+    """201 cases: 189 import (12 give scaleGradByFreq as 'nan', 'inf' or '-inf', not a bool: skipped, named), and
+    every one of up to SMALL elements passes gen -> emulate -> verify."""
+    path = suite(ATK)
+    result = imported(path, skip=True)
+    assert len(by_name(result)) == 189 and len(result.skipped) == 12
+    assert all("scaleGradByFreq" in s.reason for s in result.skipped)
+    picks = [a for c in expand(result).values() if tensors(c)["grad"].layout.numel <= SMALL
+             for a in ("--case", c.case_id)]
+    assert len(picks) // 2 >= 70
+    out, report = tmp_path / "out", tmp_path / "v.json"
+    for args in (("gen", path, "-o", out, "--skip-unsupported", *picks), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-2000:]
+    run_cli("verify", out, "--json", report)
+    statuses = [c["status"] for c in json.loads(report.read_text())["cases"]]
+    assert len(statuses) == len(picks) // 2 and set(statuses) == {"PASS"}

@@ -102,6 +102,31 @@ def _broken_derive(shapes):
     raise ZeroDivisionError("no")
 
 
+def test_an_input_made_from_a_shape_attribute(registry, tmp_path):
+    """GraphOp.shaped (AdaptiveAvgPool2dGrad's orig_input_shape): the API input no graph input maps to is made of the
+    attribute's shape in the first input's dtype, from TTK and msOpST alike; a case without the attribute, or with
+    something else than sizes there, is unsupported naming it."""
+    graph = GraphOp("aclnnUserGraphProbe", ("dy",), to_inputs=("gradOutput",), outputs=("z",), to_outputs=("out",),
+                    shaped={"self": "orig_shape"})
+    register(dataclasses.replace(PROBE, graph_ops={"ShapedProbeGrad": graph}))
+    def one_input(name, attrs):  # (ttk_row's two input dtypes as one)
+        return ttk_row(name, op="ShapedProbeGrad", shapes="((7,),)", attrs=attrs).replace(
+            "\"('float16', 'float16')\"", "\"('float16',)\"", 1).replace("\"('ND', 'ND')\"", "\"('ND',)\"")
+
+    row = TTK_HEADER + one_input("one", "{'orig_shape': [7]}")
+    [doc] = _imported(tmp_path, "suite.csv", row)
+    [case] = doc["cases"]
+    assert case["shape"] == [7] and case["dtype"] == "float16" and set(case["inputs"]) == {"gradOutput", "self"}, case
+    msopst = json.dumps([{"case_name": "m", "op": "ShapedProbeGrad", "attr": [{"name": "orig_shape", "value": [3]}],
+                          "input_desc": [{"name": "dy", "format": "ND", "type": "float16", "shape": [3]}],
+                          "output_desc": [{"format": "ND", "type": "float16", "shape": [3]}]}])
+    [doc] = _imported(tmp_path, "suite.json", msopst)
+    assert doc["cases"][0]["shape"] == [3]
+    for attrs in ("{}", "{'orig_shape': 7}"):
+        with pytest.raises(importers.Unsupported, match="it gives self's shape, a list of sizes"):
+            _imported(tmp_path, "bad.csv", TTK_HEADER + one_input("bad", attrs))
+
+
 def test_a_user_graph_ops_derive_that_fails_is_one_line(registry, tmp_path):
     graph = dataclasses.replace(PROBE_GRAPH, derive=_broken_derive)
     register(dataclasses.replace(PROBE, graph_ops={"ProbeGraphGrad": graph}))
@@ -136,6 +161,17 @@ REFUSED = {  # id -> (graph_ops / aliases replaced in PROBE, "field: message" th
     "absent_only_of_a_mapped_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
         PROBE_GRAPH, absent_only={"x": "computed by the API"})}),
         "graph_ops[ProbeGraphGrad].absent_only['x']: expected a graph input mapped to None in to_inputs"),
+    "when_of_another_length": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, when=(("mode", 1, ("gradOutput",)),))}),
+        "graph_ops[ProbeGraphGrad].when[0]: expected (graph attribute, value, one API input name or None per graph "
+        "input), got ('mode', 1, ('gradOutput',))"),
+    "when_naming_no_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, when=(("mode", 1, ("gradOutput", "x")),))}),
+        "graph_ops[ProbeGraphGrad].when[0][1]: aclnnUserGraphProbe has no input 'x' (gradOutput, self)"),
+    "shaped_of_a_mapped_input": (dict(graph_ops={"ProbeGraphGrad": dataclasses.replace(
+        PROBE_GRAPH, shaped={"self": "orig_shape"})}),
+        "graph_ops[ProbeGraphGrad].shaped['self']: expected an input of the op no graph input maps to -> the graph "
+        "attribute holding its shape"),
     "alias_to_nothing": (dict(aliases={"x": "input"}),
                          "aliases[x]: expected one of gradOutput, self, out, alpha, got 'input'"),
     "alias_of_its_own_name": (dict(aliases={"Self": "self"}),

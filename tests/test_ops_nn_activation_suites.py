@@ -4,7 +4,7 @@ convert (the importers), gen, the emulated 950 kernel and verify.
 Each file: how many of its cases import, the rest skipped with the importer's reason (at most a quarter of a file, but
 for ThresholdBackward's ATK file, whose integer cases are half of it),
 the TTK graph ops named by their graph names (EluGrad, EluGradV2, HardtanhGrad, ReluGrad, GeluGrad,
-MishGrad), and every imported case PASSes
+MishGrad, GeluGradV2, SigmoidGrad), and every imported case PASSes
 the op's kernel (MISTRUSTED, a pass with a warning, where every input of a case is one constant).
 """
 
@@ -25,7 +25,8 @@ SUITES = Path(__file__).parent / "ops_nn_suites"
 # the files of LARGE only those of up to QUICK_ELEMENTS elements (how many: the second number)
 QUICK_ELEMENTS = 100_000
 LARGE = {"atk_aclnnSoftshrinkBackward.json": (201, 123), "atk_aclnnThresholdBackward.json": (153, 89),
-         "atk_aclnnSeluBackward.json": (201, 161)}  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
+         "atk_aclnnSeluBackward.json": (201, 161),
+         "ttk_kernel_sigmoid_grad_st.csv": (5, 1)}  # (its four others: 2 M to 6.2 M elements)  # (its largest cases: 1.3 G elements, 67.6 GiB in all)
 FILES = {
     "atk_aclnnEluBackward.json": ("aclnnEluBackward", 240, 240, ""),
     "ttk_kernel_elu_grad_v2_st.csv": ("aclnnEluBackward", 5, 5, ""),
@@ -39,9 +40,11 @@ FILES = {
     "atk_aclnnSeluBackward.json": ("aclnnSeluBackward", 201, 201, ""),  # (up to 13 M elements: 161 run)
     # 3 of 5 give MishGrad's optional tanhx, which the API does not take (decision 103)
     "ttk_kernel_mish_grad_st.csv": ("aclnnMishBackward", 5, 2, "tanhx is given"),
+    "ttk_kernel_gelu_grad_v2_st.csv": ("aclnnGeluBackwardV2", 3, 3, ""),  # (graph op GeluGradV2)
+    "ttk_kernel_sigmoid_grad_st.csv": ("aclnnSigmoidBackward", 5, 5, ""),  # (graph op SigmoidGrad(y, dy))
 }
 # cases whose every input is one constant (ATK's range_values: 9, inf, nan...): verify's MISTRUSTED, a warning
-MISTRUSTED = {"atk_aclnnGeluBackward.json": 3, "ttk_kernel_mish_grad_st.csv": 1}
+MISTRUSTED = {"atk_aclnnGeluBackward.json": 3, "ttk_kernel_mish_grad_st.csv": 1, "ttk_kernel_gelu_grad_v2_st.csv": 1}
 OVER_A_QUARTER = {"atk_aclnnThresholdBackward.json",  # (integer dtypes: docs/decisions.md 94)
                   "ttk_kernel_mish_grad_st.csv"}  # (a given tanhx: 103)
 

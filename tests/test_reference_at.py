@@ -4,6 +4,9 @@ verify's verdict and metrics are those of the relief through the whole reference
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -11,6 +14,7 @@ from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge import comparison as C
 from aclnn_cli.judge import rowrelief
 from aclnn_cli.judge.verify import verify_case
+from aclnn_cli.ops.contraction import dots
 from aclnn_cli.golden.rows import widened
 
 from helpers import run_cli, write_yaml
@@ -88,3 +92,54 @@ def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path,
     assert run_cli("emulate", out, "-j", 1).exit_code == 0  # (the correct dump again)
     _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
     assert whole
+
+
+# ---- gen's reference (OpSpec.golden_reference): value and bound without the allowance's walk along K ---------------
+
+def _contains(value, bound, exact) -> int:
+    """How many exact values (Fractions) lie outside value +- bound."""
+    return sum(abs(Fraction(float(v)) - e) > Fraction(float(b)) for v, b, e in zip(value, bound, exact))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("k", [1, 17, 1000, 4099])
+def test_certified_bounds_the_exact_dot_product_cancelling_ones_too(dtype, k):
+    """dots.certified on operands of each input dtype, K from 1 to past 4096, with columns built to cancel each
+    row's sum to a few ulps: every exact value (integer sums of the exact products) is within value +- bound."""
+    np_dtype = {"float16": np.float16, "float32": np.float32}.get(dtype)
+    cast = (lambda x: x.astype(np_dtype)) if np_dtype else (lambda x: x.astype(ml_dtypes.bfloat16))
+    left = cast(RNG.normal(0, 1, (2, 5, k)) * np.exp2(RNG.integers(-8, 8, (2, 5, 1)))).astype(np.float64)
+    right = cast(RNG.normal(0, 1, (2, k, 6))).astype(np.float64)
+    right[:, :, 0] = cast(-left[:, 0, :] * 0.5).astype(np.float64)  # (column 0 against row 0: a near cancellation)
+    right[:, :, 1] = cast(np.where(np.arange(k) % 2, 1.0, -1.0)[None, :].repeat(2, 0)).astype(np.float64)
+    value, bound, scale = dots.certified(left, right)
+    where = np.arange(value.size)
+    assert _contains(value.reshape(-1), bound.reshape(-1), dots.exact_at(left, right, where)) == 0
+    whole = dots.reference(left, right)  # (the allowance's reference: the same value to float64's rounding)
+    np.testing.assert_allclose(scale, whole[2], rtol=1e-12)
+    assert np.all(np.abs(value - whole[0]) <= bound + whole[1])
+
+
+def test_golden_reference_bounds_the_exact_values_of_every_bundled_contraction(bundled_gen):
+    """Every bundled BatchMatMul, Matmul and ConvolutionBackward case of finite inputs, each output: golden_reference's
+    value +- bound holds the exact value at random elements, and its value is the reference's to within both bounds
+    (gen certifies with it; the goldens and manifests are the bytes `reference` gave: the bundled digests)."""
+    checked = 0
+    for d in sorted(bundled_gen.iterdir()):
+        if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-", "convolution_")):
+            continue
+        m = M.load(d)
+        if m.op.name not in OPS or m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL:
+            continue
+        t = {**widened(case_blocks(m)), **m.attribute_values}
+        if not all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
+            continue
+        golden, whole = m.op.by_output(m.op.golden_reference(t)), m.op.by_output(m.op.reference(t))
+        for out in (o.name for o in m.judged if o.layout.numel):
+            ref = golden[out]
+            assert np.all(np.abs(ref.value - whole[out].value) <= ref.bound + whole[out].bound), (d.name, out)
+            where = RNG.choice(ref.value.size, min(ref.value.size, 7), replace=False)
+            exact = m.op.exact_at(t, {out: where})[out]
+            assert _contains(ref.value.reshape(-1)[where], ref.bound.reshape(-1)[where], exact) == 0, (d.name, out)
+        checked += 1
+    assert checked >= 200, checked

@@ -25,16 +25,20 @@ NEXT_HEADERS = ("swish_backward", "softplus_backward", "hardswish_backward", "le
 REDUCTION_HEADERS = ("softmax_backward", "logsoftmax_backward", "mse_loss_backward", "nll_loss_backward",
                      "l1_loss_backward", "soft_margin_loss_backward", "binary_cross_entropy_backward",
                      "smooth_l1_loss_backward", "binary_cross_entropy_with_logits_backward",
-                     "rms_norm_grad", "layer_norm_backward",
+                     "rms_norm_grad", "layer_norm_backward", "layer_norm_grad",
                      "batch_norm_backward", "embedding_dense_backward")  # their kernels: test_stub_reductions.py
 SPLIT_HEADERS = ("swi_glu_grad", "geglu_backward")  # test_stub_swi_glu_grad.py, test_stub_ge_glu_backward.py
 GROUP_HEADERS = ("group_norm_backward",)  # its kernel: test_stub_group_norm_backward.py
 ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward", "threshold_backward",
                       "gelu_backward", "selu_backward", "mish_backward", "logit_grad")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
-POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_indices_backward")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
+# their kernels: the bundled cases through the runner (test_harness_e2e.py)
+POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_indices_backward",
+                "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward")
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
-CHANNEL_HEADERS = ("prelu_backward", "batch_norm_backward_reduce", "batch_norm_elemt_backward")  # test_stub_<op>.py; test_harness_e2e.py
+# their kernels: test_stub_<op>.py, and the bundled cases (test_harness_e2e.py)
+CHANNEL_HEADERS = ("prelu_backward", "batch_norm_backward_reduce", "batch_norm_elemt_backward")
+LOSS_HEADERS = ("kl_div_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"stub CANN toolkit: {tools_missing()}")
 
@@ -72,7 +76,8 @@ def test_installed_layout(stub_root):
                 "include/aclnnop/aclnn_hardsigmoid_backward.h", "lib64/libascendcl.so", "lib64/libnnopbase.so",
                 "lib64/libopapi.so",
                 *(f"include/aclnnop/aclnn_{h}.h" for h in NEXT_HEADERS + REDUCTION_HEADERS + SPLIT_HEADERS + GROUP_HEADERS
-                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS)):
+                  + ACTIVATION_HEADERS + POOL_HEADERS + MATMUL_HEADERS + CONV_HEADERS + CHANNEL_HEADERS
+                  + LOSS_HEADERS)):
         assert (stub_root / rel).is_file(), rel
     assert not (stub_root / "lib64" / "libopapi_nn.so").exists()  # only the old single opapi
 
@@ -93,7 +98,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 52 and p.returncode == 0, p.stderr
+    assert len(units) == 56 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

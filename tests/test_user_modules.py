@@ -230,6 +230,11 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "empty_ok_not_bool": (dict(empty_ok="yes"), "empty_ok: expected True or False, got 'yes'"),
     "no_reference": (dict(reference=None), "reference: expected a function, got None"),
     "kernel_not_callable": (dict(kernel=3), "kernel: expected a function or None, got 3"),
+    "golden_reference_not_callable": (dict(golden_reference="x"), "golden_reference: expected a function or None, got 'x'"),
+    "golden_reference_elementwise": (dict(golden_reference=_kernel),
+                                     "golden_reference: only a family with blocks takes one (an Elementwise reference "
+                                     "computes only what gen needs)"),
+    "redrawn_an_output": (dict(redrawn=("out",)), "redrawn[0]: expected one of gradOutput, self, got 'out'"),
     "unknown_cast_mode": (dict(cast_mode={"float16": "up"}),
                           "cast_mode[float16]: expected one of rint, round, got 'up'"),
     "contract_not_a_contract": (dict(contract="same"), "contract: expected a Contract, got 'same'"),
@@ -288,9 +293,11 @@ def test_every_attribute_kind_register_accepts_is_one_gen_and_verify_read(regist
 
 
 def test_the_bundled_ops_pass_the_same_checks(registry):
-    """Every bundled declaration goes through register's checks (a re-registration under a fresh name and key)."""
+    """Every bundled declaration goes through register's checks (a re-registration under a fresh name and key, its
+    own graph ops, aclnnKlDivBackward's KlDivLossGrad, under fresh names too)."""
     for spec in list(OPS.values()):
-        fresh = dataclasses.replace(spec, name=spec.name + "Copy", key=spec.key + "_copy")
+        graph_ops = {f"{k}Copy": dataclasses.replace(g, api=spec.name + "Copy") for k, g in spec.graph_ops.items()}
+        fresh = dataclasses.replace(spec, name=spec.name + "Copy", key=spec.key + "_copy", graph_ops=graph_ops)
         registered = register(fresh)
         assert OPS[fresh.name] is registered and registered.products == spec.products
 

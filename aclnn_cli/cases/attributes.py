@@ -67,10 +67,13 @@ def values(op: OpSpec, combo: Combo) -> dict[str, Any]:
 
 
 def with_case_values(op: OpSpec, values: dict[str, Any], tensors) -> dict[str, Any]:
-    """values plus op.case_values of the tensors' view shapes (MSE's numel(self)), if the op has any."""
-    if op.case_values is None:
-        return values
-    return {**values, **op.case_values({t.name: tuple(t.layout.shape) for t in tensors})}
+    """values plus op.case_values of the tensors' view shapes (MSE's numel(self)) and op.case_dtypes of their dtypes
+    (LayerNormGrad's epsilon), if the op has any."""
+    if op.case_values is not None:
+        values = {**values, **op.case_values({t.name: tuple(t.layout.shape) for t in tensors})}
+    if op.case_dtypes is not None:
+        values = {**values, **op.case_dtypes({t.name: t.dtype.name for t in tensors})}
+    return values
 
 
 def id_part(name: str, value: Any, wide: bool = False) -> str:

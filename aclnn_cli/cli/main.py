@@ -378,7 +378,8 @@ def ops(as_json: bool) -> None:
         sig = escape(", ".join(_param_text(p, d) for p in d["signature"]))  # ([dtypes] is not markup)
         prods = "\n".join(f"{p}: {' '.join(v)}" for p, v in d["products"].items())
         table.add_row(d["op"], f"({sig})", prods, f"{d['dims'][0]}-{d['dims'][1]}", "yes" if d["empty"] else "no",
-                      ", ".join(d["broadcast_on"]) or "no", d["mixed_dtypes"], "\n".join(d["graph_ops"]))
+                      ", ".join(d["broadcast_on"]) or d["broadcast_into"] or "no", d["mixed_dtypes"],
+                      "\n".join(d["graph_ops"]))
     _console().print(table)
 
 
@@ -408,6 +409,8 @@ def op_info(s) -> dict:
                             "default": list(a.default) if isinstance(a.default, tuple) else a.default}
                            for a in s.attributes],
             "products": {p: list(d) for p, d in s.products.items()}, "dims": list(s.dims), "empty": s.empty_ok,
-            "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values}
+            "broadcast_on": list(c.broadcast_on), "mixed_dtypes": mixed, "special_values": s.special_values,
+            # (an output of one input's shape, the others broadcast into it: KlDivBackward's self)
+            "broadcast_into": f"into {s.family.output_like}'s shape" if getattr(s.family, "output_like", None) else ""}
 
 

@@ -46,10 +46,13 @@ def widened(blocks: Mapping[str, np.ndarray], dtype=np.float64) -> dict[str, np.
     return {k: v.astype(dtype) if _is_float(v) else v for k, v in blocks.items()}
 
 
-def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mapping) -> dict[str, Reference]:
+def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mapping,
+                     golden: bool = False) -> dict[str, Reference]:
     """The op's float64 reference on whole blocks, per output. Blocks where an input the kernel reads is not
     finite take the IEEE formula (op.ieee, else the kernel, in float64) with bound 0: their sums are NaN or
-    infinite as the device's are, and there is nothing to certify."""
+    infinite as the device's are, and there is nothing to certify. golden: only a golden's value and bound are
+    wanted (op.golden_reference, where the op gives one)."""
+    reference = op.golden_reference if golden and op.golden_reference is not None else op.reference
     wide = widened(blocks)
     read = [t.name for t in op.inputs if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64]
     k = next(iter(wide.values())).shape[0] if wide else 0
@@ -58,11 +61,11 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
         finite &= np.isfinite(wide[name]).reshape(k, -1).all(axis=1)
     with np.errstate(all="ignore"):
         if finite.all():
-            return op.by_output(op.reference({**wide, **attrs}))
+            return op.by_output(reference({**wide, **attrs}))
         good = _take(wide, finite)
         bad = _take(wide, ~finite)
         special = op.by_output((op.ieee or op.kernel or _value_of(op))({**bad, **attrs}))
-        ref = op.by_output(op.reference({**good, **attrs})) if finite.any() else {}
+        ref = op.by_output(reference({**good, **attrs})) if finite.any() else {}
     across = set(op.family.across_rows)
     out: dict[str, Reference] = {}
     for t in op.outputs:

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..files.lazy import cached_attribute
-from .families import ELEMENTWISE, Elementwise, Rows
+from .families.base import ELEMENTWISE, Elementwise, Rows
 from .mathfns import exp
 
 Arrays = Mapping[str, np.ndarray]
@@ -190,6 +190,11 @@ class OpSpec:
     # Reference of 1-d arrays, one value per position}. verify's relief uses it, when given, for the few elements a
     # correct kernel's rounding flags, instead of `reference` on the blocks (the whole tensor).
     reference_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, Reference]] | None = None
+    # What gen certifies a golden's rounding with, where `reference` also computes what only verify needs: as
+    # `reference`, with value and bound (and a scale) but no allowance. A contraction's reference walks K in chunks
+    # for its allowance's prefix bounds; gen needs only the value and the bound, two matmuls. Not used for outputs
+    # summed across rows (their allowance file is gen's).
+    golden_reference: Callable[[Arrays], Reference] | None = None
     # How the device computes, in the inputs' float type (float32). None: emulate plays the
     # float64 reference rounded to float32 (an ideal device).
     kernel: Callable[[Arrays], np.ndarray] | None = None
@@ -222,6 +227,9 @@ class OpSpec:
     # Values the functions receive beside the attributes, from the case's shapes (MSE's numel(self)):
     # {tensor name: view shape} -> {name: int}.
     case_values: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, int]] | None = None
+    # Values the functions receive beside the attributes, from the case's dtypes (LayerNormGrad's epsilon, which
+    # the tiling picks by x's dtype): {tensor name: dtype name} -> {name: value}.
+    case_dtypes: Callable[[Mapping[str, str]], Mapping[str, object]] | None = None
     # The API's arguments before workspaceSize, in the header's order (tensor and attribute names).
     # Empty: the inputs, then the attributes, then the outputs.
     signature: tuple[str, ...] = ()
@@ -236,6 +244,10 @@ class OpSpec:
     # the forward's argmax of self. gen writes them after the inputs they are made from (golden/derived.py); a case
     # may still give explicit values (a fill), and a negative case writes zeros. Not for an Elementwise op.
     derived: Mapping[str, Callable[[Arrays], np.ndarray]] = field(default_factory=dict)
+    # Inputs whose values ops-nn's ATK executor draws itself from the op's domain, whatever the file's range_values
+    # (EmbeddingDenseBackward's indices: `np.random.randint(0, numWeights)` in its init_by_input_data): the ATK
+    # importer keeps the file's dtype and shape and takes the op's default fill for them.
+    redrawn: tuple[str, ...] = ()
 
     def __reduce__(self):
         """Pickle by name: worker processes look the op up in their own registry."""

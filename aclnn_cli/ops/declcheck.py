@@ -108,7 +108,7 @@ class _Check:
             self.fail("dims", f"expected (min, max) ranks with 0 <= min <= max <= {MAX_DIMS}, got {show(dims)}")
         self.flag("empty_ok", s.empty_ok)
         self.function("reference", s.reference, required=True)
-        for field in ("exact", "exact_at", "reference_at", "kernel", "ieee", "edge", "textbook"):
+        for field in ("exact", "exact_at", "reference_at", "golden_reference", "kernel", "ieee", "edge", "textbook"):
             self.function(field, getattr(s, field))
         for dtype, mode in self.items("cast_mode", s.cast_mode, Mapping):
             self.choice("cast_mode", dtype, tuple(D.DTYPES))
@@ -116,6 +116,7 @@ class _Check:
         self.contract(s.contract)
         self.family(s.family)
         self.function("case_values", s.case_values)
+        self.function("case_dtypes", s.case_dtypes)
         self.signature(self.items("signature", s.signature))
         for name, fn in self.items("variants", s.variants, Mapping):
             self.text("variants", name, VARIANT, "a variant name (letters, digits, _ . -)")
@@ -124,6 +125,10 @@ class _Check:
             self.items(f"oracle_attributes[{i}]", attrs, Mapping)
         self.aliases(self.items("aliases", s.aliases, Mapping))
         self.derived(self.items("derived", s.derived, Mapping))
+        self.names("redrawn", s.redrawn, tuple(t.name for t in s.tensors if t.role == "input"))
+        if s.golden_reference is not None and s.family.element_local:
+            self.fail("golden_reference", "only a family with blocks takes one (an Elementwise reference computes "
+                                          "only what gen needs)")
         for name, graph in self.items("graph_ops", s.graph_ops, Mapping):
             self.graph_op(name, graph)
 
@@ -156,7 +161,10 @@ class _Check:
         self.text("graph_ops", name, IDENT, "a graph op name (letters, digits, _)")
         taken = graphops.holder(name)
         if taken is not None:
-            whose = "a bundled graph op" if taken in graphops.BUNDLED_GRAPH_OPS else "already a user op's graph op"
+            from .registry import BUNDLED  # (registry imports this module: not at its top)
+
+            bundled = taken in graphops.BUNDLED_GRAPH_OPS or graphops.GRAPH_OPS[taken].api in BUNDLED
+            whose = "a bundled graph op" if bundled else "already a user op's graph op"
             self.fail(field, f"{taken} ({graphops.GRAPH_OPS[taken].api}) is {whose}: give this one another name")
         if not isinstance(g, graphops.GraphOp):
             self.fail(field, f"expected a GraphOp (from aclnn_cli.ops.graphops import GraphOp), got {show(g)}")
@@ -167,7 +175,7 @@ class _Check:
         for part in ("inputs", "outputs", "to_inputs", "to_outputs"):
             names = self.items(f"{field}.{part}", getattr(g, part))
             for i, n in enumerate(names):
-                if not (n is None and part == "to_inputs"):
+                if not (n is None and part in ("to_inputs", "to_outputs")):
                     self.text(f"{field}.{part}[{i}]", n, IDENT, "a tensor name")
         if not g.inputs:
             self.fail(f"{field}.inputs", "expected the graph op's input names, in order")
@@ -200,6 +208,18 @@ class _Check:
             if graph_name not in g.inputs or mapped[g.inputs.index(graph_name)] is not None:
                 self.fail(f"{field}.absent_only[{show(graph_name)}]",
                           "expected a graph input mapped to None in to_inputs")
+        for i, entry in enumerate(self.items(f"{field}.when", g.when)):
+            if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)
+                    and isinstance(entry[2], tuple) and len(entry[2]) == len(g.inputs)):
+                self.fail(f"{field}.when[{i}]", f"expected (graph attribute, value, one API input name or None per "
+                                                f"graph input), got {show(entry)}")
+            for j, n in enumerate(entry[2]):
+                if n is not None and n not in ins:
+                    self.fail(f"{field}.when[{i}][{j}]", f"{s.name} has no input '{n}' ({', '.join(ins)})")
+        for api_input, attr in self.items(f"{field}.shaped", g.shaped or {}, Mapping):
+            if api_input not in ins or api_input in g.api_inputs(tuple(ins)) or not isinstance(attr, str):
+                self.fail(f"{field}.shaped[{show(api_input)}]",
+                          "expected an input of the op no graph input maps to -> the graph attribute holding its shape")
         self.function(f"{field}.derive", g.derive)
         self.function(f"{field}.reshape", g.reshape)
 
@@ -298,9 +318,11 @@ class _Check:
         """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""
         if not isinstance(f, (Elementwise, Rows)):
             self.fail("family", f"expected Elementwise(), Rows(...), Channels(...) or Split(...), got {show(f)}")
-        if isinstance(f, Elementwise):
-            return
         ins = tuple(t.name for t in self.spec.inputs)
+        if isinstance(f, Elementwise):
+            if f.output_like is not None:
+                self.choice("family.output_like", f.output_like, ins)
+            return
         outs = tuple(t.name for t in self.spec.outputs)
         self.choice("family.driver", f.driver, ins)
         self.function("family.axes", f.axes, required=True)
@@ -330,8 +352,7 @@ class _Check:
         if isinstance(f, Window):
             self.choice("family.grad", f.grad, tuple(n for n in ins if n != f.driver))
             kinds = {a.name: a.kind for a in self.spec.attributes}
-            for field, kind in (("kernel", "int_list"), ("stride", "int_list"), ("padding", "int_list"),
-                                ("dilation", "int_list"), ("ceil", "bool")):
+            for field, kind in f.attribute_fields():
                 name = getattr(f, field)
                 if (name is not None or field == "kernel") and kinds.get(name) != kind:
                     self.fail(f"family.{field}", f"expected the name of a {kind} attribute, got {show(name)}")

@@ -71,7 +71,8 @@ class GraphOp:
     attributes that do not reach the API, with why; derive: API attributes from the API tensors' shapes; lists:
     graph bool attributes that are entries of an API list attribute, graph name -> (API name, index, length),
     missing entries true (GroupNormGrad's dx_is_require... are outputMask). An `attrs` entry whose API name is
-    None is checked by its converter and not passed (data_format: the API has one layout)."""
+    None is checked by its converter and not passed (data_format: the API has one layout). shaped: API inputs made
+    from a graph attribute holding their shape (below)."""
 
     api: str
     inputs: tuple[str, ...]
@@ -86,6 +87,15 @@ class GraphOp:
     # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, used in
     # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
+    # to_inputs that hold where a graph attribute has a value: ((graph attribute, value, to_inputs), ...), the first
+    # that matches (an attribute left out does not match). BatchNormGrad's reserve spaces are the saved mean and
+    # invstd in training, the running mean and variance in inference.
+    when: tuple[tuple[str, object, tuple[str | None, ...]], ...] = ()
+    # API inputs the graph op has no tensor for, whose shape a graph ListInt attribute gives and whose values the API
+    # never reads: API input -> that attribute (AdaptiveAvgPool2dGrad's orig_input_shape is the shape of
+    # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
+    # dtype, filled as the op fills it.
+    shaped: Mapping[str, str] = None  # type: ignore[assignment]
     # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
     # {API name: graph-given shape} -> {API name: the shape the API case takes}
     reshape: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
@@ -94,12 +104,26 @@ class GraphOp:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
         return (self.absent_only or {}).get(self.inputs[index]) if index < len(self.inputs) else None
 
-    def api_inputs(self, api_inputs: tuple[str, ...]) -> list[str | None]:
-        """The API's name for each graph input, in the graph's order (None: not passed to the API)."""
+    def api_inputs(self, api_inputs: tuple[str, ...], attrs: Mapping | None = None) -> list[str | None]:
+        """The API's name for each graph input, in the graph's order (None: not passed to the API), for a case
+        with these graph attributes."""
+        for name, value, to_inputs in self.when:
+            if name in (attrs or {}) and (attrs or {})[name] == value and type((attrs or {})[name]) is type(value):
+                return list(to_inputs)
         return list(self.to_inputs or api_inputs[:len(self.inputs)])
 
-    def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str]:
+    def api_outputs(self, api_outputs: tuple[str, ...]) -> list[str | None]:
+        """The API's name for each graph output (None: an output the API has not, not judged)."""
         return list(self.to_outputs or api_outputs)
+
+
+def choice(*allowed: str) -> Convert:
+    """A String attribute the API takes as a string too (GeluGradV2's approximate), one of `allowed`."""
+    def convert(value: Any) -> Any:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+    return convert
 
 
 def only(expected: str) -> Convert:
@@ -165,6 +189,12 @@ GRAPH_OPS = {
                         outputs=("x_grad",), to_outputs=("gradInput",),
                         absent_only={"tanhx": "aclnnMishBackward computes tanh(softplus(x)) itself and takes no tanhx; "
                                                "the graph op's result with a given tanhx is another function"}),
+    "GeluGradV2": GraphOp("aclnnGeluBackwardV2", ("dy", "x"), to_inputs=("gradOutput", "self"), outputs=("z",),
+                          to_outputs=("gradInput",), attrs={"approximate": ("approximate", choice("none", "tanh"))}),
+    # (SigmoidGrad's complex_conj conjugates a complex y: on the real dtypes the API takes it changes nothing)
+    "SigmoidGrad": GraphOp("aclnnSigmoidBackward", ("y", "dy"), to_inputs=("output", "gradOutput"), outputs=("z",),
+                           to_outputs=("gradInput",),
+                           ignored={"complex_conj": "conjugates a complex y; the real dtypes' result is the same"}),
     "GeluGrad": GraphOp("aclnnGeluBackward", ("dy", "x", "y"), to_inputs=("gradOutput", "self", None),
                         outputs=("z",), to_outputs=("gradInput",)),
     "LogSigmoidGrad": GraphOp("aclnnLogSigmoidBackward", ("grads", "features")),
@@ -217,6 +247,19 @@ GRAPH_OPS = {
                                           "saveInvstd"),
                                outputs=("dx", "dweight", "dbias"), to_outputs=("gradInput", "gradWeight", "gradBias"),
                                attrs={"is_training": ("training", boolean), "epsilon": ("eps", number)}),
+    # (reserve_space_3 is "not used and not involved in calculations"; reserve_space_4 and 5 are outputs the API
+    # has not; output_mask is "valid only in inference mode": the API computes what it switches on in both)
+    "BatchNormGrad": GraphOp("aclnnBatchNormBackward",
+                             ("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"),
+                             to_inputs=("gradOut", "input", "weight", "saveMean", "saveInvstd", None),
+                             when=(("is_training", False,
+                                    ("gradOut", "input", "weight", "runningMean", "runningVar", None)),),
+                             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4",
+                                      "reserve_space_5"),
+                             to_outputs=("gradInput", "gradWeight", "gradBias", None, None),
+                             attrs={"is_training": ("training", boolean), "epsilon": ("eps", number),
+                                    "output_mask": ("outputMask", bools),
+                                    "data_format": (None, choice("NCHW", "NHWC", "NCDHW", "NDHWC"))}),
     # (the tails of synchronised BatchNorm's backward: elementwise kernels over same-shape tensors, every element one
     # channel of the API with one sample; the reduce's sums are then gradOut itself and fl(gradOut * input))
     "SyncBatchNormBackwardReduce": GraphOp("aclnnBatchNormReduceBackward",
@@ -248,6 +291,15 @@ GRAPH_OPS = {
                            outputs=("dx",), to_outputs=("gradInput",),
                            attrs={"dim": ("dim", integer), "approximate": ("approximate", integer),
                                   "activate_left": ("activateLeft", boolean)}),
+    # (pooling/adaptive_avg_pool{2,3}d_grad/op_graph: the 2-D op has x's shape as an attribute, not a tensor; the
+    # TTK files' dynamic_shape is TTK's own compile setting)
+    "AdaptiveAvgPool2dGrad": GraphOp("aclnnAdaptiveAvgPool2dBackward", ("input_grad",), to_inputs=("gradOutput",),
+                                     outputs=("output_grad",), to_outputs=("out",), shaped={"self": "orig_input_shape"},
+                                     ignored={"dynamic_shape": "TTK's dynamic-shape compile setting"}),
+    "AdaptiveAvgPool3dGrad": GraphOp("aclnnAdaptiveAvgPool3dBackward", ("y_grad", "x"), to_inputs=("gradOutput", "self"),
+                                     outputs=("x_grad",), to_outputs=("out",),
+                                     attrs={"data_format": (None, only("NCDHW"))},
+                                     ignored={"dynamic_shape": "TTK's dynamic-shape compile setting"}),
     "NLLLossGrad": GraphOp("aclnnNLLLossBackward", ("x", "y_grad", "target", "weight", "total_weight"),
                            to_inputs=("self", "gradOutput", "target", "weight", "totalWeight"),
                            attrs={"reduction": ("reduction", reduction), "ignore_index": ("ignoreIndex", integer)}),

@@ -19,8 +19,8 @@ import numpy as np
 from .base import OpSpec, Reference
 from .declcheck import MESSAGE_LIMIT, describe
 
-FUNCTIONS = ("reference", "exact", "exact_at", "kernel", "ieee", "edge", "textbook")
-SHAPED = ("reference", "exact", "kernel", "ieee")  # (and the variants): what they return is shaped as the pieces
+FUNCTIONS = ("reference", "golden_reference", "exact", "exact_at", "kernel", "ieee", "edge", "textbook")
+SHAPED = ("reference", "golden_reference", "exact", "kernel", "ieee")  # (and the variants): what they return is shaped as the pieces
 
 
 def _guard(fn: Callable, what: str, file: str, check: Callable | None = None) -> Callable:

@@ -18,6 +18,8 @@ from .guard import guarded
 
 # API name -> its declaration module in aclnn_cli.ops, in its family's folder (the module's name is the op's key)
 BUNDLED: dict[str, str] = {
+    "aclnnAdaptiveAvgPool2dBackward": "adaptive.adaptive_avg_pool2d_backward",
+    "aclnnAdaptiveAvgPool3dBackward": "adaptive.adaptive_avg_pool3d_backward",
     "aclnnAvgPool2dBackward": "window.avg_pool2d_backward",
     "aclnnAvgPool3dBackward": "window.avg_pool3d_backward",
     "aclnnMaxPool2dWithIndicesBackward": "window.max_pool2d_with_indices_backward",
@@ -41,6 +43,8 @@ BUNDLED: dict[str, str] = {
     "aclnnHardtanhBackward": "elementwise.hardtanh_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
+    "aclnnLayerNormGrad": "rows.layer_norm_grad",
+    "aclnnKlDivBackward": "elementwise.kl_div_backward",
     "aclnnL1LossBackward": "elementwise.l1_loss_backward",
     "aclnnLeakyReluBackward": "elementwise.leaky_relu_backward",
     "aclnnLogitGrad": "elementwise.logit_grad",

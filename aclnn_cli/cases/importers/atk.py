@@ -293,7 +293,8 @@ def _tensor(op: OpSpec, inp: dict, stem: str, key: str, n: str, bad: Callable[..
     if n in op.derived:  # (its shape and range are stand-ins: the executor derives it, as gen does)
         return TensorIn(dtype)
     shape = field(bad, "shape", int_list, inp["shape"])
-    fill = _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported)
+    redrawn = n in op.redrawn  # (its executor draws the values from the op's domain: the op's default fill)
+    fill = None if redrawn else _fill(inp["range_values"], dtype, stem, f"{key}\0{n}", bad, unsupported)
     shape, strides = channels_view(op, n, inp.get("format"), shape, None, lambda m: unsupported(m, "format"))
     return TensorIn(dtype, shape, fill, None if strides is None else {"strides": strides})
 

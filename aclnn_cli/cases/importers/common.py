@@ -88,9 +88,10 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
     mapped = dict(graph.attrs or {}) if graph else {}
     ignored = dict(graph.ignored or {}) if graph else {}
     listed = dict(graph.lists or {}) if graph else {}
+    shaped = set((graph.shaped or {}).values()) if graph else set()
     out: dict = {}
     for name, value in attrs.items():
-        if name in ignored:
+        if name in ignored or name in shaped:  # (a shaped input's attribute: `shaped_inputs` reads it)
             continue
         if name in mapped:
             api_name, convert = mapped[name]
@@ -120,6 +121,23 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
         if not ok:
             raise err(f"attribute {clip(name)}={show(value)} is not supported: "
                       f"{op.name} computes with {name}={fixed[name]:.8g}")
+    return out
+
+
+def shaped_inputs(graph: GraphOp | None, attrs: dict, dtype: str | None, err: Callable[[str], CaseError]) -> dict:
+    """The API inputs a graph op makes from a shape attribute (GraphOp.shaped): name -> TensorIn of that shape in
+    `dtype` (the first graph input's), the op's own fill. Unsupported (via err) where the attribute is missing or not
+    a list of sizes."""
+    from .entry import TensorIn
+
+    out = {}
+    for api_input, attr in ((graph.shaped or {}) if graph else {}).items():
+        value = attrs.get(attr)
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                          for v in value):
+            raise err(f"attribute {clip(attr)}={show(value)} is not supported: it gives {api_input}'s shape, a list of "
+                      f"sizes >= 0")
+        out[api_input] = TensorIn(dtype, tuple(value))
     return out
 
 

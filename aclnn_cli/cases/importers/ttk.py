@@ -17,7 +17,8 @@ from ...errors import CaseError
 from ...ops import OpSpec
 from ...ops.declcheck import describe
 from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
-                     dtype_name, errors, graph_reshape, product_for, range_fill, resolve_op, safe_name, seed_for, show)
+                     dtype_name, errors, graph_reshape, product_for, range_fill, resolve_op, safe_name, seed_for,
+                     shaped_inputs, show)
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, read_table
@@ -91,7 +92,9 @@ def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpS
         tensors = _aclnn_tensors(op, cell, bad, unsupported)
     else:
         attrs = check_attrs(graph, op, raw_attrs, lambda m: unsupported(m, "attributes"))
-        tensors = _kernel_tensors(op, graph, cell, bad, unsupported)
+        tensors = _kernel_tensors(op, graph, cell, bad, unsupported, raw_attrs)
+        first = next((t.dtype for t in tensors.values() if t.dtype is not None), None)
+        tensors.update(shaped_inputs(graph, raw_attrs, first, lambda m: unsupported(m, "attributes")))
         if graph and graph.derive:
             attrs = {**_derived(graph, {n: t.shape for n, t in tensors.items() if t.shape is not None}, bad), **attrs}
     return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products, attrs)
@@ -108,12 +111,14 @@ def _derived(graph: GraphOp, shapes: dict, bad) -> dict:
     return derived
 
 
-def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsupported) -> dict[str, TensorIn]:
+def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsupported,
+                    raw_attrs: dict | None = None) -> dict[str, TensorIn]:
     """Kernel mode: graph inputs in order, each the API input graphops.py maps it to (dy, x -> gradOutput, self;
-    SoftmaxGrad's softmax -> output); an optional API input the graph op lacks is null; then the outputs."""
+    SoftmaxGrad's softmax -> output; by the case's graph attributes where the op says: GraphOp.when); an optional
+    API input the graph op lacks is null; then the outputs (a graph output the API has not: read past)."""
     n_in = len(graph.inputs) if graph else len(op.inputs)
     api_ins = tuple(t.name for t in op.inputs)
-    names = graph.api_inputs(api_ins) if graph else list(api_ins)
+    names = graph.api_inputs(api_ins, raw_attrs) if graph else list(api_ins)
     dtypes = cell.per_tensor("input_dtypes", n_in, one_for_all=True, required=True)
     shapes = cell.per_tensor("input_shapes", n_in, fallback="input_ori_shapes", required=True)
     ori = cell.per_tensor("input_ori_shapes", n_in, fallback="input_shapes")
@@ -145,6 +150,8 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
     out_shapes = cell.per_tensor("output_shapes", len(outs), "output_ori_shapes")
     out_formats = _formats(op, cell, "output", len(outs), bad, unsupported)
     for i, n in enumerate(outs):
+        if n is None:  # (BatchNormGrad's reserve_space_4 and 5: outputs the API has not)
+            continue
         out = TensorIn()
         if out_dtypes[i] is not None:
             out.dtype = dtype_name(_word(out_dtypes[i], bad, "output_dtypes", "a dtype"),

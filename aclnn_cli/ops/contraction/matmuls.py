@@ -86,6 +86,11 @@ def reference(t) -> Reference:
         a, b, representable, NARROW, floor))
 
 
+def golden_reference(t) -> Reference:
+    """What gen certifies the golden with: the value and its bound (dots.certified), no allowance."""
+    return Reference(*dots.certified(t[SELF], t[MAT2]))
+
+
 def reference_at(t, wanted) -> dict:
     """`reference` of single elements (verify's relief of a few flagged ones), each from its own row and column."""
     a, b, where = t[SELF], t[MAT2], np.asarray(wanted[OUT], np.int64)
@@ -232,6 +237,7 @@ def declared(**own) -> dict:
         products=products("950", "A3", "A2"),
         empty_ok=False,
         family=Contraction(driver=SELF, right=MAT2, out=OUT),
-        reference=reference, exact=exact, exact_at=exact_at, reference_at=reference_at, kernel=kernel, ieee=ieee,
+        reference=reference, golden_reference=golden_reference, exact=exact, exact_at=exact_at,
+        reference_at=reference_at, kernel=kernel, ieee=ieee,
         rounded_through=rounded_through, special_values=SPECIAL_VALUES,
         **own)

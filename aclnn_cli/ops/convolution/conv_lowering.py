@@ -262,6 +262,21 @@ def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
     return dots.finished(value, scale, peak, squares, low.k, counts, term_roundings)
 
 
+def certified(low: Lowered):
+    """(value, bound, scale) as `reference` gives them, without the allowance's prefix walk: the chunks' matmuls
+    summed, and the bound gamma_K / (1 - gamma_K) |L|.|R| (dots.certified: any order of the K exact products)."""
+    k_step = dots.k_step(low.k)
+    value, scale = np.zeros((low.g, low.m, low.c)), np.zeros((low.g, low.m, low.c))
+    for cs, ce in _column_ranges(low, k_step):
+        for ks in range(0, low.k, k_step):
+            ke = min(low.k, ks + k_step)
+            left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
+            value[:, :, cs:ce] += np.matmul(left, right)
+            scale[:, :, cs:ce] += np.matmul(np.abs(left), np.abs(right))
+    g = dots.gamma(low.k)
+    return value, (g / (1 - g)) * dots.SLACK * scale, scale
+
+
 def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_ROUNDINGS):
     """`reference` of the tensor's elements at flat positions `where` (verify's relief of a few flagged ones), each
     from its own products: 1-d arrays."""

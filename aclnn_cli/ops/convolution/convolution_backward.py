@@ -106,6 +106,12 @@ def _reference(t) -> dict:
     return out
 
 
+def _golden_reference(t) -> dict:
+    """What gen certifies the goldens with: each output's value and bound from its lowering (L.certified)."""
+    return {name: Reference(*(_piece(t, name, low.flat(a)) for a in L.certified(low)))
+            for name, low in lowered(t).items()}
+
+
 _LAST: list = []  # [(weak references to the operand arrays, the convolution, {kind: lowerings})]: the last case's
 
 
@@ -432,6 +438,7 @@ SPEC = register(OpSpec(
     family=FAMILY,
     case_values=_case_values,
     reference=_reference,
+    golden_reference=_golden_reference,
     exact=_exact,
     exact_at=_exact_at,
     reference_at=_reference_at,

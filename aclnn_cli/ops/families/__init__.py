@@ -10,19 +10,30 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
 - `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
+- `Window` and `Adaptive` (window.py): pooling's windows per (n, c) plane, by attributes or by the two shapes.
 - `Convolution` (convolution.py): a convolution's gradients, a case one block (ConvolutionBackward).
 
 Op declarations import the family they use from here (`from aclnn_cli.ops.families import Rows`).
 """
 
-from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_shape, dim_axis, trailing_axes
-from .channels import Channels
-from .contraction import Contraction
-from .convolution import Convolution
-from .groups import Groups
-from .scatter import Scatter
-from .split import Split
-from .window import Window
+from importlib import import_module
 
-__all__ = ["ELEMENTWISE", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows", "Scatter", "Shapes", "Split", "Window",
+from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_shape, dim_axis, trailing_axes
+
+# The drivers beyond Elementwise and Rows are imported when first named (PEP 562): a command whose cases are
+# elementwise does not pay for the window, contraction and convolution modules at its start.
+_LAZY = {"Channels": "channels", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
+         "Scatter": "scatter", "Split": "split", "Window": "window", "Adaptive": "window"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
+           "Scatter", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]

@@ -104,6 +104,10 @@ class Elementwise:
     shared_errors: bool = False
     across_rows: tuple[str, ...] = ()
     per_row: tuple[str, ...] = ()
+    # - output_like: the input whose shape the output has, the others broadcasting into it and never beyond
+    #   (aclnnKlDivBackward's self; with inputs_broadcast False and the op's shape_rule); None: the output has the
+    #   inputs' broadcast shape. An input widening it (an API summing the wider result back) is not modelled.
+    output_like: str | None = None
     # - own: tensors whose blocks are cut from their own shape (`own_geometry`), not the driver's.
     own = property(lambda self: ())
     # - whole: inputs read whole for every block (a count tensor of any shape), arriving as (k, 1, numel).
@@ -116,7 +120,15 @@ class Elementwise:
         return None
 
     def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
-        """Why the family cannot relate these shapes (None: it can). The contract checks the broadcast."""
+        """Why the family cannot relate these shapes (None: it can). The contract checks the broadcast; with
+        `output_like`, inputs widening that input's shape are refused (the result would be summed back to it)."""
+        if self.output_like is None or self.output_like not in shapes:
+            return None
+        like = tuple(shapes[self.output_like])
+        wide = broadcast_shape(*(shapes[t.name] for t in op.inputs if t.name in shapes))
+        if wide is not None and wide != like:
+            return (f"the inputs broadcast to {list(wide)}, wider than {self.output_like} {list(like)}, whose shape "
+                    f"{op.output.name} has: the API sums such a result back to it (a reduction aclnn-cli does not model)")
         return None
 
     def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
@@ -125,14 +137,15 @@ class Elementwise:
                 f"and convolution families)")
 
     def case_tensor(self, op) -> str:
-        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output."""
-        return op.output.name
+        """The tensor whose dtype and shape a case's `dtype` and `shape` give: the output (`output_like`, whose shape
+        the output has)."""
+        return self.output_like or op.output.name
 
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """Every tensor's shape from a case's `shape` and the shapes it gives (`given`): the inputs the case's
-        shape, the output their broadcast shape."""
+        shape, the output their broadcast shape (`output_like`'s shape)."""
         shapes = {t.name: tuple(given.get(t.name, shape)) for t in op.inputs}
-        b = broadcast_shape(*shapes.values())
+        b = shapes[self.output_like] if self.output_like in shapes else broadcast_shape(*shapes.values())
         out = op.output.name
         shapes[out] = tuple(given.get(out, shape if b is None else b))  # (an explicit () counts)
         return shapes

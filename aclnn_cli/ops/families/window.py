@@ -116,7 +116,12 @@ def _cover(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _covering(n: int, out: int, k: int, s: int, p: int, d: int) -> np.ndarray:
-    c = _cover(n, out, k, s, p, d).T
+    return _covering_of(_cover(n, out, k, s, p, d))
+
+
+def _covering_of(cover: np.ndarray) -> np.ndarray:
+    """(n, m): a cover matrix's windows covering each position in ascending order, -1 after the last."""
+    c = cover.T
     m = int(c.sum(axis=1).max(initial=0))
     order = np.argsort(-c, axis=1, kind="stable")[:, :m]  # (the covering windows first, ascending)
     got = np.where(np.take_along_axis(c, order, axis=1) == 1, order, -1)
@@ -144,6 +149,11 @@ class Window(Rows):
     @property
     def own(self) -> tuple[str, ...]:
         return (self.grad, *self.pooled)
+
+    def attribute_fields(self) -> tuple[tuple[str, str], ...]:
+        """(field, the attribute kind it must name) for declcheck: the window attributes the family reads."""
+        return (("kernel", "int_list"), ("stride", "int_list"), ("padding", "int_list"), ("dilation", "int_list"),
+                ("ceil", "bool"))
 
     def windows(self, shapes: Shapes, attrs: Mapping) -> tuple[AxisWindows, ...]:
         """((D axis,) H axis, W axis) of a case: the input's spatial sizes, the pooled tensor's (given, else the
@@ -191,9 +201,24 @@ class Window(Rows):
         sp = self.spatial
         layouts = "(N, C, H, W) or (C, H, W)" if sp == 2 else "(N, C, D, H, W) or (C, D, H, W)"
         if len(drv) < sp + 1 or len(g) != len(drv):
-            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the window family needs {layouts} both"
+            return f"{self.driver} {list(drv)} and {self.grad} {list(g)}: the {self.name} family needs {layouts} both"
         if g[:-sp] != drv[:-sp]:
             return f"{self.grad}'s leading axes {list(g[:-sp])} are not {self.driver}'s {list(drv[:-sp])}"
+        problem = self.sizes_problem(drv, g, attrs)
+        if problem:
+            return problem
+        for name in self.pooled:
+            if name in shapes and tuple(shapes[name]) != g:
+                return f"{name} has shape {list(shapes[name])}; the {self.name} family needs {self.grad}'s {list(g)}"
+        for t in op.tensors:
+            s = tuple(shapes.get(t.name, drv))
+            if t.name not in (self.driver, self.grad, *self.pooled) and s != drv:
+                return f"{t.name} has shape {list(s)}; the {self.name} family needs {self.driver}'s {list(drv)}"
+        return None
+
+    def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:
+        """Why the pooled tensor's planes are not the forward's pooled size of the driver's (None: they are)."""
+        sp = self.spatial
         k, s, p, d, ceil = self.parameters(attrs)
         want = tuple(pooled_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate(drv[-sp:]))
         if min(want) < 1:
@@ -202,12 +227,6 @@ class Window(Rows):
         if g[-sp:] != want:
             return (f"{self.grad}'s planes are {list(g[-sp:])}; kernel {list(k)}, stride {list(s)}, padding "
                     f"{list(p)}{', ceil mode' if ceil else ''} pool {list(drv[-sp:])} into {list(want)}")
-        for name in self.pooled:
-            if name in shapes and tuple(shapes[name]) != g:
-                return f"{name} has shape {list(shapes[name])}; the window family needs {self.grad}'s {list(g)}"
-        for t in op.tensors:
-            if t.name not in (self.driver, self.grad, *self.pooled) and t.name in shapes and tuple(shapes[t.name]) != drv:
-                return f"{t.name} has shape {list(shapes[t.name])}; the window family needs {self.driver}'s {list(drv)}"
         return None
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry:
@@ -221,3 +240,105 @@ class Window(Rows):
             return None
         g = tuple(shapes[self.grad])
         return Geometry(geo.a1, math.prod(g[-self.spatial:-1]), g[-1])
+
+
+@dataclass(frozen=True)
+class AdaptiveAxis:
+    """One axis of adaptive pooling: n input positions pooled into `out` windows, window o covering
+    [floor(o n / out), ceil((o + 1) n / out)) (PyTorch's start_index / end_index, ops-nn's StartIndexOut2In /
+    EndIndexOut2In). Neighbouring windows overlap by one position where out does not divide n, and where out > n
+    a position is in several windows. The same questions as AxisWindows (cover, covering, clipped, first_last)."""
+
+    n: int
+    out: int
+    d = s = 1  # (no dilation: each position's windows are one range, as window_sums walks them)
+    p = 0
+
+    def starts(self) -> np.ndarray:
+        return np.arange(self.out, dtype=np.int64) * self.n // max(self.out, 1)
+
+    def ends(self) -> np.ndarray:
+        return -(-(np.arange(1, self.out + 1, dtype=np.int64) * self.n) // max(self.out, 1))
+
+    @property
+    def k(self) -> int:
+        """The largest window (the tiling's CeilDiv(n, out), where out <= n)."""
+        return int(self.clipped().max(initial=0))
+
+    def cover(self) -> np.ndarray:
+        """(out, n) int64, read only (cached): 1 where window o covers position i."""
+        return _adaptive_cover(self.n, self.out)
+
+    def covering(self) -> np.ndarray:
+        """(n, m) int64, read only (cached): the windows covering each position, ascending, -1 after the last."""
+        return _adaptive_covering(self.n, self.out)
+
+    def clipped(self) -> np.ndarray:
+        """(out,) each window's size: its divisor along this axis."""
+        return self.ends() - self.starts()
+
+    padded = clipped  # (no padding)
+
+    def first_last(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n,) the first and one past the last window covering each position: floor(i out / n) and
+        ceil((i + 1) out / n) (StartIndexIn2Out, EndIndexIn2Out)."""
+        i = np.arange(self.n, dtype=np.int64)
+        n = max(self.n, 1)
+        return i * self.out // n, -(-((i + 1) * self.out) // n)
+
+
+@lru_cache(maxsize=64)
+def _adaptive_cover(n: int, out: int) -> np.ndarray:
+    a = AdaptiveAxis(n, out)
+    i = np.arange(n)[None, :]
+    c = ((i >= a.starts()[:, None]) & (i < a.ends()[:, None])).astype(np.int64)
+    c.flags.writeable = False
+    return c
+
+
+@lru_cache(maxsize=64)
+def _adaptive_covering(n: int, out: int) -> np.ndarray:
+    return _covering_of(_adaptive_cover(n, out))
+
+
+@dataclass(frozen=True)
+class Adaptive(Window):
+    """Adaptive average pooling's gradient: no window attributes; along each spatial axis the driver's n positions
+    and gradOutput's `out` windows (its own size, which a case gives under `tensors`; self's where it gives none)
+    place the windows (AdaptiveAxis). Blocks as Window's. `precision`: the name under which the functions receive
+    the driver dtype's significand bits (24, 11, 8), (k, 1, 1) int64, for a path that computes in the 16-bit dtype
+    (the op_api's global pooling: a Fill of 1 / (H W) in the dtype and a Mul)."""
+
+    kernel: str | None = None
+    stride: str | None = None
+    padding: str | None = None
+    ceil: str | None = None
+    name: str = "adaptive window"
+    precision: str | None = None
+
+    def attribute_fields(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def axis_windows(self, attrs: Mapping, sizes, pooled=None) -> tuple[AdaptiveAxis, ...]:
+        """One AdaptiveAxis per spatial axis: the input's sizes, the pooled ones (None: the same, one position a
+        window)."""
+        pooled = tuple(sizes) if pooled is None else tuple(pooled)
+        return tuple(AdaptiveAxis(int(n), int(o)) for n, o in zip(sizes, pooled))
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """Every tensor the case's shape (gradOutput too: one window a position, unless the case gives its own)."""
+        return {n: tuple(shape) for n in names}
+
+    def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:
+        """Any pooled size is taken; an empty gradOutput beside a non-empty self leaves the output unwritten."""
+        if 0 in g and 0 not in drv:
+            return (f"{self.grad} {list(g)} is empty and {self.driver} {list(drv)} is not: the op_api returns without "
+                    f"computing, and the output keeps what it held (no result to judge)")
+        return None
+
+    def block_values(self, m, b0: int, b1: int) -> dict:
+        """`precision` (when named): the driver dtype's significand bits for every block of [b0, b1)."""
+        if self.precision is None:
+            return {}
+        bits = next(t.dtype.precision for t in m.tensors if t.name == self.driver)
+        return {self.precision: np.full((b1 - b0, 1, 1), bits, dtype=np.int64)}

@@ -144,6 +144,7 @@ SPEC = register(OpSpec(
     exact_at=_exact_at,
     kernel=kernel,
     variants=VARIANTS,
+    redrawn=(IDX,),  # (ops-nn's executor_aclnnEmbeddingDenseBackward.py: randint(0, numWeights), the file's range aside)
     contract=Contract(dtypes="promote", shape_rule=_shape_rule),
     special_values="The doc defines none; the kernel's IEEE additions: a NaN in a row makes that column of its "
                    "index's output row NaN, an infinity inf (or NaN beside the opposite infinity); the paddingIdx "

@@ -125,22 +125,23 @@ def plane_sums(terms: np.ndarray, axes) -> np.ndarray:
     return x
 
 
-def reference(g: np.ndarray, axes, d: np.ndarray, fp16_divide: bool = False):
+def reference(g: np.ndarray, axes, d: np.ndarray, fp16_divide: bool = False, term_roundings: int = TERM_ROUNDINGS):
     """(value, bound, scale, allowance) of the blocks' gradients, g (k, Ho, Wo) (3-D: (k, Do, Ho, Wo)) float64.
 
     value: the float64 sums (one rounding per term's division, at most n - 1 additions per element, the products
     by 0 and 1 exact): within gamma_{n + 2} scale of the exact sum in float64's unit (the extra one: a divisor
     beyond 2^53 rounded). scale: sum |g| / |D| over the element's windows. allowance: a float32 kernel's terms,
-    TERM_ROUNDINGS each, added in any order: the smaller of the worst case gamma_{n - 1 + c} and the probabilistic
-    lambda sqrt(n - 1 + c) (docs/allowances.md), times scale. fp16_divide: the 950's Div path with cubeMathType
-    1 or 2 (gradOutput cast to float16, divided in float16): 2^-10 of each term and float16's subnormal step more."""
+    c = `term_roundings` roundings each (TERM_ROUNDINGS by default), added in any order: the smaller of the worst
+    case gamma_{n - 1 + c} and the probabilistic lambda sqrt(n - 1 + c) (docs/allowances.md), times scale.
+    fp16_divide: the 950's Div path with cubeMathType 1 or 2 (gradOutput cast to float16, divided in float16):
+    2^-10 of each term and float16's subnormal step more."""
     dd = d.astype(np.float64)
     n = counts(axes)
     with np.errstate(all="ignore"):
         value = plane_sums(g / dd, axes)
         scale = plane_sums(np.abs(g) / np.abs(dd), axes)
         bound = gamma(n + 2, U64) * SLACK * scale
-        c = n - 1 + TERM_ROUNDINGS
+        c = n - 1 + term_roundings
         growth = np.minimum(gamma(c, ACCUMULATION_UNIT), LAMBDA * np.sqrt(c) * SECOND_ORDER * ACCUMULATION_UNIT)
         allowance = np.where(n > 0, growth, 0.0) * scale * SLACK
         if fp16_divide:

@@ -1,5 +1,6 @@
-// libopapi of the stub: SmoothL1LossBackward (loss/smooth_l1_loss_grad_v2) and BinaryCrossEntropyWithLogitsBackward
-// (loss/sigmoid_cross_entropy_with_logits_grad_v2), beside ops_loss.cpp's loss gradients.
+// libopapi of the stub: SmoothL1LossBackward (loss/smooth_l1_loss_grad_v2), BinaryCrossEntropyWithLogitsBackward
+// (loss/sigmoid_cross_entropy_with_logits_grad_v2) and KlDivBackward (loss/kl_div_loss_grad), beside ops_loss.cpp's
+// loss gradients.
 //
 // Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
 // to the promoted dtype, then cast to out's (l0op::Cast).
@@ -7,6 +8,7 @@
 #include <cmath>
 
 #include "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h"
+#include "aclnnop/aclnn_kl_div_backward.h"
 #include "aclnnop/aclnn_smooth_l1_loss_backward.h"
 #include "elements.h"
 #include "loss_checks.h"
@@ -19,10 +21,12 @@ using stub::Checker;
 
 const stub::OpDef kSmoothL1{"aclnnSmoothL1LossBackward", nullptr, nullptr};
 const stub::OpDef kBceLogits{"aclnnBinaryCrossEntropyWithLogitsBackward", nullptr, nullptr};
+const stub::OpDef kKlDiv{"aclnnKlDivBackward", nullptr, nullptr};
 
 using loss::kMean;
 using loss::kNone;
 using loss::kSum;
+constexpr int64_t kBatchMean = 3;
 using loss::BroadcastShape;
 using loss::CheckReduction;
 
@@ -80,6 +84,31 @@ stub::Job BceLogitsJob(const aclTensor* dy, const aclTensor* x, const aclTensor*
             r = r * ws[i];
             if (reduction == kMean) r = r * scale;
             g[i] = r;
+        }
+        stub::WriteFloats(o, g, compute, negate);
+    };
+    return job;
+}
+
+// kl_div_loss_grad_dag.h, float32: e = logTarget ? expf(target) : target; ((e*grad)*-1)*cof; self only copied through.
+// The tiling: cof = (float)(1.0/(double)N), N from input's storage shape (self, already the broadcast shape; 0-d is
+// [1]): numel for mean, the first dim for batchmean, 1 for none and sum (the op_api maps any other value to none).
+// float16 where the three inputs are float16, else float32.
+stub::Job KlDivJob(const aclTensor* dy, const aclTensor* x, const aclTensor* y, const aclTensor* out, int64_t reduction,
+                   bool logTarget, aclDataType compute) {
+    stub::Job job;
+    int idy = job.Add(dy), iy = job.Add(y), iout = job.Add(out, true);
+    if (stub::Numel(x->view) == 0) return job;
+    int64_t n = 1;
+    if (reduction == kMean) n = stub::Numel(x->view);
+    if (reduction == kBatchMean) n = x->view.empty() ? 1 : x->view[0];
+    float cof = static_cast<float>(1.0 / static_cast<double>(n));
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        std::vector<float> g = stub::ReadFloats(j.T(idy), o.view), ys = stub::ReadFloats(j.T(iy), o.view);
+        for (size_t i = 0; i < g.size(); ++i) {
+            float e = logTarget ? std::exp(ys[i]) : ys[i];
+            g[i] = ((e * g[i]) * -1.0f) * cof;
         }
         stub::WriteFloats(o, g, compute, negate);
     };
@@ -186,5 +215,48 @@ aclnnStatus aclnnBinaryCrossEntropyWithLogitsBackwardGetWorkspaceSize(const aclT
     });
 }
 STUB_PHASE_TWO(aclnnBinaryCrossEntropyWithLogitsBackward, kBceLogits)
+
+}  // extern "C"
+
+extern "C" {
+
+// 950, A3, A2 (fp32, fp16, bf16). Order: nulls; self's dtype castable to out's; each of gradOutput, self, target, out
+// in the list; dims <= 8; self and target broadcast to B, gradOutput to B without widening it, out of self's shape.
+// No check of reduction. An empty self: success, nothing computed. (A target widening self, which the op_api sums
+// back with a ReduceSum, is refused: aclnn-cli does not model it.)
+aclnnStatus aclnnKlDivBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
+                                               const aclTensor* target, int64_t reduction, bool logTarget,
+                                               aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    aclDataType compute = ACL_FLOAT;
+    auto check = [&](Checker& c) {
+        Arg a{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, o{"out", out};
+        RETURN_IF_FAILED(c.NotNull({a, s, t, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        if (!stub::CanCast(self->dtype, out->dtype)) return c.Invalid("self's dtype cannot be cast to out's");
+        RETURN_IF_FAILED(c.DtypesIn(ok, {a, s, t, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, s, t, o}));
+        std::vector<int64_t> wide, grad;
+        if (!BroadcastShape(self->view, target->view, &wide)) {
+            return c.Invalid("self " + stub::ShapeStr(self->view) + " and target " + stub::ShapeStr(target->view) +
+                             " do not broadcast");
+        }
+        if (!BroadcastShape(gradOutput->view, wide, &grad) || grad != wide) {
+            return c.Invalid("gradOutput " + stub::ShapeStr(gradOutput->view) + " does not broadcast to " +
+                             stub::ShapeStr(wide));
+        }
+        if (out->view != self->view) {
+            return c.Invalid("out " + stub::ShapeStr(out->view) + " is not self's shape " + stub::ShapeStr(self->view));
+        }
+        if (wide != self->view) return c.Invalid("target widens self: a ReduceSum the stub does not model");
+        bool half = gradOutput->dtype == ACL_FLOAT16 && self->dtype == ACL_FLOAT16 && target->dtype == ACL_FLOAT16;
+        compute = half ? ACL_FLOAT16 : ACL_FLOAT;
+        return ACLNN_SUCCESS;
+    };
+    return stub::PhaseOneJob(kKlDiv, workspaceSize, executor, check, [&](const Checker&) {
+        return KlDivJob(gradOutput, self, target, out, reduction, logTarget, compute);
+    });
+}
+STUB_PHASE_TWO(aclnnKlDivBackward, kKlDiv)
 
 }  // extern "C"

@@ -1,12 +1,15 @@
-// libopapi of the stub: RmsNormGrad (norm/rms_norm_grad) and LayerNormBackward (norm/layer_norm_grad_v3).
+// libopapi of the stub: RmsNormGrad (norm/rms_norm_grad), LayerNormBackward (norm/layer_norm_grad_v3) and
+// LayerNormGrad (norm/layer_norm_grad: variance in, rstd by the kernel's Newton step).
 //
 // Phase one: RmsNormGrad has no op_api (its aclnn is generated from the OpDef): nulls 161001, the OpDef's
 // dtype combinations 161002, the tiling's shape rules 561002. LayerNormBackward: the op_api's checks in their
 // order. Phase two: the 950 kernels in float32 (docs/kernels.md), rows of R = prod(normalized dims).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "aclnnop/aclnn_layer_norm_backward.h"
+#include "aclnnop/aclnn_layer_norm_grad.h"
 #include "aclnnop/aclnn_rms_norm_grad.h"
 #include "elements.h"
 #include "opapi.h"
@@ -18,6 +21,7 @@ using stub::Checker;
 
 const stub::OpDef kRms{"aclnnRmsNormGrad", nullptr, nullptr};
 const stub::OpDef kLayerNorm{"aclnnLayerNormBackward", nullptr, nullptr};
+const stub::OpDef kLayerNormGrad{"aclnnLayerNormGrad", nullptr, nullptr};
 
 constexpr aclnnStatus kTilingError = 561002;  // ACLNN_ERR_INNER_TILING_ERROR
 
@@ -96,11 +100,28 @@ struct LnOut {
     bool mask[3];
 };
 
+// NormCommon::ComputeRstdNewtonRaphsonReg (norm/norm_common/op_kernel/reduce_common_regbase.h) in float32, its
+// Mula steps (dst = a * b + dst) as fused multiply-adds; v = +inf gives 0, v = 0 gives +inf.
+float NewtonRstd(float var, float eps) {
+    float v = std::max(var + eps, -99.99f);
+    float r = 1.0f / v, y = std::sqrt(r);
+    float t = (v * -0.5f) * y;
+    float rstd = y * std::fma(t, y, 1.5f);
+    float s = std::fma(-v, r, 1.0f);
+    r = std::fma(-rstd, rstd, r);
+    s = std::fma(v, r, s) * rstd;
+    rstd = std::fma(s, 0.5f, rstd);
+    if (v == std::numeric_limits<float>::infinity()) rstd = 0.0f;
+    if (v == 0.0f) rstd = std::numeric_limits<float>::infinity();
+    return rstd;
+}
+
 // layer_norm_grad_v3_base.h: xh = (x - mean)*rstd, a = dy*gamma; s1 = sum a, s2 = sum xh*a;
 // dx = ((a*N - s1) - xh*s2)*fl32(1/N)*rstd (each step rounded); gradWeight = sum over rows xh*dy,
 // gradBias = sum over rows dy. Only the outputs outputMask asks for are written.
+// eps >= 0: `rstd` is LayerNormGrad's variance, each row's rstd its NewtonRstd(variance, eps).
 stub::Job LayerNormJob(const aclTensor* dy, const aclTensor* x, int64_t m, int64_t n, const aclTensor* mean,
-                       const aclTensor* rstd, const aclTensor* weight, const LnOut& o) {
+                       const aclTensor* rstd, const aclTensor* weight, const LnOut& o, float eps = -1.0f) {
     stub::Job job;
     int idy = job.Add(dy), ix = job.Add(x), im = job.Add(mean), ir = job.Add(rstd), iw = job.Add(weight);
     int idx = o.mask[0] ? job.Add(o.dx, true) : -1, idw = o.mask[1] ? job.Add(o.dw, true) : -1,
@@ -115,7 +136,7 @@ stub::Job LayerNormJob(const aclTensor* dy, const aclTensor* x, int64_t m, int64
         std::vector<float> xh(static_cast<size_t>(n)), a(static_cast<size_t>(n)), xa(static_cast<size_t>(n));
         float nf = static_cast<float>(n), inv = 1.0f / nf;
         for (int64_t i = 0; i < m; ++i) {
-            float r = rs[static_cast<size_t>(i)];
+            float r = eps >= 0.0f ? NewtonRstd(rs[static_cast<size_t>(i)], eps) : rs[static_cast<size_t>(i)];
             for (int64_t k = 0; k < n; ++k) {
                 size_t at = static_cast<size_t>(i * n + k), col = static_cast<size_t>(k * m + i);
                 xh[static_cast<size_t>(k)] = (xv[at] - mu[static_cast<size_t>(i)]) * r;
@@ -242,5 +263,56 @@ aclnnStatus aclnnLayerNormBackwardGetWorkspaceSize(const aclTensor* gradOut, con
     });
 }
 STUB_PHASE_TWO(aclnnLayerNormBackward, kLayerNorm)
+
+// 950 only (the OpDef's one config). No op_api: the generated API's nulls 161001 and the OpDef's dtype combinations
+// (dy = x = pd_x; variance, mean FLOAT; gamma FLOAT or x's; pd_gamma = pd_beta, FLOAT or gamma's) 161002; then the
+// proto's and the tiling's shapes (the tiling's own refusals are 561002 on the device: 161002 here, as the Python
+// contract, aclnn_cli/ops/rows/layer_norm_grad.py). eps: 1e-12 for a FLOAT x, else 1e-5 (the tiling's).
+aclnnStatus aclnnLayerNormGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* x, const aclTensor* variance,
+                                               const aclTensor* mean, const aclTensor* gamma, const aclTensor* pd_x,
+                                               const aclTensor* pd_gamma, const aclTensor* pd_beta,
+                                               uint64_t* workspaceSize, aclOpExecutor** executor) {
+    LnOut outs{pd_x, pd_gamma, pd_beta, {true, true, true}};
+    int64_t m = 1, n = 1;
+    auto check = [&](Checker& c) {
+        Arg a{"dy", dy}, b{"x", x}, v{"variance", variance}, mu{"mean", mean}, g{"gamma", gamma}, o{"pd_x", pd_x},
+            og{"pd_gamma", pd_gamma}, ob{"pd_beta", pd_beta};
+        RETURN_IF_FAILED(c.NotNull({a, b, v, mu, g, o, og, ob}));
+        if (stub::ForProduct(c.product(), "950", "", stub::kFp32Fp16).empty()) return c.Unsupported();
+        RETURN_IF_FAILED(c.DtypesIn(stub::kFloats, {a, b, v, mu, g, o, og, ob}));
+        RETURN_IF_FAILED(c.SameDtype({b, a, o}));
+        RETURN_IF_FAILED(c.DtypesIn({ACL_FLOAT}, {v, mu}));
+        if (gamma->dtype != ACL_FLOAT && gamma->dtype != x->dtype) {
+            return c.Invalid("gamma " + stub::DTypeName(gamma->dtype) + " is neither FLOAT nor x's dtype");
+        }
+        RETURN_IF_FAILED(c.SameDtype({og, ob}));
+        if (pd_gamma->dtype != ACL_FLOAT && pd_gamma->dtype != gamma->dtype) {
+            return c.Invalid("pd_gamma " + stub::DTypeName(pd_gamma->dtype) + " is neither FLOAT nor gamma's dtype");
+        }
+        RETURN_IF_FAILED(c.Dims(1, 8, {a, b, v, mu, g, o, og, ob}));
+        RETURN_IF_FAILED(c.SameShape({b, a}));
+        RETURN_IF_FAILED(c.SameShape({b, o}));
+        RETURN_IF_FAILED(c.SameShape({mu, v}));
+        RETURN_IF_FAILED(c.SameShape({g, og}));
+        RETURN_IF_FAILED(c.SameShape({g, ob}));
+        const auto &xs = x->view, &gs = gamma->view;
+        if (gs.size() > xs.size()) return c.Invalid("gamma has more dims than x");
+        for (int64_t d : xs) {
+            if (d <= 0) return c.Invalid("every axis of x must be positive, not " + stub::ShapeStr(xs));
+        }
+        if (!std::equal(gs.begin(), gs.end(), xs.end() - static_cast<std::ptrdiff_t>(gs.size()))) {
+            return c.Invalid("gamma " + stub::ShapeStr(gs) + " is not the trailing dims of x " + stub::ShapeStr(xs));
+        }
+        n = stub::Numel(gs);
+        m = stub::Numel(xs) / n;
+        if (stub::Numel(mean->view) != m) return c.Invalid("mean does not hold " + std::to_string(m) + " values");
+        return ACLNN_SUCCESS;
+    };
+    return stub::PhaseOneJob(kLayerNormGrad, workspaceSize, executor, check, [&](const Checker&) {
+        float eps = x->dtype == ACL_FLOAT ? 1e-12f : 1e-5f;
+        return LayerNormJob(dy, x, m, n, mean, variance, gamma, outs, eps);
+    });
+}
+STUB_PHASE_TWO(aclnnLayerNormGrad, kLayerNormGrad)
 
 }  // extern "C"

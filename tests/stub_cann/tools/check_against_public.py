@@ -79,6 +79,11 @@ PUBLIC = {
     "aclnnop/aclnn_convolution_backward.h": ("ops_nn",
                                              "conv/convolution_backward/op_api/aclnn_convolution_backward.h"),
     "aclnnop/aclnn_prelu_backward.h": ("ops_nn", "activation/p_relu_grad_update/op_api/aclnn_prelu_backward.h"),
+    "aclnnop/aclnn_kl_div_backward.h": ("ops_nn", "loss/kl_div_loss_grad/op_api/aclnn_kl_div_backward.h"),
+    "aclnnop/aclnn_adaptive_avg_pool2d_backward.h": (
+        "ops_nn", "pooling/adaptive_avg_pool2d_grad/op_api/aclnn_adaptive_avg_pool2d_backward.h"),
+    "aclnnop/aclnn_adaptive_avg_pool3d_backward.h": (
+        "ops_nn", "pooling/adaptive_avg_pool3d_grad/op_api/aclnn_adaptive_avg_pool3d_backward.h"),
     "aclnnop/aclnn_batch_norm_backward_reduce.h": (
         "ops_nn", "norm/sync_batch_norm_backward_reduce/op_api/aclnn_batch_norm_backward_reduce.h"),
     "aclnnop/aclnn_batch_norm_elemt_backward.h": (
@@ -89,6 +94,13 @@ PUBLIC = {
 GENERATED = {
     "aclnnop/aclnn_rms_norm_grad.h": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md",
     "aclnnop/aclnn_swi_glu_grad.h": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md",
+}
+
+# Headers the real build generates from an OpDef of which ops-nn has neither a header nor a doc: nothing public to
+# compare with; skipped, with the reason.
+UNDOCUMENTED = {
+    "aclnnop/aclnn_layer_norm_grad.h": "generated from norm/layer_norm_grad/op_host/layer_norm_grad_def.cpp (the graph "
+                                       "op LayerNormGrad); ops-nn has no header or doc of aclnnLayerNormGrad",
 }
 
 
@@ -163,7 +175,9 @@ def main() -> int:
     args = ap.parse_args()
     repos = {"runtime": args.runtime, "opbase": args.opbase, "ops_nn": args.ops_nn}
     stub_files = sorted(str(p.relative_to(INCLUDE)) for p in INCLUDE.rglob("*.h"))
-    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED]
+    missing_map = [f for f in stub_files if f not in PUBLIC and f not in GENERATED and f not in UNDOCUMENTED]
+    for f in sorted(UNDOCUMENTED):
+        print(f"SKIPPED (no public counterpart: {UNDOCUMENTED[f]}): {f}")
     bad = total = 0
     for f in sorted(GENERATED):
         checked, problems = doc_problems(f, public_text(repos, "ops_nn", GENERATED[f]))

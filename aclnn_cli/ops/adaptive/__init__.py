@@ -1,0 +1,1 @@
+"""Adaptive average pooling's gradients: the Adaptive window family (families/window.py)."""
