@@ -27,18 +27,16 @@ import numpy as np
 import pytest
 
 import harness
-from aclnn_cli.cli.main import BUNDLED as BUNDLED_CASES
 from aclnn_cli.ops.channels.batch_norm_elemt_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
-from rowblocks import generated_yaml, not_passing, write_dump
+from rowblocks import bundled_suite, not_passing, write_dump
 from shared import linked_copy
 from test_op_batch_norm_reduce_backward import (_yaml, assert_rounded_once, check_variant, imported, logical,
                                                 positive_cases)
 
 KEY = "batch_norm_elemt_backward"
 GI = "gradInput"
-BUNDLED = BUNDLED_CASES / f"{KEY}.yaml"
 SUITES = Path(__file__).parent / "ops_nn_suites"
 ATK = SUITES / "atk_aclnnBatchNormElemtBackward.json"
 TTK = SUITES / "ttk_kernel_sync_batch_norm_backward_elemt.csv"
@@ -118,9 +116,7 @@ def assert_goldens_are_the_oracle(out: Path) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:
-    out = generated_yaml(tmp_path_factory, BUNDLED.read_text(), KEY)
-    assert run_cli("emulate", out).exit_code == 0
-    return out
+    return bundled_suite(tmp_path_factory, KEY)  # (the session's bundled suite: its cases, generated and emulated)
 
 
 def test_goldens_equal_the_oracle_rounded_once(suite, tmp_path):
