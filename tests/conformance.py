@@ -77,6 +77,10 @@ ENTRIES = {
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
+    "batch_norm_elemt_backward": (f"test_op_batch_norm_elemt_backward.py::{GOLDENS}",
+                                  f"test_op_batch_norm_elemt_backward.py::{AN_INDEPENDENT}"),
+    "batch_norm_reduce_backward": (f"test_op_batch_norm_reduce_backward.py::{GOLDENS}",
+                                   f"test_op_batch_norm_reduce_backward.py::{AN_INDEPENDENT}"),
     "prelu_backward": (f"test_op_prelu_backward.py::{GOLDENS}", f"test_op_prelu_backward.py::{AN_INDEPENDENT}"),
     "mse_loss_backward": ("test_op_mse_loss_backward.py::test_golden_is_the_exact_value_rounded_once", LOSS_RUN),
     "nll_loss_backward": ("test_op_nll_loss_backward.py::test_bundled_goldens_against_the_oracle", ROWS_RUN),
@@ -145,6 +149,16 @@ VARIANTS = {
         "conv-bf16-accumulation conv-bias-one-sample conv-flipped-kernel conv-fp16-accumulation conv-groups-ignored "
         "conv-padding-row-dropped",
         "conv-reversed-rounds conv-split-k"),
+    "batch_norm_elemt_backward": (
+        "syncbn-elemt-counter-first syncbn-elemt-counter-numel syncbn-elemt-invstd-once syncbn-elemt-mean-dy-ignored "
+        "syncbn-elemt-no-final-invstd syncbn-elemt-stats-of-first-channel syncbn-elemt-sums-swapped "
+        "syncbn-elemt-weight-ignored syncbn-elemt-xmu-term-sign",
+        "syncbn-elemt-float32-means syncbn-elemt-reciprocal-count"),
+    "batch_norm_reduce_backward": (
+        "syncbn-reduce-bf16-accumulation syncbn-reduce-first-sample syncbn-reduce-fp16-accumulation "
+        "syncbn-reduce-lost-core-partial syncbn-reduce-mean-ignored syncbn-reduce-mean-term-sign "
+        "syncbn-reduce-stats-swapped syncbn-reduce-with-weight syncbn-reduce-without-invstd",
+        "syncbn-reduce-centred syncbn-reduce-sample-major syncbn-reduce-sequential"),
     "batch_norm_backward": (
         "bn-bessel-divisor bn-bf16-accumulation bn-dgamma-term-sign bn-fp16-accumulation "
         "bn-inference-formula-in-training bn-lost-core-partial bn-no-dbeta-term bn-no-final-rstd bn-stats-swapped "

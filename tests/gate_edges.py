@@ -46,6 +46,12 @@ ORDINARY = {
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
     "layer_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}, "product": "950"},
     "batch_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
+    # (sumDy and sumDyXmu 0: gradInput = gradOut invstd weight, its terms' scale itself)
+    "batch_norm_elemt_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "sumDy": {"constant": 0.0},
+                                             "sumDyXmu": {"constant": 0.0}}},
+    # (sums of one sign, input - mean positive: sumDyXmu near its terms' scale sum|dy x| + |mean| sum|dy|)
+    "batch_norm_reduce_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]},
+                                              "mean": {"uniform": [-0.05, 0.05]}}},
     # (every element on the weight branch: gradWeight sums terms of one sign, gradInput is weight x gradOutput)
     "prelu_backward": {"inputs": {"gradOutput": {"uniform": [0.5, 1.5]}, "self": {"uniform": [-2.0, -0.5]},
                                   "weight": {"uniform": [0.5, 1.5]}}},

@@ -153,6 +153,9 @@ class Contract:
     # Rejections by dtype beyond the product's list (SoftplusBackward: an integer self, but float gradients):
     # name -> TensorDesc of every tensor -> the rule broken (161002), or None.
     dtype_rule: Callable[[Mapping], str | None] | None = None
+    # Null pointers phase one refuses for these attributes (an output its mask switches on, null: 161001), checked
+    # after the required tensors' nulls: (name -> TensorDesc of every tensor, attrs with defaults) -> the rule, or None.
+    null_rule: Callable[[Mapping, Mapping], str | None] | None = None
 
 
 FIND: list[Callable[[str], "OpSpec"]] = []  # the registry's lookup by name (ops/registry.py, which imports this module)

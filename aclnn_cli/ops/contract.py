@@ -46,6 +46,10 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     for a in op.attributes:
         if attributes.get(a.name) is None and not a.optional and a.name in attributes:
             return Outcome(NULLPTR, f"{a.name} is a null pointer", f"attributes.{a.name}")
+    effective = {a.name: a.default if attributes.get(a.name) is None else attributes[a.name] for a in op.attributes}
+    rule = op.contract.null_rule(tensors, effective) if op.contract.null_rule is not None else None
+    if rule:
+        return Outcome(NULLPTR, rule, "tensors")
     product_dtypes = op.products[product] + op.contract.also_accepts
     for t in op.tensors:
         if tensors[t.name].null:
@@ -73,12 +77,10 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
     if rule:
         return Outcome(INVALID, rule, "shape")
     if op.contract.attribute_rule is not None:
-        effective = {a.name: a.default if attributes.get(a.name) is None else attributes[a.name] for a in op.attributes}
         rule = op.contract.attribute_rule(effective)
         if rule:
             return Outcome(INVALID, rule, "attributes")
     if op.contract.shape_rule is not None:
-        effective = {a.name: a.default if attributes.get(a.name) is None else attributes[a.name] for a in op.attributes}
         rule = op.contract.shape_rule(tensors, effective)
         if rule:
             return Outcome(INVALID, rule, "shape")

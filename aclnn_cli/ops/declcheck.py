@@ -20,7 +20,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Contraction, Elementwise, Rows, Split, Window
+from .families import Channels, Contraction, Elementwise, Rows, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -221,6 +221,7 @@ class _Check:
                 self.fail(f"{field}.shaped[{show(api_input)}]",
                           "expected an input of the op no graph input maps to -> the graph attribute holding its shape")
         self.function(f"{field}.derive", g.derive)
+        self.function(f"{field}.reshape", g.reshape)
 
     def tensors(self, tensors: tuple) -> None:
         for i, t in enumerate(tensors):
@@ -311,6 +312,7 @@ class _Check:
         self.function("contract.attribute_rule", c.attribute_rule)
         self.function("contract.shape_rule", c.shape_rule)
         self.function("contract.dtype_rule", c.dtype_rule)
+        self.function("contract.null_rule", c.null_rule)
 
     def family(self, f: Any) -> None:
         """Elementwise, Rows, Channels or Split; a Rows family's names are the op's tensors in the right role."""
@@ -332,6 +334,11 @@ class _Check:
         both = sorted(set(f.per_row) & set(f.across_rows))
         if both:
             self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")
+        if isinstance(f, Channels):
+            self.names("family.bits_of", f.bits_of, ins + outs)
+            self.names("family.whole", f.whole, ins)
+            if set(f.whole) & {f.driver, *f.per_row}:
+                self.fail("family.whole", "a tensor read whole is neither the driver nor per-channel")
         if isinstance(f, Split):
             self.names("family.halves", f.halves, ins)
             attrs = {a.name: a.kind for a in self.spec.attributes}

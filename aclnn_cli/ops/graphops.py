@@ -103,6 +103,9 @@ class GraphOp:
     # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
     # dtype, filled as the op fills it.
     shaped: Mapping[str, str] = None  # type: ignore[assignment]
+    # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
+    # {API name: graph-given shape} -> {API name: the shape the API case takes}
+    reshape: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
 
     def given_but_absent_only(self, index: int) -> str | None:
         """Why graph input `index`, given, makes the case unsupported (None: it may be given)."""
@@ -137,6 +140,22 @@ def only(expected: str) -> Convert:
             raise ValueError(f"{value!r}: the aclnn API takes {expected} only")
         return value
     return convert
+
+
+def one_sample(*drivers: str) -> Callable[[Mapping[str, tuple[int, ...]]], dict]:
+    """`GraphOp.reshape` of a per-channel API whose graph kernel is elementwise over same-shape tensors (synchronised
+    BatchNorm's tails): every graph element is a channel of its own, so the API's (N, C, ...) tensors `drivers` take
+    (1, C) and every other (C,), C the graph shape's element count. With one sample and no spatial axes a channel's
+    sums are its one value."""
+    def shapes(given: Mapping[str, tuple[int, ...]]) -> dict:
+        out = {}
+        for name, shape in given.items():
+            c = 1
+            for s in shape:
+                c *= s
+            out[name] = (1, c) if name in drivers else (c,)
+        return out
+    return shapes
 
 
 def _group_sizes(shapes: Mapping[str, tuple[int, ...]]) -> dict:
@@ -252,6 +271,21 @@ GRAPH_OPS = {
                              attrs={"is_training": ("training", boolean), "epsilon": ("eps", number),
                                     "output_mask": ("outputMask", bools),
                                     "data_format": (None, choice("NCHW", "NHWC", "NCDHW", "NDHWC"))}),
+    # (the tails of synchronised BatchNorm's backward: elementwise kernels over same-shape tensors, every element one
+    # channel of the API with one sample; the reduce's sums are then gradOut itself and fl(gradOut * input))
+    "SyncBatchNormBackwardReduce": GraphOp("aclnnBatchNormReduceBackward",
+                                           ("sum_dy", "sum_dy_dx_pad", "mean", "invert_std"),
+                                           to_inputs=("gradOut", "input", "mean", "invstd"),
+                                           outputs=("sum_dy_xmu", "y"), to_outputs=("sumDyXmu", "gradWeight"),
+                                           reshape=one_sample("gradOut", "input")),
+    # (the elemt kernel's mean_dy and mean_dy_xmu are the API's sums with a count of 1: counter's default, [1] of 1)
+    "SyncBatchNormBackwardElemt": GraphOp("aclnnBatchNormElemtBackward",
+                                          ("grad_output", "save_input", "mean", "invstd", "weight", "mean_dy",
+                                           "mean_dy_xmu"),
+                                          to_inputs=("gradOut", "input", "mean", "invstd", "weight", "sumDy",
+                                                     "sumDyXmu"),
+                                          outputs=("grad_input",), to_outputs=("gradInput",),
+                                          reshape=one_sample("gradOut", "input", "gradInput")),
     "EmbeddingDenseGrad": GraphOp("aclnnEmbeddingDenseBackward", ("grad", "indices"), outputs=("y",),
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),

@@ -27,6 +27,8 @@ BUNDLED: dict[str, str] = {
     "aclnnMatmul": "contraction.matmul",
     "aclnnConvolutionBackward": "convolution.convolution_backward",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
+    "aclnnBatchNormElemtBackward": "channels.batch_norm_elemt_backward",
+    "aclnnBatchNormReduceBackward": "channels.batch_norm_reduce_backward",
     "aclnnEluBackward": "elementwise.elu_backward",
     "aclnnBinaryCrossEntropyBackward": "elementwise.binary_cross_entropy_backward",
     "aclnnBinaryCrossEntropyWithLogitsBackward": "elementwise.binary_cross_entropy_with_logits_backward",

@@ -288,6 +288,8 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
         own = own_geometry(m, t.name, geo) if family.own else None
         if t.name in family.per_row:
             values = (np.repeat(f.read(t.layout, 0, 1), k) if t.layout.numel == 1 else f.read(t.layout, b0, b1)).reshape(k, 1, 1)
+        elif t.name in family.whole:  # (read whole for every block: a count tensor of any shape)
+            values = np.broadcast_to(f.read(t.layout, 0, t.layout.numel).reshape(1, 1, -1), (k, 1, t.layout.numel))
         elif own is not None:  # (its own shape's blocks: read where they lie, nothing broadcast)
             where = own.positions(b0, b1)
             values = (f.read(t.layout, where.start, where.stop) if isinstance(where, slice) else

@@ -72,6 +72,15 @@ def resolve_op(name: Any, err: Callable[[str], CaseError]) -> tuple[OpSpec, Grap
         raise err(f"op '{clip(name)}' is not supported ({known_ops()})") from None
 
 
+def graph_reshape(graph: GraphOp | None, tensors: dict) -> None:
+    """A graph op's own mapping of its tensors' shapes onto the API's (GraphOp.reshape), applied in place to the
+    TensorIns given with a shape."""
+    if graph is None or graph.reshape is None:
+        return
+    for name, shape in graph.reshape({n: t.shape for n, t in tensors.items() if t.shape is not None}).items():
+        tensors[name].shape = tuple(shape)
+
+
 def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> dict:
     """The API's attribute values for a graph op's attributes (graphops.py maps them); Unsupported (via err)
     for one the API has not, or fixes to another value (HardSigmoidGrad's alpha, beta)."""

@@ -16,7 +16,8 @@ from typing import Any, Callable
 from ...errors import CaseError
 from ...ops import OpSpec
 from .common import (Collector, GraphOp, api_attrs, api_name, check_attrs, check_format, dtype_name, errors,
-                     range_fill, resolve_op, safe_name, seed_for, shaped_inputs, show, clip, yaml_number)
+                     graph_reshape, range_fill, resolve_op, safe_name, seed_for, shaped_inputs, show, clip,
+                     yaml_number)
 from .entry import TensorIn, case_entry
 from .fields import check_keys, check_types, field, int_list, numbers, text
 from .source import json_cases, json_head
@@ -130,6 +131,7 @@ def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec
         raise bad(f"{op.name} has one output, the case lists {len(raw['output_desc'])}", "output_desc")
     tensors[op.output.name] = _tensor(raw["output_desc"][0], sub, False, lambda m, k: bad(m, f"output_desc[0].{k}"),
                                       lambda m, k: unsupported(m, f"output_desc[0].{k}"))
+    graph_reshape(graph, tensors)
     return op, case_entry(op, name, seed_for(stem, name), tensors, attributes=api)
 
 

@@ -17,7 +17,8 @@ from ...errors import CaseError
 from ...ops import OpSpec
 from ...ops.declcheck import describe
 from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
-                     dtype_name, errors, product_for, range_fill, resolve_op, safe_name, seed_for, shaped_inputs, show)
+                     dtype_name, errors, graph_reshape, product_for, range_fill, resolve_op, safe_name, seed_for,
+                     shaped_inputs, show)
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, read_table
@@ -161,6 +162,7 @@ def _kernel_tensors(op: OpSpec, graph: GraphOp | None, cell: Cells, bad, unsuppo
                                                lambda m: unsupported(m, "output_formats"))
             out.layout = _strided(strides)
         tensors[n] = out
+    graph_reshape(graph, tensors)
     return tensors
 
 

@@ -110,6 +110,8 @@ class Elementwise:
     output_like: str | None = None
     # - own: tensors whose blocks are cut from their own shape (`own_geometry`), not the driver's.
     own = property(lambda self: ())
+    # - whole: inputs read whole for every block (a count tensor of any shape), arriving as (k, 1, numel).
+    whole = property(lambda self: ())
 
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry | None:
         return None
@@ -177,6 +179,7 @@ class Rows:
     sum_roundings: int = 0
     name: str = "rows"
     own = property(lambda self: ())  # (the questions: Elementwise)
+    whole = property(lambda self: ())
     element_local: bool = False
     inputs_broadcast: bool = False
     rounded_once: bool = True

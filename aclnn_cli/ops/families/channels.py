@@ -25,12 +25,18 @@ class Channels(Rows):
     elements in flat order) and every per-channel tensor holds one value; elsewhere a per-channel tensor may have
     any shape of C elements (the op reads it flat). `precision`: the name under which the functions receive the
     driver dtype's significand bits (24, 11, 8), (k, 1, 1) int64, for a kernel that computes in the inputs' own
-    dtype (PReLU's 16-bit products); a case's float values cannot show it."""
+    dtype (PReLU's 16-bit products); a case's float values cannot show it. `bits_of`: tensors whose dtypes'
+    significand bits the functions receive as f"{name}Bits", (k, 1, 1) int64, 0 for a null one (an op_api that
+    computes in float16 only where every input is float16: BatchNormElemtBackward). `whole`: inputs of any shape
+    (1-8 dims; (1,) by default) read whole for every block, arriving as (k, 1, numel) (a count tensor the op sums:
+    BatchNormElemtBackward's counter)."""
 
     axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: the geometry's)
     name: str = "channels"
     shared: str | None = None
     precision: str | None = None
+    bits_of: tuple[str, ...] = ()
+    whole: tuple[str, ...] = ()
 
     def one_channel(self, shapes: Shapes) -> bool:
         """Whether the whole driver is one block (the `shared` input holds one value, or no axis 1)."""
@@ -42,7 +48,8 @@ class Channels(Rows):
         """Per-channel tensors (C,) ((1,) for a driver of fewer than 2 dims), the rest the driver's shape."""
         own = {self.driver: tuple(shape), **(self.shapes(tuple(shape), attrs) if self.shapes else {})}
         channel = tuple(shape[1:2]) if len(shape) > 1 or self.shared is None else (1,)
-        return {n: own.get(n, channel if n in self.per_row else tuple(shape)) for n in (*names, *own)}
+        return {n: own.get(n, (1,) if n in self.whole else channel if n in self.per_row else tuple(shape))
+                for n in (*names, *own)}
 
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """As Rows'; a per-channel output a case does not give takes the `shared` input's shape where that holds one
@@ -63,7 +70,7 @@ class Channels(Rows):
         if len(drv) < 2 and not single:
             return f"the {self.driver} has {len(drv)} dimensions; the channels family needs (N, C, ...)"
         for t in op.tensors:
-            if t.name not in shapes or t.name == self.driver:
+            if t.name not in shapes or t.name == self.driver or t.name in self.whole:
                 continue
             s = tuple(shapes[t.name])
             if t.name in self.per_row and self.shared is not None:
@@ -87,8 +94,13 @@ class Channels(Rows):
         return Geometry(c, n * inner, 1, lead=n if n > 1 else 1)  # (one sample: channels are ranges)
 
     def block_values(self, m, b0: int, b1: int) -> dict:
-        """`precision` (when named): the driver dtype's significand bits for every block of [b0, b1)."""
-        if self.precision is None:
-            return {}
-        bits = next(t.dtype.precision for t in m.tensors if t.name == self.driver)
-        return {self.precision: np.full((b1 - b0, 1, 1), bits, dtype=np.int64)}
+        """`precision` (when named): the driver dtype's significand bits for every block of [b0, b1); `bits_of`:
+        each named tensor's (0 where it is null)."""
+        out = {}
+        if self.precision is not None:
+            bits = next(t.dtype.precision for t in m.tensors if t.name == self.driver)
+            out[self.precision] = np.full((b1 - b0, 1, 1), bits, dtype=np.int64)
+        for t in m.tensors:
+            if t.name in self.bits_of:
+                out[f"{t.name}Bits"] = np.full((b1 - b0, 1, 1), 0 if t.null else t.dtype.precision, dtype=np.int64)
+        return out

@@ -84,6 +84,10 @@ PUBLIC = {
         "ops_nn", "pooling/adaptive_avg_pool2d_grad/op_api/aclnn_adaptive_avg_pool2d_backward.h"),
     "aclnnop/aclnn_adaptive_avg_pool3d_backward.h": (
         "ops_nn", "pooling/adaptive_avg_pool3d_grad/op_api/aclnn_adaptive_avg_pool3d_backward.h"),
+    "aclnnop/aclnn_batch_norm_backward_reduce.h": (
+        "ops_nn", "norm/sync_batch_norm_backward_reduce/op_api/aclnn_batch_norm_backward_reduce.h"),
+    "aclnnop/aclnn_batch_norm_elemt_backward.h": (
+        "ops_nn", "norm/sync_batch_norm_backward_elemt/op_api/aclnn_batch_norm_elemt_backward.h"),
 }
 # Headers the real build generates from an OpDef (no file in the repositories): written from the op's doc, whose
 # prototypes (```Cpp blocks) the stub's declarations must match, and whose call example includes the header's path.
