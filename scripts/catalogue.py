@@ -110,12 +110,14 @@ def batches(sized: list[tuple[str, int]], budget: int) -> list[list[str]]:
     return out
 
 
-def run_folder(tree: Tree, folder: str, files: list[str], work: Path, jobs: int, budget: int) -> dict:
-    """One folder: cases, imported, skipped by reason, PASS on the emulated kernel, seconds."""
+def run_folder(tree: Tree, folder: str, files: list[str], work: Path, jobs: int, budget: int,
+               run: bool = True) -> dict:
+    """One folder: cases, imported, skipped by reason, PASS on the emulated kernel, seconds (run: False, the
+    import counts alone)."""
     src = work / "src"
     src.mkdir(parents=True)
     row = {"folder": folder, "files": len(files), "cases": 0, "imported": 0, "skipped": collections.Counter(),
-           "pass": 0, "mistrusted": 0, "fail": 0, "seconds": 0.0, "batches": 0, "error": ""}
+           "pass": 0, "mistrusted": 0, "fail": 0, "seconds": 0.0, "batches": 0, "error": "", "ran": run}
     sized: list[tuple[str, int]] = []
     for rel in files:
         data = tree.read(rel)
@@ -135,7 +137,7 @@ def run_folder(tree: Tree, folder: str, files: list[str], work: Path, jobs: int,
         sized += [(c.case_id, _case_bytes(c)) for d in got.documents for c in cases_from_doc(rel, d)]
     start = time.perf_counter()
     statuses: collections.Counter = collections.Counter()
-    for i, ids in enumerate(batches(sized, budget)):
+    for i, ids in enumerate(batches(sized, budget) if run else []):
         out, report = work / f"out{i}", work / f"verify{i}.json"
         picks = [a for case_id in ids for a in ("--case", case_id)]
         steps = (("gen", src, "-o", out, "--skip-unsupported", "-j", jobs, *picks), ("emulate", out, "-j", jobs),
@@ -172,15 +174,17 @@ def table(rows: list[dict], commit: str) -> str:
              "cases, how many import, what the others were skipped for (counted by reason), and gen, emulate and "
              "verify of what imports on the emulated kernel: PASS, MISTRUSTED (passes, but every input the kernel "
              "reads is one constant: it cannot show a kernel's errors), FAIL or ERROR (a false alarm); seconds for "
-             "the three.", "",
+             "the three (\"not run\": the import counts alone, `--import-only`, or a folder not run at this commit).", "",
              "| folder | files | cases | imported | skipped | PASS | MISTRUSTED | FAIL/ERROR | seconds | why skipped (count) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         why = "; ".join(f"{reason} ({n})" for reason, n in r["skipped"].most_common(3)) or r["error"]
         why = why.replace("|", "\\|")
         skipped = sum(r["skipped"].values())
-        lines.append(f"| {r['folder']} | {r['files']} | {r['cases']} | {r['imported']} | {skipped} | {r['pass']} | "
-                     f"{r['mistrusted']} | {r['fail']} | {r['seconds']:.1f} | {why} |")
+        ran = [f"{r['pass']}", f"{r['mistrusted']}", f"{r['fail']}", f"{r['seconds']:.1f}"] if r.get("ran", True) \
+            else ["not run"] * 4
+        lines.append(f"| {r['folder']} | {r['files']} | {r['cases']} | {r['imported']} | {skipped} | "
+                     + " | ".join(ran) + f" | {why} |")
     return "\n".join(lines) + "\n"
 
 
@@ -208,6 +212,7 @@ def main() -> None:
     ap.add_argument("--only", default="*", help="folders matching this shell pattern (area/op)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--budget", type=float, default=8.0, help="GiB of case files a batch may write (default 8)")
+    ap.add_argument("--import-only", action="store_true", help="the import counts alone (no gen, emulate, verify)")
     args = ap.parse_args()
     if not args.ops_nn.is_dir():
         sys.exit(f"catalogue: {args.ops_nn} is not a directory (give a checkout of hicann/ops-nn)")
@@ -222,7 +227,8 @@ def main() -> None:
         for i, (folder, files) in enumerate(suites.items()):
             if not fnmatch.fnmatch(folder, args.only):
                 continue
-            r = rows[folder] = run_folder(tree, folder, files, Path(tmp) / str(i), args.jobs, int(args.budget * GIB))
+            r = rows[folder] = run_folder(tree, folder, files, Path(tmp) / str(i), args.jobs, int(args.budget * GIB),
+                                          run=not args.import_only)
             print(f"{folder}: {r['imported']}/{r['cases']} imported, {r['pass']} PASS, {r['mistrusted']} mistrusted, "
                   f"{r['fail']} FAIL/ERROR, {r['batches']} batches, {r['seconds']:.1f} s {r['error']}", flush=True)
             _write(record, json.dumps({"commit": tree.commit, "rows": [rows[f] for f in sorted(rows)]}, indent=1) + "\n")
