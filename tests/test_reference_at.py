@@ -34,19 +34,25 @@ OPS = ("aclnnBatchMatMul", "aclnnMatmul", "aclnnConvolutionBackward")
 SMALL = 200_000  # the cases compared: up to this many output elements (every attribute and layout is among them)
 
 
-def test_reference_at_is_the_whole_reference_there_on_every_bundled_contraction(bundled_gen):
-    """Every bundled BatchMatMul, Matmul and ConvolutionBackward case of finite inputs (every cubeMathType,
-    transposed, grouped, padded and strided convolutions, each output): reference_at at random elements."""
-    checked = 0
-    for d in sorted(bundled_gen.iterdir()):
+def _bundled_contractions(suite):
+    """(directory, manifest, t as `reference` receives it) of every positive bundled contraction case of finite inputs
+    and up to SMALL output elements."""
+    for d in sorted(suite.iterdir()):
         if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-", "convolution_")):
             continue
         m = M.load(d)
         if m.op.name not in OPS or m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL:
             continue
         t = {**widened(case_blocks(m)), **m.attribute_values}
-        if not all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
-            continue
+        if all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
+            yield d, m, t
+
+
+def test_reference_at_is_the_whole_reference_there_on_every_bundled_contraction(bundled_gen):
+    """Every bundled BatchMatMul, Matmul and ConvolutionBackward case of finite inputs (every cubeMathType,
+    transposed, grouped, padded and strided convolutions, each output): reference_at at random elements."""
+    checked = 0
+    for d, m, t in _bundled_contractions(bundled_gen):
         whole = m.op.by_output(m.op.reference(t))
         where = {o.name: RNG.choice(whole[o.name].value.size, min(whole[o.name].value.size, 7), replace=False)
                  for o in m.judged if o.layout.numel}
@@ -125,15 +131,7 @@ def test_golden_reference_bounds_the_exact_values_of_every_bundled_contraction(b
     value +- bound holds the exact value at random elements, and its value is the reference's to within both bounds
     (gen certifies with it; the goldens and manifests are the bytes `reference` gave: the bundled digests)."""
     checked = 0
-    for d in sorted(bundled_gen.iterdir()):
-        if not (d / "case.json").is_file() or not d.name.startswith(("batch_mat_mul-", "matmul-", "convolution_")):
-            continue
-        m = M.load(d)
-        if m.op.name not in OPS or m.expect_status != 0 or sum(o.layout.numel for o in m.judged) > SMALL:
-            continue
-        t = {**widened(case_blocks(m)), **m.attribute_values}
-        if not all(np.isfinite(v).all() for v in t.values() if isinstance(v, np.ndarray) and v.dtype == np.float64):
-            continue
+    for d, m, t in _bundled_contractions(bundled_gen):
         golden, whole = m.op.by_output(m.op.golden_reference(t)), m.op.by_output(m.op.reference(t))
         for out in (o.name for o in m.judged if o.layout.numel):
             ref = golden[out]
