@@ -85,6 +85,12 @@ def limited_to(features: str, blas: str) -> dict | None:
     return {"NPY_ENABLE_CPU_FEATURES": features, "OPENBLAS_CORETYPE": blas}
 
 
+def limited_to_baseline() -> dict:
+    """The oldest x86-64 machine the record must hold on (X86_V2: SSE4.2 and POPCNT, no AVX; baseline SSE BLAS
+    kernels) on an x86 CPU; elsewhere (ARM) the machine as it is ({})."""
+    return (limited_to("X86_V2", "Prescott") if X86 else None) or {}
+
+
 def limited_to_avx2() -> dict:
     """The machine of issue 31's finding 18 (AVX2 and FMA3, no AVX-512: X86_V3, Haswell's BLAS) on an x86 CPU that has
     them; elsewhere the machine as it is ({})."""

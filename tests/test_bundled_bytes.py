@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from bundled_digest import X86, case_digests, limited_to, read_reference
+from bundled_digest import case_digests, limited_to_baseline, read_reference
+from shared import linked_copy
 
 
 def _differences(found: dict, expected: dict) -> list[str]:
@@ -23,37 +22,25 @@ def _differences(found: dict, expected: dict) -> list[str]:
 
 
 def test_two_workers_write_the_same_bytes(bundled_produced):
-    """gen --jobs 2, then emulate and verify --jobs 2 as an AVX2 machine (AVX2 and FMA3, no AVX-512: the machine of
-    issue 31's finding 18) runs them (conftest.py's bundled_produced). The bytes and verdicts are the record's:
-    emulate and verify on such a machine write what this one wrote when it was recorded (an AVX-512 CPU). Where the
-    CPU lacks AVX2, or is not x86, they ran as the machine is."""
+    """gen --jobs 2 as the oldest x86-64 machine runs it (X86_V2: no AVX), then emulate and verify --jobs 2 as an
+    AVX2 machine runs them (AVX2 and FMA3, no AVX-512: the machine of issue 31's finding 18; conftest.py's
+    bundled_gen and bundled_produced). The bytes and verdicts are the record's, which an AVX-512 machine wrote:
+    NumPy chooses float32 exp and other loops by the CPU's features and the tool must not follow (ops/mathfns.py,
+    dtypes.canonical_nans). Where the CPU lacks these features, or is not x86, they ran as the machine is."""
     diffs = _differences(case_digests(bundled_produced), read_reference())
     assert not diffs, f"{len(diffs)} cases differ, first: {diffs[:10]}"
 
 
-def _produce_in_a_process(out: Path, env: dict, gen: bool) -> None:
+def test_one_worker_writes_the_recorded_bytes_on_a_baseline_cpu(bundled_gen, tmp_path):
+    """emulate and verify --jobs 1 of the whole generated suite, with NumPy's dispatch limited to X86_V2 (no AVX) as
+    the oldest machine would have it (on the previous code that changed 191 cases): the serial path writes what two
+    workers write, and the record holds on a third CPU level. (gen's serial path against its workers: test_scale.py,
+    with cases split into ranges; gen's bytes on this CPU level: the test above.)"""
+    out = linked_copy(bundled_gen, tmp_path / "out")
     code = ("import sys; from pathlib import Path; from bundled_digest import produce, read_reference; "
-            f"found = produce(Path(sys.argv[1]), jobs=1, gen={gen}); ref = read_reference(); "
+            "found = produce(Path(sys.argv[1]), jobs=1, gen=False); ref = read_reference(); "
             "bad = sorted(k for k in ref if k in found and found[k] != ref[k]); print(len(bad), bad[:10])")
     done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
-                          env={**os.environ, **env}, cwd=Path(__file__).parent, timeout=1200)
+                          env={**os.environ, **limited_to_baseline()}, cwd=Path(__file__).parent, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("0 []"), done.stdout
-
-
-def _baseline() -> dict:
-    if not X86:
-        return {}
-    env = limited_to("X86_V2", "Prescott")
-    if env is None:
-        pytest.skip("this CPU lacks X86_V2")
-    return env
-
-
-def test_one_worker_writes_the_recorded_bytes_on_a_baseline_cpu(tmp_path):
-    """gen, emulate and verify --jobs 1, the whole suite: the serial path writes what two workers write, and the
-    record holds on any CPU. NumPy chooses float32 exp and other loops by the CPU's features (AVX-512 here,
-    AVX2 or baseline SSE elsewhere) and the tool must not follow (ops/mathfns.py, dtypes.canonical_nans): on x86
-    this runs with the dispatch limited to X86_V2 (no AVX), as the oldest machine would have it; on the
-    previous code that changed 191 cases. Elsewhere (ARM) it runs as the machine is."""
-    _produce_in_a_process(tmp_path / "out", _baseline(), gen=True)

@@ -76,6 +76,13 @@ def request(m: CaseManifest) -> str:
     """One case in the runner's line format: the API's arguments in order, then status and end."""
     lines = [f"case {_line_safe(m.case_id, 'case id', m.dir)}", f"op {m.op.name}"]
     tensors = {t.name: t for t in m.tensors}
+    # Absolute paths for the runner, whose working directory is not ours: the directory resolved once, its files
+    # named in it (plain names, manifest.py checks; a file that is a link is followed by the runner's open alike).
+    real = os.path.realpath(m.dir)
+
+    def path(file: str | Path) -> str:
+        return _line_safe(os.path.join(real, os.path.basename(file)), "path", m.dir)
+
     given, declared = dict(m.attributes), {a.name: a for a in m.op.attributes}
     for name, kind in m.op.api_params:
         if kind != "tensor":
@@ -91,11 +98,11 @@ def request(m: CaseManifest) -> str:
         fields = ["tensor", "out" if t.role == "output" else "in", str(t.dtype.acl_id), "2",
                   str(t.dtype.itemsize), str(len(lay.shape)), *map(str, lay.shape), *map(str, lay.strides),
                   str(lay.offset), str(len(storage)), *map(str, storage),
-                  _line_safe(str(Path(t.file).resolve()), "path", m.dir)]
+                  path(t.file)]
         lines.append(" ".join(fields))
         if t.role == "output" and t.dump is not None:
-            lines.append(f"dump {_line_safe(str(Path(t.dump).resolve()), 'path', m.dir)}")
-    lines += [f"status {_line_safe(str((m.dir / M.STATUS_FILE).resolve()), 'path', m.dir)}", "end", ""]
+            lines.append(f"dump {path(t.dump)}")
+    lines += [f"status {path(M.STATUS_FILE)}", "end", ""]
     return "\n".join(lines)
 
 
