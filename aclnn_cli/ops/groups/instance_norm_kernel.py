@@ -160,7 +160,9 @@ def _stats_over_samples(t):
 def _gamma_last_sample_only(t):
     """Defect: pd_gamma and pd_beta from the last sample only (stage 2's cross-sample reduction skipped: each task
     overwrote the output)."""
-    return compute(t, n_sum=lambda v, axis: np.take(v, [-1], axis=axis) if v.shape[axis] else 0 * v[:, :1])
+    def last(v, axis):
+        return np.take(v, [-1], axis=axis) if v.shape[axis] else running_sum(v, axis)
+    return compute(t, n_sum=last)
 
 
 @defect
