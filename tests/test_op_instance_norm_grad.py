@@ -18,6 +18,7 @@ e5c3fa93): its 6 cases import and pass here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -37,7 +38,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
 from oracle import rounded_bits
-from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses
+from rowblocks import as_f64, as_fractions, bundled_suite, generated_yaml, not_passing, variant_statuses
 from test_op_group_norm_backward import _logical, _write_dumps
 
 DY, X, VAR, MEAN, G, PDX, PDG, PDB = "dy", "x", "variance", "mean", "gamma", "pd_x", "pd_gamma", "pd_beta"
@@ -61,6 +62,11 @@ def _powers(var: float) -> tuple[Fraction, Fraction]:
     with mpmath.workprec(256):
         s = mpmath.mpf(var) + mpmath.mpf(EPS)
         return tuple(Fraction(v.man_exp[0]) * Fraction(2) ** v.man_exp[1] for v in (s ** -0.5, s ** -1.5))
+
+
+@functools.lru_cache(maxsize=None)
+def _oracle(case: Path) -> dict[str, list[Fraction]]:
+    return oracle(case, harness.load(case))
 
 
 def oracle(case: Path, m: dict) -> dict[str, list[Fraction]]:
@@ -94,7 +100,7 @@ def goldens_checked(out: Path, limit: int) -> dict[str, int]:
         x = harness.tensors(m)[X]
         if m["expect_status"] != 0 or not 0 < math.prod(x["shape"]) <= limit:
             continue
-        for name, values in oracle(case, m).items():
+        for name, values in _oracle(case).items():
             t = harness.tensors(m)[name]
             dtype = D.lookup(t["dtype"])
             got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
@@ -129,6 +135,32 @@ def test_goldens_equal_the_oracle_rounded_once(oracle_suite):
     pd_beta of every channel: the goldens are the oracle's values rounded once."""
     compared = goldens_checked(oracle_suite, 5000)
     assert compared["float32"] >= 3000 and compared["float16"] >= 3000, compared
+
+
+def test_reference_bound_scale_and_exact_against_the_oracle(oracle_suite):
+    """Per element of every oracle case, in the family's blocks (a channel over every sample, (n, hw) order):
+    |reference - oracle| <= bound and |oracle| <= scale; the op's exact (rstd to 60 digits) within 2^-150 of the
+    scale. The bound is what certifies gen's rounding: too small a bound would be a wrong golden."""
+    from independent_rows import case_blocks
+
+    from aclnn_cli.casedir import manifest as M
+    from aclnn_cli.pipeline.stages import geometry
+
+    elements = 0
+    for case in sorted(p.parent for p in oracle_suite.glob("*/case.json")):
+        mm = M.load(case)
+        geo = geometry(mm)
+        t = as_f64(case_blocks(mm))
+        ref, exact, o = SPEC.reference(t), SPEC.exact(as_fractions(t)), _oracle(case)
+        want = {PDX: np.array(o[PDX] + [None], dtype=object)[:-1][geo.positions(0, geo.a1)], PDG: o[PDG], PDB: o[PDB]}
+        for name in OUTS:
+            value, bound, scale = (np.asarray(getattr(ref[name], f)).reshape(-1) for f in ("value", "bound", "scale"))
+            for v, bd, sc, e, x in zip(value, bound, scale, want[name], exact[name].reshape(-1)):
+                assert abs(Fraction(float(v)) - e) <= Fraction(float(bd)), (case.name, name, v, e)
+                assert abs(e) <= Fraction(float(sc)), (case.name, name, sc, e)
+                assert abs(x - e) <= Fraction(float(sc)) / 2**150 + Fraction(1, 2**1100), (case.name, name)
+            elements += len(want[name])
+    assert elements >= 6000
 
 
 # ---------------------------------------------------------------- the kernel against its source
