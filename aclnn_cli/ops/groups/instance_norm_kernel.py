@@ -11,7 +11,8 @@ _recompute.h), float32 after an exact widening of fp16, per instance (n, c) over
   pd_gamma, pd_beta: the N per-sample partials (float32 in the workspace) Kahan-added in sample order (stage 2);
   one sample: its partial itself.
   pass 2: s = fl(1 / M), cVar = fl(pdVar * fl(2 s)), cMean = fl(pdMean * s),
-    pd_x = fl(fl(fl(a * rstd) + fl(cVar * xc)) + cMean)              (MulAddDst unfused, as docs/kernels.md says)
+    pd_x = fl(fl(fl(a * rstd) + fl(cVar * xc)) + cMean)              (MulAddDst unfused, as RmsNormGrad's and
+                                                                      SoftmaxBackward's: fused is a legitimate variant)
 Each output is rounded once (CAST_RINT) to the inputs' dtype.
 """
 
@@ -104,7 +105,8 @@ def kernel(t) -> dict:
 
 @legitimate
 def _fused(t):
-    """Legitimate: MulAddDst as a fused multiply-add (a * rstd + cVar * xc rounded once)."""
+    """Legitimate: MulAddDst as a fused multiply-add (a * rstd + cVar * xc rounded once: the exact float32 product
+    added in float64, then rounded to float32, a double rounding at worst)."""
     return compute(t, fused=True)
 
 
