@@ -63,6 +63,7 @@ ENTRIES = {
     "hardsigmoid_backward": (TEXTBOOK, KERNELS),
     "hardswish_backward": (f"test_op_hardswish_backward.py::{EVERY_X}", KERNELS),
     "hardtanh_backward": (TEXTBOOK, KERNELS),
+    "instance_norm_grad": (f"test_op_instance_norm_grad.py::{GOLDENS}", f"test_op_instance_norm_grad.py::{AN_INDEPENDENT}"),
     "kl_div_backward": (LOSS_RUN, LOSS_RUN),
     "l1_loss_backward": (LOSS_RUN, LOSS_RUN),
     "layer_norm_backward": (f"test_op_layer_norm_backward.py::{BUNDLED_GOLDENS}", ROWS_RUN),
@@ -198,6 +199,10 @@ VARIANTS = {
     "group_norm_backward": (
         "gn-channel-sums-over-group gn-first-sample-only gn-gamma-of-first-channel gn-rstd-squared",
         "gn-centred gn-numpy-sums gn-reversed-samples"),
+    "instance_norm_grad": (
+        "in-fp16-accumulation in-gamma-last-sample-only in-no-epsilon in-no-var-term in-rstd-squared "
+        "in-stats-over-samples in-unbiased-var-factor in-variance-as-rstd in-variance-mean-swapped",
+        "in-centred in-fused-muladd in-rounded-rsqrt in-tree-sums"),
     "hardsigmoid_backward": (
         "inclusive-bounds sign-slip",
         "stable-formula"),

@@ -93,6 +93,12 @@ ORDINARY = {
     # (ops of the 950 alone: OpDef-generated APIs of graph-only ops; L2NormalizeGrad has no bfloat16, op_dtypes)
     "softmax_grad_ext": {"product": "950"},
     "l2_normalize_grad": {"product": "950", "attributes": {"dimOptional": [1]}},
+    # (InstanceNormGrad's [rows, 2] is rows samples of 2 channels, one position each: pd_x = -rstd x̂^2 dy gamma, near
+    # its terms' scale rstd |a| (2 + x̂^2) where x̂ is large (x 4 to 16 variances' roots from a zero mean); pd_gamma,
+    # pd_beta sum rows terms of one sign)
+    "instance_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [2.0, 4.0]},
+                                      "variance": {"uniform": [0.25, 0.5]}, "mean": {"constant": 0.0},
+                                      "gamma": {"uniform": [0.5, 2.0]}}, "product": "950"},
 }
 ROW_LENGTH = 2
 

@@ -75,3 +75,28 @@ def test_a_per_group_tensor_without_n_times_group_values_is_one_line(tmp_path):
     assert r.returncode == 2 and len(lines) == 1, lines
     assert "case 'bad'" in lines[0] and "scale has 5 elements; the groups family needs 6" in lines[0], lines
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+@pytest.mark.parametrize("shape", [(3, 2, 4, 5), (1, 6, 7), (4, 1, 3), (2, 9)])
+def test_channels_last_blocks_are_the_channels_of_the_ndhwc_layout(shape):
+    """Groups(channels_last=True): block c is channel c of (N, ..., C) in (n, hw) order (NumPy's moveaxis of the
+    flat indices), positions and block_of are inverse, per-group tensors (n, c) and per-channel ones c."""
+    import numpy as np
+
+    from aclnn_cli.ops.families import Groups
+
+    family = Groups(driver="x", per_group=("mean",), per_channel=("gamma",), channels_last=True)
+    shapes = {"x": shape, "mean": (shape[0], shape[-1]), "gamma": (shape[-1],)}
+    geo = family.geometry(shapes, {})
+    c = shape[-1]
+    flat = np.moveaxis(np.arange(int(np.prod(shape))).reshape(shape[0], -1, c), 2, 0).reshape(-1)
+    assert (geo.a1, geo.r, geo.a0) == (c, flat.size // c, 1) and geo.contiguous == (c == 1)
+    at_ = lambda p, n: np.arange(n)[p]  # noqa: E731  (positions: a slice where the blocks are one range)
+    assert np.array_equal(at_(geo.positions(0, c), flat.size), flat)
+    block, at = geo.block_of(flat)
+    assert np.array_equal(block * geo.block + at, np.arange(flat.size))
+    stats = family.own_geometry("mean", shapes, {}, geo)
+    by_channel = np.arange(shape[0] * c).reshape(shape[0], c).T.reshape(-1)
+    assert np.array_equal(at_(stats.positions(0, c), shape[0] * c), by_channel)
+    assert np.array_equal(at_(family.own_geometry("gamma", shapes, {}, geo).positions(0, c), c), np.arange(c))
+    assert family.shape_problem(type("Op", (), {"tensors": ()})(), {"x": shape[:1]}, {}) is not None

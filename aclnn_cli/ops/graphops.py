@@ -246,6 +246,8 @@ GRAPH_OPS = {
                                   attrs={"sigma": ("beta", number), "reduction": ("reduction", reduction)}),
     "L2NormalizeGrad": GraphOp("aclnnL2NormalizeGrad", ("x", "y", "dy"), outputs=("dx",),
                                attrs={"dim": ("dimOptional", ints), "eps": ("eps", number)}),
+    "InstanceNormGrad": GraphOp("aclnnInstanceNormGrad", ("dy", "x", "variance", "mean", "gamma"),
+                                outputs=("pd_x", "pd_gamma", "pd_beta")),
     "RmsNormGrad": GraphOp("aclnnRmsNormGrad", ("dy", "x", "rstd", "gamma"), outputs=("dx", "dgamma"),
                            ignored={"epsilon": "the grad takes rstd, already computed with it"}),
     "LayerNormGradV3": GraphOp("aclnnLayerNormBackward", ("dy", "x", "rstd", "mean", "gamma"),

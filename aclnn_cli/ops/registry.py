@@ -42,6 +42,7 @@ BUNDLED: dict[str, str] = {
     "aclnnHardsigmoidBackward": "elementwise.hardsigmoid_backward",
     "aclnnHardtanhBackward": "elementwise.hardtanh_backward",
     "aclnnHardswishBackward": "elementwise.hardswish_backward",
+    "aclnnInstanceNormGrad": "groups.instance_norm_grad",
     "aclnnLayerNormBackward": "rows.layer_norm_backward",
     "aclnnLayerNormGrad": "rows.layer_norm_grad",
     "aclnnKlDivBackward": "elementwise.kl_div_backward",

@@ -43,12 +43,16 @@ class Geometry:
 
     lead > 1 (the Channels family): the blocks are channels of a driver laid out (lead, A1, inner), R = lead *
     inner, A0 = 1; block c holds the elements (n, c, s) in (n, s) order, so its elements are not one range of
-    the driver's flat indices. `positions` and `block_of` translate between the two orders."""
+    the driver's flat indices. `positions` and `block_of` translate between the two orders.
+
+    channels_last (the Groups family's instance norm, NDHWC): the driver is laid out (lead, inner, A1) instead, a
+    channel's elements C apart; block c still holds (n, s) in that order."""
 
     a1: int
     r: int
     a0: int
     lead: int = 1
+    channels_last: bool = False
 
     @property
     def block(self) -> int:
@@ -62,7 +66,7 @@ class Geometry:
     @property
     def contiguous(self) -> bool:
         """Block b is the driver's flat elements [b * block, (b + 1) * block)."""
-        return self.lead == 1
+        return self.lead == 1 and not (self.channels_last and self.a1 > 1)
 
     def positions(self, b0: int, b1: int):
         """The driver's flat indices of blocks [b0, b1), in block order: a slice where they are one range."""
@@ -72,6 +76,8 @@ class Geometry:
         c = np.arange(b0, b1, dtype=np.int64).reshape(-1, 1, 1)
         n = np.arange(self.lead, dtype=np.int64).reshape(1, -1, 1)
         s = np.arange(inner, dtype=np.int64).reshape(1, 1, -1)
+        if self.channels_last:
+            return (n * (self.a1 * inner) + s * self.a1 + c).reshape(-1)
         return (n * (self.a1 * inner) + c * inner + s).reshape(-1)
 
     def block_of(self, flat):
@@ -80,6 +86,8 @@ class Geometry:
             return flat // max(self.block, 1), flat % max(self.block, 1)
         inner = max(self.r // self.lead, 1)
         n, rest = flat // (self.a1 * inner), flat % (self.a1 * inner)
+        if self.channels_last:
+            return rest % self.a1, n * inner + rest // self.a1
         return rest // inner, n * inner + rest % inner
 
 

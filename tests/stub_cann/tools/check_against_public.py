@@ -105,6 +105,9 @@ UNDOCUMENTED = {
                                         "(the graph op SoftmaxGradExt); ops-nn has no header or doc of its aclnn API",
     "aclnnop/aclnn_l2_normalize_grad.h": "generated from norm/l2_normalize_grad/op_host/l2_normalize_grad_def.cpp "
                                          "(the graph op L2NormalizeGrad); ops-nn has no header or doc of its aclnn API",
+    "aclnnop/aclnn_instance_norm_grad.h": "generated from norm/instance_norm_grad/op_host/instance_norm_grad_def.cpp "
+                                          "(the graph op InstanceNormGrad); ops-nn has no header or doc of its aclnn "
+                                          "API",
 }
 
 
