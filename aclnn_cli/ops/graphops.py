@@ -103,6 +103,10 @@ class GraphOp:
     # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
     # dtype, filled as the op fills it.
     shaped: Mapping[str, str] = None  # type: ignore[assignment]
+    # API inputs whose values a graph attribute lists, beside the tensor the graph op has for them (TTK's value-
+    # depending inputs: RepeatInterleaveGrad's repeats is a tensor and an attribute of the same values): API input ->
+    # that attribute. The importers fill the input with those values, in its own dtype and shape.
+    valued: Mapping[str, str] = None  # type: ignore[assignment]
     # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
     # {API name: graph-given shape} -> {API name: the shape the API case takes}
     reshape: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
