@@ -21,6 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ...errors import UserError
 from .base import Geometry, Shapes
 from .split import Split
 
@@ -111,15 +112,17 @@ class Segments(Split):
 
 def run_starts(counts: np.ndarray, r: int, s: int) -> np.ndarray:
     """Each run's first position along the axis (S + 1 values, the last R) from a block's counts (n values: one per
-    run, or one for every run). A ValueError where they are negative or do not add up to R: the doc's constraint,
-    which the device does not check (its result there is undefined), so no golden can be made."""
+    run, or one for every run). A UserError (gen names the case and its repeats) where they are negative or do not
+    add up to R: the doc's constraint, which the device does not check (its result there is undefined), so no golden
+    can be made."""
     counts = np.asarray(counts, np.int64).reshape(-1)
     if counts.size == 1 and s != 1:
         counts = np.full(s, counts[0] if s else 0, np.int64)
     if counts.size != s:
-        raise ValueError(f"{counts.size} run lengths for {s} output positions")
+        raise UserError(f"{counts.size} run lengths for {s} output positions", key="inputs.repeats")
     if (counts < 0).any():
-        raise ValueError(f"a negative run length {int(counts.min())}: repeats must be natural numbers")
+        raise UserError(f"a negative run length {int(counts.min())}: repeats must be natural numbers",
+                        key="inputs.repeats")
     if int(counts.sum()) != r:
-        raise ValueError(f"the run lengths add up to {int(counts.sum())}, not the axis' {r}")
+        raise UserError(f"the run lengths add up to {int(counts.sum())}, not the axis' {r}", key="inputs.repeats")
     return np.concatenate([[0], np.cumsum(counts)])
