@@ -20,8 +20,8 @@ import pytest
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.split.repeat_interleave_grad import SPEC
-from aclnn_cli.ops.split.repeat_interleave_kernel import bisection_sum, chunk_length, nearest_power2
+from aclnn_cli.ops.segments.repeat_interleave_grad import SPEC
+from aclnn_cli.ops.segments.repeat_interleave_kernel import bisection_sum, chunk_length, nearest_power2
 from aclnn_cli.ops.treesum import tree_sum
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli, write_yaml

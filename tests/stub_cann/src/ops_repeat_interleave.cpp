@@ -1,6 +1,6 @@
 // libopapi of the stub: RepeatInterleaveGrad (index/repeat_interleave_grad: ops-nn has no op_api; the doc's contract).
 //
-// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/split/repeat_interleave_grad.py,
+// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/segments/repeat_interleave_grad.py,
 // CONTRACT_NOTES): nulls 161001; the 950 only; yGrad and out FLOAT, FLOAT16, BF16 and alike, repeats INT64 or INT32;
 // 0-8 dims; axis in [-n, n); repeats 0-d or 1-d and not empty (the tiling's 561002: 161002 here); out's size yGrad's
 // with the axis reduced. Phase two: each run in float32, a run of one copied, a longer one the 950's tree sum along
