@@ -93,6 +93,8 @@ ORDINARY = {
     # (ops of the 950 alone: OpDef-generated APIs of graph-only ops; L2NormalizeGrad has no bfloat16, op_dtypes)
     "softmax_grad_ext": {"product": "950"},
     "l2_normalize_grad": {"product": "950", "attributes": {"dimOptional": [1]}},
+    # (the 950 alone; runs of the last axis, 8 long: repeats' default, one run length per position, split at random)
+    "repeat_interleave_grad": {"product": "950", "dims": lambda shape: [shape // 8, 8]},
 }
 ROW_LENGTH = 2
 
