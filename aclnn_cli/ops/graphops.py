@@ -294,6 +294,10 @@ GRAPH_OPS = {
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),
                                          "scale_grad_by_freq": ("scaleGradByFreq", boolean)}),
+    # (index/repeat_interleave_grad/op_graph: TTK lists the repeats tensor's values as the attribute 'repeats' too)
+    "RepeatInterleaveGrad": GraphOp("aclnnRepeatInterleaveGrad", ("y_grad", "repeats"), to_inputs=("yGrad", "repeats"),
+                                    outputs=("x_grad",), to_outputs=("out",), attrs={"axis": ("axis", integer)},
+                                    valued={"repeats": "repeats"}),
     "GroupNormGrad": GraphOp("aclnnGroupNormBackward", ("dy", "mean", "rstd", "x", "gamma"),
                              to_inputs=("gradOut", "mean", "rstd", "input", "gamma"), outputs=("dx", "dgamma", "dbeta"),
                              to_outputs=("gradInput", "gradGammaOut", "gradBetaOut"),

@@ -26,7 +26,6 @@ from ..accumulation import across_rows_allowance
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, products
 from ..dyadic import exact_row_sums
 from ..families import Segments
-from ..graphops import GraphOp, integer
 from ..registry import register
 from .repeat_interleave_kernel import AXIS, OUT, REP, VARIANTS, Y, kernel, runs
 
@@ -148,9 +147,6 @@ SPEC = register(OpSpec(
     kernel=kernel,
     variants=VARIANTS,
     contract=Contract(dtypes="same", shape_rule=_shape_rule),
-    graph_ops={"RepeatInterleaveGrad": GraphOp(
-        "aclnnRepeatInterleaveGrad", ("y_grad", "repeats"), to_inputs=(Y, REP), outputs=("x_grad",),
-        to_outputs=(OUT,), attrs={"axis": (AXIS, integer)}, valued={REP: "repeats"})},
     special_values="The doc defines none; the kernel's IEEE additions: a NaN in a run makes its sum NaN, an infinity "
                    "inf (NaN beside the opposite infinity); a run of zero repeats is +0 whatever yGrad holds.",
 ))
