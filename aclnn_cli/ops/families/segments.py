@@ -75,13 +75,10 @@ class Segments(Split):
 
     def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
         """Why the shapes are not a driver, counts of S values (or one) and segments outputs of A1 S A0 elements."""
-        if self.driver not in shapes:
-            return f"the driver {self.driver} is null"
-        drv = tuple(shapes[self.driver])
-        try:
-            axis = self.split_axis(drv, attrs)
-        except (KeyError, TypeError, ValueError) as exc:
-            return str(exc)
+        found = self.driver_axis(shapes, attrs)
+        if isinstance(found, str):
+            return found
+        drv, axis = found
         outer, r = math.prod(drv[:axis]) * math.prod(drv[axis + 1:]), drv[axis]
         s = self.runs(shapes, attrs)
         single = math.prod(shapes.get(self.counts, (1,))) == 1
