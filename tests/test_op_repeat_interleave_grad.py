@@ -120,7 +120,7 @@ def test_exact_path_settles_ties_and_cancellation():
 def test_kernel_follows_the_source_bisection():
     """A run of 1,000 with A0 = 2 (the RA tiling: rFactor = 223 in float32) by hand: 5 chunks, P = 4, chunk 4 added
     into chunk 0 elementwise, each chunk reduced in the 950's row sum, the partials ((p0 + p1) + (p2 + p3)); a
-    run of 0 is +0, a run of 1 the element itself (-0 kept)."""
+    run of 0 is +0, a run of 1 the element itself (-0 kept); one repeats value: each run the 950's row sum."""
     f = np.float32
     assert chunk_length(1, 2, 4) == 223 and [nearest_power2(v) for v in (1, 2, 3, 4, 5, 8, 9)] == [1, 1, 2, 2, 4, 4, 8]
     rng = np.random.default_rng(3)
@@ -137,6 +137,8 @@ def test_kernel_follows_the_source_bisection():
     assert got.shape == (1, 3, 2) and np.array_equal(got[0, 1], want)
     assert np.all(got[0, 0] == 0) and not np.signbit(got[0, 0]).any() and np.signbit(got[0, 2, 0]) and got[0, 2, 1] == 5
     assert not np.array_equal(want, np.cumsum(run[0], axis=0, dtype=f)[-1])  # (the sequential order differs)
+    one = SPEC.kernel(_block(run, [1000], 1))  # (one repeats value: the reduce template, the row sum of the run)
+    assert np.array_equal(one[0, 0], tree_sum(run[0], axis=0, keepdims=False))
 
 
 def _descs(y=(4, 6), rep=(3,), out=(4, 3), dtype=D.FLOAT32, rep_dtype="int64", out_dtype=None, nulls=()):

@@ -7,9 +7,10 @@ The 950 (hicann/ops-nn index/repeat_interleave_grad/op_kernel/v35, tiling op_hos
 cut into rCount = ceil(r / rFactor) chunks of rFactor rows (BinaryRedeuceSum): with P = FindNearestPower2(rCount),
 chunk i + P is first added elementwise into chunk i (the tail chunk zero-padded), the P chunks are each reduced, and
 their partials merged in a binary cache (UpdateCacheAux: a pairwise tree in chunk order); the result is cast (RINT)
-to y_grad's dtype. rFactor is the tiling's: basicBlockSize / nFactor / dtSize, basicBlockSize half the UB left for
-data (a third of that for a 16-bit y_grad), nFactor 128 where N > 1 (RA) and the rows a core takes at once, at most
-128, where N = 1 (AR). UB_BYTES and CORES are the 950's as this module assumes them (not in the sources): any other
+to y_grad's dtype. One repeats value (IsIntRepeat) takes the atvoss reduce template instead, each run one
+ReduceSumOp (its own chunking of a run past the UB is not modelled: the 950's row sum over the whole run). rFactor
+is the tiling's: basicBlockSize / nFactor / dtSize, basicBlockSize half the UB left for data (a third of that for a
+16-bit y_grad), nFactor 128 where N > 1 (RA) and the rows a core takes at once, at most 128, where N = 1 (AR). UB_BYTES and CORES are the 950's as this module assumes them (not in the sources): any other
 chunk length is the variant `rig-chunks-64`'s kind of order, which a correct kernel may use and the allowance covers.
 
 Functions get blocks: yGrad (k, R, A0), repeats (k, 1, n) (one value per run, or one for all), segments (k, 1, 1):
@@ -85,8 +86,11 @@ def segment_sums(t, run_sum, starts: np.ndarray | None = None) -> np.ndarray:
 
 
 def kernel(t) -> np.ndarray:
-    """The 950 kernel on blocks (module docstring)."""
+    """The 950 kernel on blocks (module docstring); one repeats value takes the reduce template (IsIntRepeat: RIGDag's
+    ReduceSumOp over each run, the 950's row sum)."""
     y = t[Y]
+    if t[REP].shape[2] == 1:
+        return segment_sums(t, lambda run: tree_sum(run, axis=1, keepdims=False))
     factor = chunk_length(int(np.asarray(t["blocks"]).reshape(-1)[0]), y.shape[2], int(t["itemsize"]))
     return segment_sums(t, lambda run: bisection_sum(run, factor))
 
@@ -99,8 +103,8 @@ def _sequential(t):
 
 @legitimate
 def _pairwise(t):
-    """Legitimate: each run reduced at once in the 950's row-sum order (the atvoss reduce template's, which the
-    op takes where repeats is one value: RIGDag's ReduceSumOp)."""
+    """Legitimate: each run reduced at once in the 950's row-sum order (the reduce template's, which the op takes
+    where repeats is one value), whatever repeats holds."""
     return segment_sums(t, lambda run: tree_sum(run, axis=1, keepdims=False))
 
 
