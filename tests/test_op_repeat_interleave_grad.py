@@ -24,9 +24,11 @@ from aclnn_cli.ops.segments.repeat_interleave_grad import SPEC
 from aclnn_cli.ops.segments.repeat_interleave_kernel import bisection_sum, chunk_length, nearest_power2
 from aclnn_cli.ops.treesum import tree_sum
 from aclnn_cli.tensor import dtypes as D
+from cann_build import tools_missing
 from helpers import run_cli, write_yaml
 from rowblocks import CASES, assert_variant_verdicts, generated_yaml, not_passing, write_dump
 from shared import linked_copy
+from stub_ctypes import stub  # noqa: F401  (the fixture)
 from softmax_oracle import check_pipeline_goldens, gen_cases, loop, round_to, variant_kinds
 from test_op_embedding_dense_backward import positive_cases
 
@@ -277,3 +279,24 @@ def test_bundled_cases_pass(suite, tmp_path):
     """gen, emulate and verify of the bundled file: every case PASS (the negative ones refused as declared)."""
     code, verdicts = loop(run_cli, suite, tmp_path, None)
     assert code == 0 and len(verdicts) >= 100 and set(r["status"] for r in verdicts.values()) == {"PASS"}
+
+
+@pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
+def test_the_stub_kernel_by_hand(stub, monkeypatch):
+    """The stub CANN's op (tests/stub_cann/src/ops_repeat_interleave.cpp) on the 950: runs of 0, 2 and 4 of two rows
+    0..11, one 0-d repeats value 3 along axis 1; phase one as the contract says (A2 unsupported, the axis, an empty
+    repeats, a null)."""
+    monkeypatch.setenv("ACLNN_STUB_SOC", "Ascend950PR_9599")
+    f = np.float32
+    y = stub.tensor(np.arange(12, dtype=f).reshape(2, 6))
+    out = stub.tensor(np.full((2, 3), 7, f))
+    assert stub.call("aclnnRepeatInterleaveGrad", y, stub.tensor(np.array([0, 2, 4], np.int64)), -1, out) == 0
+    assert stub.view(out).tolist() == [[0, 1, 14], [0, 13, 38]]
+    one = stub.tensor(np.full((2, 2), 7, f))
+    assert stub.call("aclnnRepeatInterleaveGrad", y, stub.tensor(np.array(3, np.int32)), 1, one) == 0
+    assert stub.view(one).tolist() == [[3, 12], [21, 30]]
+    assert stub.call("aclnnRepeatInterleaveGrad", y, stub.tensor(np.array([3], np.int64)), 2, one) == 161002
+    assert stub.call("aclnnRepeatInterleaveGrad", y, stub.tensor(np.zeros(0, np.int64)), 1, one) == 161002
+    assert stub.call("aclnnRepeatInterleaveGrad", y, None, 1, one) == 161001
+    monkeypatch.setenv("ACLNN_STUB_SOC", "Ascend910B1")
+    assert stub.call("aclnnRepeatInterleaveGrad", y, stub.tensor(np.array([3], np.int64)), 1, one) == 161002
