@@ -4,7 +4,8 @@
     (run j starts at repeats[0] + ... + repeats[j - 1]; one repeats value: every run that long)
 
 The contract is hicann/ops-nn index/repeat_interleave_grad/docs/aclnnRepeatInterleaveGrad.md (ops-nn has no op_api
-source for this API; the OpDef op_host/repeat_interleave_grad_def.cpp and the graph proto agree): the 950 only; yGrad
+source for this API; the OpDef op_host/repeat_interleave_grad_def.cpp and the graph proto agree on the dtypes; the OpDef
+also adds ascend910b and ascend910_93 configs, which the doc marks unsupported: the doc is followed): the 950 only; yGrad
 FLOAT16, BFLOAT16, FLOAT, 0-8 dims, non-contiguous allowed; repeats INT32 or INT64, 0-d or 1-d, never empty (561002
 on the device, the tiling's OP_CHECK_IF(repeatShapeSize == 0)); axis in [-n, n); out yGrad's dtype, any shape of the
 reduced size. The values of repeats (natural numbers adding up to the axis, or one value dividing it) are a
@@ -51,8 +52,8 @@ def _repeats_fill(shapes, attrs) -> dict:
 
 
 def _cut(t, values):
-    """The nonempty runs' starts and lengths, and each run's sum of `values` (k, S, A0) (an empty run 0): numpy's
-    reduceat along the axis, which adds each run's elements in order."""
+    """Every run's start (and the end) and length, and each run's sum of `values` (k, S, A0) (an empty run 0):
+    numpy's reduceat along the axis over the nonempty runs, which adds each run's elements in order."""
     starts = runs(t)
     lengths = np.diff(starts)
     k, _, a0 = values.shape
