@@ -85,6 +85,8 @@ ENTRIES = {
     "prelu_backward": (f"test_op_prelu_backward.py::{GOLDENS}", f"test_op_prelu_backward.py::{AN_INDEPENDENT}"),
     "mse_loss_backward": ("test_op_mse_loss_backward.py::test_golden_is_the_exact_value_rounded_once", LOSS_RUN),
     "nll_loss_backward": ("test_op_nll_loss_backward.py::test_bundled_goldens_against_the_oracle", ROWS_RUN),
+    "repeat_interleave_grad": (f"test_op_repeat_interleave_grad.py::{GOLDENS}",
+                               f"test_op_repeat_interleave_grad.py::{AN_INDEPENDENT}"),
     "rms_norm_grad": (f"test_op_rms_norm_grad.py::{BUNDLED_GOLDENS}", ROWS_RUN),
     "selu_backward": (TEXTBOOK, KERNELS),
     "sigmoid_backward": ("test_op_sigmoid_backward.py::test_golden_is_correctly_rounded_for_every_16bit_y", KERNELS),
@@ -265,6 +267,10 @@ VARIANTS = {
         "nll-drop-last-class nll-ignore-unchecked nll-mean-batch-divisor nll-mean-no-divide nll-no-weight "
         "nll-sign-flip nll-swapped-axes",
         "nll-reciprocal-mean nll-weight-first"),
+    "repeat_interleave_grad": (
+        "rig-bf16-accumulation rig-first-only rig-fp16-accumulation rig-last-run-dropped rig-off-by-one "
+        "rig-wrong-axis",
+        "rig-chunks-64 rig-pairwise rig-reversed rig-sequential"),
     "rms_norm_grad": (
         "rms-bf16-accumulation rms-dgamma-with-gamma rms-dgamma-without-rstd rms-drop-last-element "
         "rms-fp16-accumulation rms-last-axis-only rms-mean-term-sign-flip rms-no-final-rstd rms-no-mean-term "

@@ -254,6 +254,15 @@ def prepare(case: Case, out_root: Path) -> Path:
     return tmp
 
 
+def _poison(dtype: np.dtype):
+    """What an input's storage holds outside its view: NaN for a float; for an integer (a strided repeats or index
+    tensor) the value furthest from any count or index, the dtype's minimum (an unsigned one's maximum)."""
+    if np.dtype(dtype).kind not in "iu":
+        return np.nan
+    info = np.iinfo(dtype)
+    return info.min if info.min < 0 else info.max
+
+
 def _allocate_all(case: Case, tmp: Path) -> None:
     for t in case.tensors:
         if t.null:
@@ -264,7 +273,7 @@ def _allocate_all(case: Case, tmp: Path) -> None:
             if t.role == "output":
                 st.fill(canary(t.dtype))  # the device must overwrite every element of the view, and nothing else
             elif not t.layout.is_contiguous:
-                st.fill(np.nan, ~in_view_mask(t.layout))  # poison: reading outside the view shows as NaN
+                st.fill(_poison(t.dtype.np_dtype), ~in_view_mask(t.layout))  # reading outside the view shows
     for out in case.tensors:
         if out.role != "output" or out.null or case.expect_status != 0:
             continue

@@ -20,7 +20,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Channels, Contraction, Elementwise, Rows, Split, Window
+from .families import Channels, Contraction, Elementwise, Rows, Segments, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -220,6 +220,10 @@ class _Check:
             if api_input not in ins or api_input in g.api_inputs(tuple(ins)) or not isinstance(attr, str):
                 self.fail(f"{field}.shaped[{show(api_input)}]",
                           "expected an input of the op no graph input maps to -> the graph attribute holding its shape")
+        for api_input, attr in self.items(f"{field}.valued", g.valued or {}, Mapping):
+            if api_input not in g.api_inputs(tuple(ins)) or not isinstance(attr, str):
+                self.fail(f"{field}.valued[{show(api_input)}]",
+                          "expected an input of the op a graph input maps to -> the graph attribute listing its values")
         self.function(f"{field}.derive", g.derive)
         self.function(f"{field}.reshape", g.reshape)
 
@@ -346,6 +350,9 @@ class _Check:
                 self.fail("family.dim", f"expected the name of an int attribute (int64_t) to split at, got {show(f.dim)}")
             if f.driver in f.halves or set(f.halves) & set(f.per_row + f.across_rows):
                 self.fail("family.halves", "a half is cut at dim; it cannot be the driver, per-row or summed across rows")
+            if isinstance(f, Segments):
+                self.names("family.segments", f.segments, outs)
+                self.names("family.counts", (f.counts,), ins)
         if isinstance(f, Contraction):
             self.choice("family.right", f.right, tuple(n for n in ins if n != f.driver))
             self.choice("family.out", f.out, outs)

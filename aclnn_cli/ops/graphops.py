@@ -103,6 +103,10 @@ class GraphOp:
     # aclnnAdaptiveAvgPool2dBackward's self). The importers make the input of that shape in the first graph input's
     # dtype, filled as the op fills it.
     shaped: Mapping[str, str] = None  # type: ignore[assignment]
+    # API inputs whose values a graph attribute lists, beside the tensor the graph op has for them (TTK's value-
+    # depending inputs: RepeatInterleaveGrad's repeats is a tensor and an attribute of the same values): API input ->
+    # that attribute. The importers fill the input with those values, in its own dtype and shape.
+    valued: Mapping[str, str] = None  # type: ignore[assignment]
     # the API tensors' shapes from the graph's (an elementwise graph kernel behind a per-channel API, one_sample):
     # {API name: graph-given shape} -> {API name: the shape the API case takes}
     reshape: Callable[[Mapping[str, tuple[int, ...]]], Mapping[str, tuple[int, ...]]] | None = None
@@ -292,6 +296,10 @@ GRAPH_OPS = {
                                   to_outputs=("out",),
                                   attrs={"num_weights": ("numWeights", integer), "padding_idx": ("paddingIdx", integer),
                                          "scale_grad_by_freq": ("scaleGradByFreq", boolean)}),
+    # (index/repeat_interleave_grad/op_graph: TTK lists the repeats tensor's values as the attribute 'repeats' too)
+    "RepeatInterleaveGrad": GraphOp("aclnnRepeatInterleaveGrad", ("y_grad", "repeats"), to_inputs=("yGrad", "repeats"),
+                                    outputs=("x_grad",), to_outputs=("out",), attrs={"axis": ("axis", integer)},
+                                    valued={"repeats": "repeats"}),
     "GroupNormGrad": GraphOp("aclnnGroupNormBackward", ("dy", "mean", "rstd", "x", "gamma"),
                              to_inputs=("gradOut", "mean", "rstd", "input", "gamma"), outputs=("dx", "dgamma", "dbeta"),
                              to_outputs=("gradInput", "gradGammaOut", "gradBetaOut"),

@@ -56,6 +56,7 @@ BUNDLED: dict[str, str] = {
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
     "aclnnPreluBackward": "channels.prelu_backward",
+    "aclnnRepeatInterleaveGrad": "segments.repeat_interleave_grad",
     "aclnnRmsNormGrad": "rows.rms_norm_grad",
     "aclnnSeluBackward": "elementwise.selu_backward",
     "aclnnSigmoidBackward": "elementwise.sigmoid_backward",

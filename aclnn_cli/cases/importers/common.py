@@ -88,10 +88,10 @@ def check_attrs(graph: GraphOp | None, op: OpSpec, attrs: dict, err: Callable[[s
     mapped = dict(graph.attrs or {}) if graph else {}
     ignored = dict(graph.ignored or {}) if graph else {}
     listed = dict(graph.lists or {}) if graph else {}
-    shaped = set((graph.shaped or {}).values()) if graph else set()
+    shaped = set((graph.shaped or {}).values()) | set((graph.valued or {}).values()) if graph else set()
     out: dict = {}
     for name, value in attrs.items():
-        if name in ignored or name in shaped:  # (a shaped input's attribute: `shaped_inputs` reads it)
+        if name in ignored or name in shaped:  # (a shaped or valued input's attribute: `shaped_inputs` reads it)
             continue
         if name in mapped:
             api_name, convert = mapped[name]
@@ -139,6 +139,23 @@ def shaped_inputs(graph: GraphOp | None, attrs: dict, dtype: str | None, err: Ca
                       f"sizes >= 0")
         out[api_input] = TensorIn(dtype, tuple(value))
     return out
+
+
+def valued_inputs(graph: GraphOp | None, attrs: dict, tensors: dict, err: Callable[[str], CaseError]) -> None:
+    """The API inputs whose values a graph attribute lists (GraphOp.valued) filled with them, in place: the TensorIn
+    keeps its dtype and shape, and a list of another length than its elements is Unsupported (via err), as is a
+    missing attribute or one that is not a list of integers."""
+    for api_input, attr in ((graph.valued or {}) if graph else {}).items():
+        value, tensor = attrs.get(attr), tensors.get(api_input)
+        if tensor is None or tensor.shape is None:
+            continue
+        value = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise err(f"attribute {clip(attr)}={show(value)} is not supported: it lists {api_input}'s values, integers")
+        if len(value) != math.prod(tensor.shape):
+            raise err(f"attribute {clip(attr)} lists {len(value)} values; {api_input} of shape {list(tensor.shape)} has "
+                      f"{math.prod(tensor.shape)}")
+        tensor.fill = {"values": list(value)}
 
 
 def api_attrs(op: OpSpec, attrs: dict, err: Callable[[str], CaseError]) -> dict:

@@ -17,7 +17,7 @@ from ...errors import CaseError
 from ...ops import OpSpec
 from .common import (Collector, GraphOp, api_attrs, api_name, check_attrs, check_format, dtype_name, errors,
                      graph_reshape, range_fill, resolve_op, safe_name, seed_for, shaped_inputs, show, clip,
-                     yaml_number)
+                     valued_inputs, yaml_number)
 from .entry import TensorIn, case_entry
 from .fields import check_keys, check_types, field, int_list, numbers, text
 from .source import json_cases, json_head
@@ -127,6 +127,7 @@ def _case(where: str, stem: str, raw: dict, sub: int, name: str) -> tuple[OpSpec
                              lambda m, k: unsupported(m, f"input_desc[{j}].{k}"))
     first = next((t.dtype for t in tensors.values() if t.dtype is not None), None)
     tensors.update(shaped_inputs(graph, values, first, lambda m: unsupported(m, "attr")))
+    valued_inputs(graph, values, tensors, lambda m: unsupported(m, "attr"))
     if len(raw["output_desc"]) != 1:
         raise bad(f"{op.name} has one output, the case lists {len(raw['output_desc'])}", "output_desc")
     tensors[op.output.name] = _tensor(raw["output_desc"][0], sub, False, lambda m, k: bad(m, f"output_desc[0].{k}"),

@@ -18,7 +18,7 @@ from ...ops import OpSpec
 from ...ops.declcheck import describe
 from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
                      dtype_name, errors, graph_reshape, product_for, range_fill, resolve_op, safe_name, seed_for,
-                     shaped_inputs, show)
+                     shaped_inputs, show, valued_inputs)
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, read_table
@@ -95,6 +95,7 @@ def _case(where: str, stem: str, row: dict, name: str, aclnn: bool) -> tuple[OpS
         tensors = _kernel_tensors(op, graph, cell, bad, unsupported, raw_attrs)
         first = next((t.dtype for t in tensors.values() if t.dtype is not None), None)
         tensors.update(shaped_inputs(graph, raw_attrs, first, lambda m: unsupported(m, "attributes")))
+        valued_inputs(graph, raw_attrs, tensors, lambda m: unsupported(m, "attributes"))
         if graph and graph.derive:
             attrs = {**_derived(graph, {n: t.shape for n, t in tensors.items() if t.shape is not None}, bad), **attrs}
     return op, case_entry(op, name, seed_for(stem, row.get("testcase_name") or name), tensors, products, attrs)

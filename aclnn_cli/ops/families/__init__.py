@@ -7,6 +7,7 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Elementwise` (the default) and `Rows` (base.py): flat pieces; whole rows along reduced axes.
 - `Channels` (channels.py): an (N, C, ...) driver reduced over N and the spatial axes (BatchNorm).
 - `Split` (split.py): an input split in halves along `dim`; the half-size tensors cut from their own shape (GLUs).
+- `Segments` (segments.py): runs along one axis each summed into one output position (RepeatInterleaveGrad).
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
 - `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
@@ -23,7 +24,7 @@ from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_sh
 # The drivers beyond Elementwise and Rows are imported when first named (PEP 562): a command whose cases are
 # elementwise does not pay for the window, contraction and convolution modules at its start.
 _LAZY = {"Channels": "channels", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
-         "Scatter": "scatter", "Split": "split", "Window": "window", "Adaptive": "window"}
+         "Scatter": "scatter", "Segments": "segments", "Split": "split", "Window": "window", "Adaptive": "window"}
 
 
 def __getattr__(name: str):
@@ -35,5 +36,5 @@ def __getattr__(name: str):
 
 
 __all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
-           "Scatter", "Shapes", "Split", "Window",
+           "Scatter", "Segments", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]

@@ -49,15 +49,22 @@ class Split(Rows):
             half = tuple(shape)
         return {n: own.get(n, half if n in self.halves else tuple(shape)) for n in (*names, *own)}
 
-    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
-        """Why the shapes are not x's, even along `dim`, and x's with `dim` halved for the halves."""
+    def driver_axis(self, shapes: Shapes, attrs: Mapping) -> tuple[tuple[int, ...], int] | str:
+        """(the driver's shape, the axis `dim` names), or why there is none (a null driver, a dim out of range)."""
         if self.driver not in shapes:
             return f"the driver {self.driver} is null"
         drv = tuple(shapes[self.driver])
         try:
-            axis = self.split_axis(drv, attrs)
+            return drv, self.split_axis(drv, attrs)
         except (KeyError, TypeError, ValueError) as exc:
             return str(exc)
+
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """Why the shapes are not x's, even along `dim`, and x's with `dim` halved for the halves."""
+        found = self.driver_axis(shapes, attrs)
+        if isinstance(found, str):
+            return found
+        drv, axis = found
         if drv[axis] % 2:
             return f"{self.driver} has {drv[axis]} elements along {self.dim} = {attrs[self.dim]}; the split family needs an even number"
         half = self.halved(drv, attrs)

@@ -94,6 +94,7 @@ PUBLIC = {
 GENERATED = {
     "aclnnop/aclnn_rms_norm_grad.h": "norm/rms_norm_grad/docs/aclnnRmsNormGrad.md",
     "aclnnop/aclnn_swi_glu_grad.h": "activation/swi_glu_grad/docs/aclnnSwiGluGrad.md",
+    "aclnnop/aclnn_repeat_interleave_grad.h": "index/repeat_interleave_grad/docs/aclnnRepeatInterleaveGrad.md",
 }
 
 # Headers the real build generates from an OpDef of which ops-nn has neither a header nor a doc: nothing public to
