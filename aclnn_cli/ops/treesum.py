@@ -57,6 +57,14 @@ def row_sum64(x: np.ndarray, axis: int = 1) -> np.ndarray:
     return np.expand_dims(moved.sum(axis=-1), axis)
 
 
+def running_sum(x: np.ndarray, axis: int) -> np.ndarray:
+    """A running sum along axis in x's dtype, in index order (a plain loop's, or one atomic add after another),
+    keepdims: the order legitimate variants take against the device's tree."""
+    if x.shape[axis] == 0:
+        return np.sum(x, axis=axis, keepdims=True)
+    return np.take(np.cumsum(x, axis=axis, dtype=x.dtype), [-1], axis=axis)
+
+
 def narrow_running_sum(dtype):
     """For defects: a sum(x, axis) in index order whose accumulator is stored in `dtype` (float16, bfloat16)
     after every float32 addition; keepdims, in x's dtype. (A kernel accumulating in 16 bits stalls once the

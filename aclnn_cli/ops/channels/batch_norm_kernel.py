@@ -14,7 +14,8 @@ from fractions import Fraction
 import numpy as np
 
 from ..base import defect, legitimate
-from ..treesum import narrow_running_sum, tree_sum
+from ..treesum import running_sum, tree_sum
+from .sums import accumulation_variants
 
 DY, X, W, RM, RV, SM, SI = "gradOut", "input", "weight", "runningMean", "runningVar", "saveMean", "saveInvstd"
 GI, GW, GB = "gradInput", "gradWeight", "gradBias"
@@ -86,12 +87,6 @@ def _kernel(t, **pieces) -> dict:
     return _infer(t, **{k: v for k, v in pieces.items() if k in ("row_sum", "steps")})
 
 
-def _seq(x, axis):
-    """A running sum in x's dtype, in index order (a plain loop), keepdims."""
-    return np.take(np.cumsum(x, axis=axis, dtype=x.dtype), [-1], axis=axis) if x.shape[axis] else \
-        np.sum(x, axis=axis, keepdims=True)
-
-
 def _lost_partial(x, axis):
     """A tree sum missing its last 1/48 of the terms: one of 48 cores' partials never added."""
     n = x.shape[axis]
@@ -146,24 +141,7 @@ def _lost_core_partial(t):
     return _kernel(t, row_sum=_lost_partial)
 
 
-@defect
-def _fp16_accumulation(t):
-    """Defect: both channel sums accumulated sequentially in float16 (stall once they outgrow the terms' ulp)."""
-    return _kernel(t, row_sum=narrow_running_sum(np.float16))
-
-
-@defect
-def _bf16_accumulation(t):
-    """Defect: both channel sums accumulated sequentially in bfloat16 (8 significant bits)."""
-    import ml_dtypes
-
-    return _kernel(t, row_sum=narrow_running_sum(ml_dtypes.bfloat16))
-
-
-@legitimate
-def _sequential(t):
-    """Legitimate: both channel sums float32 running sums in (n, s) order (a plain loop)."""
-    return _kernel(t, row_sum=_seq)
+_fp16_accumulation, _bf16_accumulation, _sequential = accumulation_variants(_kernel, "both channel sums")
 
 
 @legitimate
@@ -196,11 +174,11 @@ def _aten(t):
     in float32: dotp = sum((x - mean) dy), k = dotp invstd^2 / M, dx = (dy - (x - mean) k - sum(dy) / M) invstd w;
     gradWeight = dotp invstd. Inference: dx = dy invstd w."""
     if not t[TRAIN]:
-        return _kernel(t, row_sum=_seq)
+        return _kernel(t, row_sum=running_sum)
     dy, x, g, mean, rstd = t[DY], t[X], _get(t, W), _get(t, SM), _get(t, SI)
     m = dy.dtype.type(max(x.shape[1], 1))
     with np.errstate(all="ignore"):
-        total, dotp = _seq(dy, 1), _seq((x - mean) * dy, 1)
+        total, dotp = running_sum(dy, 1), running_sum((x - mean) * dy, 1)
         k = dotp * rstd * rstd / m
         return {GI: (dy - (x - mean) * k - total / m) * rstd * g, GW: dotp * rstd, GB: total}
 

@@ -14,7 +14,6 @@ kernel's error is the error of those two sums, not of the small result (docs/all
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np

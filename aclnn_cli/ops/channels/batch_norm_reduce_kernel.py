@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import defect, legitimate
-from ..treesum import narrow_running_sum, tree_sum
-from .batch_norm_kernel import _lost_partial, _seq
+from ..treesum import running_sum, tree_sum
+from .sums import accumulation_variants
+from .batch_norm_kernel import _lost_partial
 
 DY, X, MEAN, INV, W = "gradOut", "input", "mean", "invstd", "weight"
 SDY, SDXM, GW, GB = "sumDy", "sumDyXmu", "gradWeight", "gradBias"
@@ -88,9 +89,9 @@ def _by_samples(t):
     def run(v, axis):
         k, m = v.shape[0], v.shape[1]
         if n <= 1 or m % n:
-            return _seq(v[:, ::-1], axis)
+            return running_sum(v[:, ::-1], axis)
         per_s = np.cumsum(v.reshape(k, n, m // n), axis=1, dtype=v.dtype)[:, -1]
-        return _seq(per_s, 1).reshape(k, 1, 1)
+        return running_sum(per_s, 1).reshape(k, 1, 1)
     return run
 
 
@@ -138,24 +139,7 @@ def _lost_core_partial(t):
     return kernel(t, row_sum=_lost_partial)
 
 
-@defect
-def _fp16_accumulation(t):
-    """Defect: both channel sums accumulated sequentially in float16 (stall once they outgrow the terms' ulp)."""
-    return kernel(t, row_sum=narrow_running_sum(np.float16))
-
-
-@defect
-def _bf16_accumulation(t):
-    """Defect: both channel sums accumulated sequentially in bfloat16 (8 significant bits)."""
-    import ml_dtypes
-
-    return kernel(t, row_sum=narrow_running_sum(ml_dtypes.bfloat16))
-
-
-@legitimate
-def _sequential(t):
-    """Legitimate: both channel sums float32 running sums in (n, s) order."""
-    return kernel(t, row_sum=_seq)
+_fp16_accumulation, _bf16_accumulation, _sequential = accumulation_variants(kernel, "both channel sums")
 
 
 @legitimate

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import defect, legitimate
-from ..treesum import narrow_running_sum, tree_sum
+from ..treesum import running_sum, tree_sum
+from .sums import accumulation_variants
 
 DY, X, W, GI, GW = "gradOutput", "self", "weight", "gradInput", "gradWeight"
 BITS = "inputBits"  # the family's precision value: 24 (float32), 11 (float16), 8 (bfloat16)
@@ -59,12 +60,6 @@ def kernel(t, row_sum=tree_sum, branch=negative, mask=negative, weight=None, upd
         terms = _in_dtype(x * dy, bits)
         upd = np.where(mask(x), terms, dy.dtype.type(0)) if update is None else update(x, terms)
         return {GI: gi, GW: row_sum(upd, axis=1)}
-
-
-def _seq(v, axis):
-    """A float32 running sum in index order, keepdims."""
-    return np.take(np.cumsum(v, axis=axis, dtype=v.dtype), [-1], axis=axis) if v.shape[axis] else \
-        np.sum(v, axis=axis, keepdims=True)
 
 
 @defect
@@ -113,24 +108,7 @@ def _mask_multiplied(t):
     return kernel(t, update=lambda x, terms: terms * negative(x).astype(terms.dtype))
 
 
-@defect
-def _fp16_accumulation(t):
-    """Defect: gradWeight accumulated in float16 (stalls once the sum outgrows its terms' ulp)."""
-    return kernel(t, row_sum=narrow_running_sum(np.float16))
-
-
-@defect
-def _bf16_accumulation(t):
-    """Defect: gradWeight accumulated in bfloat16 (8 significant bits)."""
-    import ml_dtypes
-
-    return kernel(t, row_sum=narrow_running_sum(ml_dtypes.bfloat16))
-
-
-@legitimate
-def _sequential(t):
-    """Legitimate: gradWeight a float32 running sum in (n, s) order."""
-    return kernel(t, row_sum=_seq)
+_fp16_accumulation, _bf16_accumulation, _sequential = accumulation_variants(kernel, "gradWeight")
 
 
 @legitimate
@@ -141,7 +119,7 @@ def _sample_major(t):
     def by_samples(v, axis):
         k, m = v.shape[0], v.shape[1]
         if n <= 1 or m % n:
-            return _seq(v[:, ::-1], axis)
+            return running_sum(v[:, ::-1], axis)
         return v.reshape(k, n, m // n).sum(axis=1, dtype=v.dtype).sum(axis=1, dtype=v.dtype).reshape(k, 1, 1)
     return kernel(t, row_sum=by_samples)
 

@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..contraction import cube, dots
-from ..contraction.dots import PRODUCT_ROUNDINGS, SLACK
+from ..contraction.dots import PRODUCT_ROUNDINGS
 from ..dyadic import exact_row_sums
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)

@@ -45,6 +45,7 @@ import numpy as np
 
 from ...tensor.dtypes import BFLOAT16, FLOAT16
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from ..contraction.dots import SLACK
 from ..families.convolution import (WIDE_OPERANDS, Convolution, conv_output_sizes, padding_sides, shape_of,
                                     shape_values, spatial_list, transposed_output_sizes)
 from ..registry import register
@@ -194,11 +195,11 @@ def _math_type_terms(t, name: str, value, bound, scale, allowance, reach: dict):
         return allowance
     math_type = int(t.get(MATH, 0))
     if math_type in (1, 3) and not all(_eleven_bits(t[n]) for n in (X, W, GRAD)):
-        return allowance + HF32 * L.SLACK * scale
+        return allowance + HF32 * SLACK * scale
     if _fp16(t):
-        moved = np.maximum(reach[name] * L.SLACK - scale / L.SLACK, 0.0) if name in reach else 0.0
+        moved = np.maximum(reach[name] * SLACK - scale / SLACK, 0.0) if name in reach else 0.0
         with_operands = allowance + moved
-        return with_operands + (FP16_HALF_ULP * (np.abs(value) + bound + with_operands) + FP16_TINY) * L.SLACK
+        return with_operands + (FP16_HALF_ULP * (np.abs(value) + bound + with_operands) + FP16_TINY) * SLACK
     return allowance
 
 

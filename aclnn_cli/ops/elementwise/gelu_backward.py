@@ -20,8 +20,6 @@ gradOutput as the graph op's third input y, which the arch35 DAG does not read.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..base import Contract, OpSpec, defect, grad_signature, legitimate, products
 from ..registry import register
 from . import gelu_backward_v2 as V2

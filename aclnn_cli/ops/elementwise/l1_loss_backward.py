@@ -21,7 +21,6 @@ The result is rational in the inputs: the exact path is Fractions.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 

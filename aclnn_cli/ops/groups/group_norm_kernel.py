@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import defect, legitimate
-from ..treesum import tree_sum
+from ..treesum import running_sum, tree_sum
 
 DY, X, MEAN, RSTD, G = "gradOut", "input", "mean", "rstd", "gamma"
 GI, GG, GB = "gradInput", "gradGammaOut", "gradBetaOut"
@@ -36,14 +36,7 @@ def split(t):
     return (t[DY].reshape(shape), x.reshape(shape), t[MEAN].reshape(k, n, 1, 1), t[RSTD].reshape(k, n, 1, 1), gamma)
 
 
-def _seq(v, axis):
-    """A float32 running sum along axis (an atomic add after another), keepdims."""
-    if v.shape[axis] == 0:
-        return np.sum(v, axis=axis, keepdims=True)
-    return np.take(np.cumsum(v, axis=axis, dtype=v.dtype), [-1], axis=axis)
-
-
-def compute(t, hw_sum=tree_sum, c_sum=tree_sum, n_sum=_seq, dx_form="950", rstd_power=3) -> dict:
+def compute(t, hw_sum=tree_sum, c_sum=tree_sum, n_sum=running_sum, dx_form="950", rstd_power=3) -> dict:
     """The 950 kernel with replaceable pieces for the variants: the sums over HxW, over a group's channels and
     over the samples, the arrangement of dx, the power of rstd in C2."""
     dy, x, mean, rstd, gamma = split(t)
@@ -91,7 +84,7 @@ def _numpy_sums(t):
 @legitimate
 def _reversed_samples(t):
     """Legitimate: the samples' partials of dgamma and dbeta added last to first."""
-    return compute(t, n_sum=lambda v, axis: _seq(np.flip(v, axis=axis), axis))
+    return compute(t, n_sum=lambda v, axis: running_sum(np.flip(v, axis=axis), axis))
 
 
 @defect

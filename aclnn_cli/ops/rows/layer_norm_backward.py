@@ -25,7 +25,7 @@ from ..base import AttrSpec, Contract, FLOATS, OpSpec, Reference, TensorSpec, de
 from ..families import Rows
 from ..normgrad import SLACK, TINY, U, as_fractions, dx_exact, dx_exact_at, dx_reference
 from ..registry import register
-from ..treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
+from ..treesum import exact_sum_factor, narrow_running_sum, row_sum64, running_sum, tree_sum
 
 DY, X, MEAN, RSTD, W, B = "gradOut", "input", "mean", "rstd", "weightOptional", "biasOptional"
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
@@ -139,11 +139,6 @@ def _edge(t) -> dict:
     return {GI: (where, device)}
 
 
-def _seq(x, axis):
-    """A float32 running sum along axis (a plain loop's order), keepdims."""
-    return np.take(np.cumsum(x, axis=axis, dtype=x.dtype), [-1], axis=axis) if x.shape[axis] else np.sum(x, axis=axis, keepdims=True)
-
-
 @defect
 def _s2_sign(t):
     """Defect: the x̂ * s2 term added instead of subtracted (a flipped reduction term)."""
@@ -228,7 +223,7 @@ def _gamma_in_weight_grad(t):
 @legitimate
 def _sequential(t):
     """Legitimate: every sum a float32 running sum in index order (a plain loop)."""
-    return _compute(t, row_sum=_seq, col_sum=_seq)
+    return _compute(t, row_sum=running_sum, col_sum=running_sum)
 
 
 @legitimate
@@ -252,10 +247,10 @@ def _aten(t):
     n = a.shape[1]
     scale = a.dtype.type(1) / a.dtype.type(max(n, 1))
     with np.errstate(all="ignore"):
-        ds, db = _seq(a * x, 1), _seq(a, 1)
+        ds, db = running_sum(a * x, 1), running_sum(a, 1)
         b = (db * mean - ds) * rstd * rstd * rstd * scale
         c = -b * mean - db * rstd * scale
-        return {GI: rstd * a + b * x + c, GW: _seq(dy * ((x - mean) * rstd), 0), GB: _seq(dy, 0)}
+        return {GI: rstd * a + b * x + c, GW: running_sum(dy * ((x - mean) * rstd), 0), GB: running_sum(dy, 0)}
 
 
 VARIANTS = {

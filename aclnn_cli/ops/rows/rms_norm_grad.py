@@ -25,7 +25,7 @@ import numpy as np
 from ..base import Contract, FLOATS, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families import Rows, trailing_axes
 from ..registry import register
-from ..treesum import exact_sum_factor, narrow_running_sum, row_sum64, tree_sum
+from ..treesum import exact_sum_factor, narrow_running_sum, row_sum64, running_sum, tree_sum
 
 DY, X, RSTD, G, DX, DG = "dy", "x", "rstd", "gamma", "dxOut", "dgammaOut"
 U = 2.0**-53
@@ -127,11 +127,6 @@ def _edge(t) -> dict:
     return {DX: (where, device)}
 
 
-def _running_sum(x, axis):
-    """A running sum along axis in x's dtype (a plain loop's order), keepdims."""
-    return np.cumsum(x, axis=axis, dtype=x.dtype).take([-1], axis=axis)
-
-
 @defect
 def _mean_term_sign(t):
     """Defect: the mean term added instead of subtracted: (a + b * mean) * rstd (a flipped reduction term)."""
@@ -218,7 +213,7 @@ def _dgamma_with_gamma(t):
 @legitimate
 def _sequential(t):
     """Legitimate: both sums a float32 running sum in index order (a plain loop)."""
-    return _compute(t, row_sum=_running_sum, col_sum=_running_sum)
+    return _compute(t, row_sum=running_sum, col_sum=running_sum)
 
 
 @legitimate
