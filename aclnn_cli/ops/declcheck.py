@@ -20,7 +20,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Channels, Contraction, Elementwise, Rows, Segments, Split, Window
+from .families import Channels, Classes, Contraction, Elementwise, Rows, Segments, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -343,6 +343,12 @@ class _Check:
             self.names("family.whole", f.whole, ins)
             if set(f.whole) & {f.driver, *f.per_row}:
                 self.fail("family.whole", "a tensor read whole is neither the driver nor per-channel")
+        if isinstance(f, Classes):
+            self.names("family.positions", f.positions, ins)
+            self.names("family.whole", f.whole, ins)
+            if set(f.positions + f.whole) & {f.driver, *f.per_row} or set(f.positions) & set(f.whole):
+                self.fail("family.positions", "a per-position tensor or one read whole is neither the driver, per-row, "
+                          "nor both")
         if isinstance(f, Split):
             self.names("family.halves", f.halves, ins)
             attrs = {a.name: a.kind for a in self.spec.attributes}

@@ -35,10 +35,14 @@ F32_MAX = float(np.finfo(np.float32).max)
 F32_MIN_NORMAL = 2.0**-126
 
 
-def _target_fill(shapes, attrs) -> dict:
+def target_fill(classes: int, attrs) -> dict:
     """Classes in [0, C - 1], an eighth of them equal to ignoreIndex (ATK's and PyTorch's -100 by default)."""
-    classes = shapes["self"][-1] if shapes["self"] else 1
     return {"randint": [0, max(classes - 1, 0)], "sprinkle": {"value": int(attrs["ignoreIndex"]), "share": 0.125}}
+
+
+def _target_fill(shapes, attrs) -> dict:
+    """target_fill with C the last axis of self."""
+    return target_fill(shapes["self"][-1] if shapes["self"] else 1, attrs)
 
 
 def _shapes(shape: tuple[int, ...], attrs) -> dict[str, tuple[int, ...]]:
@@ -52,6 +56,8 @@ def _shapes(shape: tuple[int, ...], attrs) -> dict[str, tuple[int, ...]]:
 def _first(a: np.ndarray) -> np.ndarray:
     """One value per row, (k, 1, 1), of an input that arrives per row or broadcast along it."""
     a = np.asarray(a)
+    if a.shape[0] == 0:  # (no rows: aclnnNLLLoss2dBackward's sample of no positions)
+        return a.reshape(0, 1, 1)
     return a.reshape(a.shape[0], -1, 1)[:, :1]
 
 
