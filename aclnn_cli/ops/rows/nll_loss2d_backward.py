@@ -23,6 +23,7 @@ from functools import wraps
 
 import numpy as np
 
+from ...errors import UserError
 from ..base import Contract, OpSpec, Reference, TensorSpec, defect, products
 from ..families import Classes
 from ..registry import register
@@ -65,7 +66,10 @@ def _by_rows(fn):
     @wraps(fn)
     def on_samples(t):
         rows, shape = _as_rows(t)
-        got = fn(rows)
+        try:
+            got = fn(rows)
+        except UserError as exc:  # (a target out of range: named as this op's)
+            raise UserError(str(exc).replace(nll.NAME, NAME, 1), key=exc.key) from None
         if isinstance(got, Reference):
             return Reference(_back(got.value, shape), _back(got.bound, shape), _back(got.scale, shape))
         if isinstance(got, tuple):
