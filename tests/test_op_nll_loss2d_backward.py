@@ -24,12 +24,13 @@ import pytest
 import harness
 from aclnn_cli.ops.contract import TensorDesc
 from aclnn_cli.ops.families import Classes
-from aclnn_cli.ops.rows.nll_loss2d_backward import SPEC, VARIANTS
+from aclnn_cli.ops.classes.nll_loss2d_backward import SPEC, VARIANTS
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
 from rowblocks import CASES, as_fractions, assert_variant_verdicts, atk_small_cases_pass, generated_yaml, \
     independent_dumps, not_passing
 from softmax_oracle import gen_cases, variant_kinds
+from stub_ctypes import stub  # noqa: F401  (the fixture)
 from test_op_nll_loss_backward import DTYPES, MEAN, NONE, SUM, U, cli, round_to, rounded
 
 KEY = SPEC.key
@@ -325,3 +326,39 @@ def test_ops_nn_atk_suite_imports_whole_and_passes(tmp_path):
     assert {c["dtype"] for c in cases} == {"float32", "float16", "bfloat16"}
     assert {c["attributes"]["reduction"] for c in cases} == {0, 1, 2}
     assert math.prod(max((c["shape"] for c in cases), key=math.prod)) < 100_000
+
+
+# ---------------------------------------------------------------- the stub CANN's kernel (tests/stub_cann/src/ops_nll.cpp)
+
+
+@pytest.mark.parametrize("reduction", (NONE, MEAN, SUM))
+def test_the_stub_writes_the_emulated_kernels_bits(stub, reduction):
+    """The stub's phase two on (N, C, H, W) = (3, 5, 4, 2), ignoreIndex a class, against the emulated kernel."""
+    rng = np.random.default_rng(reduction)
+    t = sample_block(rng, 3, 5, 8, D.FLOAT32, reduction, ignore=2)
+    t32 = {n: v.astype(F32) if isinstance(v, np.ndarray) and v.dtype == np.float64 else v for n, v in t.items()}
+    g = t32["gradOutput"][:, 0, :].reshape(3, 4, 2) if reduction == NONE else t32["gradOutput"].reshape(-1)[:1]
+    args = [stub.tensor(np.ascontiguousarray(g)), stub.tensor(np.zeros((3, 5, 4, 2), F32)),
+            stub.tensor(t32["target"].reshape(3, 4, 2)), stub.tensor(t32["weight"][0, 0].copy()), reduction, 2,
+            stub.tensor(t32["totalWeight"].reshape(-1)[:1].copy()), stub.tensor(np.full((3, 5, 4, 2), 9, F32))]
+    assert stub.call("aclnnNLLLoss2dBackward", *args) == 0
+    want = SPEC.kernel(t32).reshape(3, 5, 4, 2)
+    assert np.array_equal(stub.view(args[-1]).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("change, status", [
+    ({}, 0),
+    ({"target": np.zeros((3, 4, 2, 1), np.int64)}, 161002),  # target 4-D
+    ({"weight": np.ones((1, 5), F32)}, 0),  # C elements in another shape: Numel
+    ({"weight": np.ones(4, F32)}, 161002),
+    ({"out": np.zeros((3, 5, 4, 2), np.float16)}, 161002),  # out must be self's dtype
+    ({"gradOutput": np.ones(24, F32)}, 161002),  # none: gradOutput's shape must be target's
+    ({"reduction": 3}, 161002),
+])
+def test_the_stubs_phase_one(stub, change, status):
+    ins = {"gradOutput": np.ones((3, 4, 2), F32), "self": np.zeros((3, 5, 4, 2), F32),
+           "target": np.zeros((3, 4, 2), np.int64), "weight": np.ones(5, F32), "reduction": 0,
+           "totalWeight": np.ones(1, F32), "out": np.zeros((3, 5, 4, 2), F32), **change}
+    args = [stub.tensor(ins[n]) for n in ("gradOutput", "self", "target", "weight")] + [ins["reduction"], -100] + \
+        [stub.tensor(ins[n]) for n in ("totalWeight", "out")]
+    assert stub.call("aclnnNLLLoss2dBackward", *args) == status

@@ -27,7 +27,7 @@ from ...errors import UserError
 from ..base import Contract, OpSpec, Reference, TensorSpec, defect, products
 from ..families import Classes
 from ..registry import register
-from . import nll_loss_backward as nll
+from ..rows import nll_loss_backward as nll
 
 NAME = "aclnnNLLLoss2dBackward"
 NONE = nll.NONE
