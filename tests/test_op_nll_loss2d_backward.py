@@ -31,7 +31,7 @@ from rowblocks import CASES, as_fractions, assert_variant_verdicts, atk_small_ca
     independent_dumps, not_passing
 from softmax_oracle import gen_cases, variant_kinds
 from stub_ctypes import stub  # noqa: F401  (the fixture)
-from test_op_nll_loss_backward import DTYPES, MEAN, NONE, SUM, U, cli, round_to, rounded
+from test_op_nll_loss_backward import DTYPES, MEAN, NONE, SUM, refused_by_gen, round_to, rounded
 
 KEY = SPEC.key
 ATK = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnNLLLoss2dBackward.json"
@@ -267,11 +267,7 @@ def test_special_values_edges_and_empty_positions():
 def test_out_of_range_target_is_one_line(tmp_path):
     text = ("op: aclnnNLLLoss2dBackward\ncases:\n  - {name: bad, dtype: float32, shape: [1, 3, 2, 2], "
             "attributes: {reduction: 0},\n     inputs: {target: {values: [0, 1, 3, 2]}}}\n")
-    cases = tmp_path / "nll2d.yaml"
-    cases.write_text(text)
-    r = cli("gen", cases, "-o", tmp_path / "out")
-    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert "key 'inputs.target': aclnnNLLLoss2dBackward: a target is 3, outside [0, 3)" in r.stderr, r.stderr
+    refused_by_gen(tmp_path, text, "key 'inputs.target': aclnnNLLLoss2dBackward: a target is 3, outside [0, 3)")
 
 
 SHAPES = {"gradOutput": (2, 3, 4), "self": (2, 5, 3, 4), "target": (2, 3, 4), "weight": (5,), "totalWeight": (1,),
@@ -355,10 +351,35 @@ def test_the_stub_writes_the_emulated_kernels_bits(stub, reduction):
     ({"gradOutput": np.ones(24, F32)}, 161002),  # none: gradOutput's shape must be target's
     ({"reduction": 3}, 161002),
 ])
-def test_the_stubs_phase_one(stub, change, status):
+def test_the_stubs_phase_one_is_the_contracts(stub, change, status):
+    from aclnn_cli.ops.contract import check
+
     ins = {"gradOutput": np.ones((3, 4, 2), F32), "self": np.zeros((3, 5, 4, 2), F32),
            "target": np.zeros((3, 4, 2), np.int64), "weight": np.ones(5, F32), "reduction": 0,
            "totalWeight": np.ones(1, F32), "out": np.zeros((3, 5, 4, 2), F32), **change}
     args = [stub.tensor(ins[n]) for n in ("gradOutput", "self", "target", "weight")] + [ins["reduction"], -100] + \
         [stub.tensor(ins[n]) for n in ("totalWeight", "out")]
     assert stub.call("aclnnNLLLoss2dBackward", *args) == status
+    descs = {n: TensorDesc(D.lookup(a.dtype.name), a.shape) for n, a in ins.items() if n != "reduction"}
+    assert check(SPEC, "950", descs, {"reduction": ins["reduction"], "ignoreIndex": -100}).status == status
+
+
+def test_the_bundled_cases_through_the_runner_and_the_stub_on_every_product(suite, tmp_path_factory, monkeypatch):
+    """`aclnn-cli harness --op aclnnNLLLoss2dBackward` built against the stub toolkit: every bundled case run on each
+    product the stub's SoC reports, and every one PASS (the negative cases returning their statuses)."""
+    from cann_build import build_runner, tools_missing
+    from shared import linked_copy, shared_stub_root
+
+    if tools_missing() is not None:
+        pytest.skip(f"stub CANN toolkit: {tools_missing()}")
+    work = tmp_path_factory.mktemp("nll2d_runner")
+    assert run_cli("harness", "-o", work / "h", "--op", SPEC.name).exit_code == 0
+    runner = build_runner(work / "h", work / "build", shared_stub_root(tmp_path_factory))
+    out = linked_copy(suite, work / "out")
+    for soc in ("Ascend910B1", "Ascend910_9391", "Ascend950PR_9599", "Ascend910A"):
+        monkeypatch.setenv("ACLNN_STUB_SOC", soc)
+        r = run_cli("run", out, "--runner", runner)
+        assert r.exit_code == 0, r.output[-2000:]
+    r = run_cli("verify", out, "--json", work / "v.json")
+    cases = json.loads((work / "v.json").read_text())["cases"]
+    assert r.exit_code == 0 and {c["status"] for c in cases} == {"PASS"} and len(cases) == len(list(out.glob("*/case.json")))

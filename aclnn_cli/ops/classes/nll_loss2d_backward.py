@@ -24,7 +24,7 @@ from functools import wraps
 import numpy as np
 
 from ...errors import UserError
-from ..base import Contract, OpSpec, Reference, TensorSpec, defect, products
+from ..base import Contract, OpSpec, Reference, defect
 from ..families import Classes
 from ..registry import register
 from ..rows import nll_loss_backward as nll
@@ -134,21 +134,14 @@ SPEC = register(OpSpec(
     name=NAME,
     key="nll_loss2d_backward",
     header="aclnnop/aclnn_nll_loss2d_backward.h",
-    signature=("gradOutput", "self", "target", "weight", "reduction", "ignoreIndex", "totalWeight", "out"),
+    signature=nll.SIGNATURE,
     summary="Gradient of the 2-D negative log-likelihood loss: -gradOutput * weight[target] at each position's "
             "target class (over totalWeight for mean), 0 elsewhere and where the target is ignoreIndex.",
     formula="out[n, t, h, w] = -g * w[t], t = target[n, h, w] != ignoreIndex (none: g = gradOutput[n, h, w]; sum: "
             "gradOutput; mean: gradOutput / totalWeight); every other element 0",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-4, 0]}, read_by_kernel=False),
-        TensorSpec("target", "input", _target_fill, dtypes=nll.TARGET_DTYPES),
-        TensorSpec("weight", "input", {"uniform": [-2, 2]}),
-        TensorSpec("totalWeight", "input", {"uniform": [1, 100]}),
-        TensorSpec("out", "output", {"constant": 0}),
-    ),
+    tensors=nll.tensor_specs(_target_fill),
     attributes=nll.SPEC.attributes,
-    products=products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")}),
+    products=nll.PRODUCTS,
     dims=(4, 4),
     empty_ok=True,
     family=Classes(driver="self", positions=("target", "gradOutput"), whole=("weight", "totalWeight"), shapes=_shapes),

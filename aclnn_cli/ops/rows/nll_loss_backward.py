@@ -279,25 +279,33 @@ def _shape_rule(descs, attrs) -> str | None:
     return None
 
 
+# both NLL APIs (this and aclnnNLLLoss2dBackward's) take these, in this order, on these products
+SIGNATURE = ("gradOutput", "self", "target", "weight", "reduction", "ignoreIndex", "totalWeight", "out")
+PRODUCTS = products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")})
+
+
+def tensor_specs(target_fill) -> tuple[TensorSpec, ...]:
+    """The tensors of SIGNATURE, both APIs' alike but for where target's classes lie (target_fill)."""
+    return (TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+            TensorSpec("self", "input", {"uniform": [-4, 0]}, read_by_kernel=False),
+            TensorSpec("target", "input", target_fill, dtypes=TARGET_DTYPES),
+            TensorSpec("weight", "input", {"uniform": [-2, 2]}),
+            TensorSpec("totalWeight", "input", {"uniform": [1, 100]}),
+            TensorSpec("out", "output", {"constant": 0}))
+
+
 SPEC = register(OpSpec(
     name=NAME,
     key="nll_loss_backward",
     header="aclnnop/aclnn_nll_loss_backward.h",
-    signature=("gradOutput", "self", "target", "weight", "reduction", "ignoreIndex", "totalWeight", "out"),
+    signature=SIGNATURE,
     summary="Gradient of the negative log-likelihood loss: -gradOutput * weight[target] at each row's target "
             "class (over totalWeight for mean), 0 elsewhere and on rows whose target is ignoreIndex.",
     formula="out[i, t_i] = -g * w[t_i] (none: g = gradOutput[i]; sum: gradOutput; mean: gradOutput / totalWeight), "
             "t_i != ignoreIndex; every other element 0",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-4, 0]}, read_by_kernel=False),
-        TensorSpec("target", "input", _target_fill, dtypes=TARGET_DTYPES),
-        TensorSpec("weight", "input", {"uniform": [-2, 2]}),
-        TensorSpec("totalWeight", "input", {"uniform": [1, 100]}),
-        TensorSpec("out", "output", {"constant": 0}),
-    ),
+    tensors=tensor_specs(_target_fill),
     attributes=(AttrSpec("reduction", "int", default=MEAN), AttrSpec("ignoreIndex", "int", default=-100)),
-    products=products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")}),
+    products=PRODUCTS,
     dims=(1, 2),
     empty_ok=True,
     family=Rows(driver="self", axes=trailing_axes("self", lambda s, a: 1), per_row=("target", "gradOutput"),

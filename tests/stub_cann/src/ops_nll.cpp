@@ -51,6 +51,20 @@ stub::Job NllJob(const aclTensor* dy, const aclTensor* self, const aclTensor* ta
     return job;
 }
 
+// Both APIs' tensors as the checks name them.
+struct NllArgs {
+    Arg g, s, t, w, tw, o;
+};
+
+NllArgs Args(const aclTensor* dy, const aclTensor* self, const aclTensor* target, const aclTensor* weight,
+             const aclTensor* tw, const aclTensor* out) {
+    return {{"gradOutput", dy}, {"self", self}, {"target", target}, {"weight", weight}, {"totalWeight", tw}, {"out", out}};
+}
+
+// self's dtypes on the checker's product (both op_apis: FLOAT, FLOAT16, BF16 on 950, A3, A2; FLOAT, FLOAT16 on 910),
+// none elsewhere.
+stub::DTypes SelfDtypes(const Checker& c) { return stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16); }
+
 }  // namespace
 
 extern "C" {
@@ -63,10 +77,10 @@ aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, co
                                                  int64_t ignoreIndex, const aclTensor* totalWeight, aclTensor* out,
                                                  uint64_t* workspaceSize, aclOpExecutor** executor) {
     auto check = [&](Checker& c) {
-        Arg g{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, w{"weight", weight},
-            tw{"totalWeight", totalWeight}, o{"out", out};
+        const NllArgs a = Args(gradOutput, self, target, weight, totalWeight, out);
+        const Arg &g = a.g, &s = a.s, &t = a.t, &w = a.w, &tw = a.tw, &o = a.o;
         RETURN_IF_FAILED(c.NotNull({g, s, t, w, tw, o}));
-        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16);
+        stub::DTypes ok = SelfDtypes(c);
         if (ok.empty()) return c.Unsupported();
         RETURN_IF_FAILED(c.SameDtype({s, w}));
         RETURN_IF_FAILED(c.SameDtype({s, g}));
@@ -109,14 +123,13 @@ aclnnStatus aclnnNLLLoss2dBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
                                                    int64_t ignoreIndex, aclTensor* totalWeight, aclTensor* out,
                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
     auto check = [&](Checker& c) {
-        Arg g{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, w{"weight", weight},
-            tw{"totalWeight", totalWeight}, o{"out", out};
-        RETURN_IF_FAILED(c.NotNull({g, s, t, w, o, tw}));
-        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16);
+        const NllArgs a = Args(gradOutput, self, target, weight, totalWeight, out);
+        RETURN_IF_FAILED(c.NotNull({a.g, a.s, a.t, a.w, a.o, a.tw}));  // (out before totalWeight here)
+        stub::DTypes ok = SelfDtypes(c);
         if (ok.empty()) return c.Unsupported();
-        RETURN_IF_FAILED(c.DtypesIn(ok, {s}));
-        RETURN_IF_FAILED(c.SameDtype({s, g, w, o, tw}));
-        RETURN_IF_FAILED(c.DtypesIn({ACL_INT64, ACL_UINT8, ACL_INT32}, {t}));
+        RETURN_IF_FAILED(c.DtypesIn(ok, {a.s}));
+        RETURN_IF_FAILED(c.SameDtype({a.s, a.g, a.w, a.o, a.tw}));
+        RETURN_IF_FAILED(c.DtypesIn({ACL_INT64, ACL_UINT8, ACL_INT32}, {a.t}));
         const auto &xs = self->view, &ts = target->view, &gs = gradOutput->view;
         if (reduction == kNone) {
             if (gs != ts) return c.Invalid("gradOutput " + stub::ShapeStr(gs) + " is not target's " + stub::ShapeStr(ts));
@@ -129,7 +142,7 @@ aclnnStatus aclnnNLLLoss2dBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
             return c.Invalid("target " + stub::ShapeStr(ts) + " does not match self " + stub::ShapeStr(xs));
         }
         if (stub::Numel(weight->view) != xs[1]) return c.Invalid("weight does not hold one weight per class");
-        RETURN_IF_FAILED(c.SameShape({s, o}));
+        RETURN_IF_FAILED(c.SameShape({a.s, a.o}));
         if (stub::Numel(totalWeight->view) != 1) return c.Invalid("totalWeight is not a single element");
         return CheckReduction(c, reduction);
     };
