@@ -146,20 +146,13 @@ SPEC = register(OpSpec(
     empty_ok=True,
     family=Classes(driver="self", positions=("target", "gradOutput"), whole=("weight", "totalWeight"), shapes=_shapes),
     case_values=lambda shapes: {"batch": math.prod(Classes.spatial(shapes["self"]))},
-    reference=_by_rows(nll.SPEC.reference),
-    exact=_by_rows(nll.SPEC.exact),
-    kernel=_by_rows(nll.SPEC.kernel),
-    edge=_by_rows(nll.SPEC.edge),
+    # (aclnnNLLLossBackward's golden, exact path, 950 kernel and edge, on the positions as its rows)
+    **{field: _by_rows(getattr(nll.SPEC, field)) for field in ("reference", "exact", "kernel", "edge")},
     variants=VARIANTS,
     contract=Contract(dtypes="same", checks_dims=False, attribute_rule=nll.SPEC.contract.attribute_rule,
                       shape_rule=_shape_rule),
-    special_values="As aclnnNLLLossBackward's at every (n, h, w) position: only the target entry of a kept position "
-                   "is computed, the IEEE value of the kernel's order -(g * w[t]) or -((g / tw) * w[t]); totalWeight "
-                   "0 with a kept target gives +-inf (NaN where g or w[t] is 0); every other entry, and every entry of "
-                   "a position whose target is ignoreIndex, is +0 whatever the inputs hold. A uint8 target never "
-                   "equals a negative ignoreIndex. self's values are never read. Where mean's float32 quotient g / tw "
-                   "overflows or underflows but the result need not, the golden is exact; verify also accepts the "
-                   "kernel's value.",
+    # (the 1-D op's, each (n, h, w) position one of its rows)
+    special_values=nll.SPEC.special_values.replace("row", "position"),
 ))
 
 CONTRACT_NOTES = """\
