@@ -39,6 +39,10 @@ class TensorSpec:
     # The aclFormat the harness gives this tensor, by its number of dimensions (ACL_FORMATS' names); ND elsewhere.
     # BatchNorm's op_api refuses a 5-d ND input and reads the channel of an ND inference input along the last axis.
     formats: Mapping[int, str] = field(default_factory=dict)
+    # The default fill where the tensor's dtype is an integer one (an op taking float and integer dtypes alike:
+    # ThresholdBackward). None: default_fill for every dtype. A float default (uniform) draws non-integers, and a
+    # case file's defaults may list float and integer dtypes together, so the choice is made per case's dtype.
+    integer_fill: Mapping | None = None
 
 
 # aclFormat values (acl/acl_base_rt.h) of the formats a declaration may name.

@@ -16,11 +16,12 @@ Either way NaN x passes dy (x <= t is false). The result is exact (dy or a zero)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 
-from ..base import AttrSpec, Contract, OpSpec, Reference, defect, grad_signature, legitimate, products
+from ..base import FLOATS, AttrSpec, Contract, OpSpec, Reference, defect, grad_signature, legitimate, products
 from ..registry import register
 
 FLT_EPSILON = float(np.finfo(np.float32).eps)
@@ -134,6 +135,11 @@ def _textbook(x, attrs, mp):
 
 
 _ALL = ("950", "A3", "A2", "310P", "910")
+_INTEGERS = ("int32", "int8", "uint8")  # (every product's list; int64 the 950's, at threshold 0 only)
+
+# An integer call's defaults: small naturals (uint8 holds them too) around the default threshold 0.
+_INTEGER_FILLS = {"gradOutput": {"randint": [1, 100]}, "self": {"randint": [0, 3]}}
+_TENSORS = tuple(replace(t, integer_fill=_INTEGER_FILLS.get(t.name)) for t in grad_signature("out", self_range=(-2.0, 2.0)))
 
 SPEC = register(OpSpec(
     name="aclnnThresholdBackward",
@@ -141,9 +147,11 @@ SPEC = register(OpSpec(
     header="aclnnop/aclnn_threshold_backward.h",
     summary="Gradient of threshold: gradOutput where self > threshold, else 0 (threshold 0: ReLU's gradient).",
     formula="out = gradOutput where self > threshold (or self is NaN), else 0",
-    tensors=grad_signature("out", self_range=(-2.0, 2.0)),
+    tensors=_TENSORS,
     attributes=(AttrSpec("threshold", "scalar", default=0.0),),
-    products=products(*_ALL, overrides={"310P": ("float32", "float16"), "910": ("float32", "float16")}),
+    products=products(*_ALL, dtypes=FLOATS + _INTEGERS, overrides={
+        "950": FLOATS + _INTEGERS + ("int64",), "310P": ("float32", "float16") + _INTEGERS,
+        "910": ("float32", "float16") + _INTEGERS}),
     dims=(0, 8),
     empty_ok=True,
     reference=_reference,
