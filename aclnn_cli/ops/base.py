@@ -157,6 +157,10 @@ class Contract:
     # Rejections by dtype beyond the product's list (SoftplusBackward: an integer self, but float gradients):
     # name -> TensorDesc of every tensor -> the rule broken (161002), or None.
     dtype_rule: Callable[[Mapping], str | None] | None = None
+    # Rejections of a listed dtype that depend on an attribute's value, checked with the product's list
+    # (ThresholdBackward's INT64 on the 950, taken at threshold 0 only): (name -> TensorDesc, attrs with defaults)
+    # -> the rule broken (161002), or None.
+    dtype_attribute_rule: Callable[[Mapping, Mapping], str | None] | None = None
     # Null pointers phase one refuses for these attributes (an output its mask switches on, null: 161001), checked
     # after the required tensors' nulls: (name -> TensorDesc of every tensor, attrs with defaults) -> the rule, or None.
     null_rule: Callable[[Mapping, Mapping], str | None] | None = None

@@ -325,6 +325,7 @@ class _Check:
         self.function("contract.attribute_rule", c.attribute_rule)
         self.function("contract.shape_rule", c.shape_rule)
         self.function("contract.dtype_rule", c.dtype_rule)
+        self.function("contract.dtype_attribute_rule", c.dtype_attribute_rule)
         self.function("contract.null_rule", c.null_rule)
 
     def family(self, f: Any) -> None:

@@ -44,7 +44,7 @@ def _passes(x, thr):
 def _reference(t):
     """Exact: dy or +0 (bound 0). (ReluGrad's product gives -0 for a negative dy: verify takes -0 for +0.)"""
     dy = t["gradOutput"]
-    value = np.where(_passes(t["self"], _threshold(t)), dy, 0.0)
+    value = np.where(_passes(t["self"], _threshold(t)), dy, np.zeros_like(dy))  # (an integer dy: stays exact)
     return Reference(value, np.zeros_like(value), np.abs(dy))
 
 
@@ -59,12 +59,41 @@ def _relu_kernel(x, dy):
         return dy * np.where(x <= 0, dy.dtype.type(0), dy.dtype.type(1))
 
 
-def _kernel(t, inclusive=False, nan_passes=True, relu_always=False, inverted=False):
+def _widened(x, dy, through=np.float32):
+    """ThresholdGradV2D's integer casts in: int8 and uint8 through half to float32 (exact), int32 to float32 with
+    CAST_RINT (exact to 2^24 only: a larger self compares, and a larger gradOutput comes back, as its float32
+    rounding; the doc's formula, the golden, has neither). `through`: the defect's narrower compute type. int64
+    (ReluGrad's only: a defect that leaves ReluGrad) stays int64, as ReluGrad computes it."""
+    if dy.dtype == np.int64:
+        return x, dy
+    return x.astype(through).astype(np.float32), dy.astype(through).astype(np.float32)
+
+
+def _narrowed(value, dtype):
+    """The cast back out (CAST_RINT), saturated at the dtype's range (float32(2^31 - 1) is 2^31)."""
+    if value.dtype.kind in "iu":
+        return value.astype(dtype)
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(value.astype(np.float64)), info.min, info.max).astype(dtype)
+
+
+def _kernel(t, inclusive=False, nan_passes=True, relu_always=False, inverted=False, cast_threshold=False,
+            through=np.float32):
     """The kernel the op_api picks. The keywords make the defects."""
     x, dy = t["self"], t["gradOutput"]
     thr = _threshold(t)
     if relu_always or (_relu_path(t) and not (inclusive or inverted or not nan_passes)):
         return _relu_kernel(x, dy)
+    zero = dy.dtype.type(0)
+    if dy.dtype.kind in "iu":
+        thr = _cast(thr, dy.dtype) if cast_threshold else thr
+        wx, wdy = _widened(x, dy, through)
+        return _narrowed(_select(wx, wdy, thr, wdy.dtype.type(0), inclusive, nan_passes, inverted), dy.dtype)
+    return _select(x, dy, thr, dy * zero if _relu_path(t) else zero, inclusive, nan_passes, inverted)
+
+
+def _select(x, dy, thr, zero, inclusive, nan_passes, inverted):
+    """Select(x <= threshold, zero, dy), or a defect's compare."""
     with np.errstate(invalid="ignore"):
         if inverted:
             keep = x < thr
@@ -74,8 +103,15 @@ def _kernel(t, inclusive=False, nan_passes=True, relu_always=False, inverted=Fal
             keep = _passes(x, thr)
         if not nan_passes:
             keep &= ~np.isnan(x)
-    zero = dy * dy.dtype.type(0) if _relu_path(t) else dy.dtype.type(0)
     return np.where(keep, dy, zero)
+
+
+def _cast(thr: float, dtype) -> float:
+    """A C cast of the float threshold to an integer dtype: toward zero, then modulo the dtype (an infinite one, which
+    C leaves undefined, stays as it is)."""
+    if not np.isfinite(thr):
+        return thr
+    return float(np.array(int(thr) % (1 << 64), dtype=np.uint64).astype(dtype))
 
 
 def _edge(t):
@@ -113,6 +149,20 @@ def _inverted(t):
     return _kernel(t, inverted=True)
 
 
+@defect
+def _threshold_cast(t):
+    """Defect (integer dtypes): the threshold cast to self's dtype before the compare, as C does (toward zero, then
+    modulo the dtype): -2.5 compares as -2, and uint8's -17 as 239."""
+    return _kernel(t, cast_threshold=True)
+
+
+@defect
+def _int_through_half(t):
+    """Defect (integer dtypes): every integer through half, as the 8-bit DAG does, int32 included: values past 2048
+    round to float16's spacing (and past 65504 overflow)."""
+    return _kernel(t, through=np.float16)
+
+
 @legitimate
 def _compare_wide(t):
     """Legitimate: the compare in float64 (the inputs and float32 threshold are exact there: the same elements)."""
@@ -126,7 +176,18 @@ def _compare_wide(t):
 
 VARIANTS = {"threshold-inclusive": _inclusive, "threshold-ignored": _threshold_ignored,
             "threshold-nan-blocked": _nan_blocked, "threshold-inverted": _inverted,
+            "threshold-cast-to-dtype": _threshold_cast, "threshold-int-through-half": _int_through_half,
             "threshold-compare-wide": _compare_wide}
+
+
+def _int64_rule(tensors, attrs) -> str | None:
+    """The 950's list holds INT64 only when |ToFloat(threshold)| <= FLT_EPSILON (ReluGrad takes it;
+    ThresholdGradV2D's OpDef has no int64). The other products' lists have no INT64 at all."""
+    named = [n for n, d in tensors.items() if not d.null and d.dtype.name == "int64"]
+    if named and not _relu_path(attrs):
+        return (f"{named[0]} dtype int64 is supported only at |threshold| <= FLT_EPSILON (ReluGrad), "
+                f"not at threshold {float(np.float32(attrs['threshold'])):g}")
+    return None
 
 
 def _textbook(x, attrs, mp):
@@ -160,7 +221,7 @@ SPEC = register(OpSpec(
     ieee=_kernel,
     edge=_edge,
     variants=VARIANTS,
-    contract=Contract(dtypes="same", broadcast_on=_ALL),
+    contract=Contract(dtypes="same", broadcast_on=_ALL, dtype_attribute_rule=_int64_rule),
     special_values="self = NaN gives gradOutput (x <= threshold is false in both kernels); self = +inf gives "
                    "gradOutput, -inf gives 0 (finite threshold). With |threshold| <= FLT_EPSILON (ReluGrad: "
                    "gradOutput * 0 or 1) an infinite or NaN gradOutput gives NaN where self <= 0 (a negative one -0, "
