@@ -35,8 +35,8 @@ def integer_golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DTyp
             bad |= (value < lo) | (value > hi)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise UserError(f"{op.name}'s {op.output.name} is {out_dtype.name}, but its reference gives {value.flat[i]!r} "
-                        f"(bound {np.asarray(ref.bound).flat[i]!r}) at element {i}: not an exact integer of the dtype")
+        raise UserError(f"{op.name}'s {op.output.name} is {out_dtype.name}, but its reference gives {value.flat[i].item()!r} "
+                        f"(bound {np.asarray(ref.bound).flat[i].item()!r}) at element {i}: not an exact integer of the dtype")
     return value.astype(out_dtype.np_dtype)
 
 
