@@ -200,9 +200,11 @@ def _no_violations(label: str):
 
 
 def _exact(m: Metrics, p, dtype, bench) -> Verdict:
-    """One row: an integer has no NaN or Inf to match, and no bound but equality."""
-    return _verdict([_row("elements differing from the golden", m.violations, 0, "<=",
-                          over=lambda: f"(of {m.compared}; first at element {m.first_violation})")])
+    """Equality, and nothing else: an integer has no NaN or Inf to match (a float output a case judges `exact`
+    keeps the NaN/Inf row, since non-finite elements carry no error)."""
+    rows = [] if dtype.is_integer else [_specials(m)]
+    return _verdict(rows + [_row("elements differing from the golden", m.violations, 0, "<=",
+                                 over=lambda: f"(of {m.compared}; first at element {m.first_violation})")])
 
 
 def _share(m: Metrics) -> float:
