@@ -12,6 +12,17 @@ call to one of two kernels:
 
 Either way NaN x passes dy (x <= t is false). The result is exact (dy or a zero): the golden is the doc's formula
 (its zero +0) with the non-finite semantics of the kernel the op_api picks (decision 94).
+
+Integer dtypes (INT32, INT8, UINT8 on every product; INT64 on the 950 at |threshold| <= FLT_EPSILON only, the one
+list of the op_api's that depends on the threshold: `_int64_rule`). The doc's formula compares self with the
+threshold; the op_api hands both kernels the float32 ToFloat gives, so the golden is dy where x > fl32(threshold),
+exactly, in the integers (an integer output is judged `exact`, docs/verify.md). The 950's kernels:
+- ReluGrad: the compare and the product in the dtype (int8 and uint8 through half, exact): dy or 0, exact.
+- ThresholdGradV2D: int8 and uint8 through half to float32 (exact); int32 cast to float32 with CAST_RINT, selected
+  there, cast back. Past 2^24 the int32 self compares as its float32 rounding and the int32 dy comes back rounded
+  (2^24 + 1 as 2^24): the doc's formula says neither, so that is judged a device finding, not forgiven (the emulated
+  kernel does the round trip, and verify FAILs it: tests/test_op_threshold_backward.py).
+A2, A3, 910 and 310P run the built-in library's kernels, not in ops-nn: emulated as the 950's.
 """
 
 from __future__ import annotations
@@ -238,8 +249,8 @@ Phase-one rules of aclnnThresholdBackward (threshold_grad_v2_d/op_api/aclnn_thre
    self null.
 2. 161002: gradOutput's or self's dtype not in the list: 950 {FLOAT, INT32, FLOAT16, INT8, UINT8, BF16, and INT64 when
    |threshold| <= FLT_EPSILON}; A2, A3 the same without INT64; 910, 310P {FLOAT, INT32, FLOAT16, INT8, UINT8}.
-   gradOutput's dtype not self's; out's dtype not self's. aclnn-cli judges no integer outputs: its contract lists
-   the float dtypes only, so it calls an integer call 161002, which the API does not (decision 94).
+   gradOutput's dtype not self's; out's dtype not self's. (The doc: no INT64 on A2/A3, no BF16 or INT64 on 910/310P,
+   INT64 on the 950 "only at 0.0" - the source's FLT_EPSILON test.)
 3. 161002: gradOutput or self with more than 8 dims; gradOutput and self do not broadcast; out's shape not the
    broadcast shape.
 - Empty: self or gradOutput empty -> SUCCESS, workspace 0 (after the shape checks).
