@@ -329,7 +329,7 @@ def range_fill(values: Sequence[float | int], dtype: str) -> dict:
 def _held(v: float | int, dtype: D.DType) -> float | int:
     """An infinity on an integer tensor as the dtype's extreme: held at its range, as a float range's infinite bound
     is the float dtype's max finite and as ATK's nd draws on an integer tensor are (decision 90). (A C cast of an
-    infinity is undefined; every integer conversion of the device's saturates.)"""
+    infinity is undefined, and ATK documents none of its own: the saturating reading is the one with a meaning.)"""
     if isinstance(v, float) and math.isinf(v):
         lo, hi = dtype.int_range
         return hi if v > 0 else lo
