@@ -319,7 +319,8 @@ VARIANTS = {
         "beta-ignored beta-once exp-overflow expanded-formula sign-slip y-as-forward-output",
         "fused-multiply-add stable-formula"),
     "threshold_backward": (
-        "threshold-ignored threshold-inclusive threshold-inverted threshold-nan-blocked",
+        "threshold-ignored threshold-inclusive threshold-inverted threshold-nan-blocked threshold-cast-to-dtype "
+        "threshold-int-through-half",
         "threshold-compare-wide"),
     USER_KEY: ("inclusive-window", ""),  # (USER_OP, loaded as a user's run loads it)
 }
