@@ -85,6 +85,8 @@ ENTRIES = {
     "prelu_backward": (f"test_op_prelu_backward.py::{GOLDENS}", f"test_op_prelu_backward.py::{AN_INDEPENDENT}"),
     "mse_loss_backward": ("test_op_mse_loss_backward.py::test_golden_is_the_exact_value_rounded_once", LOSS_RUN),
     "nll_loss_backward": ("test_op_nll_loss_backward.py::test_bundled_goldens_against_the_oracle", ROWS_RUN),
+    "nll_loss2d_backward": (f"test_op_nll_loss2d_backward.py::{BUNDLED_GOLDENS}",
+                            f"test_op_nll_loss2d_backward.py::{AN_INDEPENDENT}"),
     "repeat_interleave_grad": (f"test_op_repeat_interleave_grad.py::{GOLDENS}",
                                f"test_op_repeat_interleave_grad.py::{AN_INDEPENDENT}"),
     "rms_norm_grad": (f"test_op_rms_norm_grad.py::{BUNDLED_GOLDENS}", ROWS_RUN),
@@ -267,6 +269,10 @@ VARIANTS = {
         "nll-drop-last-class nll-ignore-unchecked nll-mean-batch-divisor nll-mean-no-divide nll-no-weight "
         "nll-sign-flip nll-swapped-axes",
         "nll-reciprocal-mean nll-weight-first"),
+    "nll_loss2d_backward": (
+        "nll-drop-last-class nll-ignore-unchecked nll-mean-batch-divisor nll-mean-no-divide nll-no-weight "
+        "nll-sign-flip nll2d-channels-last",
+        "nll-reciprocal-mean nll-weight-first"),
     "repeat_interleave_grad": (
         "rig-bf16-accumulation rig-first-only rig-fp16-accumulation rig-last-run-dropped rig-off-by-one "
         "rig-wrong-axis",
@@ -313,7 +319,8 @@ VARIANTS = {
         "beta-ignored beta-once exp-overflow expanded-formula sign-slip y-as-forward-output",
         "fused-multiply-add stable-formula"),
     "threshold_backward": (
-        "threshold-ignored threshold-inclusive threshold-inverted threshold-nan-blocked",
+        "threshold-ignored threshold-inclusive threshold-inverted threshold-nan-blocked threshold-cast-to-dtype "
+        "threshold-int-through-half",
         "threshold-compare-wide"),
     USER_KEY: ("inclusive-window", ""),  # (USER_OP, loaded as a user's run loads it)
 }

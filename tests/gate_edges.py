@@ -42,6 +42,8 @@ ORDINARY = {
     "binary_cross_entropy_with_logits_backward": {"attributes": {"reduction": 0}},
     "kl_div_backward": {"attributes": {"reduction": 0}},
     "nll_loss_backward": {"attributes": {"reduction": 0}},
+    # (samples of 2 classes at 2 x 2 positions: as the 1-D op's rows of 2, half the elements informative)
+    "nll_loss2d_backward": {"attributes": {"reduction": 0}, "dims": lambda shape: [shape // 8, 2, 2, 2]},
     "layer_norm_backward": {"inputs": {"gradOut": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]}}},
     "rms_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}},
     "layer_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [0.5, 2.0]}}, "product": "950"},

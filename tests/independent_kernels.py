@@ -100,6 +100,17 @@ def threshold(dy, x, threshold=0.0):
     return np.where(keep, dy, F(0))
 
 
+def threshold_int(dy, x, threshold=0.0):
+    """Integers: x > threshold (the float32 the op receives) exactly, as x > floor(threshold) in Python's integers;
+    a NaN threshold passes every dy (x <= NaN is false)."""
+    t = float(F(threshold))
+    if math.isnan(t) or math.isinf(t):
+        keep = np.full(np.shape(x), math.isnan(t) or t < 0)
+    else:
+        keep = (np.asarray(x).astype(object) > math.floor(t)).astype(bool)
+    return np.where(keep, dy, np.zeros_like(dy))
+
+
 def selu(dy, result):
     """SELU's scale factored out: scale * (dy * (y / scale + alpha)) for y <= 0, scale * dy else (NaN y: the else)."""
     s, a = F(1.0507009873554805), F(1.6732632423543772)
@@ -134,6 +145,10 @@ KERNELS = {
 }
 
 
+# Ops with integer outputs: computed in integers (float32 holds int32 only to 2^24, float64 int64 to 2^53).
+INTEGER_KERNELS = {"aclnnThresholdBackward": threshold_int}
+
+
 def covers(op_name: str) -> bool:
     """Whether this file has an independent kernel for the op (user ops and new ops may have none)."""
     return op_name in KERNELS
@@ -152,6 +167,8 @@ def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = Non
     out_dtype = D.lookup(out["dtype"]).np_dtype
     numbers = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}  # (non-finite scalars as the manifest spells them)
     attrs = {k: numbers.get(v, v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
+    if D.lookup(out["dtype"]).is_integer:
+        return INTEGER_KERNELS[op_name](dy, x, **attrs).astype(out_dtype)
     with np.errstate(all="ignore"):
         result = KERNELS[op_name](dy.astype(F), x.astype(F), **attrs)
         if op.contract.dtypes == "promote" and dy.dtype == x.dtype:

@@ -177,6 +177,58 @@ def test_wrong_values_fail_every_case(small, runner, tmp_path, monkeypatch):
     assert code == 1 and set(statuses(data).values()) == {"FAIL"}
 
 
+INTEGER_SUITE = """
+op: aclnnThresholdBackward
+defaults: {seed: 3}
+cases:
+  - name: ints                 # ReluGrad (0) and ThresholdGradV2D (2.5) on the 950 and the A2
+    shape: [[5, 7], [64]]
+    dtype: [int32, int8, uint8]
+    product: ["950", A2]
+    attributes: {threshold: [0.0, 2.5]}
+  - name: wide                 # int32's whole range for self, broadcast gradOutput, a strided output
+    shape: [6, 8]
+    dtype: int32
+    product: A2
+    tensors: {gradOutput: {shape: [1, 8]}, out: {layout: {step: 2}}}
+    inputs: {self: {randint: [-2147483648, 2147483647]}, gradOutput: {randint: [-16777216, 16777216]}}
+    attributes: {threshold: [0.0, -2.5]}
+  - name: int64                # the 950's INT64 at threshold 0, past float64's 2^53
+    shape: [6]
+    dtype: int64
+    product: "950"
+    inputs:
+      self: {values: [-9223372036854775808, 9223372036854775807, 0, 1, 9007199254740993, -1]}
+      gradOutput: {values: [1, -9223372036854775808, 5, 9007199254740993, -9007199254740993, 3]}
+  - name: int64_threshold      # ... and nowhere else: 161002
+    shape: [4]
+    dtype: int64
+    product: "950"
+    attributes: {threshold: 0.5}
+    expect_status: ACLNN_ERR_PARAM_INVALID
+"""
+
+
+def test_integer_tensors_through_the_runner(runner, tmp_path, monkeypatch):
+    """The runner passes integer tensors both ways (int8, uint8, int32, int64; views, broadcast, a strided output)
+    and the stub's integer kernel computes them as the device does: every case PASSes, exactly; the wrong-values
+    defect fails every precision case."""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, INTEGER_SUITE), "-o", out).exit_code == 0
+    for product in ("950", "A2"):
+        monkeypatch.setenv("ACLNN_STUB_SOC", SOCS[product])
+        assert run_cli("run", out, "--runner", runner).exit_code == 0
+    code, data = verify_json(out)
+    assert code == 0 and set(statuses(data).values()) == {"PASS"} and len(data["cases"]) == 28
+    assert {c["standard"] for c in data["cases"] if c["kind"] == "precision"} == {"exact"}
+    for product in ("950", "A2"):
+        monkeypatch.setenv("ACLNN_STUB_SOC", SOCS[product])
+        monkeypatch.setenv("ACLNN_STUB_DEFECT", "wrong-values")
+        assert run_cli("run", out, "--runner", runner).exit_code == 0
+    code, data = verify_json(out)
+    assert code == 1 and {c["status"] for c in data["cases"] if c["kind"] == "precision"} == {"FAIL"}
+
+
 def test_a_write_outside_the_view_is_caught(small, runner, tmp_path, monkeypatch):
     out = fresh_copy(small, tmp_path / "out")
     assert run_with(out, runner, monkeypatch, ACLNN_STUB_DEFECT="write-outside").exit_code == 0

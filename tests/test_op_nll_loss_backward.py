@@ -269,14 +269,19 @@ def test_out_of_range_target_from_a_case_file_names_the_file_and_case(tmp_path):
     [-100, 100]) is one line naming the case file and the case, exit 2, nothing left behind."""
     text = ("op: aclnnNLLLossBackward\ncases:\n  - {name: bad, dtype: float32, shape: [4, 3], attributes: {reduction: 0},\n"
             "     inputs: {target: {values: [0, 1, -8, 2]}}}\n")
+    cases, stderr = refused_by_gen(tmp_path, text, "aclnnNLLLossBackward: a target is -8")
+    assert f"{cases}: case 'bad' (nll_loss_backward-bad): key 'inputs.target': aclnnNLLLossBackward" in stderr, stderr
+    out = tmp_path / "out"
+    assert not [p.name for p in (out.iterdir() if out.exists() else []) if "nll_loss_backward-bad" in p.name]  # (temporaries too)
+
+
+def refused_by_gen(tmp_path: Path, text: str, want: str) -> tuple[Path, str]:
+    """A case file `text` that gen refuses: exit 2, one line holding `want`, no traceback. (its path, gen's stderr)"""
     cases = tmp_path / "nll.yaml"
     cases.write_text(text)
     r = cli("gen", cases, "-o", tmp_path / "out")
-    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert (f"{cases}: case 'bad' (nll_loss_backward-bad): key 'inputs.target': aclnnNLLLossBackward: a target is -8"
-            in r.stderr), r.stderr
-    out = tmp_path / "out"
-    assert not [p.name for p in (out.iterdir() if out.exists() else []) if "nll_loss_backward-bad" in p.name]  # (temporaries too)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1 and want in r.stderr, r.stderr
+    return cases, r.stderr
 
 SHAPES = {"gradOutput": (4,), "self": (4, 5), "target": (4,), "weight": (5,), "totalWeight": (1,), "out": (4, 5)}
 

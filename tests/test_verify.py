@@ -36,7 +36,7 @@ def test_bundled_suite_covers_every_op_dtype_and_a_large_and_tiny_shape():
     assert ops == set(OPS)  # every registered op has bundled cases
     for op in ops:
         mine = [c for c in cases if c.op.name == op and c.expect_status == 0]
-        declared = {d for dtypes in OPS[op].products.values() for d in dtypes} & {"float32", "float16", "bfloat16"}
+        declared = {d for dtypes in OPS[op].products.values() for d in dtypes}  # (integers too: ThresholdBackward)
         assert {c.output.dtype.name for c in mine} == declared, op  # (L2NormalizeGrad: no bfloat16 on the 950)
         # (a case's size: its largest tensor, so an op whose outputs are per channel is sized by its input)
         sizes = [max(t.layout.numel for t in c.tensors if not t.null) for c in mine]

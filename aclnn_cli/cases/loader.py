@@ -20,12 +20,13 @@ from ..tensor import dtypes as D
 from .attributes import Combo, id_part, spans_float64, values as attribute_values, with_case_values
 from ..errors import CaseError, UserError
 from ..ops.declcheck import describe
-from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, Spec as _Spec
+from .spec import CASE_KEYS, MAX_CASES, MAX_ID_BYTES, TOP_KEYS, ByKind, Spec as _Spec
 from ..values.fill import Constant, Fill, Uniform, all_values_count, check_fits, parse_fill
 from ..tensor.layout import Layout, from_spec
 from ..ops import OpSpec, find_op
 from ..tensor.status import NAMES as STATUS_NAMES, SUCCESS
 from ..ops.contract import TensorDesc, check, rejections, rounded_through, roundings
+from ..standards.rules import INTEGER_STANDARD, integer_refusal
 from ..standards.tolerances import ToleranceError
 from ..files.lazy import cached_attribute
 from ..files.text import clip, key_path, printable_path, read_file, show, unknown_key
@@ -216,10 +217,13 @@ def _short(d: D.DType) -> str:
             "int32": "i32", "uint8": "u8", "int16": "i16", "int8": "i8"}.get(d.name, d.name)
 
 
-def fill_for(spec: _Spec, name: str, shapes: Mapping[str, tuple[int, ...]], values: Mapping) -> Fill:
+def fill_for(spec: _Spec, name: str, shapes: Mapping[str, tuple[int, ...]], values: Mapping,
+             dtype: D.DType | None = None) -> Fill:
     """An input's fill for one case: the case's, or the op's default (a callable one called with the case's
-    tensor shapes and attribute values)."""
+    tensor shapes and attribute values; one with an integer_fill picked by the case's dtype)."""
     fill = spec.fills[name]
+    if isinstance(fill, ByKind):
+        return fill.pick(dtype)
     if isinstance(fill, Fill):
         return fill
     try:
@@ -245,7 +249,7 @@ def _build(spec: _Spec, product: str, dtypes: dict[str, D.DType], shape: tuple[i
     descs = {t.name: TensorDesc(dtypes[t.name], shapes[t.name], spec.overrides.get(t.name, {}).get("nullptr", False))
              for t in op.tensors}
     values = attribute_values(op, attrs)
-    fills = {t.name: fill_for(spec, t.name, shapes, values) for t in op.inputs}
+    fills = {t.name: fill_for(spec, t.name, shapes, values, dtypes[t.name]) for t in op.inputs}
     for t in op.inputs:
         if descs[t.name].null:
             continue
@@ -308,6 +312,11 @@ def _check_tolerance(spec: _Spec, dtypes: dict[str, D.DType], values: Mapping, s
     compute dtype a promoting op rounds through (as `verify.tolerance_dtype`)."""
     judged = min(roundings(spec.op, spec.op.output.name, dtypes,
                            rounded_through(spec.op, spec.op.output.name, values, dtypes, shapes)), key=lambda d: d.precision)
+    refusal = integer_refusal(judged, spec.standard, spec.tolerance)
+    if refusal:
+        raise spec.err(refusal, "standard" if spec.standard not in (None, INTEGER_STANDARD) else "tolerance")
+    if judged.is_integer:
+        return
     for k, v in spec.tolerance:
         try:
             spec.std.check_key(k, v, judged)

@@ -5,6 +5,7 @@ loader.py expands into `Case` objects. Every problem is a CaseError naming file,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..tensor import dtypes as D
@@ -33,6 +34,22 @@ MAX_CASES = 20_000  # per file: far beyond any real suite, and it stops a few li
 
 def is_single_shape(value: Any) -> bool:
     return isinstance(value, list) and all(not isinstance(v, list) for v in value)
+
+
+@dataclass(frozen=True)
+class ByKind:
+    """An op's default fill that depends on the case's dtype (TensorSpec.integer_fill): resolved per case, when the
+    dtype is known (loader.fill_for)."""
+
+    floats: Fill
+    integers: Fill
+
+    @property
+    def kind(self) -> str:
+        return self.floats.kind
+
+    def pick(self, dtype: D.DType | None) -> Fill:
+        return self.integers if dtype is not None and dtype.is_integer else self.floats
 
 
 class Spec:
@@ -128,6 +145,9 @@ class Spec:
                 fills[t.name] = t.default_fill
                 continue
             try:
+                if t.name not in inputs and t.integer_fill is not None:
+                    fills[t.name] = ByKind(parse_fill(t.default_fill), parse_fill(t.integer_fill))
+                    continue
                 fills[t.name] = parse_fill(inputs.get(t.name, t.default_fill))
             except ValueError as exc:
                 raise self.err(str(exc), f"inputs.{t.name}") from None

@@ -42,6 +42,8 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
         if variant.swap_inputs:
             dy, x = (t.name for t in m.op.inputs[:2])
             inputs = {**inputs, dy: inputs[x], x: inputs[dy]}
+    if m.output.dtype.is_integer:
+        return _integer_output(m, kernel, inputs, variant)
     with np.errstate(all="ignore"):
         wide = {k: v.astype(wide_type) for k, v in inputs.items()}
         # attributes: scalars in the compute type (the kernel receives float32), the others as they are
@@ -56,6 +58,19 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
         if inner != m.output.dtype:
             result = D.round_from_f32(result.astype(np.float32), m.output.dtype)
     return D.canonical_nans(np.asarray(result))
+
+
+def _integer_output(m: M.CaseManifest, kernel, inputs: Mapping[str, np.ndarray], variant: Variant | None) -> np.ndarray:
+    """An integer output's device result: integer inputs reach the kernel as they are, whose casts are its own
+    (float32 holds int32 only to 2^24, and the device's ReluGrad multiplies int32 and int64 natively), float ones
+    widened to float32; scalars as the float32 the kernel receives. The kernel's values go out as the dtype's with
+    no rounding to model. A variant's output cast (a float rounding) and its post-processing (NaN to zero) have
+    nothing to act on here: an integer has neither a rounding nor a NaN."""
+    with np.errstate(all="ignore"):
+        native = {k: v if v.dtype.kind in "iu" else v.astype(np.float32) for k, v in inputs.items()}
+        attrs = {k: np.float32(v) if isinstance(v, float) else v for k, v in m.attribute_values.items()}
+        result = kernel({**native, **attrs})
+    return np.asarray(result).astype(m.output.dtype.np_dtype)
 
 
 def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None = None, run: Runner | None = None) -> Path | None:

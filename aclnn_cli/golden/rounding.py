@@ -17,6 +17,7 @@ import numpy as np
 
 from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.base import OpSpec
+from .integers import integer_golden
 from .rational import NotRational, through_reference
 
 
@@ -42,6 +43,8 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
     attributes: the op's attribute values (see AttrSpec), passed to its functions beside the inputs.
     """
     attributes = dict(attributes or {})
+    if out_dtype.is_integer:  # (exact, no rounding: integers.py)
+        return integer_golden(op, inputs, out_dtype, attributes), ExactPath()
     with np.errstate(all="ignore"):
         wide = {k: np.asarray(v).astype(np.float64) for k, v in inputs.items()}
         ref = op.golden_f64({**wide, **attributes})

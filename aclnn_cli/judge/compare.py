@@ -97,6 +97,8 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
     Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
     themselves carry float32 rounding, far below any threshold); float64 data in float64.
     """
+    if dtype.is_integer:
+        return integer_errors(a_native, g_native, floor, dtype)
     wide = a_native.dtype == np.float64 or g_native.dtype == np.float64  # hand-made or float64 data
     work = np.dtype(np.float64) if wide or dtype.itemsize == 8 else np.dtype(np.float32)
     buf = _numpy_allocates if bufs is None else bufs.get
@@ -150,6 +152,23 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         special = np.union1d(special, zs)
     e = ElementErrors(a, g, abs_err, rel, signed, ulp, golden_abs, dtype, nonfinite, special)
     e.nonzero_goldens = n if normal and not nonfinite.size else _count_positive(golden_abs)  # (normal: none is 0)
+    return e
+
+
+def integer_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType) -> ElementErrors:
+    """An integer output's errors. |a - g| from the integers themselves, as uint64 (its wrap-around gives the exact
+    difference of any two int64s): float32 loses a difference of 1 above 2^24 and float64 above 2^53, and a
+    difference read as 0 would pass a wrong element. Then in float64 (a difference >= 1 stays >= 1). An integer's
+    ulp is 1, so the ulp error is the difference; nothing is non-finite."""
+    ai, gi = np.asarray(a_native).astype(np.int64), np.asarray(g_native).astype(np.int64)
+    u = np.uint64
+    abs_err = np.where(ai >= gi, ai.view(u) - gi.view(u), gi.view(u) - ai.view(u)).astype(np.float64)
+    a, g = ai.astype(np.float64), gi.astype(np.float64)
+    golden_abs = np.abs(g)
+    den = np.maximum(golden_abs, floor)
+    e = ElementErrors(a, g, abs_err, abs_err / den, (np.abs(a) - golden_abs) / den, abs_err.copy(), golden_abs,
+                      dtype, NO_INDEX, NO_INDEX)
+    e.nonzero_goldens = int(np.count_nonzero(golden_abs))
     return e
 
 

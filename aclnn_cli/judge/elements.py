@@ -59,8 +59,8 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
                 g = f.read(out.layout, flat, flat + 1)
         e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
     with np.errstate(invalid="ignore"):  # (a NaN of a 16-bit dtype widened: NumPy warns, the value is NaN)
-        expected, actual = float(g.astype(np.float64)[0]), float(a.astype(np.float64)[0])
-        inputs = {k: float(v.astype(np.float64)[0]) for k, v in ins.items()}
+        expected, actual = _value(g), _value(a)
+        inputs = {k: _value(v) for k, v in ins.items()}
     element = {"index": flat, "coords": list(out.layout.coords(flat)), "inputs": inputs,
                "expected": expected, "actual": actual,
                "abs_error": float(e.abs[0]), "rel_error": float(e.rel[0]) if judged_rel is None else judged_rel,
@@ -68,6 +68,12 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
     if e.special.size:  # errors of non-finite values are not numbers: say what disagreed
         element["mismatch"] = f"expected {_name(expected)}, got {_name(actual)}"
     return element
+
+
+def _value(v: np.ndarray) -> float | int:
+    """An element as the report holds it: an integer dtype's as an int (2^53 + 1 read as a float would print as
+    2^53, and an off-by-one element would read as equal to its golden), any other as a float."""
+    return int(v[0]) if v.dtype.kind in "iu" else float(v.astype(np.float64)[0])
 
 
 def _name(x: float) -> str:

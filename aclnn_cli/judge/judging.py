@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..casedir import manifest as M
 from ..errors import UserError
-from ..standards.rules import DEFAULT_STANDARD, Standard, find_standard
+from ..standards.rules import DEFAULT_STANDARD, INTEGER_STANDARD, Standard, find_standard
 from ..tensor.dtypes import DType
 from .judgeddtype import tolerance_dtype
 
@@ -48,9 +48,13 @@ def case_judging(m: M.CaseManifest, opts) -> tuple[OutputJudging, ...]:
 
 
 def _standard(m: M.CaseManifest, opts, dtype: DType) -> tuple[Standard, dict]:
+    """The run's standard over the case's, with their overrides; an integer output's is always `exact` (gen refuses
+    a case's own standard or tolerance for it; the run's --standard and tolerances judge the float outputs)."""
     name = opts.standard or m.standard or DEFAULT_STANDARD
     overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
         else dict(opts.tolerance)
+    if dtype.is_integer:
+        name, overrides = INTEGER_STANDARD, {}
     key = (name, dtype.name, tuple(overrides.items()))
     known = _STANDARDS.get(key)
     if known is not None:

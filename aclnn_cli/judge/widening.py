@@ -9,7 +9,9 @@ from ..tensor.dtypes import DType
 
 
 def ulp_at(g: np.ndarray, dtype: DType) -> np.ndarray:
-    """One ulp of `dtype` at the exponent of |g| (never below the subnormal spacing)."""
+    """One ulp of `dtype` at the exponent of |g| (never below the subnormal spacing); an integer dtype's is 1."""
+    if dtype.is_integer:
+        return np.ones(np.shape(g))
     _, e = np.frexp(np.abs(g))  # frexp(0) gives exponent 0: zero belongs to the smallest binade
     e = np.where(g == 0, dtype.emin, np.maximum(e - 1, dtype.emin))
     return np.ldexp(1.0, e - dtype.precision + 1)

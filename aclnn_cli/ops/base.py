@@ -39,6 +39,10 @@ class TensorSpec:
     # The aclFormat the harness gives this tensor, by its number of dimensions (ACL_FORMATS' names); ND elsewhere.
     # BatchNorm's op_api refuses a 5-d ND input and reads the channel of an ND inference input along the last axis.
     formats: Mapping[int, str] = field(default_factory=dict)
+    # The default fill where the tensor's dtype is an integer one (an op taking float and integer dtypes alike:
+    # ThresholdBackward). None: default_fill for every dtype. A float default (uniform) draws non-integers, and a
+    # case file's defaults may list float and integer dtypes together, so the choice is made per case's dtype.
+    integer_fill: Mapping | None = None
 
 
 # aclFormat values (acl/acl_base_rt.h) of the formats a declaration may name.
@@ -153,6 +157,10 @@ class Contract:
     # Rejections by dtype beyond the product's list (SoftplusBackward: an integer self, but float gradients):
     # name -> TensorDesc of every tensor -> the rule broken (161002), or None.
     dtype_rule: Callable[[Mapping], str | None] | None = None
+    # Rejections of a listed dtype that depend on an attribute's value, checked with the product's list
+    # (ThresholdBackward's INT64 on the 950, taken at threshold 0 only): (name -> TensorDesc, attrs with defaults)
+    # -> the rule broken (161002), or None.
+    dtype_attribute_rule: Callable[[Mapping, Mapping], str | None] | None = None
     # Null pointers phase one refuses for these attributes (an output its mask switches on, null: 161001), checked
     # after the required tensors' nulls: (name -> TensorDesc of every tensor, attrs with defaults) -> the rule, or None.
     null_rule: Callable[[Mapping, Mapping], str | None] | None = None

@@ -60,6 +60,9 @@ def check(op: OpSpec, product: str, tensors: Mapping[str, TensorDesc], attribute
             where = f"on {product} " if t.dtypes is None else ""
             return Outcome(INVALID, f"{t.name} dtype {d.name} is not supported {where}"
                                     f"(supported: {', '.join(supported)})", "dtype")
+    rule = op.contract.dtype_attribute_rule(tensors, effective) if op.contract.dtype_attribute_rule else None
+    if rule:
+        return Outcome(INVALID, rule, "dtype")
     rule = _dtype_rule(op, product, tensors)
     if rule:
         return Outcome(INVALID, rule, "dtype")
@@ -202,7 +205,7 @@ def rejections(op: OpSpec, product: str, base: Mapping[str, TensorDesc],
             must.append((f"null_{t.name}", mutated(**{t.name: replace(base[t.name], null=True)})))
     if tied and "float64" not in op.contract.also_accepts:
         must.append(("dtype_float64", retyped(tied, lookup("float64"))))
-    for d in FLOATS:
+    for d in FLOATS + tuple(d for d in op.dtypes if d not in FLOATS):  # (an integer another product takes)
         if tied and d not in op.products[product]:
             must.append((f"dtype_{d}_on_{product}", retyped(tied, lookup(d))))
     for t in op.tensors:

@@ -20,7 +20,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Channels, Contraction, Elementwise, Rows, Segments, Split, Window
+from .families import Channels, Classes, Contraction, Elementwise, Rows, Segments, Split, Window
 from . import graphops
 
 API_NAME = re.compile(r"aclnn[A-Za-z0-9_]{1,96}")  # the C function the harness calls
@@ -237,14 +237,11 @@ class _Check:
             self.flag(f"{field}.read_by_kernel", t.read_by_kernel)
             self.flag(f"{field}.optional", t.optional)
             if not callable(t.default_fill):  # (a callable one is called per case, with the case's shapes)
-                try:
-                    fill = parse_fill(t.default_fill)
-                except (ValueError, TypeError) as exc:
-                    self.fail(f"{field}.default_fill", str(exc))
-                for name in self._dtypes_of(t):  # (else every case of that dtype is refused, one by one)
-                    problem = check_fits(fill, D.lookup(name))
-                    if problem:
-                        self.fail(f"{field}.default_fill", f"{problem} (the tensor may be {name})")
+                self._default_fill(f"{field}.default_fill", t.default_fill, [
+                    d for d in self._dtypes_of(t) if t.integer_fill is None or not D.lookup(d).is_integer])
+            if t.integer_fill is not None:
+                self._default_fill(f"{field}.integer_fill", t.integer_fill,
+                                   [d for d in self._dtypes_of(t) if D.lookup(d).is_integer])
             if not isinstance(t.formats, Mapping) or not all(
                     type(k) is int and 0 <= k <= 8 and v in ACL_FORMATS for k, v in t.formats.items()):
                 self.fail(f"{field}.formats", f"expected {{dimensions 0-8: one of {', '.join(ACL_FORMATS)}}}, "
@@ -284,6 +281,18 @@ class _Check:
             except (ValueError, TypeError) as exc:
                 self.fail(f"{field}.default", str(exc))
 
+    def _default_fill(self, field: str, spec, dtypes: list[str]) -> None:
+        """A default fill parses and fits every dtype it may be drawn in (else every case of that dtype is refused,
+        one by one)."""
+        try:
+            fill = parse_fill(spec)
+        except (ValueError, TypeError) as exc:
+            self.fail(field, str(exc))
+        for name in dtypes:
+            problem = check_fits(fill, D.lookup(name))
+            if problem:
+                self.fail(field, f"{problem} (the tensor may be {name})")
+
     def _dtypes_of(self, t) -> list[str]:
         """The dtypes a tensor may take: its own list, else every dtype the op's products give."""
         if t.dtypes is not None:
@@ -299,7 +308,7 @@ class _Check:
             if product not in PRODUCTS:
                 self.fail("products", f"unknown product {show(product)} (known: {', '.join(PRODUCTS)})")
             field = f"products[{product}]"
-            self.names(field, dtypes, FLOATS)
+            self.names(field, dtypes, FLOATS + D.INTEGERS)  # (integer outputs: judged exactly)
             if not dtypes or len(set(dtypes)) != len(dtypes):
                 self.fail(field, f"expected distinct dtypes, at least one, got {show(dtypes)}")
 
@@ -316,6 +325,7 @@ class _Check:
         self.function("contract.attribute_rule", c.attribute_rule)
         self.function("contract.shape_rule", c.shape_rule)
         self.function("contract.dtype_rule", c.dtype_rule)
+        self.function("contract.dtype_attribute_rule", c.dtype_attribute_rule)
         self.function("contract.null_rule", c.null_rule)
 
     def family(self, f: Any) -> None:
@@ -343,6 +353,12 @@ class _Check:
             self.names("family.whole", f.whole, ins)
             if set(f.whole) & {f.driver, *f.per_row}:
                 self.fail("family.whole", "a tensor read whole is neither the driver nor per-channel")
+        if isinstance(f, Classes):
+            self.names("family.positions", f.positions, ins)
+            self.names("family.whole", f.whole, ins)
+            if set(f.positions + f.whole) & {f.driver, *f.per_row} or set(f.positions) & set(f.whole):
+                self.fail("family.positions", "a per-position tensor or one read whole is neither the driver, per-row, "
+                          "nor both")
         if isinstance(f, Split):
             self.names("family.halves", f.halves, ins)
             attrs = {a.name: a.kind for a in self.spec.attributes}

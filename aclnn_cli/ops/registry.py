@@ -55,6 +55,7 @@ BUNDLED: dict[str, str] = {
     "aclnnMishBackward": "elementwise.mish_backward",
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
+    "aclnnNLLLoss2dBackward": "classes.nll_loss2d_backward",
     "aclnnPreluBackward": "channels.prelu_backward",
     "aclnnRepeatInterleaveGrad": "segments.repeat_interleave_grad",
     "aclnnRmsNormGrad": "rows.rms_norm_grad",

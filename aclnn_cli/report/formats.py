@@ -42,6 +42,9 @@ def _num(x) -> float:
 
 
 def _g(x, spec: str = ".3g") -> str:
+    """A number as the report prints it; an integer's value (an integer output's element) in full."""
+    if type(x) is int:
+        return str(x)
     return "-" if x is None else format(_num(x), spec)
 
 

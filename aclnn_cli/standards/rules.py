@@ -199,6 +199,14 @@ def _no_violations(label: str):
     return judge
 
 
+def _exact(m: Metrics, p, dtype, bench) -> Verdict:
+    """Equality, and nothing else: an integer has no NaN or Inf to match (a float output a case judges `exact`
+    keeps the NaN/Inf row, since non-finite elements carry no error)."""
+    rows = [] if dtype.is_integer else [_specials(m)]
+    return _verdict(rows + [_row("elements differing from the golden", m.violations, 0, "<=",
+                                 over=lambda: f"(of {m.compared}; first at element {m.first_violation})")])
+
+
 def _share(m: Metrics) -> float:
     return m.violations / m.compared if m.compared else 0.0
 
@@ -324,7 +332,28 @@ _register(Standard(
     against="emulator", flush_ok=False,
 ))
 
+# An integer output has no rounding to allow for: its golden is the exact result, and any other value is wrong. No
+# tolerance applies (defaults {}: any key is refused), and the run's --standard judges float outputs only.
+_register(Standard(
+    "exact", "every element equal to the golden (integer outputs: no rounding, no tolerance)", "aclnn-cli",
+    defaults=lambda d: {}, rule=lambda p: (lambda e: e.abs > 0), judge=_exact, flush_ok=False,
+))
+
 DEFAULT_STANDARD = "mere-mare"
+INTEGER_STANDARD = "exact"  # what every integer output is judged by, whatever the case or the run names
+
+
+def integer_refusal(dtype: DType, standard: str | None, tolerance) -> str | None:
+    """Why a case's own standard or tolerance cannot judge an output of `dtype`, or None (a float output, or an
+    integer one asking nothing of them)."""
+    if not dtype.is_integer:
+        return None
+    if standard not in (None, INTEGER_STANDARD):
+        return (f"a {dtype.name} output is judged exactly (standard {INTEGER_STANDARD}): standard "
+                f"'{clip(str(standard))}' has no integer rule; drop it")
+    if tolerance:
+        return f"a {dtype.name} output is judged exactly (standard {INTEGER_STANDARD}): it takes no tolerance; drop it"
+    return None
 
 
 def find_standard(name: str) -> Standard:

@@ -166,11 +166,23 @@ class Values(Fill):
     def parse(cls, arg) -> Fill:
         if not isinstance(arg, (list, tuple)) or not arg:
             raise ValueError(f"'values' takes a non-empty list, got {show(arg)}")
-        return cls(tuple(parse_number(v) for v in arg))
+        return cls(tuple(v if _is_int(v) and _beyond_float64(v) else parse_number(v) for v in arg))
 
     def generate(self, dtype: DType, seed: int, slot: int, start: int, stop: int) -> np.ndarray:
-        vals = np.array(self.params, dtype=np.float64)
-        return round_from_f64(vals[np.arange(start, stop) % len(vals)], dtype)
+        """Integers as integers (an int64 past 2^53 kept exact; `check` has made sure each fits the dtype)."""
+        at = np.arange(start, stop) % len(self.params)
+        if dtype.is_integer:
+            return np.array([int(v) for v in self.params], dtype=np.int64)[at].astype(dtype.np_dtype)
+        return round_from_f64(np.array(self.params, dtype=np.float64)[at], dtype)
+
+
+def _beyond_float64(v: int) -> bool:
+    """An integer float64 does not hold exactly (int64's past 2^53): kept as int, so an int64 tensor gets it exact.
+    Every other value is a float, as before (a case's fingerprint is made from them)."""
+    try:
+        return float(v) != v
+    except OverflowError:
+        return False  # (parse_number says it is beyond float64)
 
 
 @dataclass(frozen=True)

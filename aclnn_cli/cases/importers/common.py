@@ -315,7 +315,7 @@ def range_fill(values: Sequence[float | int], dtype: str) -> dict:
     finite); anything else (3+ values, or NaN in a pair) -> values, repeated to fill the tensor.
     """
     if D.lookup(dtype).is_integer:
-        return int_fill(values)
+        return int_fill([_held(v, D.lookup(dtype)) for v in values])
     vals = [fit(v, dtype) for v in values]
     finite_max = D.lookup(dtype).max_finite
     if len(vals) == 1 or (len(vals) == 2 and _same(vals[0], vals[1])):
@@ -326,9 +326,19 @@ def range_fill(values: Sequence[float | int], dtype: str) -> dict:
     return {"values": [yaml_number(v) for v in vals]}
 
 
+def _held(v: float | int, dtype: D.DType) -> float | int:
+    """An infinity on an integer tensor as the dtype's extreme: held at its range, as a float range's infinite bound
+    is the float dtype's max finite and as ATK's nd draws on an integer tensor are (decision 90). (A C cast of an
+    infinity is undefined, and ATK documents none of its own: the saturating reading is the one with a meaning.)"""
+    if isinstance(v, float) and math.isinf(v):
+        lo, hi = dtype.int_range
+        return hi if v > 0 else lo
+    return v
+
+
 def int_fill(values: Sequence[float | int]) -> dict:
     """An integer tensor's range: [lo, hi] -> randint over the integers in it (inclusive); [v] -> constant;
-    3+ values -> values. A NaN or infinity has no integer: validation refuses what is left of it."""
+    3+ values -> values. A NaN has no integer: validation refuses what is left of it."""
     if len(values) == 2 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         lo, hi = math.ceil(min(values)), math.floor(max(values))
         if lo <= hi:  # (else no integer lies in the range: the values as given, which validation refuses)

@@ -8,6 +8,7 @@ how its errors grow; the pipeline asks it and never tests its name (docs/familie
 - `Channels` (channels.py): an (N, C, ...) driver reduced over N and the spatial axes (BatchNorm).
 - `Split` (split.py): an input split in halves along `dim`; the half-size tensors cut from their own shape (GLUs).
 - `Segments` (segments.py): runs along one axis each summed into one output position (RepeatInterleaveGrad).
+- `Classes` (classes.py): an (N, C, *spatial) driver's class rows beside per-position labels (NLLLoss2dBackward).
 - `Scatter` (scatter.py): rows added into the output rows an index names (EmbeddingDenseBackward).
 - `Groups` (groups.py): groups of channels over every sample (GroupNorm).
 - `Contraction` (contraction.py): out[b] = left[b] @ right[b], each operand cut from its own shape (BatchMatMul).
@@ -23,7 +24,7 @@ from .base import ELEMENTWISE, Elementwise, Geometry, Rows, Shapes, broadcast_sh
 
 # The drivers beyond Elementwise and Rows are imported when first named (PEP 562): a command whose cases are
 # elementwise does not pay for the window, contraction and convolution modules at its start.
-_LAZY = {"Channels": "channels", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
+_LAZY = {"Channels": "channels", "Classes": "classes", "Contraction": "contraction", "Convolution": "convolution", "Groups": "groups",
          "Scatter": "scatter", "Segments": "segments", "Split": "split", "Window": "window", "Adaptive": "window"}
 
 
@@ -35,6 +36,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
+__all__ = ["ELEMENTWISE", "Adaptive", "Channels", "Classes", "Contraction", "Convolution", "Elementwise", "Geometry", "Groups", "Rows",
            "Scatter", "Segments", "Shapes", "Split", "Window",
            "broadcast_shape", "dim_axis", "trailing_axes"]

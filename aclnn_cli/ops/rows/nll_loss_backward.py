@@ -35,10 +35,14 @@ F32_MAX = float(np.finfo(np.float32).max)
 F32_MIN_NORMAL = 2.0**-126
 
 
-def _target_fill(shapes, attrs) -> dict:
+def target_fill(classes: int, attrs) -> dict:
     """Classes in [0, C - 1], an eighth of them equal to ignoreIndex (ATK's and PyTorch's -100 by default)."""
-    classes = shapes["self"][-1] if shapes["self"] else 1
     return {"randint": [0, max(classes - 1, 0)], "sprinkle": {"value": int(attrs["ignoreIndex"]), "share": 0.125}}
+
+
+def _target_fill(shapes, attrs) -> dict:
+    """target_fill with C the last axis of self."""
+    return target_fill(shapes["self"][-1] if shapes["self"] else 1, attrs)
 
 
 def _shapes(shape: tuple[int, ...], attrs) -> dict[str, tuple[int, ...]]:
@@ -52,6 +56,8 @@ def _shapes(shape: tuple[int, ...], attrs) -> dict[str, tuple[int, ...]]:
 def _first(a: np.ndarray) -> np.ndarray:
     """One value per row, (k, 1, 1), of an input that arrives per row or broadcast along it."""
     a = np.asarray(a)
+    if a.shape[0] == 0:  # (no rows: aclnnNLLLoss2dBackward's sample of no positions)
+        return a.reshape(0, 1, 1)
     return a.reshape(a.shape[0], -1, 1)[:, :1]
 
 
@@ -273,25 +279,33 @@ def _shape_rule(descs, attrs) -> str | None:
     return None
 
 
+# both NLL APIs (this and aclnnNLLLoss2dBackward's) take these, in this order, on these products
+SIGNATURE = ("gradOutput", "self", "target", "weight", "reduction", "ignoreIndex", "totalWeight", "out")
+PRODUCTS = products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")})
+
+
+def tensor_specs(target_fill) -> tuple[TensorSpec, ...]:
+    """The tensors of SIGNATURE, both APIs' alike but for where target's classes lie (target_fill)."""
+    return (TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
+            TensorSpec("self", "input", {"uniform": [-4, 0]}, read_by_kernel=False),
+            TensorSpec("target", "input", target_fill, dtypes=TARGET_DTYPES),
+            TensorSpec("weight", "input", {"uniform": [-2, 2]}),
+            TensorSpec("totalWeight", "input", {"uniform": [1, 100]}),
+            TensorSpec("out", "output", {"constant": 0}))
+
+
 SPEC = register(OpSpec(
     name=NAME,
     key="nll_loss_backward",
     header="aclnnop/aclnn_nll_loss_backward.h",
-    signature=("gradOutput", "self", "target", "weight", "reduction", "ignoreIndex", "totalWeight", "out"),
+    signature=SIGNATURE,
     summary="Gradient of the negative log-likelihood loss: -gradOutput * weight[target] at each row's target "
             "class (over totalWeight for mean), 0 elsewhere and on rows whose target is ignoreIndex.",
     formula="out[i, t_i] = -g * w[t_i] (none: g = gradOutput[i]; sum: gradOutput; mean: gradOutput / totalWeight), "
             "t_i != ignoreIndex; every other element 0",
-    tensors=(
-        TensorSpec("gradOutput", "input", {"normal": [0, 1]}),
-        TensorSpec("self", "input", {"uniform": [-4, 0]}, read_by_kernel=False),
-        TensorSpec("target", "input", _target_fill, dtypes=TARGET_DTYPES),
-        TensorSpec("weight", "input", {"uniform": [-2, 2]}),
-        TensorSpec("totalWeight", "input", {"uniform": [1, 100]}),
-        TensorSpec("out", "output", {"constant": 0}),
-    ),
+    tensors=tensor_specs(_target_fill),
     attributes=(AttrSpec("reduction", "int", default=MEAN), AttrSpec("ignoreIndex", "int", default=-100)),
-    products=products("950", "A3", "A2", "910", overrides={"910": ("float32", "float16")}),
+    products=PRODUCTS,
     dims=(1, 2),
     empty_ok=True,
     family=Rows(driver="self", axes=trailing_axes("self", lambda s, a: 1), per_row=("target", "gradOutput"),

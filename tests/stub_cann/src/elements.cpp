@@ -1,5 +1,7 @@
 // libopapi of the stub: tensor elements through their views (elements.h).
 #include "elements.h"
+#include <cstring>
+#include <limits>
 
 namespace stub {
 
@@ -82,6 +84,28 @@ int64_t LoadInt(const aclTensor& t, int64_t index) {
         case ACL_UINT8: return Raw<uint8_t>(p);
         case ACL_BOOL: return Raw<uint8_t>(p) != 0 ? 1 : 0;
         default: return 0;  // phase one admits no other dtype
+    }
+}
+
+namespace {
+template <class T>
+void Saturated(uint8_t* p, int64_t v) {
+    const int64_t lo = static_cast<int64_t>(std::numeric_limits<T>::min());
+    const int64_t hi = static_cast<int64_t>(std::numeric_limits<T>::max());
+    T x = static_cast<T>(v < lo ? lo : v > hi ? hi : v);
+    std::memcpy(p, &x, sizeof(T));
+}
+}  // namespace
+
+void StoreInt(const aclTensor& t, int64_t index, int64_t v) {
+    uint8_t* p = ElementPtr(t, index);
+    switch (t.dtype) {
+        case ACL_INT8: return Saturated<int8_t>(p, v);
+        case ACL_INT16: return Saturated<int16_t>(p, v);
+        case ACL_INT32: return Saturated<int32_t>(p, v);
+        case ACL_INT64: return Saturated<int64_t>(p, v);
+        case ACL_UINT8: return Saturated<uint8_t>(p, v);
+        default: return;  // phase one admits no other dtype
     }
 }
 

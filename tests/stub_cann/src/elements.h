@@ -21,6 +21,8 @@ double LoadDouble(const aclTensor& t, int64_t index);
 float LoadFloat(const aclTensor& t, int64_t index);
 // An integer element (INT8/16/32/64, UINT8, BOOL) exactly.
 int64_t LoadInt(const aclTensor& t, int64_t index);
+// An integer element (INT8/16/32/64, UINT8) saturated to the dtype's range.
+void StoreInt(const aclTensor& t, int64_t index, int64_t v);
 // Rounds to nearest even (bf16: ties away from zero if asked); a DOUBLE output is exact.
 void StoreFloat(const aclTensor& t, int64_t index, float v, bool ties_away);
 // v rounded to `type` (and back to float).

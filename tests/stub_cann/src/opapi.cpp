@@ -26,6 +26,7 @@ namespace stub {
 
 const DTypes kFloats = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16};
 const DTypes kFp32Fp16 = {ACL_FLOAT, ACL_FLOAT16};
+const DTypes kSmallInts = {ACL_INT32, ACL_INT8, ACL_UINT8};
 const DTypes kOutputTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE};
 
 
@@ -303,6 +304,19 @@ void Compute(const aclOpExecutor& e, T (*kernel)(T, T, const Attrs&), bool wrong
 }
 
 
+// The elementwise loop of an integer output: exact loads, the integer kernel, saturated stores.
+void ComputeInt(const aclOpExecutor& e, KernelInt kernel, bool wrong_values) {
+    int64_t n = Numel(e.out.view);
+    std::vector<int64_t> result(static_cast<size_t>(n));  // all reads first: the output may alias an input
+    Walker in(e.out.view, {&e.dy, &e.x});
+    for (int64_t i = 0; i < n; ++i, in.Next()) {
+        int64_t v = kernel(LoadInt(e.dy, in.At(0)), LoadInt(e.x, in.At(1)), e.attrs);
+        result[static_cast<size_t>(i)] = wrong_values ? ~v : v;  // (~v: never v, for unsigned dtypes too)
+    }
+    Walker w(e.out.view, {&e.out});
+    for (int64_t i = 0; i < n; ++i, w.Next()) StoreInt(e.out, w.At(0), result[static_cast<size_t>(i)]);
+}
+
 }  // namespace
 
 aclnnStatus PhaseTwo(const OpDef& api, void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
@@ -355,7 +369,9 @@ aclnnStatus PhaseTwo(const OpDef& api, void* workspace, uint64_t workspaceSize, 
     if (e->job) {
         if (e->job->run) e->job->run(*e->job, wrong);
     } else if (n > 0) {
-        if (e->compute == ACL_DOUBLE) {
+        if (IsIntegral(e->out.dtype) && def.kernel_int != nullptr) {
+            ComputeInt(*e, def.kernel_int, wrong);
+        } else if (e->compute == ACL_DOUBLE) {
             Compute(*e, def.kernel64, wrong);
         } else {
             Compute(*e, def.kernel, wrong);

@@ -43,11 +43,15 @@ struct Attrs {
 // the op_api sends DOUBLE to an AI CPU kernel, that kernel in double (else nullptr).
 using Kernel32 = float (*)(float dy, float x, const Attrs& a);
 using Kernel64 = double (*)(double dy, double x, const Attrs& a);
+// The kernel of an integer output (ThresholdBackward's INT8/INT32/...): the integer inputs exactly (LoadInt), the
+// result stored saturated to the output's dtype (StoreInt); its own casts, if the device makes any, are its to model.
+using KernelInt = int64_t (*)(int64_t dy, int64_t x, const Attrs& a);
 
 struct OpDef {
     const char* api;  // "aclnnSiluBackward"
     Kernel32 kernel;
     Kernel64 kernel64;
+    KernelInt kernel_int = nullptr;  // (an op whose outputs are floats only: none)
 };
 
 using DTypes = std::vector<aclDataType>;
@@ -151,6 +155,7 @@ DTypes ForProduct(const std::string& product, const char* bf16, const char* plai
 
 extern const DTypes kFloats;       // FLOAT, FLOAT16, BF16
 extern const DTypes kFp32Fp16;     // FLOAT, FLOAT16
+extern const DTypes kSmallInts;    // INT32, INT8, UINT8
 extern const DTypes kOutputTypes;  // what phase two can store: FLOAT, FLOAT16, BF16, DOUBLE
 
 }  // namespace stub

@@ -44,6 +44,14 @@ float ThresholdGrad(float dy, float x, const Attrs& a) {
     return x <= a.lo ? 0.0f : dy;
 }
 
+// Integer dtypes. ReluGrad computes in the dtype (int8/uint8 through half: exact), dy * (x <= 0 ? 0 : 1);
+// ThresholdGradV2D casts to float32 (int8/uint8 through half, exact; int32 CAST_RINT, exact to 2^24), selects
+// x <= threshold ? 0 : dy there, and casts back (the store saturates: float32(2^31 - 1) is 2^31).
+int64_t ThresholdGradInt(int64_t dy, int64_t x, const Attrs& a) {
+    if (a.relu) return x <= 0 ? 0 : dy;
+    return static_cast<float>(x) <= a.lo ? 0 : static_cast<int64_t>(std::nearbyint(static_cast<float>(dy)));
+}
+
 // selu_grad.h (950, SeluGradSelectFp32): y <= 0 ? dy * (y + SCALE_ALPHA_PRODUCT_F) : dy * SCALE_F, y the forward's
 // output (NaN y: the compare is false, dy * scale).
 float SeluGrad(float dy, float y, const Attrs&) {
@@ -83,7 +91,7 @@ float LogitGrad(float dy, float x, const Attrs& a) {
 
 const stub::OpDef kSoftshrink{"aclnnSoftshrinkBackward", SoftshrinkGrad, nullptr};
 const stub::OpDef kLogitGrad{"aclnnLogitGrad", LogitGrad, nullptr};
-const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr};
+const stub::OpDef kThreshold{"aclnnThresholdBackward", ThresholdGrad, nullptr, ThresholdGradInt};
 
 }  // namespace
 
@@ -180,9 +188,10 @@ aclnnStatus aclnnSoftshrinkBackwardGetWorkspaceSize(const aclTensor* gradOutput,
 }
 STUB_PHASE_TWO(aclnnSoftshrinkBackward, kSoftshrink)
 
-// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); the real op_api also takes INT32, INT8, UINT8 (and INT64
-// on the 950 with threshold 0), which the stub refuses (161002). threshold, out, gradOutput, self null: 161001;
-// gradOutput's = self's = out's dtype; gradOutput, self at most 8 dims, broadcast, out the broadcast shape.
+// 950, A3, A2 (fp32, fp16, bf16), 910, 310P (fp32, fp16); all five INT32, INT8, UINT8, and the 950 INT64 when
+// |threshold| <= FLT_EPSILON (ReluGrad; the op_api reads the threshold first to pick its list). threshold, out,
+// gradOutput, self null: 161001; gradOutput's = self's = out's dtype; gradOutput, self at most 8 dims, broadcast, out
+// the broadcast shape.
 aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
                                                    const aclScalar* threshold, aclTensor* out,
                                                    uint64_t* workspaceSize, aclOpExecutor** executor) {
@@ -190,12 +199,15 @@ aclnnStatus aclnnThresholdBackwardGetWorkspaceSize(const aclTensor* gradOutput, 
         Arg a{"gradOutput", gradOutput}, b{"self", self}, o{"out", out};
         if (threshold == nullptr) return c.Null("threshold");
         RETURN_IF_FAILED(c.NotNull({o, a, b}));
-        RETURN_IF_FAILED(c.DtypesIn(stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16), {a, b}));
+        RETURN_IF_FAILED(c.ScalarToFloat("threshold", threshold, &c.attrs.lo));
+        c.attrs.relu = std::fabs(c.attrs.lo - 0.0f) <= FLT_EPSILON;
+        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910 310P", stub::kFp32Fp16);
+        if (!ok.empty()) ok.insert(ok.end(), stub::kSmallInts.begin(), stub::kSmallInts.end());
+        if (c.product() == "950" && c.attrs.relu) ok.push_back(ACL_INT64);
+        RETURN_IF_FAILED(c.DtypesIn(ok, {a, b}));
         RETURN_IF_FAILED(c.SameDtype({b, a, o}));
         RETURN_IF_FAILED(c.Dims(0, 8, {a, b}));
         RETURN_IF_FAILED(c.Broadcast(a, b, o));
-        RETURN_IF_FAILED(c.ScalarToFloat("threshold", threshold, &c.attrs.lo));
-        c.attrs.relu = std::fabs(c.attrs.lo - 0.0f) <= FLT_EPSILON;
         return ACLNN_SUCCESS;
     });
 }

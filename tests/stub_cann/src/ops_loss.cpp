@@ -1,7 +1,7 @@
 // libopapi of the stub: MseLossBackward (loss/mse_loss_grad_v2 op_api, 950 kernel loss/mse_loss_grad),
-// NLLLossBackward (loss/nll_loss_grad), L1LossBackward (loss/l1_loss_grad), SoftMarginLossBackward
-// (loss/soft_margin_loss_grad) and BinaryCrossEntropyBackward (loss/binary_cross_entropy_grad); SmoothL1Loss and
-// BinaryCrossEntropyWithLogits are in ops_loss_more.cpp.
+// L1LossBackward (loss/l1_loss_grad), SoftMarginLossBackward (loss/soft_margin_loss_grad) and
+// BinaryCrossEntropyBackward (loss/binary_cross_entropy_grad); SmoothL1Loss and BinaryCrossEntropyWithLogits are in
+// ops_loss_more.cpp, NLLLoss and NLLLoss2d in ops_nll.cpp.
 //
 // Phase one: the op_api checks in their order; phase two: the 950 kernels in float32, the result rounded
 // to self's dtype, then cast to out's (l0op::Cast).
@@ -10,7 +10,6 @@
 #include "aclnnop/aclnn_binary_cross_entropy_backward.h"
 #include "aclnnop/aclnn_l1_loss_backward.h"
 #include "aclnnop/aclnn_mse_loss_backward.h"
-#include "aclnnop/aclnn_nll_loss_backward.h"
 #include "aclnnop/aclnn_soft_margin_loss_backward.h"
 #include "elements.h"
 #include "loss_checks.h"
@@ -22,7 +21,6 @@ using stub::Arg;
 using stub::Checker;
 
 const stub::OpDef kMse{"aclnnMseLossBackward", nullptr, nullptr};
-const stub::OpDef kNll{"aclnnNLLLossBackward", nullptr, nullptr};
 const stub::OpDef kL1{"aclnnL1LossBackward", nullptr, nullptr};
 const stub::OpDef kSoftMargin{"aclnnSoftMarginLossBackward", nullptr, nullptr};
 const stub::OpDef kBce{"aclnnBinaryCrossEntropyBackward", nullptr, nullptr};
@@ -50,33 +48,6 @@ stub::Job MseJob(const aclTensor* dy, const aclTensor* x, const aclTensor* y, co
             g[i] = t * g[i];
         }
         stub::WriteFloats(o, g, j.T(ix).dtype, negate);
-    };
-    return job;
-}
-
-// nll_loss_grad.h (SIMT): zero-fill; each row whose target t != ignoreIndex (int64 compare) gets, at column t,
-// none -(g_i*w_t), sum -(g_0*w_t), mean q = g_0/tw once, then -(q*w_t). A target outside [0, C) that is not
-// ignoreIndex meets only an ASSERT on the device (release behaviour unverified): the stub leaves that row 0.
-stub::Job NllJob(const aclTensor* dy, const aclTensor* self, const aclTensor* target, const aclTensor* weight,
-                 const aclTensor* tw, const aclTensor* out, int64_t reduction, int64_t ignore) {
-    stub::Job job;
-    int idy = job.Add(dy), it = job.Add(target), iw = job.Add(weight), itw = job.Add(tw), iout = job.Add(out, true);
-    if (stub::Numel(self->view) == 0) return job;
-    job.run = [=](const stub::Job& j, bool negate) {
-        const aclTensor& o = j.T(iout);
-        int64_t classes = o.view.back(), rows = stub::Numel(o.view) / classes;
-        std::vector<float> g = stub::ReadFloats(j.T(idy), j.T(idy).view), w = stub::ReadFloats(j.T(iw), {classes});
-        std::vector<int64_t> t = stub::ReadInts(j.T(it));
-        float q = g[0];
-        if (reduction == kMean) q = g[0] / stub::ReadFloats(j.T(itw), j.T(itw).view)[0];
-        std::vector<float> res(static_cast<size_t>(rows * classes), 0.0f);
-        for (int64_t i = 0; i < rows; ++i) {
-            int64_t c = t[static_cast<size_t>(i)];
-            if (c == ignore || c < 0 || c >= classes) continue;
-            float gi = reduction == kNone && g.size() == static_cast<size_t>(rows) ? g[static_cast<size_t>(i)] : q;
-            res[static_cast<size_t>(i * classes + c)] = -(gi * w[static_cast<size_t>(c)]);
-        }
-        stub::WriteFloats(o, res, j.T(iw).dtype, negate);  // weight's dtype is self's
     };
     return job;
 }
@@ -191,51 +162,6 @@ aclnnStatus aclnnMseLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, co
                              [&](const Checker&) { return MseJob(gradOutput, self, target, out, reduction); });
 }
 STUB_PHASE_TWO(aclnnMseLossBackward, kMse)
-
-// 950, A3, A2 (fp32, fp16, bf16); 910 (fp32, fp16); not 310P (the doc's list). Order: nulls (gradOutput,
-// self, target, weight, totalWeight, out); weight, gradOutput, totalWeight = self's dtype; self castable to
-// out; self in the list; target INT64, UINT8 or INT32; reduction; shapes (CheckShape); an empty self: success.
-aclnnStatus aclnnNLLLossBackwardGetWorkspaceSize(const aclTensor* gradOutput, const aclTensor* self,
-                                                 const aclTensor* target, const aclTensor* weight, int64_t reduction,
-                                                 int64_t ignoreIndex, const aclTensor* totalWeight, aclTensor* out,
-                                                 uint64_t* workspaceSize, aclOpExecutor** executor) {
-    auto check = [&](Checker& c) {
-        Arg g{"gradOutput", gradOutput}, s{"self", self}, t{"target", target}, w{"weight", weight},
-            tw{"totalWeight", totalWeight}, o{"out", out};
-        RETURN_IF_FAILED(c.NotNull({g, s, t, w, tw, o}));
-        stub::DTypes ok = stub::ForProduct(c.product(), "950 A3 A2", "910", stub::kFp32Fp16);
-        if (ok.empty()) return c.Unsupported();
-        RETURN_IF_FAILED(c.SameDtype({s, w}));
-        RETURN_IF_FAILED(c.SameDtype({s, g}));
-        RETURN_IF_FAILED(c.SameDtype({s, tw}));
-        if (!stub::CanCast(self->dtype, out->dtype) || !stub::In(out->dtype, stub::kOutputTypes)) {
-            return c.Invalid("self " + stub::DTypeName(self->dtype) + " cannot cast to out " + stub::DTypeName(out->dtype));
-        }
-        RETURN_IF_FAILED(c.DtypesIn(ok, {s}));
-        RETURN_IF_FAILED(c.DtypesIn({ACL_INT64, ACL_UINT8, ACL_INT32}, {t}));
-        RETURN_IF_FAILED(CheckReduction(c, reduction));
-        const auto &xs = self->view, &ts = target->view, &gs = gradOutput->view;
-        if (xs.empty() || xs.size() > 2) return c.Invalid("self must be 1-D or 2-D, not " + stub::ShapeStr(xs));
-        if (ts.size() > 1) return c.Invalid("target must be 0-D or 1-D, not " + stub::ShapeStr(ts));
-        if (!(xs.size() == 1 && ts.empty()) && (ts.empty() || ts[0] != xs[0])) {
-            return c.Invalid("target " + stub::ShapeStr(ts) + " does not match self " + stub::ShapeStr(xs));
-        }
-        if (weight->view != std::vector<int64_t>{xs.back()}) {
-            return c.Invalid("weight " + stub::ShapeStr(weight->view) + " is not one weight per class");
-        }
-        if (stub::Numel(totalWeight->view) != 1) return c.Invalid("totalWeight is not a single element");
-        if (reduction == kNone && xs.size() == 2) {
-            if (gs != std::vector<int64_t>{xs[0]}) return c.Invalid("gradOutput " + stub::ShapeStr(gs) + " is not [N]");
-        } else if (gs.size() > 1 || stub::Numel(gs) != 1) {
-            return c.Invalid("gradOutput " + stub::ShapeStr(gs) + " is not a single element");
-        }
-        return c.SameShape({s, o});
-    };
-    return stub::PhaseOneJob(kNll, workspaceSize, executor, check, [&](const Checker&) {
-        return NllJob(gradOutput, self, target, weight, totalWeight, out, reduction, ignoreIndex);
-    });
-}
-STUB_PHASE_TWO(aclnnNLLLossBackward, kNll)
 
 // 950, A3, A2 (fp32, fp16, bf16); 910, 310P (fp32, fp16). Order: nulls; reduction in [0, 2]; the three inputs
 // promote, the promoted type castable to gradInput's and in the product's list; dims <= 8 (gradInput too); the

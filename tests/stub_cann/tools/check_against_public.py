@@ -52,6 +52,7 @@ PUBLIC = {
     "aclnnop/aclnn_logsoftmax_backward.h": ("ops_nn", "activation/log_softmax_grad/op_api/aclnn_logsoftmax_backward.h"),
     "aclnnop/aclnn_mse_loss_backward.h": ("ops_nn", "loss/mse_loss_grad_v2/op_host/op_api/aclnn_mse_loss_backward.h"),
     "aclnnop/aclnn_nll_loss_backward.h": ("ops_nn", "loss/nll_loss_grad/op_api/aclnn_nll_loss_backward.h"),
+    "aclnnop/aclnn_nll_loss2d_backward.h": ("ops_nn", "loss/nll_loss_grad/op_api/aclnn_nll_loss2d_backward.h"),
     "aclnnop/aclnn_l1_loss_backward.h": ("ops_nn", "loss/l1_loss_grad/op_api/aclnn_l1_loss_backward.h"),
     "aclnnop/aclnn_binary_cross_entropy_with_logits_backward.h": (
         "ops_nn", "loss/sigmoid_cross_entropy_with_logits_grad_v2/op_api/aclnn_binary_cross_entropy_with_logits_backward.h"),
