@@ -1,5 +1,5 @@
 """aclnnMaxPool2dWithIndicesBackward (the window family, a derived input): the indices gen derives against an
-independent forward (PyTorch CPU's max_pool2d loop, written here), goldens against an oracle of Fractions (each
+independent forward (PyTorch CPU's max_pool2d loop, tests/maxpool.py), goldens against an oracle of Fractions (each
 window's gradOutput added at its index), an independent loop-based float32 kernel (the 950's SIMT order) over every
 bundled case, the kernel at hand-computed points, each defect failing and each legitimate order passing, explicit
 and refused indices, the contract, and ops-nn's own ATK suite (whose executor derives the indices by the forward).
@@ -11,14 +11,13 @@ The oracle, the forward and the independent kernel read the case directories thr
 from __future__ import annotations
 
 import json
-import math
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import harness
+import maxpool
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.window.max_pool2d_with_indices_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
@@ -31,59 +30,16 @@ SUITES = Path(__file__).parent / "ops_nn_suites"
 BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "max_pool2d_with_indices_backward.yaml"
 
 
-def _attrs(m) -> dict:
-    return {a["name"]: a["value"] for a in m.get("attributes", [])}
-
-
-def _two(v, fill):
-    v = list(v or [])
-    return (fill if not v else (v[0], v[0]) if len(v) == 1 else (v[0], v[1]))
-
-
 def _params(m):
-    a = _attrs(m)
-    k = _two(a["kernelSize"], None)
-    return k, _two(a.get("stride"), k), _two(a.get("padding"), (0, 0)), _two(a.get("dilation"), (1, 1))
+    return maxpool.params(m, 2)
 
 
 def _planes(case, m, name, dtype=np.float64) -> np.ndarray:
-    t = harness.tensors(m)[name]
-    v = harness.view(harness.storage(case, t), t).astype(dtype)
-    return v.reshape(-1, *v.shape[-2:])
+    return maxpool.blocks(case, m, name, 2, dtype)
 
 
-def forward(x: np.ndarray, k, s, p, d, ho: int, wo: int) -> np.ndarray:
-    """PyTorch CPU's max_pool2d indices of planes x (k, H, W): for each window, maxindex starts at its first tap
-    inside the input, maxval at -inf; a tap replaces them where val > maxval or val is NaN."""
-    planes, h, w = x.shape
-    out = np.zeros((planes, ho, wo), np.int64)
-    for b in range(planes):
-        for oh in range(ho):
-            hs = oh * s[0] - p[0]
-            rows = [hs + j * d[0] for j in range(k[0]) if 0 <= hs + j * d[0] < h]
-            for ow in range(wo):
-                ws = ow * s[1] - p[1]
-                cols = [ws + j * d[1] for j in range(k[1]) if 0 <= ws + j * d[1] < w]
-                best, at = -math.inf, rows[0] * w + cols[0]
-                for ih in rows:
-                    for iw in cols:
-                        v = x[b, ih, iw]
-                        if v > best or math.isnan(v):
-                            best, at = v, ih * w + iw
-                out[b, oh, ow] = at
-    return out
-
-
-def oracle(case, m) -> list:
-    """The exact gradient in logical order: each window's gradOutput, a Fraction, added at its index."""
-    g = _planes(case, m, "gradOutput")
-    idx = _planes(case, m, "indices", np.int64)
-    h, w = harness.tensors(m)["self"]["shape"][-2:]
-    out = [[Fraction(0)] * (h * w) for _ in range(g.shape[0])]
-    for b in range(g.shape[0]):
-        for v, i in zip(g[b].reshape(-1).tolist(), idx[b].reshape(-1).tolist()):
-            out[b][i] += Fraction(v)
-    return [v for plane in out for v in plane]
+forward = maxpool.forward  # (PyTorch CPU's forward loop, tests/maxpool.py)
+oracle = maxpool.oracle(2)
 
 
 def independent(case, m) -> np.ndarray:
@@ -144,7 +100,7 @@ def test_derived_indices_are_the_forwards_argmax(generated):
         m = harness.load(case)
         x = _planes(case, m, "self")
         idx = _planes(case, m, "indices", np.int64)
-        assert np.array_equal(idx, forward(x, *_params(m), *idx.shape[-2:])), case.name
+        assert np.array_equal(idx, forward(x, *_params(m), idx.shape[-2:])), case.name
         planes += x.shape[0]
     assert planes > 100
 
@@ -191,7 +147,7 @@ def test_bundled_derived_indices_and_explicit_ones(suite):
         if "explicit_indices" in case.name:
             assert idx.reshape(-1).tolist() == [5, 7, 13, 15]
             continue
-        assert np.array_equal(idx, forward(_planes(case, m, "self"), *_params(m), *idx.shape[-2:])), case.name
+        assert np.array_equal(idx, forward(_planes(case, m, "self"), *_params(m), idx.shape[-2:])), case.name
 
 
 # ------------------------------------------------------------------ the kernel at hand-computed points
