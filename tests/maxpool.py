@@ -77,3 +77,45 @@ def oracle(n: int):
                 out[b][i] += Fraction(v)
         return [v for block in out for v in block]
     return exact
+
+
+def bundled(tmp_path_factory, path, name: str):
+    """A bundled case file generated and emulated into a fresh directory (a module fixture's suite)."""
+    from helpers import run_cli
+
+    out = tmp_path_factory.mktemp(name) / "out"
+    for args in (("gen", path, "-o", out), ("emulate", out)):
+        r = run_cli(*args)
+        assert r.exit_code == 0, r.output[-2000:]
+    return out
+
+
+def indices_by_chunk(tmp_path, text: str, chunks) -> list[bytes]:
+    """The indices gen writes for the one case of `text`, reading self `chunk` elements at a time, for each chunk."""
+    from aclnn_cli.cases.loader import load_file
+    from aclnn_cli.golden.gen import generate_case
+    from helpers import write_yaml
+
+    case, = load_file(write_yaml(tmp_path, text, "c.yaml"))
+    return [(generate_case(case, tmp_path / f"out{chunk}", chunk=chunk).path / "indices.bin").read_bytes()
+            for chunk in chunks]
+
+
+def refusal(tmp_path, text: str) -> str:
+    """gen's output on a case file it must refuse (exit 2)."""
+    from helpers import run_cli, write_yaml
+
+    r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
+    assert r.exit_code == 2, r.output
+    return r.output
+
+
+def status(spec, shapes, attrs: dict, base: dict, dtype, product: str, i_dtype, s_dtype=None) -> int:
+    """The contract's status of a call: (gradOutput, self, indices, gradInput) shapes, one float dtype (self's may
+    differ), the indices' dtype, the attributes over `base`."""
+    from aclnn_cli.ops.contract import TensorDesc, check
+
+    g, s, i, o = shapes
+    descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
+             "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
+    return check(spec, product, descs, {**base, **attrs}).status

@@ -115,12 +115,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """The bundled case file generated and emulated."""
-    out = tmp_path_factory.mktemp("maxpool_bundled") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-2000:]
-    return out
+    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool_bundled")
 
 
 def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
@@ -263,8 +258,8 @@ def test_explicit_indices_outside_their_window_are_refused(tmp_path):
     for values, what in (([5, 7, 13, 16], "is 16"), ([5, 7, 13, -1], "is -1"), ([5, 7, 13, 0], "is 0")):
         text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: bad, product: '950', dtype: float32, shape: [1, 1, 4, 4], "
                 f"attributes: {{kernelSize: [2], stride: [2], padding: [0]}}, inputs: {{indices: {{values: {values}}}}}}}\n")
-        r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
-        assert r.exit_code == 2 and "indices[0, 1, 1]" in r.output and what in r.output, r.output
+        output = maxpool.refusal(tmp_path, text)
+        assert "indices[0, 1, 1]" in output and what in output, output
 
 
 def test_a_derived_fill_on_an_op_without_a_derivation_is_refused(tmp_path):
@@ -276,24 +271,17 @@ def test_a_derived_fill_on_an_op_without_a_derivation_is_refused(tmp_path):
 
 def test_the_derived_indices_do_not_depend_on_the_chunk(tmp_path):
     """gen writes the same indices whether it reads self one plane at a time or all at once."""
-    from aclnn_cli.cases.loader import load_file
-    from aclnn_cli.golden.gen import generate_case
-
     text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: c, product: '950', dtype: float16, shape: [3, 4, 9, 10], "
             "attributes: {kernelSize: [3], stride: [1], padding: [1]}}\n")
-    case, = load_file(write_yaml(tmp_path, text, "c.yaml"))
-    got = []
-    for chunk in (90, 1 << 20):
-        r = generate_case(case, tmp_path / f"out{chunk}", chunk=chunk)
-        got.append((r.path / "indices.bin").read_bytes())
+    got = maxpool.indices_by_chunk(tmp_path, text, (90, 1 << 20))
     assert got[0] == got[1] and len(got[0]) == 3 * 4 * 9 * 10 * 4
 
 
+BASE = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
+
+
 def _status(g, s, i, o, attrs, dtype=D.FLOAT32, product="950", i_dtype=D.INT32, s_dtype=None):
-    descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
-             "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
-    full = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False, **attrs}
-    return check(SPEC, product, descs, full).status
+    return maxpool.status(SPEC, (g, s, i, o), attrs, BASE, dtype, product, i_dtype, s_dtype)
 
 
 def test_contract():
@@ -320,11 +308,10 @@ def test_contract():
     assert _status([2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 4], [2, 3, 8, 9], {}) == INVALID  # gradInput not self's
     descs = {"gradOutput": TensorDesc(D.FLOAT32, (2, 3, 4, 4)), "self": TensorDesc(D.FLOAT32, (2, 3, 8, 8)),
              "indices": TensorDesc(D.INT32, (2, 3, 4, 4)), "gradInput": TensorDesc(D.FLOAT32, (2, 3, 8, 8))}
-    base = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
     for name in ("stride", "padding", "dilation"):
-        assert check(SPEC, "950", descs, {**base, name: None}).status == NULLPTR, name
+        assert check(SPEC, "950", descs, {**BASE, name: None}).status == NULLPTR, name
     null = {**descs, "indices": TensorDesc(D.INT32, (2, 3, 4, 4), True)}
-    assert check(SPEC, "950", null, base).status == NULLPTR
+    assert check(SPEC, "950", null, BASE).status == NULLPTR
 
 
 # ------------------------------------------------------------------ ops-nn's own suite

@@ -20,7 +20,6 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.window.max_pool3d_with_argmax_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from helpers import run_cli, write_yaml
 from rowblocks import (as_f64, as_fractions, atk_small_cases_pass, generated_yaml, goldens_against, independent_dumps,
                        not_passing, variant_statuses)
 
@@ -92,12 +91,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """The bundled case file generated and emulated."""
-    out = tmp_path_factory.mktemp("maxpool3d_bundled") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-2000:]
-    return out
+    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool3d_bundled")
 
 
 def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
@@ -270,31 +264,23 @@ def test_explicit_indices_outside_their_window_are_refused(tmp_path):
         text = ("op: aclnnMaxPool3dWithArgmaxBackward\ncases:\n  - {name: bad, product: '950', dtype: float32, "
                 "shape: [1, 1, 2, 4, 4], attributes: {kernelSize: [2], stride: [2], padding: [0]}, "
                 f"inputs: {{indices: {{values: {values}}}}}}}\n")
-        r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
-        assert r.exit_code == 2 and "indices[0, 0, 1, 1]" in r.output and what in r.output, r.output
-        assert "2 x 4 x 4 volume" in r.output, r.output
+        output = maxpool.refusal(tmp_path, text)
+        assert "indices[0, 0, 1, 1]" in output and what in output and "2 x 4 x 4 volume" in output, output
 
 
 def test_the_derived_indices_do_not_depend_on_the_chunk(tmp_path):
     """gen writes the same indices whether it reads self one volume at a time or all at once."""
-    from aclnn_cli.cases.loader import load_file
-    from aclnn_cli.golden.gen import generate_case
-
     text = ("op: aclnnMaxPool3dWithArgmaxBackward\ncases:\n  - {name: c, product: '950', dtype: float16, "
             "shape: [3, 4, 5, 6, 7], attributes: {kernelSize: [3], stride: [1], padding: [1]}}\n")
-    case, = load_file(write_yaml(tmp_path, text, "c.yaml"))
-    got = []
-    for chunk in (210, 1 << 20):
-        r = generate_case(case, tmp_path / f"out{chunk}", chunk=chunk)
-        got.append((r.path / "indices.bin").read_bytes())
+    got = maxpool.indices_by_chunk(tmp_path, text, (210, 1 << 20))
     assert got[0] == got[1] and len(got[0]) == 3 * 4 * 5 * 6 * 7 * 4
 
 
+BASE = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
+
+
 def _status(g, s, i, o, attrs, dtype=D.FLOAT32, product="950", i_dtype=D.INT32, s_dtype=None):
-    descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
-             "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
-    full = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False, **attrs}
-    return check(SPEC, product, descs, full).status
+    return maxpool.status(SPEC, (g, s, i, o), attrs, BASE, dtype, product, i_dtype, s_dtype)
 
 
 def test_contract():
@@ -323,11 +309,10 @@ def test_contract():
     assert _status([3, 4, 4], [3, 8, 8], [3, 4, 4], [3, 8, 8], {}) == INVALID  # 3-d
     descs = {"gradOutput": TensorDesc(D.FLOAT32, ok[0]), "self": TensorDesc(D.FLOAT32, ok[1]),
              "indices": TensorDesc(D.INT32, ok[2]), "gradInput": TensorDesc(D.FLOAT32, ok[3])}
-    base = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
     for name in ("kernelSize", "stride", "padding", "dilation"):
-        assert check(SPEC, "950", descs, {**base, name: None}).status == NULLPTR, name
+        assert check(SPEC, "950", descs, {**BASE, name: None}).status == NULLPTR, name
     null = {**descs, "indices": TensorDesc(D.INT32, ok[2], True)}
-    assert check(SPEC, "950", null, base).status == NULLPTR
+    assert check(SPEC, "950", null, BASE).status == NULLPTR
 
 
 # ------------------------------------------------------------------ ops-nn's own suite

@@ -297,3 +297,29 @@ def variants(family: Window, prefix: str, indices: str = "indices") -> dict:
              "index-axes-reversed": index_axes_reversed, "padding-ignored": padding_ignored,
              "last-maximum": last_maximum}
     return {f"{prefix}-{name}": fn for name, fn in found.items()}
+
+
+def spec_functions(family: Window, output: str) -> dict:
+    """A MaxPool gradient's OpSpec functions on `family`: the reference, exact values, the emulated kernel, its IEEE
+    twin and the derivation of `indices` (the forward)."""
+    from ..base import Reference
+
+    def reference_(t) -> Reference:
+        value, bound, scale, allowance = reference(family, t)
+        return Reference(value, bound, scale, allowance=allowance)
+
+    def exact_at_(t, wanted):
+        return {output: exact_at(family, t, wanted[output])}
+
+    def kernel(t):
+        """The 950's kernels: the windows' gradOutput added in float32 in row order ((od,) oh, ow), cast once."""
+        return scatter(family, t)
+
+    def ieee(t):
+        return scatter(family, t, np.float64)
+
+    def derive(t):
+        return forward_indices(family, t)
+
+    return {"reference": reference_, "exact": lambda t: exact(family, t), "exact_at": exact_at_, "kernel": kernel,
+            "ieee": ieee, "derived": {"indices": derive}}

@@ -23,9 +23,7 @@ golden is the exact sum rounded once; the allowance counts the windows adding in
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, products
+from ..base import AttrSpec, Contract, OpSpec, TensorSpec, products
 from ..families import Window
 from ..families.window import spread
 from ..registry import register
@@ -35,32 +33,6 @@ GRAD, SELF, INDICES, OUT = "gradOutput", "self", "indices", "gradInput"
 KERNEL, STRIDE, PADDING, DILATION, CEIL = "kernelSize", "stride", "padding", "dilation", "ceilMode"
 FAMILY = Window(driver=SELF, grad=GRAD, kernel=KERNEL, stride=STRIDE, padding=PADDING, dilation=DILATION,
                 ceil=CEIL, pooled=(INDICES,), spatial=3)
-
-
-def _reference(t) -> Reference:
-    value, bound, scale, allowance = argmax.reference(FAMILY, t)
-    return Reference(value, bound, scale, allowance=allowance)
-
-
-def _exact_at(t, wanted):
-    return {OUT: argmax.exact_at(FAMILY, t, wanted[OUT])}
-
-
-def _exact(t):
-    return argmax.exact(FAMILY, t)
-
-
-def _derive_indices(t):
-    return argmax.forward_indices(FAMILY, t)
-
-
-def _kernel(t):
-    """The 950's SIMT kernel: the windows' gradOutput added in float32 in (od, oh, ow) order, cast once."""
-    return argmax.scatter(FAMILY, t)
-
-
-def _ieee(t):
-    return argmax.scatter(FAMILY, t, np.float64)
 
 
 def _attribute_rule(attrs) -> str | None:
@@ -117,13 +89,8 @@ SPEC = register(OpSpec(
     empty_ok=True,
     family=FAMILY,
     case_values=pool.depths(FAMILY),
-    reference=_reference,
-    exact=_exact,
-    exact_at=_exact_at,
-    kernel=_kernel,
-    ieee=_ieee,
+    **argmax.spec_functions(FAMILY, OUT),  # (the kernel: the 950's SIMT order, windows (od, oh, ow), float32)
     variants=argmax.variants(FAMILY, "maxpool3d"),
-    derived={INDICES: _derive_indices},
     contract=Contract(dtypes="same", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
     special_values="The doc: an inf or NaN input gives inf or NaN; IEEE: an inf or NaN in gradOutput reaches the "
                    "position its window's index names (inf - inf in one sum gives NaN).",

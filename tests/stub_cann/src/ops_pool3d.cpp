@@ -43,6 +43,12 @@ Triple Spread3(const std::vector<int64_t>& v, Triple fill) {
     return {v[0], v[1], v[2]};
 }
 
+// (D, H, W) of an NCDHW or CDHW tensor: its last three axes.
+Triple Last3(const aclTensor& t) {
+    size_t nd = t.view.size();
+    return {t.view[nd - 3], t.view[nd - 2], t.view[nd - 1]};
+}
+
 aclnnStatus Check3d(const Checker& c, const Pool3dCall& e) {
     RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
     if (e.kernel == nullptr) return c.Null("kernelSize");
@@ -83,9 +89,7 @@ stub::Job Pool3dJob(const Pool3dCall& e) {
     job.run = [=](const stub::Job& j, bool negate) {
         const aclTensor& gt = j.T(g);
         const aclTensor& ot = j.T(o);
-        size_t nd = ot.view.size();
-        Triple n{ot.view[nd - 3], ot.view[nd - 2], ot.view[nd - 1]};
-        Triple m{gt.view[nd - 3], gt.view[nd - 2], gt.view[nd - 1]};
+        Triple n = Last3(ot), m = Last3(gt);
         int64_t in_size = n[0] * n[1] * n[2], out_size = m[0] * m[1] * m[2];
         int64_t volumes = stub::Numel(ot.view) / std::max<int64_t>(in_size, 1);
         std::vector<float> grad = stub::ReadFloats(gt, gt.view);
@@ -187,9 +191,7 @@ stub::Job MaxPool3dJob(const Max3dCall& e) {
     job.run = [=](const stub::Job& j, bool negate) {
         const aclTensor& gt = j.T(g);
         const aclTensor& ot = j.T(o);
-        size_t nd = ot.view.size();
-        Triple n{ot.view[nd - 3], ot.view[nd - 2], ot.view[nd - 1]};
-        Triple m{gt.view[nd - 3], gt.view[nd - 2], gt.view[nd - 1]};
+        Triple n = Last3(ot), m = Last3(gt);
         int64_t in_size = n[0] * n[1] * n[2], out_size = m[0] * m[1] * m[2];
         int64_t volumes = stub::Numel(ot.view) / std::max<int64_t>(in_size, 1);
         std::vector<float> grad = stub::ReadFloats(gt, gt.view);
