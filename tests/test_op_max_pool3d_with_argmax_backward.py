@@ -2,13 +2,16 @@
 against PyTorch CPU's forward loop (tests/maxpool.py, shared with the 2-D op's test), goldens against an oracle of
 Fractions (each window's gradOutput added at its index), an independent float32 kernel (a scatter-add with
 np.add.at over the forward's argmax, written differently from the op's rank-by-rank scatter) over every bundled case,
-the kernel at hand-computed points, each defect failing in each dtype and each legitimate order passing, explicit and
-refused indices, the contract, and ops-nn's own ATK suite (whose executor derives the indices by torch's forward).
+the emulated kernel against the SIMT kernel's loop transcribed, the kernel at hand-computed points, each defect
+failing in each dtype and each legitimate order passing, explicit and refused indices, the contract, and ops-nn's own
+ATK suite (whose executor derives the indices by torch's forward).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.window.max_pool3d_with_argmax_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
+from helpers import run_cli
 from rowblocks import (as_f64, as_fractions, atk_small_cases_pass, generated_yaml, goldens_against, independent_dumps,
                        not_passing, variant_statuses)
 
@@ -87,6 +91,50 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     compared, exact = goldens_against(generated, "gradInput", oracle)
     print("compared", compared, "exact path", exact)
     assert min(compared.values()) > 10_000 and sum(exact.values()) > 0
+
+
+def simt(case, m) -> np.ndarray:
+    """MaxPool3DGradWithArgmaxNcdhw (op_kernel/arch35/max_pool3d_grad_with_argmax_simt.h) transcribed: each input
+    position (d, h, w) from 0, `gradient` a float32 0, the windows from PStart to PEnd per axis (pd outer, pw
+    inner), adding the window's float32 gradOutput where its argmax equals d H W + h W + w; every plane at once."""
+    g = maxpool.blocks(case, m, "gradOutput", 3, F)
+    idx = maxpool.blocks(case, m, "indices", 3, np.int64)
+    k, s, p, dil = maxpool.params(m, 3)
+    shape = harness.tensors(m)["self"]["shape"]
+    n, outs = shape[-3:], g.shape[1:]
+
+    def p_start(i, a):
+        span = (k[a] - 1) * dil[a] + 1
+        return 0 if i + p[a] < span else (i + p[a] - span) // s[a] + 1
+
+    def p_end(i, a):
+        return min((i + p[a]) // s[a] + 1, outs[a])
+
+    out = np.zeros((g.shape[0], *n), F)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for d, h, w in itertools.product(*(range(x) for x in n)):
+            gradient = np.zeros(g.shape[0], F)
+            for pd in range(p_start(d, 0), p_end(d, 0)):
+                for ph in range(p_start(h, 1), p_end(h, 1)):
+                    for pw in range(p_start(w, 2), p_end(w, 2)):
+                        hit = idx[:, pd, ph, pw] == (d * n[1] + h) * n[2] + w
+                        gradient = np.where(hit, gradient + g[:, pd, ph, pw], gradient)
+            out[:, d, h, w] = gradient
+    return out.reshape(shape)
+
+
+def test_the_emulated_kernel_is_the_simt_kernels_loop(generated, tmp_path):
+    """The emulated kernel's float32 sums (its dumps, before rounding to the dtype) equal the SIMT kernel's loop
+    transcribed, bit for bit after the one rounding, on every case of the oracle set (dilation, ceil mode, ties)."""
+    out = tmp_path / "emulated"
+    shutil.copytree(generated, out)
+    assert run_cli("emulate", out).exit_code == 0
+    for case in sorted(p.parent for p in out.glob("*/case.json")):
+        m = harness.load(case)
+        t = harness.tensors(m)["gradInput"]
+        dump = harness.view(np.fromfile(case / t["dump"], D.lookup(t["dtype"]).np_dtype), t)
+        want = D.round_from_f32(simt(case, m), D.lookup(t["dtype"]), "rint")
+        assert dump.tobytes() == np.ascontiguousarray(want).tobytes(), case.name
 
 
 @pytest.fixture(scope="module")
