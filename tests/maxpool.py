@@ -28,7 +28,8 @@ def params(m, n: int):
     """(kernel, stride, padding, dilation), n values each, as the case's attributes give them."""
     a = attrs(m)
     k = spread(a["kernelSize"], n, None)
-    return k, spread(a.get("stride"), n, k), spread(a.get("padding"), n, (0,) * n), spread(a.get("dilation"), n, (1,) * n)
+    s, p = spread(a.get("stride"), n, k), spread(a.get("padding"), n, (0,) * n)
+    return k, s, p, spread(a.get("dilation"), n, (1,) * n)
 
 
 def blocks(case, m, name: str, n: int, dtype=np.float64) -> np.ndarray:

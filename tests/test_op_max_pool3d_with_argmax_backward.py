@@ -253,7 +253,8 @@ cases:
      inputs: {self: {constant: 1}, gradOutput: {uniform: [0, 1]}}}
   - {name: peak, shape: [1, 2, 7, 7, 7], attributes: {kernelSize: [7], stride: [1], padding: [3]},
      inputs: {indices: {values: [171]}, gradOutput: {values: [0.4, 0.401]}}}
-  - {name: peak_wide, dtype: [float32, bfloat16], shape: [1, 2, 7, 7, 7], attributes: {kernelSize: [7], stride: [1], padding: [3]},
+  - {name: peak_wide, dtype: [float32, bfloat16], shape: [1, 2, 7, 7, 7],
+     attributes: {kernelSize: [7], stride: [1], padding: [3]},
      inputs: {indices: {values: [171]}, gradOutput: {values: [1000.0, 0.4]}}}
 """
 

@@ -157,7 +157,8 @@ aclnnStatus CheckMax3d(const Checker& c, const Max3dCall& e) {
     RETURN_IF_FAILED(c.DtypesIn(ok, {{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
     if (e.indices->dtype != ACL_INT32 && e.indices->dtype != ACL_INT64) return c.Invalid("indices: INT32 or INT64");
     RETURN_IF_FAILED(c.SameDtype({{"gradOutput", e.grad}, {"self", e.self}, {"gradInput", e.out}}));
-    RETURN_IF_FAILED(c.Dims(4, 5, {{"gradOutput", e.grad}, {"gradInput", e.out}, {"indices", e.indices}, {"self", e.self}}));
+    RETURN_IF_FAILED(
+        c.Dims(4, 5, {{"gradOutput", e.grad}, {"gradInput", e.out}, {"indices", e.indices}, {"self", e.self}}));
     const std::vector<int64_t>& k = e.kernel->values;
     const std::vector<int64_t>& s = e.stride->values;
     const std::vector<int64_t>& p = e.padding->values;
@@ -165,7 +166,8 @@ aclnnStatus CheckMax3d(const Checker& c, const Max3dCall& e) {
     if ((k.size() != 1 && k.size() != 3) || *std::min_element(k.begin(), k.end()) <= 0) {
         return c.Invalid("kernelSize: 1 or 3 values > 0");
     }
-    if ((s.size() != 0 && s.size() != 1 && s.size() != 3) || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) {
+    bool stride_ok = s.size() == 0 || s.size() == 1 || s.size() == 3;
+    if (!stride_ok || (!s.empty() && *std::min_element(s.begin(), s.end()) <= 0)) {
         return c.Invalid("stride: 0, 1 or 3 values > 0");
     }
     if (p.size() != 1 && p.size() != 3) return c.Invalid("padding: 1 or 3 values");
