@@ -9,7 +9,9 @@ int64 (A2 and A3: int32 only), gradOutput's shape, the forward's argmax as a fla
 [0, kernel / 2]; dilation 1 or 3 values ("only 1", the doc; the op_api checks > 0 and every kernel takes it).
 op_api/aclnn_max_pool3d_with_argmax_backward.cpp CheckParams: every tensor and array non-null (161001), dtypes,
 formats and 4-5 dims each, the arrays, then indices gradOutput's shape and gradInput self's (161002). An empty
-gradOutput, self or indices returns success at once (the header: N = 0 gives an empty gradInput): empty_ok.
+gradOutput, self or indices returns success at once (the header: N = 0 gives an empty gradInput; the doc's "no
+empty in, empty out" is read as nothing to compute): empty_ok. Not modelled, as for the 2-D op (a tensor's own dtype
+list and the rules are not told the product): A2 and A3's int32-only indices and their D H W <= INT32_MAX check.
 
 `indices` is derived (OpSpec.derived): gen computes it from self by the forward (ops/window/argmax.py: the first
 maximum in (d, h, w) scan order), as ops-nn's ATK executor does with torch.nn.MaxPool3d(return_indices=True) before
