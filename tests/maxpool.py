@@ -120,3 +120,13 @@ def status(spec, shapes, attrs: dict, base: dict, dtype, product: str, i_dtype, 
     descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
              "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
     return check(spec, product, descs, {**base, **attrs}).status
+
+
+def assert_exact_at_is_exact(spec, t) -> None:
+    """A block's exact_at at every position equals its whole exact values, and the float64 reference their value."""
+    from rowblocks import as_f64, as_fractions
+
+    whole = spec.exact(as_fractions(t)).reshape(-1)
+    at = spec.exact_at(as_f64(t), {"gradInput": np.arange(whole.size)})["gradInput"]
+    assert [str(v) for v in whole] == [str(v) for v in at]
+    assert np.array_equal(spec.reference(as_f64(t)).value.reshape(-1), np.array([float(v) for v in whole]))

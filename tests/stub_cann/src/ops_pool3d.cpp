@@ -49,6 +49,41 @@ Triple Last3(const aclTensor& t) {
     return {t.view[nd - 3], t.view[nd - 2], t.view[nd - 1]};
 }
 
+// How many (D, H, W) volumes a tensor holds (N C, or C).
+int64_t Volumes(const aclTensor& t) {
+    Triple n = Last3(t);
+    return stub::Numel(t.view) / std::max<int64_t>(n[0] * n[1] * n[2], 1);
+}
+
+// Every input position (d, h, w) of every volume, d outer, in float32 from 0: add(acc, b, window, window offset,
+// position offset) for each of its windows from range(axis, i), od outer, ow inner (both 3-D kernels' loop); the
+// sums written to out.
+template <typename Range, typename Add>
+void WindowSums(const Triple& n, const Triple& m, int64_t volumes, Range range, Add add, std::vector<float>& out) {
+    int64_t in_size = n[0] * n[1] * n[2];
+    for (int64_t b = 0; b < volumes; ++b) {
+        for (int64_t id = 0; id < n[0]; ++id) {
+            auto rd = range(0, id);
+            for (int64_t ih = 0; ih < n[1]; ++ih) {
+                auto rh = range(1, ih);
+                for (int64_t iw = 0; iw < n[2]; ++iw) {
+                    auto rw = range(2, iw);
+                    int64_t at = (id * n[1] + ih) * n[2] + iw;
+                    float acc = 0.0f;
+                    for (int64_t od = rd.first; od < rd.second; ++od) {
+                        for (int64_t oh = rh.first; oh < rh.second; ++oh) {
+                            for (int64_t ow = rw.first; ow < rw.second; ++ow) {
+                                add(acc, b, Triple{od, oh, ow}, (od * m[1] + oh) * m[2] + ow, at);
+                            }
+                        }
+                    }
+                    out[static_cast<size_t>(b * in_size + at)] = acc;
+                }
+            }
+        }
+    }
+}
+
 aclnnStatus Check3d(const Checker& c, const Pool3dCall& e) {
     RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"output", e.out}}));
     if (e.kernel == nullptr) return c.Null("kernelSize");
@@ -90,8 +125,7 @@ stub::Job Pool3dJob(const Pool3dCall& e) {
         const aclTensor& gt = j.T(g);
         const aclTensor& ot = j.T(o);
         Triple n = Last3(ot), m = Last3(gt);
-        int64_t in_size = n[0] * n[1] * n[2], out_size = m[0] * m[1] * m[2];
-        int64_t volumes = stub::Numel(ot.view) / std::max<int64_t>(in_size, 1);
+        int64_t out_size = m[0] * m[1] * m[2], volumes = Volumes(ot);
         std::vector<float> grad = stub::ReadFloats(gt, gt.view);
         std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
         // first and one past the last window covering position i of axis a
@@ -100,38 +134,19 @@ stub::Job Pool3dJob(const Pool3dCall& e) {
             int64_t first = q < k[a] ? 0 : (q - k[a]) / s[a] + 1;
             return std::make_pair(first, std::max(first, std::min(q / s[a] + 1, m[a])));
         };
-        for (int64_t b = 0; b < volumes; ++b) {
-            const float* x = grad.data() + b * out_size;
-            float* y = out.data() + b * in_size;
-            for (int64_t id = 0; id < n[0]; ++id) {
-                auto rd = range(0, id);
-                for (int64_t ih = 0; ih < n[1]; ++ih) {
-                    auto rh = range(1, ih);
-                    for (int64_t iw = 0; iw < n[2]; ++iw) {
-                        auto rw = range(2, iw);
-                        float acc = 0.0f;
-                        for (int64_t od = rd.first; od < rd.second; ++od) {
-                            for (int64_t oh = rh.first; oh < rh.second; ++oh) {
-                                for (int64_t ow = rw.first; ow < rw.second; ++ow) {
-                                    Triple o3{od, oh, ow};
-                                    int64_t pool = 1, inside = 1;
-                                    for (int a = 0; a < 3; ++a) {
-                                        int64_t start = o3[a] * s[a] - p[a];
-                                        int64_t end = std::min(start + k[a], n[a] + p[a]);
-                                        pool *= end - start;
-                                        inside *= std::min(end, n[a]) - std::max<int64_t>(start, 0);
-                                    }
-                                    int64_t d = divisor != 0 ? divisor : include ? pool : inside;
-                                    float factor = 1.0f / static_cast<float>(d);
-                                    acc += x[(od * m[1] + oh) * m[2] + ow] * factor;
-                                }
-                            }
-                        }
-                        y[(id * n[1] + ih) * n[2] + iw] = acc;
-                    }
-                }
+        auto add = [&](float& acc, int64_t b, const Triple& o3, int64_t w, int64_t) {
+            int64_t pool = 1, inside = 1;
+            for (int a = 0; a < 3; ++a) {
+                int64_t start = o3[a] * s[a] - p[a];
+                int64_t end = std::min(start + k[a], n[a] + p[a]);
+                pool *= end - start;
+                inside *= std::min(end, n[a]) - std::max<int64_t>(start, 0);
             }
-        }
+            int64_t d = divisor != 0 ? divisor : include ? pool : inside;
+            float factor = 1.0f / static_cast<float>(d);
+            acc += grad[static_cast<size_t>(b * out_size + w)] * factor;
+        };
+        WindowSums(n, m, volumes, range, add, out);
         stub::WriteFloats(ot, out, ot.dtype, negate);
     };
     return job;
@@ -194,8 +209,7 @@ stub::Job MaxPool3dJob(const Max3dCall& e) {
         const aclTensor& gt = j.T(g);
         const aclTensor& ot = j.T(o);
         Triple n = Last3(ot), m = Last3(gt);
-        int64_t in_size = n[0] * n[1] * n[2], out_size = m[0] * m[1] * m[2];
-        int64_t volumes = stub::Numel(ot.view) / std::max<int64_t>(in_size, 1);
+        int64_t out_size = m[0] * m[1] * m[2], volumes = Volumes(ot);
         std::vector<float> grad = stub::ReadFloats(gt, gt.view);
         std::vector<int64_t> index = stub::ReadInts(j.T(ix));
         std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
@@ -205,31 +219,11 @@ stub::Job MaxPool3dJob(const Max3dCall& e) {
             int64_t first = i + p[a] < span ? 0 : (i + p[a] - span) / s[a] + 1;
             return std::make_pair(first, std::min((i + p[a]) / s[a] + 1, m[a]));
         };
-        for (int64_t b = 0; b < volumes; ++b) {
-            const float* x = grad.data() + b * out_size;
-            const int64_t* arg = index.data() + b * out_size;
-            float* y = out.data() + b * in_size;
-            for (int64_t id = 0; id < n[0]; ++id) {
-                auto rd = range(0, id);
-                for (int64_t ih = 0; ih < n[1]; ++ih) {
-                    auto rh = range(1, ih);
-                    for (int64_t iw = 0; iw < n[2]; ++iw) {
-                        auto rw = range(2, iw);
-                        int64_t at = (id * n[1] + ih) * n[2] + iw;
-                        float acc = 0.0f;
-                        for (int64_t od = rd.first; od < rd.second; ++od) {
-                            for (int64_t oh = rh.first; oh < rh.second; ++oh) {
-                                for (int64_t ow = rw.first; ow < rw.second; ++ow) {
-                                    int64_t w = (od * m[1] + oh) * m[2] + ow;
-                                    if (arg[w] == at) acc += x[w];
-                                }
-                            }
-                        }
-                        y[at] = acc;
-                    }
-                }
-            }
-        }
+        auto add = [&](float& acc, int64_t b, const Triple&, int64_t w, int64_t at) {
+            size_t i = static_cast<size_t>(b * out_size + w);
+            if (index[i] == at) acc += grad[i];
+        };
+        WindowSums(n, m, volumes, range, add, out);
         stub::WriteFloats(ot, out, ot.dtype, negate);
     };
     return job;
