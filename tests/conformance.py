@@ -77,6 +77,8 @@ ENTRIES = {
     "log_softmax_backward": (f"test_op_log_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_log_softmax_backward.py::{ATEN}"),
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
+    "max_pool3d_with_argmax_backward": (f"test_op_max_pool3d_with_argmax_backward.py::{GOLDENS}",
+                                        f"test_op_max_pool3d_with_argmax_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
     "batch_norm_elemt_backward": (f"test_op_batch_norm_elemt_backward.py::{GOLDENS}",
                                   f"test_op_batch_norm_elemt_backward.py::{AN_INDEPENDENT}"),
@@ -253,6 +255,10 @@ VARIANTS = {
     "max_pool2d_with_indices_backward": (
         "maxpool-accumulate-fp16 maxpool-first-in-window maxpool-index-transposed maxpool-last-write-wins",
         "maxpool-columns maxpool-reversed"),
+    "max_pool3d_with_argmax_backward": (
+        "maxpool3d-accumulate-fp16 maxpool3d-first-in-window maxpool3d-index-axes-reversed maxpool3d-last-maximum "
+        "maxpool3d-last-write-wins maxpool3d-padding-ignored",
+        "maxpool3d-columns maxpool3d-reversed"),
     "mish_backward": (
         "mish-no-sigmoid mish-one-branch mish-tanh-of-x sign-slip",
         "mish-sech-form"),

@@ -92,6 +92,12 @@ ORDINARY = {
     "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],
                                          "attributes": {"kernelSize": [2], "padding": [0]},
                                          "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}, "product": "950"},
+    # (volumes of 2 x 4 x 4 pooled by 1 x 2 x 2 windows side by side, each gradient to its window's maximum: a term
+    # for a quarter of the elements, as the 2-D op's, where 2 x 2 x 2 windows would leave an eighth, below
+    # ORDINARY_SHARE)
+    "max_pool3d_with_argmax_backward": {"dims": lambda shape: [shape // 32, 2, 4, 4],
+                                        "attributes": {"kernelSize": [1, 2, 2], "stride": [], "padding": [0]},
+                                        "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
     # (ops of the 950 alone: OpDef-generated APIs of graph-only ops; L2NormalizeGrad has no bfloat16, op_dtypes)
     "softmax_grad_ext": {"product": "950"},
     "l2_normalize_grad": {"product": "950", "attributes": {"dimOptional": [1]}},

@@ -1,5 +1,5 @@
 """aclnnMaxPool2dWithIndicesBackward (the window family, a derived input): the indices gen derives against an
-independent forward (PyTorch CPU's max_pool2d loop, written here), goldens against an oracle of Fractions (each
+independent forward (PyTorch CPU's max_pool2d loop, tests/maxpool.py), goldens against an oracle of Fractions (each
 window's gradOutput added at its index), an independent loop-based float32 kernel (the 950's SIMT order) over every
 bundled case, the kernel at hand-computed points, each defect failing and each legitimate order passing, explicit
 and refused indices, the contract, and ops-nn's own ATK suite (whose executor derives the indices by the forward).
@@ -11,79 +11,35 @@ The oracle, the forward and the independent kernel read the case directories thr
 from __future__ import annotations
 
 import json
-import math
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import harness
+import maxpool
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.window.max_pool2d_with_indices_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli, write_yaml
-from rowblocks import atk_small_cases_pass, goldens_against, as_f64, as_fractions, generated_yaml, independent_dumps, not_passing, variant_statuses
+from rowblocks import atk_small_cases_pass, goldens_against, as_f64, generated_yaml, independent_dumps, not_passing, variant_statuses
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
 BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "max_pool2d_with_indices_backward.yaml"
 
 
-def _attrs(m) -> dict:
-    return {a["name"]: a["value"] for a in m.get("attributes", [])}
-
-
-def _two(v, fill):
-    v = list(v or [])
-    return (fill if not v else (v[0], v[0]) if len(v) == 1 else (v[0], v[1]))
-
-
 def _params(m):
-    a = _attrs(m)
-    k = _two(a["kernelSize"], None)
-    return k, _two(a.get("stride"), k), _two(a.get("padding"), (0, 0)), _two(a.get("dilation"), (1, 1))
+    return maxpool.params(m, 2)
 
 
 def _planes(case, m, name, dtype=np.float64) -> np.ndarray:
-    t = harness.tensors(m)[name]
-    v = harness.view(harness.storage(case, t), t).astype(dtype)
-    return v.reshape(-1, *v.shape[-2:])
+    return maxpool.blocks(case, m, name, 2, dtype)
 
 
-def forward(x: np.ndarray, k, s, p, d, ho: int, wo: int) -> np.ndarray:
-    """PyTorch CPU's max_pool2d indices of planes x (k, H, W): for each window, maxindex starts at its first tap
-    inside the input, maxval at -inf; a tap replaces them where val > maxval or val is NaN."""
-    planes, h, w = x.shape
-    out = np.zeros((planes, ho, wo), np.int64)
-    for b in range(planes):
-        for oh in range(ho):
-            hs = oh * s[0] - p[0]
-            rows = [hs + j * d[0] for j in range(k[0]) if 0 <= hs + j * d[0] < h]
-            for ow in range(wo):
-                ws = ow * s[1] - p[1]
-                cols = [ws + j * d[1] for j in range(k[1]) if 0 <= ws + j * d[1] < w]
-                best, at = -math.inf, rows[0] * w + cols[0]
-                for ih in rows:
-                    for iw in cols:
-                        v = x[b, ih, iw]
-                        if v > best or math.isnan(v):
-                            best, at = v, ih * w + iw
-                out[b, oh, ow] = at
-    return out
-
-
-def oracle(case, m) -> list:
-    """The exact gradient in logical order: each window's gradOutput, a Fraction, added at its index."""
-    g = _planes(case, m, "gradOutput")
-    idx = _planes(case, m, "indices", np.int64)
-    h, w = harness.tensors(m)["self"]["shape"][-2:]
-    out = [[Fraction(0)] * (h * w) for _ in range(g.shape[0])]
-    for b in range(g.shape[0]):
-        for v, i in zip(g[b].reshape(-1).tolist(), idx[b].reshape(-1).tolist()):
-            out[b][i] += Fraction(v)
-    return [v for plane in out for v in plane]
+forward = maxpool.forward  # (PyTorch CPU's forward loop, tests/maxpool.py)
+oracle = maxpool.oracle(2)
 
 
 def independent(case, m) -> np.ndarray:
@@ -144,7 +100,7 @@ def test_derived_indices_are_the_forwards_argmax(generated):
         m = harness.load(case)
         x = _planes(case, m, "self")
         idx = _planes(case, m, "indices", np.int64)
-        assert np.array_equal(idx, forward(x, *_params(m), *idx.shape[-2:])), case.name
+        assert np.array_equal(idx, forward(x, *_params(m), idx.shape[-2:])), case.name
         planes += x.shape[0]
     assert planes > 100
 
@@ -159,12 +115,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    """The bundled case file generated and emulated."""
-    out = tmp_path_factory.mktemp("maxpool_bundled") / "out"
-    for args in (("gen", BUNDLED, "-o", out), ("emulate", out)):
-        r = run_cli(*args)
-        assert r.exit_code == 0, r.output[-2000:]
-    return out
+    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool_bundled")
 
 
 def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
@@ -191,7 +142,7 @@ def test_bundled_derived_indices_and_explicit_ones(suite):
         if "explicit_indices" in case.name:
             assert idx.reshape(-1).tolist() == [5, 7, 13, 15]
             continue
-        assert np.array_equal(idx, forward(_planes(case, m, "self"), *_params(m), *idx.shape[-2:])), case.name
+        assert np.array_equal(idx, forward(_planes(case, m, "self"), *_params(m), idx.shape[-2:])), case.name
 
 
 # ------------------------------------------------------------------ the kernel at hand-computed points
@@ -250,10 +201,7 @@ def test_exact_at_equals_exact_everywhere():
     attrs = {"kernelSize": (3, 2), "stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "ceilMode": True}
     t = {"gradOutput": rng.normal(size=(2, 7, 6)).astype(F), "self": rng.integers(0, 3, (2, 7, 5)).astype(F), **attrs}
     t["indices"] = SPEC.derived["indices"](as_f64(t))
-    whole = SPEC.exact(as_fractions(t)).reshape(-1)
-    at = SPEC.exact_at(as_f64(t), {"gradInput": np.arange(whole.size)})["gradInput"]
-    assert [str(v) for v in whole] == [str(v) for v in at]
-    assert np.array_equal(SPEC.reference(as_f64(t)).value.reshape(-1), np.array([float(v) for v in whole]))
+    maxpool.assert_exact_at_is_exact(SPEC, t)
 
 
 # ------------------------------------------------------------------ defects and legitimate variants
@@ -307,8 +255,8 @@ def test_explicit_indices_outside_their_window_are_refused(tmp_path):
     for values, what in (([5, 7, 13, 16], "is 16"), ([5, 7, 13, -1], "is -1"), ([5, 7, 13, 0], "is 0")):
         text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: bad, product: '950', dtype: float32, shape: [1, 1, 4, 4], "
                 f"attributes: {{kernelSize: [2], stride: [2], padding: [0]}}, inputs: {{indices: {{values: {values}}}}}}}\n")
-        r = run_cli("gen", write_yaml(tmp_path, text, "c.yaml"), "-o", tmp_path / "out")
-        assert r.exit_code == 2 and "indices[0, 1, 1]" in r.output and what in r.output, r.output
+        output = maxpool.refusal(tmp_path, text)
+        assert "indices[0, 1, 1]" in output and what in output, output
 
 
 def test_a_derived_fill_on_an_op_without_a_derivation_is_refused(tmp_path):
@@ -320,24 +268,17 @@ def test_a_derived_fill_on_an_op_without_a_derivation_is_refused(tmp_path):
 
 def test_the_derived_indices_do_not_depend_on_the_chunk(tmp_path):
     """gen writes the same indices whether it reads self one plane at a time or all at once."""
-    from aclnn_cli.cases.loader import load_file
-    from aclnn_cli.golden.gen import generate_case
-
     text = ("op: aclnnMaxPool2dWithIndicesBackward\ncases:\n  - {name: c, product: '950', dtype: float16, shape: [3, 4, 9, 10], "
             "attributes: {kernelSize: [3], stride: [1], padding: [1]}}\n")
-    case, = load_file(write_yaml(tmp_path, text, "c.yaml"))
-    got = []
-    for chunk in (90, 1 << 20):
-        r = generate_case(case, tmp_path / f"out{chunk}", chunk=chunk)
-        got.append((r.path / "indices.bin").read_bytes())
+    got = maxpool.indices_by_chunk(tmp_path, text, (90, 1 << 20))
     assert got[0] == got[1] and len(got[0]) == 3 * 4 * 9 * 10 * 4
 
 
+BASE = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
+
+
 def _status(g, s, i, o, attrs, dtype=D.FLOAT32, product="950", i_dtype=D.INT32, s_dtype=None):
-    descs = {"gradOutput": TensorDesc(dtype, tuple(g)), "self": TensorDesc(s_dtype or dtype, tuple(s)),
-             "indices": TensorDesc(i_dtype, tuple(i)), "gradInput": TensorDesc(dtype, tuple(o))}
-    full = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False, **attrs}
-    return check(SPEC, product, descs, full).status
+    return maxpool.status(SPEC, (g, s, i, o), attrs, BASE, dtype, product, i_dtype, s_dtype)
 
 
 def test_contract():
@@ -364,11 +305,10 @@ def test_contract():
     assert _status([2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 4], [2, 3, 8, 9], {}) == INVALID  # gradInput not self's
     descs = {"gradOutput": TensorDesc(D.FLOAT32, (2, 3, 4, 4)), "self": TensorDesc(D.FLOAT32, (2, 3, 8, 8)),
              "indices": TensorDesc(D.INT32, (2, 3, 4, 4)), "gradInput": TensorDesc(D.FLOAT32, (2, 3, 8, 8))}
-    base = {"kernelSize": (3,), "stride": (2,), "padding": (1,), "dilation": (1,), "ceilMode": False}
     for name in ("stride", "padding", "dilation"):
-        assert check(SPEC, "950", descs, {**base, name: None}).status == NULLPTR, name
+        assert check(SPEC, "950", descs, {**BASE, name: None}).status == NULLPTR, name
     null = {**descs, "indices": TensorDesc(D.INT32, (2, 3, 4, 4), True)}
-    assert check(SPEC, "950", null, base).status == NULLPTR
+    assert check(SPEC, "950", null, BASE).status == NULLPTR
 
 
 # ------------------------------------------------------------------ ops-nn's own suite

@@ -33,7 +33,7 @@ ACTIVATION_HEADERS = ("elu_backward", "hardtanh_backward", "softshrink_backward"
                       "gelu_backward", "selu_backward", "mish_backward", "logit_grad")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_indices_backward",
-                "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward")
+                "max_pool3d_with_argmax_backward", "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward")
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
 GENERATED_HEADERS = ("softmax_grad_ext", "l2_normalize_grad", "instance_norm_grad")  # (an OpDef's generated API) its kernel: the bundled cases (test_harness_e2e.py)

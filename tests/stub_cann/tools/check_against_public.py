@@ -85,6 +85,8 @@ PUBLIC = {
         "ops_nn", "pooling/adaptive_avg_pool2d_grad/op_api/aclnn_adaptive_avg_pool2d_backward.h"),
     "aclnnop/aclnn_adaptive_avg_pool3d_backward.h": (
         "ops_nn", "pooling/adaptive_avg_pool3d_grad/op_api/aclnn_adaptive_avg_pool3d_backward.h"),
+    "aclnnop/aclnn_max_pool3d_with_argmax_backward.h": (
+        "ops_nn", "pooling/max_pool3d_grad_with_argmax/op_api/aclnn_max_pool3d_with_argmax_backward.h"),
     "aclnnop/aclnn_batch_norm_backward_reduce.h": (
         "ops_nn", "norm/sync_batch_norm_backward_reduce/op_api/aclnn_batch_norm_backward_reduce.h"),
     "aclnnop/aclnn_batch_norm_elemt_backward.h": (
