@@ -301,3 +301,24 @@ def test_recognising_a_file_never_waits_on_a_fifo(tmp_path):
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "suite.csv"), str(DATA / "ttk_kernel_small.csv")],
                             capture_output=True, text=True, timeout=60)  # TimeoutExpired if it blocks
     assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
+
+
+def test_atk_null_strategy_and_default_seed_are_read_past():
+    """ops-nn's MaxPool2dWithMaskBackward file gives `"strategy": null` in all 214 cases, SituGluGrad's
+    `"default_seed": null` too: ATK's default draw, the data unchanged (aclnn-cli seeds from file and id)."""
+    plain = importers.import_file(Path("s.json"), atk().encode()).documents
+    nulls = importers.import_file(Path("s.json"), atk({"strategy": None, "default_seed": None}).encode()).documents
+    assert nulls == plain
+
+
+@pytest.mark.parametrize("key,value", [("strategy", "boundary"), ("default_seed", 1234)])
+def test_atk_non_null_strategy_or_seed_skips_the_case_not_the_file(tmp_path, key, value):
+    """A strategy or fixed seed of ATK's own generator cannot be reproduced: that case is skipped with the reason,
+    the file's other cases still import."""
+    two = json.loads(atk()) + json.loads(atk({"id": 1, key: value}))
+    got = importers.import_file(Path("s.json"), json.dumps(two).encode(), skip_unsupported=True)
+    assert [c["name"] for d in got.documents for c in d["cases"]] == ["s-0"]
+    assert len(got.skipped) == 1 and f"{key} " in got.skipped[0].reason
+    assert "cannot reproduce" in got.skipped[0].reason
+    src, line = error_line(tmp_path, json.dumps(two))
+    assert f"key '{key}'" in line and "cannot reproduce" in line

@@ -27,7 +27,12 @@ from .source import json_cases, json_head
 NAME = "ATK JSON"
 # Case keys: the ones that matter, and the ones that describe ATK's own run (benchmark, accuracy
 # standard, API wrapper names), which we read past on purpose (docs/importing.md says why).
-CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type", "standard", "is_boundary")
+CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type", "standard", "is_boundary",
+             "strategy", "default_seed")
+# Case keys that only say ATK draws the case's data its default way when null: a data strategy or a fixed seed of
+# ATK's own generator otherwise, which aclnn-cli cannot reproduce (its data are its own, seeded from file and id):
+# such a case is skipped with that reason, the file still read (docs/importing.md).
+NULL_ONLY_KEYS = ("strategy", "default_seed")
 INPUT_KEYS = ("name", "type", "dtype", "shape", "range_values", "required", "backward", "align_32B",
               "outlier_values", "format")
 ND_KEYS = ("name", "mean", "std")
@@ -74,6 +79,10 @@ def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec
     bad, unsupported = errors(where, name)
     check_keys(raw, CASE_KEYS, "ATK case", bad)
     check_types(raw, CASE_TYPES, bad)
+    for k in NULL_ONLY_KEYS:
+        if raw.get(k) is not None:
+            raise unsupported(f"{k} {show(raw[k])}: ATK's own data {'strategy' if k == 'strategy' else 'seed'}, "
+                              f"which aclnn-cli cannot reproduce (null, ATK's default draw, is accepted)", k)
     op, _ = resolve_op(field(bad, "aclnn_name", text, raw.get("aclnn_name"), "aclnn_name"),
                        lambda m: unsupported(m, "aclnn_name"))
     inputs = raw.get("inputs")
