@@ -23,6 +23,7 @@ BUNDLED: dict[str, str] = {
     "aclnnAvgPool2dBackward": "window.avg_pool2d_backward",
     "aclnnAvgPool3dBackward": "window.avg_pool3d_backward",
     "aclnnMaxPool2dWithIndicesBackward": "window.max_pool2d_with_indices_backward",
+    "aclnnMaxPool2dWithMaskBackward": "window.max_pool2d_with_mask_backward",
     "aclnnMaxPool3dWithArgmaxBackward": "window.max_pool3d_with_argmax_backward",
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnMatmul": "contraction.matmul",
