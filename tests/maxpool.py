@@ -59,18 +59,23 @@ def forward(x: np.ndarray, k, s, p, d, outs) -> np.ndarray:
     return out
 
 
-def derived_are_forwards(case, m, n: int) -> bool:
-    """Whether a case's indices are the forward's of its self."""
-    idx = blocks(case, m, "indices", n, np.int64)
+def indices(case, m, n: int) -> np.ndarray:
+    """The case's indices as (planes, last n axes of gradOutput), int64."""
+    return blocks(case, m, "indices", n, np.int64)
+
+
+def derived_are_forwards(case, m, n: int, read=indices) -> bool:
+    """Whether a case's indices (as `read` gives them) are the forward's of its self."""
+    idx = read(case, m, n)
     return np.array_equal(idx, forward(blocks(case, m, "self", n), *params(m, n), idx.shape[1:]))
 
 
-def oracle(n: int):
+def oracle(n: int, read=indices):
     """oracle(case, m): the exact gradient in logical order, each window's gradOutput (a Fraction) added at its
-    index in its plane or volume."""
+    index (as `read` gives them) in its plane or volume."""
     def exact(case, m) -> list:
         g = blocks(case, m, "gradOutput", n)
-        idx = blocks(case, m, "indices", n, np.int64)
+        idx = read(case, m, n)
         size = math.prod(harness.tensors(m)["self"]["shape"][-n:])
         out = [[Fraction(0)] * size for _ in range(g.shape[0])]
         for b in range(g.shape[0]):
