@@ -77,6 +77,8 @@ ENTRIES = {
     "log_softmax_backward": (f"test_op_log_softmax_backward.py::{BUNDLED_GOLDENS}", f"test_op_log_softmax_backward.py::{ATEN}"),
     "max_pool2d_with_indices_backward": (f"test_op_max_pool2d_with_indices_backward.py::{GOLDENS}",
                                          f"test_op_max_pool2d_with_indices_backward.py::{AN_INDEPENDENT}"),
+    "max_pool2d_with_mask_backward": (f"test_op_max_pool2d_with_mask_backward.py::{GOLDENS}",
+                                      f"test_op_max_pool2d_with_mask_backward.py::{AN_INDEPENDENT}"),
     "max_pool3d_with_argmax_backward": (f"test_op_max_pool3d_with_argmax_backward.py::{GOLDENS}",
                                         f"test_op_max_pool3d_with_argmax_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
@@ -255,6 +257,10 @@ VARIANTS = {
     "max_pool2d_with_indices_backward": (
         "maxpool-accumulate-fp16 maxpool-first-in-window maxpool-index-transposed maxpool-last-write-wins",
         "maxpool-columns maxpool-reversed"),
+    "max_pool2d_with_mask_backward": (
+        "maxpool-mask-accumulate-fp16 maxpool-mask-first-in-window maxpool-mask-index-axes-reversed "
+        "maxpool-mask-last-maximum maxpool-mask-last-write-wins maxpool-mask-padding-ignored",
+        "maxpool-mask-columns maxpool-mask-reversed"),
     "max_pool3d_with_argmax_backward": (
         "maxpool3d-accumulate-fp16 maxpool3d-first-in-window maxpool3d-index-axes-reversed maxpool3d-last-maximum "
         "maxpool3d-last-write-wins maxpool3d-padding-ignored",

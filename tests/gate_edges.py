@@ -92,6 +92,10 @@ ORDINARY = {
     "max_pool2d_with_indices_backward": {"dims": lambda shape: [shape // 16, 4, 4],
                                          "attributes": {"kernelSize": [2], "padding": [0]},
                                          "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}, "product": "950"},
+    # (the same on A2, the mask's op: every dtype there)
+    "max_pool2d_with_mask_backward": {"dims": lambda shape: [shape // 16, 4, 4],
+                                      "attributes": {"kernelSize": [2], "padding": [0]},
+                                      "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},
     # (volumes of 2 x 4 x 4 pooled by 1 x 2 x 2 windows side by side, each gradient to its window's maximum: a term
     # for a quarter of the elements, as the 2-D op's, where 2 x 2 x 2 windows would leave an eighth, below
     # ORDINARY_SHARE)

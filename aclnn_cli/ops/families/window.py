@@ -142,13 +142,18 @@ class Window(Rows):
     dilation: str | None = None
     ceil: str | None = "ceilMode"
     pooled: tuple[str, ...] = ()  # other tensors of the pooled shape, cut like grad (MaxPool's indices)
+    # a tensor of its own shape holding the pooled tensor's int32 indices as bytes from its buffer's start
+    # (MaxPool2dWithMask's int8 mask): block b is its bytes [4 b Ho Wo, 4 (b + 1) Ho Wo), arriving as (k, 1, 4 Ho Wo);
+    # packed_shape: its shape from the pooled tensor's and the attributes, or why the family cannot take the case
+    packed: str | None = None
+    packed_shape: Callable[[tuple[int, ...], Mapping], tuple[int, ...] | str] | None = None
     name: str = "window"
     spatial: int = SPATIAL  # window axes: 2 (H, W) or 3 (D, H, W)
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 
     @property
     def own(self) -> tuple[str, ...]:
-        return (self.grad, *self.pooled)
+        return (self.grad, *self.pooled, *((self.packed,) if self.packed else ()))
 
     def attribute_fields(self) -> tuple[tuple[str, str], ...]:
         """(field, the attribute kind it must name) for declcheck: the window attributes the family reads."""
@@ -189,7 +194,9 @@ class Window(Rows):
             if len(shape) >= sp + 1 and min(k + s + d) > 0 and min(sizes) > 0:
                 for name in (self.grad, *self.pooled):
                     shapes[name] = (*shape[:-sp], *sizes)
-        except (ValueError, TypeError, IndexError, ZeroDivisionError):
+            if self.packed in names and not isinstance(packed := self.packed_shape(shapes[self.grad], attrs), str):
+                shapes[self.packed] = tuple(packed)
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, KeyError):
             pass
         return shapes
 
@@ -212,8 +219,14 @@ class Window(Rows):
                 return f"{name} has shape {list(shapes[name])}; the {self.name} family needs {self.grad}'s {list(g)}"
         for t in op.tensors:
             s = tuple(shapes.get(t.name, drv))
-            if t.name not in (self.driver, self.grad, *self.pooled) and s != drv:
+            if t.name not in (self.driver, self.grad, *self.pooled, self.packed) and s != drv:
                 return f"{t.name} has shape {list(s)}; the {self.name} family needs {self.driver}'s {list(drv)}"
+        if self.packed in shapes:
+            want = self.packed_shape(g, attrs)
+            if isinstance(want, str) or tuple(shapes[self.packed]) != tuple(want):
+                return want if isinstance(want, str) else (
+                    f"{self.packed} has shape {list(shapes[self.packed])}; the forward's for {self.grad} {list(g)} "
+                    f"is {list(want)} (its first int32 the indices)")
         return None
 
     def sizes_problem(self, drv: tuple[int, ...], g: tuple[int, ...], attrs: Mapping) -> str | None:
@@ -239,6 +252,8 @@ class Window(Rows):
         if name not in self.own:
             return None
         g = tuple(shapes[self.grad])
+        if name == self.packed:
+            return Geometry(geo.a1, 1, 4 * math.prod(g[-self.spatial:]))
         return Geometry(geo.a1, math.prod(g[-self.spatial:-1]), g[-1])
 
 

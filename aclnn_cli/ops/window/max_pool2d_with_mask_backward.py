@@ -26,74 +26,33 @@ workspace in row order, cast once. A 1 x 1 kernel runs MaxPoolGradWithArgmaxV1 o
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, products
 from ..families import Window
-from ..families.base import Geometry
 from ..families.window import pair
 from ..registry import register
 from . import argmax, pool
 
 GRAD, SELF, MASK, OUT = "gradOutput", "self", "indices", "gradInput"
 KERNEL, STRIDE, PADDING, DILATION, CEIL = "kernelSize", "stride", "padding", "dilation", "ceilMode"
-BYTES = 4  # an int32 index's bytes
 
 
-def mask_shape(grad: tuple[int, ...], kernel) -> tuple[int, ...]:
-    """The forward's mask shape for a gradOutput shape (..., Ho, Wo): (..., kH kW, (ceil(Ho Wo / 16) + 1) 32)."""
-    kh, kw = pair(kernel)
+def mask_shape(grad: tuple[int, ...], attrs: Mapping) -> tuple[int, ...] | str:
+    """The forward's mask shape for a gradOutput shape (..., Ho, Wo): (..., kH kW, (ceil(Ho Wo / 16) + 1) 32); a
+    1 x 1 kernel: why it is not modelled."""
+    kh, kw = pair(attrs[KERNEL])
+    if (kh, kw) == (1, 1):
+        return ("kernelSize 1 x 1: the op_api runs MaxPoolGradWithArgmaxV1 on the forward's 5HD bit mask, which this "
+                "declaration does not model")
     ho, wo = grad[-2], grad[-1]
     return (*grad[:-2], kh * kw, (-(-(ho * wo) // 16) + 1) * 32)
 
 
-@dataclass(frozen=True)
-class MaskWindow(Window):
-    """Window with the mask: its blocks are each plane's Ho Wo int32 indices as bytes, packed from the buffer's
-    start (`own_geometry`: (1, 4 Ho Wo) int8 per block), not cut from the mask's own shape."""
-
-    mask: str = MASK
-    name: str = "mask window"
-
-    @property
-    def own(self) -> tuple[str, ...]:
-        return (self.grad, self.mask)
-
-    def default_shapes(self, shape, attrs: Mapping, names) -> dict:
-        shapes = super().default_shapes(shape, attrs, names)
-        if self.mask in names:
-            try:
-                shapes[self.mask] = mask_shape(shapes[self.grad], attrs[self.kernel])
-            except (ValueError, TypeError, IndexError, KeyError):
-                pass
-        return shapes
-
-    def shape_problem(self, op, shapes, attrs: Mapping) -> str | None:
-        rest = {n: s for n, s in shapes.items() if n != self.mask}
-        problem = super().shape_problem(op, rest, attrs)
-        if problem or self.mask not in shapes:
-            return problem
-        if pair(attrs[self.kernel]) == (1, 1):
-            return ("kernelSize 1 x 1: the op_api runs MaxPoolGradWithArgmaxV1 on the forward's 5HD bit mask, which "
-                    "this declaration does not model")
-        want = mask_shape(tuple(shapes[self.grad]), attrs[self.kernel])
-        if tuple(shapes[self.mask]) != want:
-            return (f"{self.mask} has shape {list(shapes[self.mask])}; the forward's mask for gradOutput "
-                    f"{list(shapes[self.grad])} is {list(want)} (its first N C Ho Wo int32 the argmax)")
-        return None
-
-    def own_geometry(self, name: str, shapes, attrs: Mapping, geo: Geometry) -> Geometry | None:
-        if name != self.mask:
-            return super().own_geometry(name, shapes, attrs, geo)
-        g = tuple(shapes[self.grad])
-        return Geometry(geo.a1, 1, BYTES * g[-2] * g[-1])
-
-
-FAMILY = MaskWindow(driver=SELF, grad=GRAD, kernel=KERNEL, stride=STRIDE, padding=PADDING, dilation=DILATION,
-                    ceil=CEIL)
+FAMILY = Window(driver=SELF, grad=GRAD, kernel=KERNEL, stride=STRIDE, padding=PADDING, dilation=DILATION, ceil=CEIL,
+                packed=MASK, packed_shape=mask_shape)
 
 
 def decode(t) -> dict:
