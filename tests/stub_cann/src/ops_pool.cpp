@@ -11,6 +11,9 @@
 // aclnn_max_pool2d_with_indices_backward.cpp's CheckParams): every tensor and array non-null (161001), then 161002.
 // Phase two: MaxPoolGradWithArgmaxNchw, each input position (h, w) in float32: the windows that may hold it (ph
 // outer, pw inner), adding gradOutput where the window's index is h * W + w; rounded once to gradInput's dtype.
+// MaxPool2dWithMaskBackward (A2, A3: aclnn_cli/ops/window/max_pool2d_with_mask_backward.py): the entry's checks (the
+// 950 refused, kernelSize's length 161001), then CheckParams with isMask (int8 indices, dilation 1; the mask's shape
+// unchecked); phase two as above with the indices the mask's first N C Ho Wo int32 (IndicesInputProcess3D).
 #include <algorithm>
 #include <cmath>
 
@@ -128,12 +131,41 @@ stub::Job PoolJob(const PoolCall& e) {
 }
 
 const stub::OpDef kMaxPool{"aclnnMaxPool2dWithIndicesBackward", nullptr, nullptr};
+const stub::OpDef kMaxMask{"aclnnMaxPool2dWithMaskBackward", nullptr, nullptr};
 
 struct MaxCall {
     const aclTensor *grad, *self, *indices, *out;
     const aclIntArray *kernel, *stride, *padding, *dilation;
     bool ceil;
+    bool mask = false;
 };
+
+aclnnStatus CheckMask(const Checker& c, const MaxCall& e) {
+    if (c.product() == "950") return c.Invalid("Please use aclnnMaxPool2dWithIndicesBackward.");
+    if (c.product() != "A2" && c.product() != "A3") return c.Unsupported();
+    if (e.kernel == nullptr) return c.Null("kernelSize");
+    RETURN_IF_FAILED(c.NotNull({{"self", e.self}, {"gradOutput", e.grad}}));
+    if (e.kernel->values.empty() || e.kernel->values.size() > 2) return c.Null("kernelSize of 1 or 2 values");
+    RETURN_IF_FAILED(c.NotNull({{"indices", e.indices}, {"gradInput", e.out}}));
+    if (e.stride == nullptr) return c.Null("stride");
+    if (e.padding == nullptr) return c.Null("padding");
+    if (e.dilation == nullptr) return c.Null("dilation");
+    RETURN_IF_FAILED(c.DtypesIn(stub::kFloats, {{"self", e.self}}));
+    RETURN_IF_FAILED(c.SameDtype({{"self", e.self}, {"gradOutput", e.grad}, {"gradInput", e.out}}));
+    if (e.indices->dtype != ACL_INT8) return c.Invalid("indices: INT8");
+    RETURN_IF_FAILED(c.Dims(3, 4, {{"self", e.self}, {"gradInput", e.out}, {"gradOutput", e.grad}, {"indices", e.indices}}));
+    const std::vector<int64_t>& d = e.dilation->values;
+    if (d.empty() || d.size() > 2) return c.Invalid("dilation: 1 or 2 values");
+    RETURN_IF_FAILED(CheckLists(c, e.kernel, e.stride, e.padding));
+    if (*std::min_element(d.begin(), d.end()) != 1 || *std::max_element(d.begin(), d.end()) != 1) {
+        return c.Invalid("dilation: only 1");
+    }
+    if (e.self->view != e.out->view) return c.Invalid("gradInput's shape is not self's");
+    for (size_t i = e.self->view.size() - 3; i < e.self->view.size(); ++i) {
+        if (e.self->view[i] == 0) return c.Invalid("self: C, H and W must not be 0");
+    }
+    return ACLNN_SUCCESS;
+}
 
 aclnnStatus CheckMax(const Checker& c, const MaxCall& e) {
     RETURN_IF_FAILED(c.NotNull({{"gradOutput", e.grad}, {"self", e.self}, {"indices", e.indices}, {"gradInput", e.out}}));
@@ -179,6 +211,15 @@ stub::Job MaxPoolJob(const MaxCall& e) {
         int64_t planes = stub::Numel(ot.view) / std::max<int64_t>(h * w, 1);
         std::vector<float> grad = stub::ReadFloats(gt, gt.view);
         std::vector<int64_t> index = stub::ReadInts(j.T(ix));
+        if (e.mask) {  // (the mask's bytes, little-endian int32 from its start: planes Ho Wo of them)
+            std::vector<int64_t> packed(static_cast<size_t>(planes * ho * wo));
+            for (size_t q = 0; q < packed.size(); ++q) {
+                uint32_t v = 0;
+                for (size_t byte = 0; byte < 4; ++byte) v |= static_cast<uint32_t>(index[4 * q + byte] & 0xFF) << (8 * byte);
+                packed[q] = static_cast<int32_t>(v);
+            }
+            index.swap(packed);
+        }
         std::vector<float> out(static_cast<size_t>(stub::Numel(ot.view)), 0.0f);
         // PStart / PEnd (max_pool_grad_with_argmax_v3_simt.h): the windows whose span may reach position i
         auto start = [](int64_t i, int64_t pad, int64_t kernel, int64_t dil, int64_t stride) -> int64_t {
@@ -239,5 +280,17 @@ aclnnStatus aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(
 }
 
 STUB_PHASE_TWO(aclnnMaxPool2dWithIndicesBackward, kMaxPool)
+
+// A3, A2 (FLOAT, FLOAT16, BF16; INT8 mask). See CheckMask for the order of the checks.
+aclnnStatus aclnnMaxPool2dWithMaskBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* self, const aclTensor* indices, const aclIntArray* kernelSize,
+    const aclIntArray* stride, const aclIntArray* padding, const aclIntArray* dilation, bool ceilMode,
+    aclTensor* gradInput, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    MaxCall e{gradOutput, self, indices, gradInput, kernelSize, stride, padding, dilation, ceilMode, true};
+    return stub::PhaseOneJob(kMaxMask, workspaceSize, executor, [&](Checker& c) { return CheckMask(c, e); },
+                             [&](const Checker&) { return MaxPoolJob(e); });
+}
+
+STUB_PHASE_TWO(aclnnMaxPool2dWithMaskBackward, kMaxMask)
 
 }  // extern "C"
