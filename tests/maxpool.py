@@ -135,3 +135,26 @@ def assert_exact_at_is_exact(spec, t) -> None:
     at = spec.exact_at(as_f64(t), {"gradInput": np.arange(whole.size)})["gradInput"]
     assert [str(v) for v in whole] == [str(v) for v in at]
     assert np.array_equal(spec.reference(as_f64(t)).value.reshape(-1), np.array([float(v) for v in whole]))
+
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def every_dtype(*cases) -> set:
+    """(case, dtype) for each case and float dtype."""
+    return {(c, d) for c in cases for d in DTYPES}
+
+
+def assert_variant(suite, tmp_path, variant: str, changes: dict, legitimate, cases: int) -> None:
+    """The gate suite emulated with `variant`: a legitimate one passes every case; a defect fails every (case, dtype)
+    `changes` names for it, in every dtype."""
+    from rowblocks import variant_statuses
+
+    status = variant_statuses(suite, tmp_path, variant)
+    assert len(status) == cases
+    if variant in legitimate:
+        assert set(status.values()) == {"PASS"}, status
+        return
+    by_case = {tuple(k.split("-")[1:3]): v for k, v in status.items()}
+    assert {by_case[c] for c in changes[variant]} == {"FAIL"}, status
+    assert {d for _, d in changes[variant]} == set(DTYPES)

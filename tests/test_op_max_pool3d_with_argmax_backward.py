@@ -25,7 +25,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
 from rowblocks import (as_f64, atk_small_cases_pass, generated_yaml, goldens_against, independent_dumps,
-                       not_passing, variant_statuses)
+                       not_passing)
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
@@ -255,11 +255,7 @@ cases:
      inputs: {indices: {values: [171]}, gradOutput: {values: [1000.0, 0.4]}}}
 """
 
-DTYPES = ("float32", "float16", "bfloat16")
-
-
-def _every_dtype(*cases) -> set:
-    return {(c, d) for c in cases for d in DTYPES}
+_every_dtype = maxpool.every_dtype
 
 
 @pytest.fixture(scope="module")
@@ -291,14 +287,7 @@ def test_the_variants_are_declared():
 
 @pytest.mark.parametrize("variant", sorted(CHANGES) + list(LEGITIMATE))
 def test_each_defect_fails_in_each_dtype_and_legitimate_orders_pass(gate_suite, tmp_path, variant):
-    status = variant_statuses(gate_suite, tmp_path, variant)
-    assert len(status) == 14
-    if variant in LEGITIMATE:
-        assert set(status.values()) == {"PASS"}, status
-        return
-    by_case = {tuple(k.split("-")[1:3]): v for k, v in status.items()}
-    assert {by_case[c] for c in CHANGES[variant]} == {"FAIL"}, status
-    assert {d for _, d in CHANGES[variant]} == set(DTYPES)
+    maxpool.assert_variant(gate_suite, tmp_path, variant, CHANGES, LEGITIMATE, 14)
 
 
 # ------------------------------------------------------------------ explicit indices, the contract
