@@ -225,3 +225,85 @@ class Convolution(Rows):
 
 def _whole(shape: tuple[int, ...]) -> Geometry:
     return Geometry(1, math.prod(shape[:-1]) if shape else 1, shape[-1] if shape else 1)
+
+
+TBC_TO_NCL = (1, 2, 0)  # (T, B, C) -> (B, C, T): the op_api's Permute of self and input on the A2 and A3
+WEIGHT_TO_NCL = (2, 1, 0)  # (K, Cin, Cout) -> (Cout, Cin, K), its own inverse
+
+
+@dataclass(frozen=True)
+class ConvolutionTbc(Convolution):
+    """aclnnConvTbcBackward's tensors: input (T, B, Cin), self (To, B, Cout) (the forward output's gradient), weight
+    (K, Cin, Cout), bias (Cout,), `pad` on both sides of T, stride and dilation 1, one group. Every shape question is
+    put to the plain family as the NCL convolution the op_api lowers the call to on the A2 and A3 (self and input permuted
+    (1, 2, 0), weight (2, 1, 0): aclnnConvTbcBackwardGetWorkspaceSize) and its answer permuted back, so the two
+    layouts cannot disagree on a size."""
+
+    grad: str = "self"
+    bias: str = "bias"
+    pad: str = "pad"
+    name: str = "convolution_tbc"
+
+    @property
+    def own(self) -> tuple[str, ...]:
+        return (*super().own, self.bias)
+
+    def plain(self) -> Convolution:
+        """The NCL convolution's family, the same tensors' names (its methods call its own relation)."""
+        return Convolution(driver=self.driver, grad=self.grad, weight=self.weight, grad_input=self.grad_input,
+                           grad_weight=self.grad_weight, grad_bias=self.grad_bias)
+
+    def ncl_attrs(self, attrs: Mapping) -> dict:
+        """The NCL convolution's attributes: the op_api's newStride {1}, newPadding {pad}, newDilation {1}, groups 1."""
+        return {self.stride: (1,), self.padding: (int(attrs.get(self.pad) or 0),), self.dilation: (1,),
+                self.groups: 1, self.transposed: False, self.output_padding: (0,)}
+
+    def ncl(self, shapes: Mapping) -> dict:
+        """The TBC shapes as the NCL convolution's (3-d ones; the 1-d bias and gradBias as they are)."""
+        perm = {n: TBC_TO_NCL for n in (self.driver, self.grad, self.grad_input)}
+        perm |= {n: WEIGHT_TO_NCL for n in (self.weight, self.grad_weight)}
+        return {n: tuple(tuple(s)[i] for i in perm[n]) if n in perm and len(s) == 3 else tuple(s)
+                for n, s in shapes.items()}
+
+    def relation(self, x, w, attrs: Mapping) -> tuple[tuple[int, ...], int] | None:
+        """(self's shape, gradBias's length): the NCL convolution's gradOutput, (B, Cout, To), as (To, B, Cout)."""
+        if len(x) != 3 or len(w) != 3:
+            return None
+        got = self.plain().relation(tuple(x[i] for i in TBC_TO_NCL), tuple(w[i] for i in WEIGHT_TO_NCL),
+                               self.ncl_attrs(attrs))
+        return None if got is None else ((got[0][2], got[0][0], got[0][1]), got[1])
+
+    def default_shapes(self, shape: tuple[int, ...], attrs: Mapping, names: tuple[str, ...]) -> dict:
+        """input the case's shape; weight (3, C, C) unless given; the rest follow (`derived`)."""
+        shape = tuple(shape)
+        c = shape[-1] if shape else 1
+        return self.derived({n: shape for n in names} | {self.driver: shape, self.weight: (3, c, c)}, attrs, ())
+
+    def derived(self, shapes: dict, attrs: Mapping, given) -> dict:
+        """self from input, weight and pad; gradInput input's, gradWeight weight's, bias and gradBias (Cout,) =
+        (weight[2],) (the checker's bias[0] == weight[2], gradBias == bias); each only where the case does not give
+        it."""
+        x, w = tuple(shapes[self.driver]), tuple(shapes[self.weight])
+        got = self.relation(x, w, attrs)
+        if got is not None and self.grad not in given:
+            shapes[self.grad] = got[0]
+        cout = w[-1:]
+        for name, want in ((self.grad_input, x), (self.grad_weight, w), (self.bias, cout), (self.grad_bias, cout)):
+            if name not in given:
+                shapes[name] = want
+        return shapes
+
+    def shape_problem(self, op, shapes: Shapes, attrs: Mapping) -> str | None:
+        """The NCL convolution's problem, or bias and gradBias not (weight[2],)."""
+        got = self.plain().shape_problem(op, self.ncl({n: s for n, s in shapes.items() if n != self.bias}),
+                                    self.ncl_attrs(attrs))
+        cout = tuple(shapes[self.weight])[-1:]
+        for name in (self.bias, self.grad_bias):
+            if got is None and name in shapes and tuple(shapes[name]) != cout:
+                got = f"{name} has shape {list(shapes[name])}; weight {list(shapes[self.weight])} needs {list(cout)}"
+        return got
+
+    def exact_fills(self, op, shapes: Shapes, values: Mapping, dtypes: Mapping) -> dict | str:
+        """The NCL convolution's fills of self, input and weight (bias is never read)."""
+        return self.plain().exact_fills(op, self.ncl({n: s for n, s in shapes.items() if n != self.bias}),
+                                   {**values, **self.ncl_attrs(values)}, dtypes)
