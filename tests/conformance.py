@@ -46,6 +46,7 @@ ENTRIES = {
     "matmul": (f"test_op_matmul.py::{GOLDENS}", f"test_op_matmul.py::{AN_INDEPENDENT}"),
     "convolution_backward": (f"test_op_convolution_backward.py::{GOLDENS}",
                              f"test_op_convolution_backward.py::{AN_INDEPENDENT}"),
+    "conv_tbc_backward": (f"test_op_conv_tbc_backward.py::{GOLDENS}", f"test_op_conv_tbc_backward.py::{AN_INDEPENDENT}"),
     "batch_norm_backward": (f"test_op_batch_norm_backward.py::{GOLDENS}", f"test_op_batch_norm_backward.py::{AN_INDEPENDENT}"),
     "binary_cross_entropy_backward": (LOSS_RUN, LOSS_RUN),
     "binary_cross_entropy_with_logits_backward": (LOSS_RUN, LOSS_RUN),
@@ -158,6 +159,10 @@ VARIANTS = {
         "conv-bf16-accumulation conv-bias-one-sample conv-flipped-kernel conv-fp16-accumulation conv-groups-ignored "
         "conv-padding-row-dropped",
         "conv-reversed-rounds conv-split-k"),
+    "conv_tbc_backward": (
+        "conv-bf16-accumulation conv-bias-one-sample conv-flipped-kernel conv-fp16-accumulation "
+        "conv-padding-row-dropped",
+        "conv-reversed-rounds conv-split-k tbc-ncl-lowering"),
     "batch_norm_elemt_backward": (
         "syncbn-elemt-counter-first syncbn-elemt-counter-numel syncbn-elemt-invstd-once syncbn-elemt-mean-dy-ignored "
         "syncbn-elemt-no-final-invstd syncbn-elemt-stats-of-first-channel syncbn-elemt-sums-swapped "

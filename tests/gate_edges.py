@@ -72,6 +72,12 @@ ORDINARY = {
                                             "outputPadding": [0, 0]},
                              "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]},
                                         "weight": {"uniform": [0.5, 2.0]}}},
+    # (time steps of 4 samples of one channel, a 3-tap kernel padded by 1: a few terms per element, every input
+    # positive)
+    "conv_tbc_backward": {"dims": lambda shape: [shape // 4, 4, 1],
+                          "attributes": {"pad": 1},
+                          "inputs": {"self": {"uniform": [0.5, 1.5]}, "input": {"uniform": [0.5, 2.0]},
+                                     "weight": {"uniform": [0.5, 2.0]}}},
     # (planes of 4 x 4 pooled by 2 x 2 windows side by side: one term per element, positive gradients)
     "avg_pool2d_backward": {"dims": lambda shape: [shape // 16, 4, 4], "attributes": {"kernelSize": [2], "padding": [0]},
                             "inputs": {"gradOutput": {"uniform": [0.5, 1.5]}}},

@@ -22,6 +22,7 @@ allowance these are, with K counted per element: the taps that do not fall in th
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -366,3 +367,18 @@ def split_ranges(k: int, parts: int = 8) -> list[tuple[int, int]]:
 def with_padding_dropped(conv: Conv) -> Conv:
     """The first spatial axis's padding one less (a padding row dropped): every position read one row off."""
     return replace(conv, padding=(max(conv.padding[0] - 1, 0), *conv.padding[1:]))
+
+
+def kept_for(store: list, arrays: tuple, tag, make):
+    """make()'s result, kept in `store` (one entry) for the next call on the same `arrays` and `tag`. The arrays are
+    held weakly: when the relief lets the case's blocks go, what was made of them goes too."""
+    if not (store and store[0][1] == tag and all(r() is a for r, a in zip(store[0][0], arrays))):
+        entry = (tuple(weakref.ref(a) for a in arrays), tag, make())
+        store[:] = [entry]
+        weakref.finalize(arrays[0], _forget, store, entry)
+    return store[0][2]
+
+
+def _forget(store: list, entry) -> None:
+    if store and store[0] is entry:
+        store.clear()

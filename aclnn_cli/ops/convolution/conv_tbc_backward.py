@@ -28,7 +28,6 @@ WithEmpty, not the doc's sum of self, so no golden is both), mixed dtypes, HIFLO
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import fields, replace
 
 import numpy as np
@@ -36,6 +35,7 @@ import numpy as np
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, legitimate, products
 from ..families.convolution import WIDE_OPERANDS, ConvolutionTbc, shape_of, shape_values
 from ..registry import register
+from . import conv_lowering as L
 from . import convolution_backward as CB
 
 SELF, X, W, BIAS, GI, GW, GB, PAD, MATH = (
@@ -100,18 +100,14 @@ def _positions(t, wanted) -> dict:
             [np.asarray(where, np.int64)].astype(np.int64) for name, where in wanted.items()}
 
 
-_LAST: list = []  # [(weak references to this case's operand arrays, data, its frame)]
+_LAST: list = []  # [(weak references to this case's operand arrays, the lowering, its frame)]
 
 
 def _framed(t, data=BY_3D) -> dict:
-    """`frame(t, data)`, the same dict for the same operand arrays: convolution_backward keeps its lowerings for
-    the next call on the same arrays (verify's relief asks a few elements at a time), so a frame made anew at each
-    call would lower the whole case again each time."""
-    key = tuple(t[n] for n in (X, W, SELF))
-    if not (_LAST and _LAST[0][1] == data and all(r() is a for r, a in zip(_LAST[0][0], key))):
-        _LAST[:] = [(tuple(weakref.ref(a) for a in key), data, frame(t, data))]
-        weakref.finalize(key[0], _LAST.clear)
-    return _LAST[0][2]
+    """`frame(t, data)`, the same dict for the same operand arrays (conv_lowering.kept_for): that module keeps
+    its lowerings for the next call on the same arrays (verify's relief asks a few elements at a time), so a frame
+    made anew at each call would lower the whole case again each time."""
+    return L.kept_for(_LAST, tuple(t[n] for n in (X, W, SELF)), data, lambda: frame(t, data))
 
 
 def _through(fn, data=BY_3D, kind=None):

@@ -39,8 +39,6 @@ gradOutput as it is. Emulated so, and in the allowance (`_math_type_terms`).
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ...tensor.dtypes import BFLOAT16, FLOAT16
@@ -119,22 +117,11 @@ _LAST: list = []  # [(weak references to the operand arrays, the convolution, {k
 def _lowered_once(t, kind: str = "values", arrays=dict) -> dict:
     """`lowered(t, **arrays())`, kept for the next call on the same operand arrays: verify's relief asks for a few
     elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls), and lowering its
-    whole tensors again each time cost 90% of verify. The arrays are held weakly: when the relief lets the case's
-    blocks go, its lowerings go with them."""
-    key, conv = tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED]))
-    if not (_LAST and conv == _LAST[0][1] and all(r() is a for r, a in zip(_LAST[0][0], key))):
-        entry = (tuple(weakref.ref(a) for a in key), conv, {})
-        _LAST[:] = [entry]
-        weakref.finalize(key[0], _forget, entry)
-    kept = _LAST[0][2]
+    whole tensors again each time cost 90% of verify."""
+    kept = L.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
     if kind not in kept:
         kept[kind] = lowered(t, **arrays())
     return kept[kind]
-
-
-def _forget(entry) -> None:
-    if _LAST and _LAST[0] is entry:
-        _LAST.clear()
 
 
 def _reference_at(t, wanted) -> dict:
