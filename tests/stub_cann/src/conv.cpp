@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "cube.h"
+#include "opapi.h"
 
 namespace stub {
 
@@ -154,6 +155,32 @@ std::vector<float> ConvBiasGrad(const std::vector<float>& dy, int64_t n, int64_t
         }
     }
     return ConvCube(1, channels, n * p, 1, left, [&](int64_t, int64_t, float* b) { std::fill_n(b, n * p, 1.0f); });
+}
+
+ConvMath ConvMathOf(int math, aclDataType grad, aclDataType input, aclDataType weight) {
+    constexpr int kAllowFp32Down = 1, kUseFp16 = 2, kUseHf32 = 3;
+    ConvMath m;
+    m.hf32 = (math == kAllowFp32Down || math == kUseHf32) && Promote(Promote(grad, input), weight) == ACL_FLOAT;
+    m.fp16 = math == kUseFp16 && (grad != ACL_FLOAT16 || input != ACL_FLOAT16 || weight != ACL_FLOAT16);
+    return m;
+}
+
+ConvGrads ConvGradients(const ConvGeometry& c, bool transposed, ConvMath math, std::vector<float> dy,
+                        std::vector<float> src, std::vector<float> w, int64_t n, int64_t channels, bool input,
+                        bool weight, bool bias) {
+    ConvGrads r;
+    if (bias) r.bias = ConvBiasGrad(dy, n, channels, static_cast<int64_t>(dy.size()) / (n * channels));
+    auto to_fp16 = [](float v) { return RoundTo(v, ACL_FLOAT16, false); };
+    for (std::vector<float>* v : {&dy, &src, &w}) {
+        if (math.hf32) std::transform(v->begin(), v->end(), v->begin(), RoundHf32);
+        if (math.fp16) std::transform(v->begin(), v->end(), v->begin(), to_fp16);
+    }
+    if (input) {
+        r.input = transposed ? ConvForward(c, w, dy) : ConvInputGrad(c, w, dy);
+        if (math.fp16) std::transform(r.input.begin(), r.input.end(), r.input.begin(), to_fp16);
+    }
+    if (weight) r.weight = transposed ? ConvWeightGrad(c, dy, src) : ConvWeightGrad(c, src, dy);
+    return r;
 }
 
 }  // namespace stub

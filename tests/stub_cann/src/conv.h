@@ -34,4 +34,22 @@ std::vector<float> ConvForward(const ConvGeometry& c, const std::vector<float>& 
 // gradBias (channels) of dy (N, channels, P): K = (sample, position), against ones.
 std::vector<float> ConvBiasGrad(const std::vector<float>& dy, int64_t n, int64_t channels, int64_t p);
 
+// cubeMathType's roundings of the cube gradients' operands: 1 or 3 with operands promoted to FLOAT, every operand
+// value as HFLOAT32; 2 (USE_FP16) with an operand that is not FLOAT16, every operand cast to FLOAT16 (the op_api's
+// InputPreProcess) and gradInput leaving the cube as FLOAT16.
+struct ConvMath {
+    bool hf32 = false, fp16 = false;
+};
+ConvMath ConvMathOf(int math, aclDataType grad, aclDataType input, aclDataType weight);
+
+struct ConvGrads {
+    std::vector<float> input, weight, bias;  // (empty where not asked)
+};
+// The gradients asked of convolution c (transposed: the one whose input gradient the forward is) from dy (n, channels,
+// P), src and w, as ConvolutionBackward computes them: gradBias from dy as it is, then the operands rounded as `math`
+// says for gradInput (transposed: the forward) and gradWeight (transposed: src and dy exchanged).
+ConvGrads ConvGradients(const ConvGeometry& c, bool transposed, ConvMath math, std::vector<float> dy,
+                        std::vector<float> src, std::vector<float> w, int64_t n, int64_t channels, bool input,
+                        bool weight, bool bias);
+
 }  // namespace stub

@@ -35,8 +35,6 @@ using stub::ConvGeometry;
 const stub::OpDef kConvBackward{"aclnnConvolutionBackward", nullptr, nullptr};
 
 constexpr int64_t kConvMaxGroups = 65535;
-constexpr int kConvAllowFp32Down = 1, kConvUseHf32 = 3;  // cubeMathType values that run FLOAT as HFLOAT32
-constexpr int kConvUseFp16 = 2;  // cubeMathType: every operand cast to FLOAT16
 
 struct ConvCall {
     const aclTensor *grad, *input, *weight;
@@ -200,31 +198,15 @@ stub::Job ConvJob(const ConvCall& e) {
     if (job.outputs.empty()) return job;  // nothing asked: nothing launched
     ConvGeometry c = ConvOf(e);
     bool transposed = e.transposed;
-    aclDataType promoted = stub::Promote(stub::Promote(e.grad->dtype, e.input->dtype), e.weight->dtype);
-    bool hf32 = (e.math == kConvAllowFp32Down || e.math == kConvUseHf32) && promoted == ACL_FLOAT;
-    bool fp16 = e.math == kConvUseFp16 &&
-                (e.grad->dtype != ACL_FLOAT16 || e.input->dtype != ACL_FLOAT16 || e.weight->dtype != ACL_FLOAT16);
+    stub::ConvMath math = stub::ConvMathOf(e.math, e.grad->dtype, e.input->dtype, e.weight->dtype);
     job.run = [=](const stub::Job& j, bool negate) {
         auto read = [&j](int at) { return stub::ReadFloats(j.T(at), j.T(at).view); };
-        std::vector<float> dy = read(gy), in = read(x), wt = read(w);
         const std::vector<int64_t>& gshape = j.T(gy).view;
-        if (gb >= 0) {
-            int64_t n = gshape[0], channels = gshape[1];
-            j.Write(gb, stub::ConvBiasGrad(dy, n, channels, stub::Numel(gshape) / (n * channels)), negate);
-        }
-        auto to_fp16 = [](float v) { return stub::RoundTo(v, ACL_FLOAT16, false); };
-        for (std::vector<float>* v : {&dy, &in, &wt}) {
-            if (hf32) std::transform(v->begin(), v->end(), v->begin(), stub::RoundHf32);
-            if (fp16) std::transform(v->begin(), v->end(), v->begin(), to_fp16);
-        }
-        if (gi >= 0) {
-            std::vector<float> r = transposed ? stub::ConvForward(c, wt, dy) : stub::ConvInputGrad(c, wt, dy);
-            if (fp16) std::transform(r.begin(), r.end(), r.begin(), to_fp16);
-            j.Write(gi, r, negate);
-        }
-        if (gw >= 0) {
-            j.Write(gw, transposed ? stub::ConvWeightGrad(c, dy, in) : stub::ConvWeightGrad(c, in, dy), negate);
-        }
+        stub::ConvGrads r = stub::ConvGradients(c, transposed, math, read(gy), read(x), read(w), gshape[0], gshape[1],
+                                                gi >= 0, gw >= 0, gb >= 0);
+        j.Write(gb, r.bias, negate);
+        j.Write(gi, r.input, negate);
+        j.Write(gw, r.weight, negate);
     };
     return job;
 }
