@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli.ops.contract import TensorDesc, check
-from aclnn_cli.ops.convolution.conv_tbc_backward import SPEC
+from aclnn_cli.ops.tbc.conv_tbc_backward import SPEC
 from aclnn_cli.tensor.dtypes import lookup
 
 from cann_build import tools_missing

@@ -28,7 +28,7 @@ BUNDLED: dict[str, str] = {
     "aclnnBatchMatMul": "contraction.batch_mat_mul",
     "aclnnMatmul": "contraction.matmul",
     "aclnnConvolutionBackward": "convolution.convolution_backward",
-    "aclnnConvTbcBackward": "convolution.conv_tbc_backward",
+    "aclnnConvTbcBackward": "tbc.conv_tbc_backward",
     "aclnnBatchNormBackward": "channels.batch_norm_backward",
     "aclnnBatchNormElemtBackward": "channels.batch_norm_elemt_backward",
     "aclnnBatchNormReduceBackward": "channels.batch_norm_reduce_backward",

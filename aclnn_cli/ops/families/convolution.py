@@ -232,8 +232,8 @@ WEIGHT_TO_NCL = (2, 1, 0)  # (K, Cin, Cout) -> (Cout, Cin, K), its own inverse
 
 
 @dataclass(frozen=True)
-class ConvolutionTbc(Convolution):
-    """aclnnConvTbcBackward's tensors: input (T, B, Cin), self (To, B, Cout) (the forward output's gradient), weight
+class Tbc(Convolution):
+    """The Tbc family, the Convolution family over aclnnConvTbcBackward's tensors: input (T, B, Cin), self (To, B, Cout) (the forward output's gradient), weight
     (K, Cin, Cout), bias (Cout,), `pad` on both sides of T, stride and dilation 1, one group. Every shape question is
     put to the plain family as the NCL convolution the op_api lowers the call to on the A2 and A3 (self and input permuted
     (1, 2, 0), weight (2, 1, 0): aclnnConvTbcBackwardGetWorkspaceSize) and its answer permuted back, so the two

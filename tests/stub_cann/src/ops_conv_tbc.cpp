@@ -1,7 +1,7 @@
 // libopapi of the stub: aclnnConvTbcBackward (hicann/ops-nn conv/convolution_backward op_api: the gradients of
 // ConvolutionBackward, outputMask all true, stride 1, dilation 1, groups 1, on the TBC tensors laid out anew).
 //
-// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/convolution/conv_tbc_backward.py, after
+// Phase one: the statuses of aclnn-cli's contract for the op (aclnn_cli/ops/tbc/conv_tbc_backward.py, after
 // convtbc_backward_checker.cpp's CheckTbcParams): any of the seven tensors null: 161001; then 161002 for each tensor's
 // dtype outside the product's list (950, A3, A2: FLOAT, FLOAT16, BF16), the four inputs not of one dtype, each tensor
 // outside 1-3 dims, pad < 0 or cubeMathType outside 0-3, and the shape rule (TbcCheckShapes).

@@ -33,14 +33,14 @@ from dataclasses import fields, replace
 import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, legitimate, products
-from ..families.convolution import WIDE_OPERANDS, ConvolutionTbc, shape_of, shape_values
+from ..convolution import conv_lowering as L
+from ..convolution import convolution_backward as CB
+from ..families.convolution import WIDE_OPERANDS, Tbc, shape_of, shape_values
 from ..registry import register
-from . import conv_lowering as L
-from . import convolution_backward as CB
 
 SELF, X, W, BIAS, GI, GW, GB, PAD, MATH = (
     "self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias", "pad", "cubeMathType")
-FAMILY = ConvolutionTbc(driver=X)
+FAMILY = Tbc(driver=X)
 BY_3D = (2, 0, 1)  # the 950: (T, B, C) as (C, T, B), the [1, C, 1, T, B] of one sample
 NCL = (1, 2, 0)  # the A2 and A3: (T, B, C) as (B, C, T)
 WEIGHT = (2, 1, 0)  # (K, Cin, Cout) as (Cout, Cin, K) in both, its own inverse
