@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import harness
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.convolution import convolution_backward as CB
 from aclnn_cli.ops.tbc.conv_tbc_backward import BY_3D, NCL, SPEC, _backs, frame
@@ -23,9 +22,9 @@ from aclnn_cli.ops.families.convolution import shape_of, shape_values
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli
-from oracle import rounded_bits
-from rowblocks import generated_yaml, not_passing, variant_statuses, write_dump
-from test_op_convolution_backward import OUTPUTS, logical
+from rowblocks import generated_yaml, not_passing, variant_statuses
+from test_op_convolution_backward import OUTPUTS, goldens_against_oracle, logical
+from test_op_convolution_backward import write_dumps as conv_write_dumps
 
 F = np.float32
 BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "conv_tbc_backward.yaml"
@@ -77,18 +76,7 @@ def generated(tmp_path_factory):
 def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden of the three outputs (pad 0 to past the kernel, K = 1, B = 1, sums that cancel to 0, values over
     many binades) is the exact sum rounded once to its dtype, bit for bit."""
-    compared, exact = {}, {}
-    for case in sorted(p.parent for p in generated.glob("*/case.json")):
-        m = harness.load(case)
-        want = oracle(*tensors_of(case, m))
-        for name in OUTPUTS:
-            t = harness.tensors(m)[name]
-            dtype = D.lookup(t["dtype"])
-            got = harness.view(harness.storage(case, t, "golden"), t).reshape(-1).view(dtype.uint_dtype)
-            assert np.array_equal(got, rounded_bits(want[name], dtype).astype(dtype.uint_dtype)), (case.name, name)
-            compared[dtype.name] = compared.get(dtype.name, 0) + got.size
-        exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
-    print("compared", compared, "exact path", exact)
+    compared, exact = goldens_against_oracle(generated, lambda case, m: oracle(*tensors_of(case, m)))
     assert min(compared.values()) > 3000 and sum(exact.values()) > 0
 
 
@@ -123,10 +111,9 @@ def test_frames_are_the_op_apis_layouts():
 
 # ------------------------------------------------------------------ an independent float32 kernel
 
-def steps_float32(case, m) -> dict:
+def steps_float32(g, x, w, pad) -> dict:
     """A float32 kernel of this file's own: a loop over self's time steps, each adding its taps' products by
     numpy's float32 einsum into gradInput and gradWeight; gradBias numpy's float32 sum."""
-    g, x, w, pad = tensors_of(case, m)
     g, x, w = (a.astype(F) for a in (g, x, w))
     gi, gw = np.zeros(x.shape, F), np.zeros(w.shape, F)
     for to in range(g.shape[0]):
@@ -138,21 +125,9 @@ def steps_float32(case, m) -> dict:
     return {"gradInput": gi, "gradWeight": gw, "gradBias": g.sum(axis=(0, 1), dtype=F)}
 
 
-def write_dumps(out, work, kernel=steps_float32) -> int:
-    """A copy of `out` whose positive cases hold kernel(...)'s results as the dumps of every output."""
-    import shutil
-
-    shutil.copytree(out, work)
-    wrote = 0
-    for case in sorted(p.parent for p in work.glob("*/case.json")):
-        m = harness.load(case)
-        if m["expect_status"] != 0:
-            continue
-        got = kernel(case, m)
-        for name in OUTPUTS:
-            write_dump(case, harness.tensors(m)[name], got[name])
-        wrote += 1
-    return wrote
+def write_dumps(out, work) -> int:
+    """test_op_convolution_backward's, with steps_float32 on the case's TBC tensors."""
+    return conv_write_dumps(out, work, steps_float32, tensors_of)
 
 
 @pytest.fixture(scope="module")

@@ -131,10 +131,20 @@ def generated(tmp_path_factory):
 def test_goldens_equal_the_oracle_rounded_once(generated):
     """Every golden of the three outputs (1-D, 2-D, 3-D; stride, padding, dilation, groups, depthwise; sums that
     cancel to 0; values over many binades) is the exact sum rounded once to its dtype, bit for bit."""
+    compared, exact = goldens_against_oracle(
+        generated, lambda case, m: oracle(*(logical(case, m, n) for n in ("input", "weight", "gradOutput")),
+                                          *parameters(m)))
+    assert min(compared.values()) > 1200 and sum(exact.values()) > 0
+
+
+def goldens_against_oracle(out, want_of) -> tuple[dict, dict]:
+    """Assert every golden of every output in `out` is want_of(case, manifest)[output] (exact values in logical
+    order) rounded once to its dtype, bit for bit: (elements compared, elements gen took through the exact path), by
+    dtype name."""
     compared, exact = {}, {}
-    for case in sorted(p.parent for p in generated.glob("*/case.json")):
+    for case in sorted(p.parent for p in out.glob("*/case.json")):
         m = harness.load(case)
-        want = oracle(*(logical(case, m, n) for n in ("input", "weight", "gradOutput")), *parameters(m))
+        want = want_of(case, m)
         for name in OUTPUTS:
             t = harness.tensors(m)[name]
             dtype = D.lookup(t["dtype"])
@@ -143,7 +153,7 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
             compared[dtype.name] = compared.get(dtype.name, 0) + got.size
         exact[dtype.name] = exact.get(dtype.name, 0) + m["golden"].get("exact_fallback_elements", 0)
     print("compared", compared, "exact path", exact)
-    assert min(compared.values()) > 1200 and sum(exact.values()) > 0
+    return compared, exact
 
 
 # ------------------------------------------------------------------ an independent float32 kernel
@@ -187,16 +197,17 @@ def taps_float32(x, w, gy, stride, padding, dilation, groups, transposed=False) 
     return {"gradInput": gip[inner], "gradWeight": gw, "gradBias": gy.sum(axis=(0, *range(2, gy.ndim)))}
 
 
-def write_dumps(out, work, kernel) -> int:
-    """A copy of `out` whose positive cases hold kernel(...)'s float32 results as the dumps of every non-null
-    output; how many cases it wrote."""
+def write_dumps(out, work, kernel, args=None) -> int:
+    """A copy of `out` whose positive cases hold kernel(*args(case, manifest))'s float32 results as the dumps of every
+    non-null output (args: input, weight, gradOutput and `parameters`); how many cases it wrote."""
+    args = args or (lambda case, m: (*(logical(case, m, n) for n in ("input", "weight", "gradOutput")), *parameters(m)))
     shutil.copytree(out, work)
     wrote = 0
     for case in sorted(p.parent for p in work.glob("*/case.json")):
         m = harness.load(case)
         if m["expect_status"] != 0:
             continue
-        got = kernel(*(logical(case, m, n) for n in ("input", "weight", "gradOutput")), *parameters(m))
+        got = kernel(*args(case, m))
         for name in OUTPUTS:
             t = harness.tensors(m).get(name)
             if t is not None and t.get("dump"):
