@@ -142,11 +142,11 @@ def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
     report = tmp_path / "r.json"
     assert not not_passing(suite, report)
     cases = json.loads(report.read_text())["cases"]
-    assert len(cases) == 119 and sum(c["case_id"].split("-")[1] == "contract" for c in cases) == 13
+    assert len(cases) == 120 and sum(c["case_id"].split("-")[1] == "contract" for c in cases) == 13
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
-    assert write_dumps(suite, tmp_path / "steps") == 63
+    assert write_dumps(suite, tmp_path / "steps") == 64
     bad = not_passing(tmp_path / "steps", tmp_path / "steps.json")
     assert not bad, bad
 
@@ -168,7 +168,7 @@ def test_each_defect_fails_in_each_dtype_and_legitimate_variants_pass(suite, tmp
               ("channels_mismatch", "bias_length", "self_size", "self_batch", "kernel_too_long", "pad_negative",
                "grad_input_shape", "grad_weight_shape", "bias_dims", "input_dims", "cube_math_type", "mixed_dtypes",
                "null_bias", "null_grad_bias", "empty_self")}
-    assert len(status) == 63
+    assert len(status) == 64
     if variant not in DEFECTS:
         assert set(status.values()) == {"PASS"}, status
         return
