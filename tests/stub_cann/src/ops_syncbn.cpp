@@ -239,8 +239,8 @@ aclnnStatus aclnnBatchNormReduceBackwardGetWorkspaceSize(const aclTensor* gradOu
     syncbn::ReduceCall a{{gradOut, input, mean, invstd, weight, sumDy, sumDyXmu, gradWeight, gradBias},
                          {inputG, weightG, biasG}};
     return stub::PhaseOneJob(syncbn::kReduce, workspaceSize, executor,
-                             [&](Checker& c) { return syncbn::ReduceCheck(c, a); },
-                             [&](const Checker& c) { return syncbn::ReduceJob(c, a); });
+                             [&](stub::Checker& c) { return syncbn::ReduceCheck(c, a); },
+                             [&](const stub::Checker& c) { return syncbn::ReduceJob(c, a); });
 }
 
 STUB_PHASE_TWO(aclnnBatchNormReduceBackward, syncbn::kReduce)
@@ -254,8 +254,8 @@ aclnnStatus aclnnBatchNormElemtBackwardGetWorkspaceSize(const aclTensor* gradOut
                                                         aclOpExecutor** executor) {
     syncbn::ElemtCall a{{gradOut, input, mean, invstd, weight, sumDy, sumDyXmu, counter, gradInput}};
     return stub::PhaseOneJob(syncbn::kElemt, workspaceSize, executor,
-                             [&](Checker& c) { return syncbn::ElemtCheck(c, a); },
-                             [&](const Checker&) { return syncbn::ElemtJob(a); });
+                             [&](stub::Checker& c) { return syncbn::ElemtCheck(c, a); },
+                             [&](const stub::Checker&) { return syncbn::ElemtJob(a); });
 }
 
 STUB_PHASE_TWO(aclnnBatchNormElemtBackward, syncbn::kElemt)
