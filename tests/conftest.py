@@ -8,6 +8,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 SLOW_LIST = Path(__file__).parent / "slow-tests.txt"
+# Fixtures that build the whole bundled suite or a C++ runner: a test needing one is slow in make check whatever its
+# own time (in a whole run another test pays for the fixture first, so the timeline cannot see it).
+HEAVY_FIXTURES = {"bundled_gen", "bundled_produced", "runner", "asan_runner"}
+
+
+def _heavy(item) -> bool:
+    """Whether the test needs a HEAVY_FIXTURES one, or a fixture of its module that takes its cases from the session's
+    bundled suite (rowblocks.bundled_suite, called inside the fixture)."""
+    if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        code = getattr(getattr(defs[-1], "func", None), "__code__", None)
+        if code is not None and "bundled_suite" in code.co_names:
+            return True
+    return False
 FILE_TIMES = Path(__file__).parent / "file-times.txt"
 
 
@@ -39,12 +55,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests slow-tests.txt names are marked slow (make check leaves them out); the longest files (file-times.txt)
+    """The tests slow-tests.txt names, and those needing a heavy fixture (_heavy), are marked slow (make check leaves them
+    out); the longest files (file-times.txt)
     come first, so that the workers do not end on one; make fuzz: share
     ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
     slow = {line for line in SLOW_LIST.read_text().splitlines() if line and not line.startswith("#")}
     for item in items:
-        if item.nodeid in slow:
+        if item.nodeid in slow or _heavy(item):
             item.add_marker(pytest.mark.slow)
     seconds = {}
     for line in FILE_TIMES.read_text().splitlines():
