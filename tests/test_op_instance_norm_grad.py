@@ -395,3 +395,39 @@ def test_ops_nn_ttk_suite_imports_whole_and_passes(tmp_path):
     assert len(json.loads((tmp_path / "v.json").read_text())["cases"]) == 6
     wrote, bad = independent_run(out, tmp_path)
     assert wrote == 6 and not bad, bad
+
+
+def _kahan_loop(values: list, guard: bool) -> np.float32:
+    """One sum, term by term in float32 scalars (the kernel's statement order), for the vectorised kahan_sum."""
+    f = np.float32
+    acc = comp = f(0)
+    with np.errstate(all="ignore"):
+        for v in values:
+            y = f(v) - comp
+            s = acc + y
+            comp = (s - acc) - y
+            if guard and np.isnan(comp):
+                comp = f(0)
+            acc = s
+    return acc
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_kahan_sums_stacked_equal_each_sum_alone_with_and_without_the_nan_guard(guard):
+    """The shared pass over stacked sums (treesum.kahan_sum) gives each sum's scalar loop bit for bit: finite sums,
+    one that overflows, an infinite term followed by finite ones (guarded: stays inf; unguarded: NaN), NaN and -inf."""
+    from aclnn_cli.ops.treesum import kahan_sum
+
+    rng = np.random.default_rng(5)
+    rows = rng.normal(0, 1, (6, 40)).astype(np.float32) * np.float32(1e3)
+    rows[1, :5] = np.float32(3e38)       # overflows at its second term, then 35 finite terms
+    rows[5, 3] = np.inf                  # an infinite term, then finite ones
+    rows[2, 7] = np.nan
+    rows[3, 9] = -np.inf
+    rows[4] = np.float32(2.0**-24)
+    rows[4, 0] = 1                      # the compensation carries the small terms a running sum drops
+    got = kahan_sum(rows.T, 0, reset_nan=guard).reshape(-1)
+    want = [_kahan_loop(r.tolist(), guard) for r in rows]
+    assert np.array_equal(got.view(np.uint32), np.array(want, np.float32).view(np.uint32)), (got, want)
+    assert (got[5] == np.inf) if guard else np.isnan(got[5])
+    assert got[4] == np.float32(1 + 39 * 2.0**-24)

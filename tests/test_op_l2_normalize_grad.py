@@ -126,11 +126,12 @@ def test_over_sqrt_rounds_to_odd_exactly():
 
 def test_kernel_templates_and_ieee():
     """Rows past 6144 are summed by chunks; a middle axis by Kahan columns; n floors at eps; NaN x is NaN."""
-    from aclnn_cli.ops.rows.l2_normalize_grad import kahan_sum, row_sum
+    from aclnn_cli.ops.rows.l2_normalize_grad import row_sum
+    from aclnn_cli.ops.treesum import kahan_sum
 
     col = np.array([[[1.0], [2.0**-24], [2.0**-24]]], np.float32).reshape(1, 3, 1)
     wide = np.concatenate([col, col], axis=2)  # A0 = 2: Kahan keeps the 2^-23 the plain order drops
-    assert kahan_sum(wide)[0, 0, 0] == np.float32(1 + 2.0**-23) and row_sum(wide)[0, 0, 0] == np.float32(1 + 2.0**-23)
+    assert kahan_sum(wide, 1)[0, 0, 0] == np.float32(1 + 2.0**-23) and row_sum(wide)[0, 0, 0] == np.float32(1 + 2.0**-23)
     t = {X: np.full((1, 4, 1), 1e-6, np.float32), Y: np.zeros((1, 4, 1), np.float32),
          DY: np.ones((1, 4, 1), np.float32), **ATTRS}
     assert (SPEC.kernel(t) == np.float32(1) / np.float32(EPS)).all()

@@ -76,3 +76,31 @@ def narrow_running_sum(dtype):
             acc = (acc.astype(np.float32) + term.astype(np.float32)).astype(dtype)
         return np.expand_dims(acc.astype(x.dtype), axis)
     return run
+
+
+def kahan_sum(x: np.ndarray, axis: int, reset_nan: bool = False) -> np.ndarray:
+    """A Kahan-compensated sum along `axis` in index order (y = t - c; s' = s + y; c = (s' - s) - y), keepdims, in
+    x's dtype; `reset_nan`: a NaN compensation set back to 0 (some kernels' guard, so an infinite sum stays infinite).
+    Stack independent sums to share the pass."""
+    terms = np.ascontiguousarray(np.moveaxis(np.asarray(x), axis, 0))  # (each step reads one contiguous row)
+    acc = _kahan(terms, False)
+    if reset_nan:  # (c is NaN only once the sum is not finite, which it then stays: redo just those sums guarded)
+        bad = ~np.isfinite(acc)
+        if bad.any():
+            acc[bad] = _kahan(terms[:, bad], True)
+    return np.expand_dims(acc, axis)
+
+
+def _kahan(terms: np.ndarray, reset_nan: bool) -> np.ndarray:
+    acc = np.zeros(terms.shape[1:], dtype=terms.dtype)
+    comp, y, s = np.zeros_like(acc), np.empty_like(acc), np.empty_like(acc)
+    with np.errstate(all="ignore"):
+        for term in terms:
+            np.subtract(term, comp, out=y)
+            np.add(acc, y, out=s)
+            np.subtract(s, acc, out=comp)
+            np.subtract(comp, y, out=comp)
+            if reset_nan:
+                np.copyto(comp, 0, where=np.isnan(comp))
+            acc, s = s, acc
+    return acc

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import defect, legitimate
-from ..treesum import narrow_running_sum, running_sum, tree_sum
+from ..treesum import kahan_sum, narrow_running_sum, running_sum, tree_sum
 
 DY, X, VAR, MEAN, G = "dy", "x", "variance", "mean", "gamma"
 PDX, PDG, PDB = "pd_x", "pd_gamma", "pd_beta"
@@ -41,17 +41,7 @@ def split(t):
 def kahan(terms: np.ndarray, axis: int) -> np.ndarray:
     """Pass 1's and stage 2's sum along `axis` in index order, Kahan-compensated with the kernel's NaN guard;
     keepdims, in the terms' dtype."""
-    moved = np.moveaxis(terms, axis, 0)
-    acc = np.zeros(moved.shape[1:], dtype=terms.dtype)
-    comp = np.zeros_like(acc)
-    with np.errstate(all="ignore"):
-        for term in moved:
-            y = term - comp
-            s = acc + y
-            comp = (s - acc) - y
-            comp[np.isnan(comp)] = 0
-            acc = s
-    return np.expand_dims(acc, axis)
+    return kahan_sum(terms, axis, reset_nan=True)
 
 
 def rstd_of(var, eps: float = EPS):
@@ -79,8 +69,12 @@ def compute(t, m_sum=kahan, n_sum=kahan, rstd=rstd_of, fused=False, two=2.0, var
         a = dy * gamma
         per_n = (lambda v: np.broadcast_to(m_sum(v.reshape(k, 1, -1), 2), (k, n, 1))) if stats_over_samples else \
             (lambda v: m_sum(v, 2))
-        db, dg = m_sum(dy, 2), m_sum(dy * (xc * r), 2)
-        p_mean, p_var = per_n(-(a * r)), per_n(ft(-0.5) * ((a * xc) * r3))
+        terms = [dy, dy * (xc * r), -(a * r), ft(-0.5) * ((a * xc) * r3)]
+        if stats_over_samples:
+            db, dg = m_sum(np.stack(terms[:2]), 3)
+            p_mean, p_var = per_n(terms[2]), per_n(terms[3])
+        else:  # (the four instance sums are independent: one pass of the sum over them all)
+            db, dg, p_mean, p_var = m_sum(np.stack(terms), 3)
         s = ft(1) / ft(max(m, 1))
         c_var, c_mean = p_var * (ft(two) * s), p_mean * s
         if dx_form == "centred":  # rstd (a - sum(a) / M - h sum(h a) / M), h = xc rstd

@@ -36,7 +36,7 @@ from . import softmax_common as C
 from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..families import Rows
 from ..registry import register
-from ..treesum import row_sum64, tree_sum
+from ..treesum import kahan_sum, row_sum64, tree_sum
 
 X, Y, DY, DX = "x", "y", "dy", "dx"
 DIM, EPS = "dimOptional", "eps"
@@ -138,22 +138,10 @@ def _split_d(terms):
     return tree_sum(np.concatenate(parts, axis=1))
 
 
-def kahan_sum(terms):
-    """The strided template's sum along axis 1 of (k, D, A0), per column in index order, Kahan-compensated."""
-    acc = np.zeros((terms.shape[0], 1, terms.shape[2]), dtype=terms.dtype)
-    comp = np.zeros_like(acc)
-    for j in range(terms.shape[1]):
-        y = terms[:, j:j + 1] - comp
-        t = acc + y
-        comp = (t - acc) - y
-        acc = t
-    return acc
-
-
 def row_sum(terms):
     """The 950's sum by template: full load (the tree), split D, strided (Kahan)."""
     if terms.shape[2] > 1:
-        return kahan_sum(terms)
+        return kahan_sum(terms, 1)  # (the strided template: per column, in index order)
     return tree_sum(terms) if terms.shape[1] <= FULL_LOAD else _split_d(terms)
 
 
