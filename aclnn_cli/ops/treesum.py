@@ -84,10 +84,12 @@ def kahan_sum(x: np.ndarray, axis: int, reset_nan: bool = False) -> np.ndarray:
     Stack independent sums to share the pass."""
     terms = np.ascontiguousarray(np.moveaxis(np.asarray(x), axis, 0))  # (each step reads one contiguous row)
     acc = _kahan(terms, False)
-    if reset_nan:  # (c is NaN only once the sum is not finite, which it then stays: redo just those sums guarded)
-        bad = ~np.isfinite(acc)
-        if bad.any():
-            acc[bad] = _kahan(terms[:, bad], True)
+    if reset_nan:  # (c is NaN only once the sum is not finite, which it then stays: redo those sums guarded, but
+        # for one with a NaN term: NaN either way)
+        redo = ~np.isfinite(acc)
+        if redo.any():
+            redo &= ~np.isnan(terms).any(axis=0)
+            acc[redo] = _kahan(terms[:, redo], True)
     return np.expand_dims(acc, axis)
 
 

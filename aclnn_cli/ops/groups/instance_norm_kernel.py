@@ -72,7 +72,7 @@ def compute(t, m_sum=kahan, n_sum=kahan, rstd=rstd_of, fused=False, two=2.0, var
         terms = [dy, dy * (xc * r), -(a * r), ft(-0.5) * ((a * xc) * r3)]
         if stats_over_samples:
             db, dg = m_sum(np.stack(terms[:2]), 3)
-            p_mean, p_var = per_n(terms[2]), per_n(terms[3])
+            p_mean, p_var = np.broadcast_to(m_sum(np.stack(terms[2:]).reshape(2, k, 1, -1), 3), (2, k, n, 1))
         else:  # (the four instance sums are independent: one pass of the sum over them all)
             db, dg, p_mean, p_var = m_sum(np.stack(terms), 3)
         s = ft(1) / ft(max(m, 1))
