@@ -91,8 +91,9 @@ class GraphOp:
     ignored: Mapping[str, str] = None  # type: ignore[assignment]
     derive: Callable[[Mapping[str, tuple[int, ...]]], dict] | None = None
     lists: Mapping[str, tuple[str, int, int]] = None  # type: ignore[assignment]
-    # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, used in
-    # place of the tanh(softplus(x)) the API computes): graph input -> why a case giving one is unsupported
+    # optional graph inputs the API has no argument for, that change the result when given (MishGrad's tanhx, had its
+    # graph op gone to aclnnMishBackward, which computes tanh(softplus(x)) itself): graph input -> why a case giving
+    # one is unsupported
     absent_only: Mapping[str, str] = None  # type: ignore[assignment]
     # to_inputs that hold where a graph attribute has a value: ((graph attribute, value, to_inputs), ...), the first
     # that matches (an attribute left out does not match). BatchNormGrad's reserve spaces are the saved mean and
@@ -196,10 +197,9 @@ GRAPH_OPS = {
     "SiluGrad": GraphOp("aclnnSiluBackward", ("dy", "x")),
     "FastGeluGrad": GraphOp("aclnnFastGeluBackward", ("dy", "x")),
     # GeluGrad's y (the forward's output) is not read by the 950 kernel; aclnnGeluBackward passes gradOutput there
-    "MishGrad": GraphOp("aclnnMishBackward", ("grad", "x", "tanhx"), to_inputs=("gradOutput", "self", None),
-                        outputs=("x_grad",), to_outputs=("gradInput",),
-                        absent_only={"tanhx": "aclnnMishBackward computes tanh(softplus(x)) itself and takes no tanhx; "
-                                               "the graph op's result with a given tanhx is another function"}),
+    # (the generated API of MishGrad's OpDef, which takes tanhx: aclnnMishBackward takes none and computes it)
+    "MishGrad": GraphOp("aclnnMishGrad", ("grad", "x", "tanhx"), to_inputs=("grad", "x", "tanhxOptional"),
+                        outputs=("x_grad",), to_outputs=("xGrad",)),
     "GeluGradV2": GraphOp("aclnnGeluBackwardV2", ("dy", "x"), to_inputs=("gradOutput", "self"), outputs=("z",),
                           to_outputs=("gradInput",), attrs={"approximate": ("approximate", choice("none", "tanh"))}),
     # (SigmoidGrad's complex_conj conjugates a complex y: on the real dtypes the API takes it changes nothing)

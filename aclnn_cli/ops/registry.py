@@ -56,6 +56,7 @@ BUNDLED: dict[str, str] = {
     "aclnnLogSigmoidBackward": "elementwise.log_sigmoid_backward",
     "aclnnLogSoftmaxBackward": "rows.log_softmax_backward",
     "aclnnMishBackward": "elementwise.mish_backward",
+    "aclnnMishGrad": "elementwise.mish_grad",
     "aclnnMseLossBackward": "elementwise.mse_loss_backward",
     "aclnnNLLLossBackward": "rows.nll_loss_backward",
     "aclnnNLLLoss2dBackward": "classes.nll_loss2d_backward",

@@ -77,16 +77,20 @@ def _exact_factor(xq):
     return f, f
 
 
-def _exact(t):
-    """dy f(x) to >= 48 significant digits: 60 digits plus those e^x scales x's rounding by, doubled while the two
-    terms cancel to fewer (near f's zero)."""
-    x = t["self"]
+def exact_product(factor, x, dy, *args):
+    """dy f to >= 48 significant digits, (f, terms) = factor(x, *args) at the context's precision (x a Fraction):
+    60 digits plus those e^x scales x's rounding by, doubled while the terms cancel to fewer (near f's zero).
+    Shared with aclnnMishGrad, whose factor with a given tanhx is another ratio of the same kind."""
     digits = X.PRECISION_DIGITS + 2 * len(str(abs(x.numerator) // x.denominator))
     while True:
-        f, terms = X.evaluate_at(digits, _exact_factor, x)
+        f, terms = X.evaluate_at(digits, factor, x, *args)
         if terms == 0 or (f != 0 and terms.adjusted() - f.adjusted() <= digits - 49) or digits > 4000:
-            return X.evaluate_at(digits, lambda: X.dec(t["gradOutput"]) * f)
+            return X.evaluate_at(digits, lambda: X.dec(dy) * f)
         digits *= 2
+
+
+def _exact(t):
+    return exact_product(_exact_factor, t["self"], t["gradOutput"])
 
 
 def _ieee(t):
