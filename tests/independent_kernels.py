@@ -124,6 +124,17 @@ def mish(dy, x):
     return dy * (t + x * s * (F(1) - t * t))
 
 
+def mish_grad(dy, x, tanhxOptional=None):
+    """The graph op MishGrad: without tanhx mish above; with it ops-nn's golden's form, dy (t + x s (1 - t)(1 + t)),
+    sigmoid by branch (e^x / (1 + e^x) below 0), not the kernel's (t t - 1) x / (e^-x + 1) subtracted."""
+    if tanhxOptional is None:
+        return mish(dy, x)
+    t = tanhxOptional
+    e = np.exp(-np.abs(x))
+    s = np.where(x >= F(0), F(1) / (F(1) + e), e / (F(1) + e))
+    return dy * (t + x * s * ((F(1) - t) * (F(1) + t)))
+
+
 KERNELS = {
     "aclnnSiluBackward": silu,
     "aclnnFastGeluBackward": fast_gelu,
@@ -142,6 +153,7 @@ KERNELS = {
     "aclnnThresholdBackward": threshold,
     "aclnnSeluBackward": selu,
     "aclnnMishBackward": mish,
+    "aclnnMishGrad": mish_grad,
 }
 
 
@@ -163,6 +175,7 @@ def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = Non
     op = OPS[op_name]
     first, second = (t.name for t in op.inputs[:2])  # gradOutput and self (or output)
     dy, x = inputs[first], inputs[second]
+    more = {t.name: inputs[t.name].astype(F) for t in op.inputs[2:] if t.name in inputs}  # (MishGrad's tanhx, given)
     out = next(t for t in tensors.values() if t["role"] == "output")
     out_dtype = D.lookup(out["dtype"]).np_dtype
     numbers = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}  # (non-finite scalars as the manifest spells them)
@@ -170,7 +183,7 @@ def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = Non
     if D.lookup(out["dtype"]).is_integer:
         return INTEGER_KERNELS[op_name](dy, x, **attrs).astype(out_dtype)
     with np.errstate(all="ignore"):
-        result = KERNELS[op_name](dy.astype(F), x.astype(F), **attrs)
+        result = KERNELS[op_name](dy.astype(F), x.astype(F), **more, **attrs)
         if op.contract.dtypes == "promote" and dy.dtype == x.dtype:
             result = result.astype(dy.dtype).astype(F)
         return result.astype(out_dtype)
