@@ -83,6 +83,7 @@ ENTRIES = {
     "max_pool3d_with_argmax_backward": (f"test_op_max_pool3d_with_argmax_backward.py::{GOLDENS}",
                                         f"test_op_max_pool3d_with_argmax_backward.py::{AN_INDEPENDENT}"),
     "mish_backward": (TEXTBOOK, KERNELS),
+    "mish_grad": (f"test_op_mish_grad.py::{GOLDENS}", KERNELS),
     "batch_norm_elemt_backward": (f"test_op_batch_norm_elemt_backward.py::{GOLDENS}",
                                   f"test_op_batch_norm_elemt_backward.py::{AN_INDEPENDENT}"),
     "batch_norm_reduce_backward": (f"test_op_batch_norm_reduce_backward.py::{GOLDENS}",
@@ -273,6 +274,9 @@ VARIANTS = {
     "mish_backward": (
         "mish-no-sigmoid mish-one-branch mish-tanh-of-x sign-slip",
         "mish-sech-form"),
+    "mish_grad": (
+        "mishgrad-exp-of-x mishgrad-sign-slip mishgrad-tanhx-ignored",
+        "mishgrad-sigmoid-form"),
     "prelu_backward": (
         "prelu-bf16-accumulation prelu-fp16-accumulation prelu-mask-multiplied prelu-swapped-branches "
         "prelu-weight-grad-first-sample prelu-weight-grad-positive-side prelu-weight-grad-unmasked "

@@ -117,6 +117,9 @@ ORDINARY = {
     "instance_norm_grad": {"inputs": {"dy": {"uniform": [0.5, 1.5]}, "x": {"uniform": [2.0, 4.0]},
                                       "variance": {"uniform": [0.25, 0.5]}, "mean": {"constant": 0.0},
                                       "gamma": {"uniform": [0.5, 2.0]}}, "product": "950"},
+    # (the 950 alone, MishGrad's OpDef-generated API; t and x where the two terms add: the golden at least half its
+    # terms' scale)
+    "mish_grad": {"product": "950", "inputs": {"tanhxOptional": {"uniform": [0.25, 0.75]}, "x": {"uniform": [0.25, 1.0]}}},
     # (the 950 alone; runs of the last axis, 8 long: repeats' default, one run length per position, split at random)
     "repeat_interleave_grad": {"product": "950", "dims": lambda shape: [shape // 8, 8]},
 }

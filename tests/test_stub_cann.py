@@ -36,7 +36,7 @@ POOL_HEADERS = ("avgpool2d_backward", "avgpool3d_backward", "max_pool2d_with_ind
                 "max_pool3d_with_argmax_backward", "adaptive_avg_pool2d_backward", "adaptive_avg_pool3d_backward")
 MATMUL_HEADERS = ("matmul", "batch_matmul")  # their kernels: the bundled cases through the runner (test_harness_e2e.py)
 CONV_HEADERS = ("convolution_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
-GENERATED_HEADERS = ("softmax_grad_ext", "l2_normalize_grad", "instance_norm_grad")  # (an OpDef's generated API) its kernel: the bundled cases (test_harness_e2e.py)
+GENERATED_HEADERS = ("softmax_grad_ext", "l2_normalize_grad", "instance_norm_grad", "mish_grad")  # (an OpDef's generated API) its kernel: the bundled cases (test_harness_e2e.py)
 # their kernels: test_stub_<op>.py, and the bundled cases (test_harness_e2e.py)
 CHANNEL_HEADERS = ("prelu_backward", "batch_norm_backward_reduce", "batch_norm_elemt_backward")
 LOSS_HEADERS = ("kl_div_backward",)  # its kernel: the bundled cases through the runner (test_harness_e2e.py)
@@ -99,7 +99,7 @@ def test_headers_compile_alone_with_warnings_as_errors(stub_root, tmp_path):
         units.append(str(unit))
     p = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-pedantic",
                         f"-I{include}", f"-I{include / 'aclnn'}", *units], capture_output=True, text=True)
-    assert len(units) == 62 and p.returncode == 0, p.stderr
+    assert len(units) == 63 and p.returncode == 0, p.stderr
 
 
 def test_conversions(tmp_path):

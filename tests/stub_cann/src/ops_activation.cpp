@@ -1,16 +1,19 @@
 // libopapi of the stub: activation backward operators of ops-nn's activation/ folder (EluBackward,
-// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward), and LogitGrad (loss/logit_grad),
-// elementwise on (dy, x) as they are.
+// HardtanhBackward, SoftshrinkBackward, ThresholdBackward, SeluBackward, MishBackward, MishGrad), and LogitGrad
+// (loss/logit_grad), elementwise on (dy, x) as they are (MishGrad's optional tanhx through a Job).
 #include <cfloat>
 #include <cmath>
+#include <vector>
 
 #include "aclnnop/aclnn_elu_backward.h"
 #include "aclnnop/aclnn_hardtanh_backward.h"
 #include "aclnnop/aclnn_logit_grad.h"
 #include "aclnnop/aclnn_mish_backward.h"
+#include "aclnnop/aclnn_mish_grad.h"
 #include "aclnnop/aclnn_selu_backward.h"
 #include "aclnnop/aclnn_softshrink_backward.h"
 #include "aclnnop/aclnn_threshold_backward.h"
+#include "elements.h"
 #include "opapi.h"
 
 namespace {
@@ -66,20 +69,38 @@ const stub::OpDef kSelu{"aclnnSeluBackward", SeluGrad, nullptr};
 
 // mish_grad_dag.h (950, MishGradDAG: no tanhx): t = tanh(softplus(x)) by MishCustom's two branches (x < 0:
 // m = e^2x + 2e^x, m / (m + 2); else a = 2e^-x + 1, a / (2e^-2x + a)); MishGradCustom: t - ((t*t - 1)*x) / (e^-x + 1);
-// times dy.
-float MishGrad(float dy, float x, const Attrs&) {
-    float t;
+// times dy. MishGradFullDAG (a given tanhx) runs MishGradCustom on the given t.
+float MishTanhSoftplus(float x) {
     if (x < 0.0f) {
         float m = std::exp(x) * 2.0f + std::exp(x * 2.0f);
-        t = m / (m + 2.0f);
-    } else {
-        float a = std::exp(x * -1.0f) * 2.0f + 1.0f;
-        t = a / (std::exp(x * -2.0f) * 2.0f + a);
+        return m / (m + 2.0f);
     }
-    float q = ((t * t - 1.0f) * x) / (std::exp(x * -1.0f) + 1.0f);
-    return (t - q) * dy;
+    float a = std::exp(x * -1.0f) * 2.0f + 1.0f;
+    return a / (std::exp(x * -2.0f) * 2.0f + a);
 }
+float MishGradCustom(float x, float t) { return t - ((t * t - 1.0f) * x) / (std::exp(x * -1.0f) + 1.0f); }
+float MishGrad(float dy, float x, const Attrs&) { return MishGradCustom(x, MishTanhSoftplus(x)) * dy; }
 const stub::OpDef kMish{"aclnnMishBackward", MishGrad, nullptr};
+const stub::OpDef kMishGradOp{"aclnnMishGrad", MishGrad, nullptr};
+
+// aclnnMishGrad's computation: grad, x and (if given) tanhx read in the output's shape, widened to float32.
+stub::Job MishGradJob(const aclTensor* grad, const aclTensor* x, const aclTensor* tanhx, const aclTensor* out) {
+    stub::Job job;
+    int ig = job.Add(grad), ix = job.Add(x), it = job.Add(tanhx), iout = job.Add(out, true);
+    if (stub::Numel(out->view) == 0) return job;
+    aclDataType compute = out->dtype;
+    job.run = [=](const stub::Job& j, bool negate) {
+        const aclTensor& o = j.T(iout);
+        std::vector<float> g = stub::ReadFloats(j.T(ig), o.view), xs = stub::ReadFloats(j.T(ix), o.view);
+        std::vector<float> ts = it < 0 ? std::vector<float>() : stub::ReadFloats(j.T(it), o.view);
+        for (size_t i = 0; i < g.size(); ++i) {
+            float t = it < 0 ? MishTanhSoftplus(xs[i]) : ts[i];
+            g[i] = MishGradCustom(xs[i], t) * g[i];
+        }
+        stub::WriteFloats(o, g, compute, negate);
+    };
+    return job;
+}
 const stub::OpDef kHardtanh{"aclnnHardtanhBackward", HardtanhGrad, nullptr};
 // logit_grad.h (A2, A3, 950), float32: ComputeStepOne q = dy / (x * (x * -1 + 1)); ComputeStepTwo
 // x >= lo && x <= hi ? q : outside, with Init's lo = eps, outside 0 (eps >= 0) or lo = 0, outside NaN (else) and
@@ -245,6 +266,33 @@ aclnnStatus aclnnMishBackwardGetWorkspaceSize(const aclTensor* gradOutput, const
     });
 }
 STUB_PHASE_TWO(aclnnMishBackward, kMish)
+
+// 950 only (fp32, fp16, bf16); no op_api (an aclnn generated from the OpDef, activation/mish_grad/op_host/
+// mish_grad_def.cpp): grad, x, xGrad null: 161001 (tanhxOptional may be null: MishGradDAG computes t); each dtype in
+// the list and all equal, a given tanhx's too (the OpDef's rows; the tiling's CalcInputDtype, CalcOutputDtype); 0-8
+// dims and one shape (the elementwise proto). An empty xGrad: success, nothing computed.
+aclnnStatus aclnnMishGradGetWorkspaceSize(const aclTensor* grad, const aclTensor* x, const aclTensor* tanhxOptional,
+                                          const aclTensor* xGrad, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    auto check = [&](Checker& c) {
+        Arg a{"grad", grad}, b{"x", x}, t{"tanhxOptional", tanhxOptional}, o{"xGrad", xGrad};
+        RETURN_IF_FAILED(c.NotNull({a, b, o}));
+        stub::DTypes ok = stub::ForProduct(c.product(), "950", "", stub::kFp32Fp16);
+        if (ok.empty()) return c.Unsupported();
+        if (tanhxOptional == nullptr) {
+            RETURN_IF_FAILED(c.DtypesIn(ok, {a, b, o}));
+            RETURN_IF_FAILED(c.SameDtype({a, b, o}));
+            RETURN_IF_FAILED(c.Dims(0, 8, {a, b, o}));
+            return c.SameShape({a, b, o});
+        }
+        RETURN_IF_FAILED(c.DtypesIn(ok, {a, b, t, o}));
+        RETURN_IF_FAILED(c.SameDtype({a, b, t, o}));
+        RETURN_IF_FAILED(c.Dims(0, 8, {a, b, t, o}));
+        return c.SameShape({a, b, t, o});
+    };
+    return stub::PhaseOneJob(kMishGradOp, workspaceSize, executor, check,
+                             [&](const Checker&) { return MishGradJob(grad, x, tanhxOptional, xGrad); });
+}
+STUB_PHASE_TWO(aclnnMishGrad, kMishGradOp)
 
 // A2, A3, 950 (fp32, fp16, bf16); no op_api (an aclnn generated from the OpDef): x, dy, out null: 161001; each dtype
 // in the list and all three equal (the OpDef's columns); 0-8 dims and equal shapes (the doc's rules; ops-nn's source

@@ -112,6 +112,8 @@ UNDOCUMENTED = {
     "aclnnop/aclnn_instance_norm_grad.h": "generated from norm/instance_norm_grad/op_host/instance_norm_grad_def.cpp "
                                           "(the graph op InstanceNormGrad); ops-nn has no header or doc of its aclnn "
                                           "API",
+    "aclnnop/aclnn_mish_grad.h": "generated from activation/mish_grad/op_host/mish_grad_def.cpp (the graph op "
+                                 "MishGrad); ops-nn has no header or doc of its aclnn API",
 }
 
 
