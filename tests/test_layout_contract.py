@@ -177,7 +177,8 @@ def test_every_documented_rejection_is_a_generated_negative_case():
         rows = not op.family.element_local
         tied = [t.name for t in op.tensors if t.dtypes is None and (op.contract.out_checked or t.role != "output")]
         for product in op.products:
-            mine = [c for c in cases if c.op is op and f"-{product}-" in c.case_id]
+            # (a case id names its product where the case spans several: an op of one product, MishGrad's, does not)
+            mine = [c for c in cases if c.op is op and (len(op.products) == 1 or f"-{product}-" in c.case_id)]
             labels = {c.case_id.rsplit("-", 1)[1] for c in mine}
             if rows and not any(label.startswith("null_") for label in labels):
                 continue  # (a rows op may write its negative cases by hand instead of `contract: true`)
