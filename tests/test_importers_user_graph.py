@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from aclnn_cli.cases import importers
 from aclnn_cli.errors import CaseError, UserError
@@ -78,6 +79,33 @@ def test_a_user_graph_op_is_found_as_a_bundled_one_is(registry, tmp_path):
         "output_desc": [{"format": "ND", "type": "float16", "shape": [3]}]}])
     [doc] = _imported(tmp_path, "suite.json", msopst)
     assert doc["op"] == "aclnnUserGraphProbe" and [c["name"] for c in doc["cases"]] == ["m"]
+
+
+def _ttk3(name: str, third: str) -> str:
+    """A TTK row of three float16 inputs of 7 elements, the third `None` (left out) or given."""
+    dt, sh, fm = ("'float16'", "(7,)", "'ND'") if third == "given" else ("None", "None", "None")
+    shapes = f"((7,), (7,), {sh})"
+    return (f'{name},probe_graph_grad,"(\'float16\', \'float16\', {dt})","{shapes}","((7,),)",'
+            f'"(\'ND\', \'ND\', {fm})","(\'ND\',)","{{}}","{shapes}","(\'float16\',)","((7,),)",'
+            f'"(\'ND\', \'ND\', {fm})","(\'ND\',)","((-1, 1),)",,1e-08,\n')
+
+
+def test_an_absent_only_input_given_makes_the_case_unsupported(registry, tmp_path):
+    """`absent_only`: an optional graph input the API has no argument for and whose value changes the result (no
+    bundled graph op has one since MishGrad went to its generated API, which takes tanhx): left out the case
+    imports, given it is skipped with the declared reason."""
+    graph = dataclasses.replace(PROBE_GRAPH, inputs=("dy", "x", "y"), to_inputs=("gradOutput", "self", None),
+                                attrs={}, absent_only={"y": "the probe computes y itself"})
+    register(dataclasses.replace(PROBE, graph_ops={"ProbeGraphGrad": graph}))
+    src = tmp_path / "suite.csv"
+    src.write_text(TTK_HEADER + _ttk3("left_out", "none") + _ttk3("given", "given"))
+    result = run_cli("convert", src, "-o", tmp_path / "yaml")
+    assert result.exit_code == 2 and "the probe computes y itself" in result.output, result.output
+    result = run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported")
+    assert result.exit_code == 0 and "skipped 1 unsupported foreign case:" in result.output, result.output
+    assert "y is given: the probe computes y itself" in result.output
+    [doc] = [yaml.safe_load(p.read_text()) for p in (tmp_path / "yaml").glob("*.yaml")]
+    assert [c["name"] for c in doc["cases"]] == ["left_out"] and set(doc["cases"][0]["inputs"]) == {"gradOutput", "self"}
 
 
 def test_a_user_ops_aliases_map_foreign_input_names(registry, tmp_path):
