@@ -119,7 +119,8 @@ ORDINARY = {
                                       "gamma": {"uniform": [0.5, 2.0]}}, "product": "950"},
     # (the 950 alone, MishGrad's OpDef-generated API; t and x where the two terms add: the golden at least half its
     # terms' scale)
-    "mish_grad": {"product": "950", "inputs": {"tanhxOptional": {"uniform": [0.25, 0.75]}, "x": {"uniform": [0.25, 1.0]}}},
+    "mish_grad": {"product": "950",
+                  "inputs": {"tanhxOptional": {"uniform": [0.25, 0.75]}, "x": {"uniform": [0.25, 1.0]}}},
     # (the 950 alone; runs of the last axis, 8 long: repeats' default, one run length per position, split at random)
     "repeat_interleave_grad": {"product": "950", "dims": lambda shape: [shape // 8, 8]},
 }

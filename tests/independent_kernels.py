@@ -175,7 +175,9 @@ def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = Non
     op = OPS[op_name]
     first, second = (t.name for t in op.inputs[:2])  # gradOutput and self (or output)
     dy, x = inputs[first], inputs[second]
-    more = {t.name: inputs[t.name].astype(F) for t in op.inputs[2:] if t.name in inputs}  # (MishGrad's tanhx, given)
+    # (an optional input the kernel reads, given, by name: MishGrad's tanhx)
+    more = {t.name: inputs[t.name].astype(F) for t in op.inputs[2:]
+            if t.optional and t.read_by_kernel and t.name in inputs}
     out = next(t for t in tensors.values() if t["role"] == "output")
     out_dtype = D.lookup(out["dtype"]).np_dtype
     numbers = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}  # (non-finite scalars as the manifest spells them)

@@ -138,7 +138,8 @@ def scalar_kernel(dy: float, x: float, t: float) -> F32:
 
 def test_kernel_is_the_dag_step_by_step():
     rng = np.random.default_rng(7)
-    x, t, dy = rng.uniform(-20, 20, 500).astype(F32), rng.uniform(-2, 2, 500).astype(F32), rng.normal(0, 1, 500).astype(F32)
+    x, t = rng.uniform(-20, 20, 500).astype(F32), rng.uniform(-2, 2, 500).astype(F32)
+    dy = rng.normal(0, 1, 500).astype(F32)
     got = SPEC.kernel({"grad": dy, "x": x, T: t})
     with np.errstate(all="ignore"):
         want = np.array([scalar_kernel(*v) for v in zip(dy, x, t)], F32)
