@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -247,3 +248,42 @@ def test_the_matrix_works_inside_the_suite_when_the_temporary_directory_is_on_an
     assert inside == here and here["partial-tile-unwritten"][DEFAULT_STANDARD] > 0
     assert made[-1] == {"prefix": ".aclnn-matrix-", "dir": out}
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+
+
+def test_a_variant_writing_the_correct_kernels_bytes_takes_its_verdicts_unjudged(tmp_path, monkeypatch):
+    """A variant whose status and dumps are the correct kernel's is not judged again: its cells are the correct
+    kernel's under every standard (failures included: a published rule that fails the correct kernel fails it
+    too); a variant that writes other bytes is judged. The table is the one judging every case gives."""
+    from aclnn_cli.judge import matrix
+
+    text = "op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: [float16, float32], shape: [300], seed: 1}\n"
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out).exit_code == 0
+    calls = []
+    real = matrix.verify_case
+    monkeypatch.setattr(matrix, "verify_case", lambda m, o: calls.append((m.case_id, o.standard)) or real(m, o))
+    stds = list(STANDARDS)
+    table = matrix.defect_matrix(out, variants=["round-half-away", "partial-tile-unwritten"], standards=stds, jobs=1)
+    assert table["round-half-away"] == table["(correct kernel)"]
+    assert any(table["(correct kernel)"].values()) and table["partial-tile-unwritten"][DEFAULT_STANDARD] == 2
+    judged = Counter(calls)  # (round-half-away meets no tie here: the correct kernel's bytes, never judged)
+    assert len(judged) == 2 * len(stds) and set(judged.values()) == {2}  # (each case: the correct kernel, the defect)
+
+    def judge_all(m):  # (every variant judged: each one's bytes counted as new)
+        return os.urandom(8)
+    monkeypatch.setattr(matrix, "_written", judge_all)
+    assert matrix.defect_matrix(out, variants=["round-half-away", "partial-tile-unwritten"], standards=stds,
+                                jobs=1) == table
+
+
+def test_a_variant_that_cannot_run_on_a_case_fails_it_and_the_matrix_goes_on(tmp_path):
+    """swapped-inputs hands RepeatInterleaveGrad's kernel yGrad's values as the repeats: the kernel refuses the
+    negative run length (one line in `emulate`). In the matrix that case fails (no dump is written; the working
+    copy's dump is another variant's) and the other variants and cases are still run."""
+    from rowblocks import CASES
+
+    out = tmp_path / "out"
+    assert run_cli("gen", CASES / "repeat_interleave_grad.yaml", "-o", out).exit_code == 0
+    table = defect_matrix(out, variants=["swapped-inputs", "round-half-away"], standards=[DEFAULT_STANDARD], jobs=1)
+    assert table["swapped-inputs"][DEFAULT_STANDARD] > 0
+    assert table["round-half-away"][DEFAULT_STANDARD] == table["(correct kernel)"][DEFAULT_STANDARD] == 0

@@ -6,6 +6,7 @@ legitimate variant should be caught by none (a false alarm otherwise).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from ..casedir import manifest as M
 from ..casedir import dirs as casedirs
 from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
+from ..errors import UserError
 from ..ops import find_op
 from ..pipeline.parallel import Runner
 from ..standards.rules import DEFAULT_STANDARD, STANDARDS
@@ -92,19 +94,56 @@ def _same_device(a: Path, b: Path) -> bool:
     return os.stat(a).st_dev == os.stat(b).st_dev
 
 
-def _one_variant(args: tuple[str | None, list[str], list[str], str, bool]) -> tuple[str, dict[str, int]]:
-    name, dirs, standards, scratch, first_failure = args
-    variant = find_variant(name) if name else None
+def _written(m: M.CaseManifest) -> bytes:
+    """What verify reads of the device's run: the status and every judged output's dump (a digest of them)."""
+    h = hashlib.sha256((m.dir / M.STATUS_FILE).read_bytes())
+    for t in m.judged:
+        if t.dump is not None and t.dump.is_file():
+            h.update(t.dump.read_bytes())
+    return h.digest()
+
+
+def _correct(args: tuple[list[str], list[str], str, bool]) -> tuple[dict[str, int], dict[str, tuple]]:
+    """The correct kernel on a share of the cases: its failing counts, and per case what it wrote (a digest) with
+    its verdict under each standard asked."""
+    dirs, standards, scratch, first_failure = args
+    failing = dict.fromkeys(standards, 0)
+    seen = {}
+    for d in dirs:
+        m = M.load(_copy(scratch, d))
+        emulate_case(m)
+        passed = {}
+        for std in standards:
+            if not (first_failure and failing[std]):
+                passed[std] = verify_case(m, Options(standard=std)).status == PASS
+                failing[std] += not passed[std]
+        seen[d] = (_written(m), passed)
+    return failing, seen
+
+
+def _one_variant(args: tuple[str, list[str], list[str], str, bool, dict]) -> tuple[str, dict[str, int]]:
+    """A variant's failing counts. Where it writes what the correct kernel wrote (a legitimate variant mostly does,
+    a defect often where it changes nothing), verify's verdict is the correct kernel's: not judged again."""
+    name, dirs, standards, scratch, first_failure, correct = args
+    variant = find_variant(name)
     failing = dict.fromkeys(standards, 0)
     for d in dirs:
         asked = [std for std in standards if not (first_failure and failing[std])]
         if not asked:  # (failed under every standard: the rest cannot change a cell)
             break
         m = M.load(_copy(scratch, d))
-        emulate_case(m, variant=variant)
+        try:
+            emulate_case(m, variant=variant)
+        except UserError:  # (a kernel that cannot run on the case's inputs, as a generic defect on integer ones: it
+            for std in asked:  # writes no dump, which fails the case; the copy's dump is another variant's)
+                failing[std] += 1
+            continue
+        written, passed = correct.get(d, (None, {}))
+        same = written is not None and _written(m) == written
         for std in asked:
-            failing[std] += verify_case(m, Options(standard=std)).status != PASS
-    return name or "(correct kernel)", failing
+            ok = passed[std] if same and std in passed else verify_case(m, Options(standard=std)).status == PASS
+            failing[std] += not ok
+    return name, failing
 
 
 def defect_matrix(suite: Path, variants: list[str] | None = None, standards: list[str] | None = None,
@@ -117,16 +156,28 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
     is not asked again, and a variant stops once every standard has (a defect caught, or a false alarm, needs
     one failing case; a pass needs them all).
     correct_standards: the standards of the correct kernel's row, if not `standards` (its emulated dumps judged
-    under each: one emulation for every column)."""
+    under each: one emulation for every column).
+    The correct kernel runs first, its cases shared among the workers; then each variant, which verify judges only
+    where it wrote something else."""
     cases = matrix_cases(suite)
-    names: list[str | None] = [None, *(list(catalogue()) if variants is None else variants)]
+    names = list(catalogue()) if variants is None else variants
     stds = standards or list(STANDARDS)
+    first = correct_standards or stds
+    shares = [[str(d) for d, _ in cases[i::max(jobs, 1) * 4]] for i in range(max(jobs, 1) * 4)]
     with _scratch(suite) as scratch:
-        tasks = [(n, _cases_for(n, cases), correct_standards or stds if n is None else stds, scratch, first_failure)
-                 for n in names]
         try:
             with Runner(jobs) as run:  # (its workers fork from what this process holds frozen: see Runner)
-                table = dict(run.map(_one_variant, [(task,) for task in tasks]))
+                row, correct = dict.fromkeys(first, 0), {}
+                for failing, seen in run.map(_correct, [((share, first, scratch, first_failure),) for share in shares]):
+                    row = {std: row[std] + failing[std] for std in first}
+                    correct.update(seen)
+                if first_failure:
+                    row = {std: min(n, 1) for std, n in row.items()}
+                tasks = []
+                for n in names:
+                    dirs = _cases_for(n, cases)
+                    tasks.append(((n, dirs, stds, scratch, first_failure, {d: correct[d] for d in dirs}),))
+                table = {"(correct kernel)": row, **dict(run.map(_one_variant, tasks))}
         finally:
             for key in [k for k in _copies if k[0] == scratch]:
                 del _copies[key]

@@ -253,6 +253,8 @@ def write_blocks(m, out, f, geo, b0: int, b1: int, values: np.ndarray, write=Non
         return
     else:  # (the variant writes ranges: the blocks' elements in flat order, a run of consecutive ones at a time)
         where = geo.positions(b0, b1)
+        if not where.size:  # (blocks of no element: an empty instance's positions)
+            return
         order = np.argsort(where, kind="stable")
         where, values = where[order], values[order]
         cuts = np.flatnonzero(np.diff(where) != 1) + 1
