@@ -44,6 +44,9 @@ def kernel_output(m: M.CaseManifest, inputs: Mapping[str, np.ndarray], variant: 
             inputs = {**inputs, dy: inputs[x], x: inputs[dy]}
     if m.output.dtype.is_integer:
         return _integer_output(m, kernel, inputs, variant)
+    if m.output.dtype.is_complex:
+        own = variant is not None and variant.op_kernel and variant.name in m.op.variants
+        return _complex_output(m, kernel if own else m.op.complex_formula, inputs, variant, inner)
     with np.errstate(all="ignore"):
         wide = {k: v.astype(wide_type) for k, v in inputs.items()}
         # attributes: scalars in the compute type (the kernel receives float32), the others as they are
@@ -71,6 +74,21 @@ def _integer_output(m: M.CaseManifest, kernel, inputs: Mapping[str, np.ndarray],
         attrs = {k: np.float32(v) if isinstance(v, float) else v for k, v in m.attribute_values.items()}
         result = kernel({**native, **attrs})
     return np.asarray(result).astype(m.output.dtype.np_dtype)
+
+
+def _complex_output(m: M.CaseManifest, formula, inputs: Mapping[str, np.ndarray], variant: Variant | None,
+                    inner: D.DType) -> np.ndarray:
+    """A complex output's device result: the AI CPU's expression in T, the compute dtype (complex64 arithmetic for
+    complex64: NumPy's complex multiply is the standard formula in the component type), as the op's
+    complex_formula writes it. A variant's float cast has nothing to act on (no float32 result to round); its
+    float64 compute is complex128, its post-processing (NaN to zero) applies."""
+    wide = np.complex128 if variant is not None and variant.compute == "float64" else inner.np_dtype
+    with np.errstate(all="ignore"):
+        result = formula({**{k: v.astype(wide) for k, v in inputs.items()}, **m.attribute_values})
+        if variant is not None and variant.post is not None:
+            result = variant.post(result)
+        result = np.asarray(result).astype(m.output.dtype.np_dtype)
+    return D.canonical_nans(result)
 
 
 def emulate_case(m: M.CaseManifest, chunk: int = CHUNK, variant: Variant | None = None, run: Runner | None = None) -> Path | None:

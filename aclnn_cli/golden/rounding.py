@@ -17,6 +17,7 @@ import numpy as np
 
 from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.base import OpSpec
+from .complexes import complex_golden
 from .integers import integer_golden
 from .rational import NotRational, through_reference
 
@@ -45,6 +46,9 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
     attributes = dict(attributes or {})
     if out_dtype.is_integer:  # (exact, no rounding: integers.py)
         return integer_golden(op, inputs, out_dtype, attributes), ExactPath()
+    if out_dtype.is_complex:  # (every finite element exactly: complexes.py)
+        result, exact = complex_golden(op, inputs, out_dtype, attributes)
+        return result, ExactPath(exact)
     with np.errstate(all="ignore"):
         wide = {k: np.asarray(v).astype(np.float64) for k, v in inputs.items()}
         ref = op.golden_f64({**wide, **attributes})

@@ -18,6 +18,7 @@ import numpy as np
 from ..tensor.dtypes import DType
 from .widening import _EXPONENT_BITS, _ulp_of_wide, ulp_at, ulp_of, widen
 from .workspace import Buffers
+from .complexerr import complex_errors
 
 if TYPE_CHECKING:
     from .errorstats import ErrorStats  # (the report's data: imported by whoever gathers it)
@@ -99,6 +100,8 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
     """
     if dtype.is_integer:
         return integer_errors(a_native, g_native, floor, dtype)
+    if dtype.is_complex:  # (in modulus, against the computation's allowance)
+        return complex_errors(a_native, g_native, floor, dtype)
     wide = a_native.dtype == np.float64 or g_native.dtype == np.float64  # hand-made or float64 data
     work = np.dtype(np.float64) if wide or dtype.itemsize == 8 else np.dtype(np.float32)
     buf = _numpy_allocates if bufs is None else bufs.get

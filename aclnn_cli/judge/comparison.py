@@ -340,14 +340,20 @@ class Comparison:
                     continue
                 f = self.inputs[t.name]
                 if isinstance(f, LoadedFile) and t.layout.shape == shape and t.layout.is_contiguous:
-                    values[t.name] = f.map[flat].astype(np.float64)  # (the common case: storage is the view)
+                    values[t.name] = _real(f.map[flat])  # (the common case: storage is the view)
                     continue
                 at = source_positions(t.layout, shape, flat)
                 if mapped or isinstance(f, LoadedFile) or not t.layout.is_contiguous:
-                    values[t.name] = np.asarray(f.map[at]).astype(np.float64)
+                    values[t.name] = _real(np.asarray(f.map[at]))
                 else:
-                    values[t.name] = np.array([f.read_range(i, i + 1)[0] for i in at.tolist()], np.float64)
+                    values[t.name] = _real(np.array([f.read_range(i, i + 1)[0] for i in at.tolist()]))
         return values
+
+
+def _real(x: np.ndarray) -> np.ndarray:
+    """Input values as float64 for the report's sample and the relief: a complex input's moduli (as its output's
+    expected and actual are: judge/complexerr.py)."""
+    return np.abs(x).astype(np.float64) if x.dtype.kind == "c" else x.astype(np.float64)
 
 
 def _plain(value):

@@ -70,11 +70,17 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
     return element
 
 
-def _value(v: np.ndarray) -> float | int:
+def _value(v: np.ndarray) -> float | int | list:
     """An element as the report holds it: an integer dtype's as an int (2^53 + 1 read as a float would print as
-    2^53, and an off-by-one element would read as equal to its golden), any other as a float."""
+    2^53, and an off-by-one element would read as equal to its golden), a complex one as [real, imag], any other as
+    a float."""
+    if v.dtype.kind == "c":
+        z = complex(v.reshape(-1)[0])
+        return [z.real, z.imag]
     return int(v[0]) if v.dtype.kind in "iu" else float(v.astype(np.float64)[0])
 
 
-def _name(x: float) -> str:
+def _name(x) -> str:
+    if isinstance(x, list):  # (a complex element: NaN if either part is)
+        return "NaN" if any(np.isnan(x)) else format(complex(*x), ".8g")
     return "NaN" if np.isnan(x) else f"{x:.8g}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..casedir import manifest as M
 from ..errors import UserError
-from ..standards.rules import DEFAULT_STANDARD, INTEGER_STANDARD, Standard, find_standard
+from ..standards.rules import DEFAULT_STANDARD, Standard, find_standard, fixed_standard
 from ..tensor.dtypes import DType
 from .judgeddtype import tolerance_dtype
 
@@ -53,8 +53,8 @@ def _standard(m: M.CaseManifest, opts, dtype: DType) -> tuple[Standard, dict]:
     name = opts.standard or m.standard or DEFAULT_STANDARD
     overrides = {**(m.raw.get("tolerance") or {}), **opts.tolerance} if not opts.standard or opts.standard == m.standard \
         else dict(opts.tolerance)
-    if dtype.is_integer:
-        name, overrides = INTEGER_STANDARD, {}
+    if fixed_standard(dtype):  # (integers exactly, complexes against their allowance: rules.fixed_standard)
+        name, overrides = fixed_standard(dtype), {}
     key = (name, dtype.name, tuple(overrides.items()))
     known = _STANDARDS.get(key)
     if known is not None:

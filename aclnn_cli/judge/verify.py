@@ -46,7 +46,7 @@ def check_run_tolerances(manifests: list[M.CaseManifest], opts: Options) -> None
     for m in manifests:
         name = opts.standard or m.standard or DEFAULT_STANDARD
         dtype = tolerance_dtype(m)[0]
-        if dtype.is_integer:  # (judged exactly, whatever the run names: judging._standard)
+        if dtype.is_integer or dtype.is_complex:  # (their own standard, whatever the run names: judging._standard)
             continue
         if (name, dtype.name) in seen or name not in STANDARDS:  # a case's own unknown standard: its ERROR
             continue

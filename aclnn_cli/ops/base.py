@@ -48,6 +48,7 @@ class TensorSpec:
 # aclFormat values (acl/acl_base_rt.h) of the formats a declaration may name.
 ACL_FORMATS = {"NCHW": 0, "NHWC": 1, "ND": 2, "NDHWC": 27, "NCDHW": 30, "NC": 35, "NCL": 47}
 FLOATS = ("float32", "float16", "bfloat16")
+COMPLEXES = ("complex64", "complex128")  # (an op declaring them needs complex_formula)
 # The products a case file may name (device/run.py maps the SoC names the runtime reports onto them).
 PRODUCTS = ("950", "A3", "A2", "910", "310P")
 
@@ -207,6 +208,11 @@ class OpSpec:
     # float64 reference rounded to float32 (an ideal device).
     kernel: Callable[[Arrays], np.ndarray] | None = None
     special_values: str = ""  # documented semantics at inf/nan
+    # The op's computation on complex inputs, as its AI CPU kernel writes it: formula(t), t the inputs and the
+    # attributes, using +, -, * and .conj() only. Called with NumPy complex arrays in T (the emulated kernel: complex64
+    # arithmetic for complex64) and with golden/complexes.Dyadic values (the exact golden). Needed by an op whose
+    # products list complex64 or complex128; their outputs are judged by the `complex` standard.
+    complex_formula: Callable[[Mapping[str, object]], object] | None = None
     # The formula in IEEE float64 where an input is inf/NaN (default: the kernel in float64).
     ieee: Callable[[Arrays], np.ndarray] | None = None
     cast_mode: Mapping[str, str] = field(default_factory=dict)  # output dtype -> "rint" | "round"

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from ..tensor.dtypes import DType, lookup
 from ..tensor.status import INVALID, NULLPTR, SUCCESS
-from .base import FLOATS, OpSpec
+from .base import COMPLEXES, FLOATS, OpSpec
 from .families import broadcast_shape
 
 
@@ -170,7 +170,7 @@ def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
         return dtypes.get(op.output.name, lookup("float32"))
     if len(kinds) == 1:
         kind = kinds.pop()
-        return kind if kind.name in FLOATS else lookup("float32")  # (float64 and others: computed in float32)
+        return kind if kind.name in FLOATS + COMPLEXES else lookup("float32")  # (float64 and others: in float32)
     return lookup("float32")
 
 

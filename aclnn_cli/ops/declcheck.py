@@ -108,8 +108,12 @@ class _Check:
             self.fail("dims", f"expected (min, max) ranks with 0 <= min <= max <= {MAX_DIMS}, got {show(dims)}")
         self.flag("empty_ok", s.empty_ok)
         self.function("reference", s.reference, required=True)
-        for field in ("exact", "exact_at", "reference_at", "golden_reference", "kernel", "ieee", "edge", "textbook"):
+        for field in ("exact", "exact_at", "reference_at", "golden_reference", "kernel", "ieee", "edge", "textbook",
+                      "complex_formula"):
             self.function(field, getattr(s, field))
+        if s.complex_formula is None and any(d in D.COMPLEXES for ds in dict(s.products).values() for d in ds):
+            self.fail("complex_formula", "the products list a complex dtype: its goldens and emulated kernel are the "
+                                         "op's complex_formula (exact on Dyadic values, in T on NumPy arrays)")
         for dtype, mode in self.items("cast_mode", s.cast_mode, Mapping):
             self.choice("cast_mode", dtype, tuple(D.DTYPES))
             self.choice(f"cast_mode[{dtype}]", mode, CAST_MODES)
@@ -308,7 +312,7 @@ class _Check:
             if product not in PRODUCTS:
                 self.fail("products", f"unknown product {show(product)} (known: {', '.join(PRODUCTS)})")
             field = f"products[{product}]"
-            self.names(field, dtypes, FLOATS + D.INTEGERS)  # (integer outputs: judged exactly)
+            self.names(field, dtypes, FLOATS + D.INTEGERS + D.COMPLEXES)  # (integers, complexes: their own standards)
             if not dtypes or len(set(dtypes)) != len(dtypes):
                 self.fail(field, f"expected distinct dtypes, at least one, got {show(dtypes)}")
 

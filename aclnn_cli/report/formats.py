@@ -45,6 +45,8 @@ def _g(x, spec: str = ".3g") -> str:
     """A number as the report prints it; an integer's value (an integer output's element) in full."""
     if type(x) is int:
         return str(x)
+    if isinstance(x, (list, tuple)) and len(x) == 2:  # (a complex element: [real, imag])
+        return format(complex(_num(x[0]), _num(x[1])), spec)
     return "-" if x is None else format(_num(x), spec)
 
 

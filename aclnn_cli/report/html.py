@@ -210,6 +210,8 @@ def _rows_table(c: CaseResult) -> str:
 
 def _short(x, digits: int = 8):
     """A number of the results file to `digits` significant digits (enough for any float32 value); else as is."""
+    if isinstance(x, list) and len(x) == 2 and all(isinstance(v, float) for v in x):  # (a complex element)
+        return format(complex(*x), f".{digits}g")
     return format(x, f".{digits}g") if isinstance(x, float) else x
 
 

@@ -339,20 +339,46 @@ _register(Standard(
     defaults=lambda d: {}, rule=lambda p: (lambda e: e.abs > 0), judge=_exact, flush_ok=False,
 ))
 
+
+
+def _complex(m: Metrics, p, dtype, bench) -> Verdict:
+    """NaN/Inf agreement and every element's |error| within its allowance (judge/complexerr.py)."""
+    return _verdict([_specials(m), _row("max |error| / allowance", m.max_rel, 1.0, "<=",
+                                        over=lambda: f"at element {m.max_rel_at} ({m.violations} of {m.compared} over)")])
+
+
+# A complex output's error is judged in modulus against an allowance derived from the kernel's computation (its
+# roundings, the golden's own): judge/complexerr.py, docs/allowances.md. The published rules are per component and
+# relative, which a cancelling component breaks legitimately; no tolerance applies (defaults {}).
+_register(Standard(
+    "complex", "every element: |a - g| (complex, in modulus) <= gamma |g| + (1 + gamma) h, the kernel's rounding "
+    "errors (gamma) and the golden's half ulp per component (h)", "aclnn-cli (docs/allowances.md)",
+    defaults=lambda d: {}, rule=lambda p: (lambda e: e.rel > 1.0), judge=_complex, flush_ok=False,
+))
+
 DEFAULT_STANDARD = "mere-mare"
 INTEGER_STANDARD = "exact"  # what every integer output is judged by, whatever the case or the run names
+COMPLEX_STANDARD = "complex"  # and every complex output
+
+
+def fixed_standard(dtype: DType) -> str | None:
+    """The one standard an output of `dtype` is judged by whatever the case or the run names (integers: exact,
+    complexes: complex), or None (a float output: the case's or the run's)."""
+    return INTEGER_STANDARD if dtype.is_integer else COMPLEX_STANDARD if dtype.is_complex else None
 
 
 def integer_refusal(dtype: DType, standard: str | None, tolerance) -> str | None:
     """Why a case's own standard or tolerance cannot judge an output of `dtype`, or None (a float output, or an
-    integer one asking nothing of them)."""
-    if not dtype.is_integer:
+    integer or complex one asking nothing of them)."""
+    fixed = fixed_standard(dtype)
+    if fixed is None:
         return None
-    if standard not in (None, INTEGER_STANDARD):
-        return (f"a {dtype.name} output is judged exactly (standard {INTEGER_STANDARD}): standard "
-                f"'{clip(str(standard))}' has no integer rule; drop it")
+    how = "exactly" if fixed == INTEGER_STANDARD else "against its derived allowance"
+    if standard not in (None, fixed):
+        return (f"a {dtype.name} output is judged {how} (standard {fixed}): standard "
+                f"'{clip(str(standard))}' has no {dtype.name} rule; drop it")
     if tolerance:
-        return f"a {dtype.name} output is judged exactly (standard {INTEGER_STANDARD}): it takes no tolerance; drop it"
+        return f"a {dtype.name} output is judged {how} (standard {fixed}): it takes no tolerance; drop it"
     return None
 
 

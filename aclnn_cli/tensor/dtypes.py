@@ -56,7 +56,23 @@ class DType:
 
     @property
     def uint_dtype(self) -> np.dtype:
+        """The unsigned integer of the element's bits (a complex element: a pair of them, its components' bits,
+        compared field by field: there is no 128-bit integer)."""
+        if self.is_complex:
+            c = f"<u{self.itemsize // 2}"
+            return np.dtype([("re", c), ("im", c)])
         return np.dtype(f"<u{self.itemsize}")
+
+    @property
+    def is_complex(self) -> bool:
+        """A complex tensor dtype: interleaved (real, imag) pairs of its component float (`component`)."""
+        return self.np_dtype.kind == "c"
+
+    @property
+    def component(self) -> "DType":
+        """A complex dtype's real and imaginary float dtype (float32 of complex64); any other dtype itself.
+        precision, emin and max_finite of a complex dtype are its component's."""
+        return {"complex64": FLOAT32, "complex128": FLOAT64}.get(self.name, self)
 
     @property
     def is_integer(self) -> bool:
@@ -89,9 +105,18 @@ INT16 = DType("int16", np.dtype("<i2"), 6, "ACL_INT16", 15, 0, float(2**15 - 1))
 INT8 = DType("int8", np.dtype("i1"), 2, "ACL_INT8", 7, 0, 127.0)
 INTEGERS = ("int64", "int32", "uint8", "int16", "int8")
 
-DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, UINT8, INT16, INT8)}
+# Complex tensors (SigmoidBackward's AI CPU path): numpy's layout, which is the device's, interleaved little-endian
+# (real, imag) pairs of float32 or float64. ACL_COMPLEX64 = 16, ACL_COMPLEX128 = 17 (aclDataType in CANN's
+# acl/acl_base_rt.h, as tests/stub_cann/include/acl/acl_base_rt.h copies it). Format fields: the component's.
+COMPLEX64 = DType("complex64", np.dtype("<c8"), 16, "ACL_COMPLEX64", 24, -126, float(np.finfo(np.float32).max))
+COMPLEX128 = DType("complex128", np.dtype("<c16"), 17, "ACL_COMPLEX128", 53, -1022, float(np.finfo(np.float64).max))
+COMPLEXES = ("complex64", "complex128")
+
+DTYPES: dict[str, DType] = {d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, UINT8, INT16, INT8,
+                                                COMPLEX64, COMPLEX128)}
 _ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-            "fp64": "float64", "double": "float64", "long": "int64", "int": "int32"}
+            "fp64": "float64", "double": "float64", "long": "int64", "int": "int32", "cfloat": "complex64",
+            "cdouble": "complex128"}
 
 
 def lookup(name: str) -> DType:
@@ -138,7 +163,10 @@ def _round_to_odd_general(x: np.ndarray) -> np.ndarray:
 
 
 def round_from_f64(x: np.ndarray, dtype: DType) -> np.ndarray:
-    """Round float64 values to `dtype` once, to nearest, ties to even."""
+    """Round float64 values to `dtype` once, to nearest, ties to even (complex128 to complex64: each component
+    once, as NumPy's cast does; a real value to a complex dtype: with a zero imaginary part)."""
+    if dtype.is_complex:
+        return np.asarray(x).astype(dtype.np_dtype)
     x = np.asarray(x, dtype=np.float64)
     if dtype.is_integer:  # (fills check first that every value is an integer of the dtype)
         return x.astype(dtype.np_dtype)
@@ -180,7 +208,12 @@ def round_fraction(q: Fraction, dtype: DType) -> float:
     """Round an exact rational to `dtype` (nearest, ties to even), with subnormals and overflow. In integers: the
     quotient by the quantum of q's binade (that of the smallest normal below it) and its remainder (a Fraction
     operation allocates and normalises a new rational at every step; the exact paths round many)."""
-    n, d = q.numerator, q.denominator
+    return round_ratio(q.numerator, q.denominator, dtype)
+
+
+def round_ratio(n: int, d: int, dtype: DType) -> float:
+    """Round n / d (integers, d > 0, not necessarily in lowest terms) to `dtype` as round_fraction does: the
+    complex goldens' components are integers over one power of two (golden/complexes.py)."""
     if n == 0:
         return 0.0
     a = -n if n < 0 else n
@@ -202,6 +235,10 @@ def round_fraction(q: Fraction, dtype: DType) -> float:
 
 def canonical_nans(x: np.ndarray) -> np.ndarray:
     """x with every NaN the positive quiet NaN of its dtype: which NaN an operation gives (sign, payload) depends
-    on the CPU's code path, and the emulated device must write the same bytes on every machine."""
+    on the CPU's code path, and the emulated device must write the same bytes on every machine. A complex element
+    with a NaN component is NaN (verify's rule): both components become the quiet NaN."""
+    if x.dtype.kind == "c":
+        nan = np.isnan(x)
+        return np.where(nan, np.array(complex(math.nan, math.nan), dtype=x.dtype), x) if nan.any() else x
     nan = np.isnan(x.astype(np.float32)) if x.dtype.kind != "f" else np.isnan(x)
     return np.where(nan, np.array(np.nan).astype(x.dtype), x) if nan.any() else x

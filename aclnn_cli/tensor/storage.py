@@ -264,7 +264,11 @@ _CANARY_BITS = {1: 0xAB, 2: 0xDEAD, 4: 0xDEADBEEF, 8: 0xDEADBEEFDEADBEEF}
 
 
 def canary(dtype: DType) -> np.ndarray:
-    """A finite, unmistakable value (bits 0xDEAD / 0xDEADBEEF) filling output storage before the call."""
+    """A finite, unmistakable value (bits 0xDEAD / 0xDEADBEEF) filling output storage before the call (a complex
+    element: its component's in both parts)."""
+    if dtype.is_complex:
+        part = canary(dtype.component).astype(dtype.component.np_dtype)
+        return np.array(complex(float(part), float(part)), dtype=dtype.np_dtype)
     return np.array(_CANARY_BITS[dtype.itemsize], dtype=dtype.uint_dtype).view(dtype.np_dtype)
 
 

@@ -4,13 +4,18 @@ The result is rational in the inputs, so the exact path is exact arithmetic on F
 The 950 kernel (sigmoid_grad/op_kernel/arch35/sigmoid_grad_{f32,f16,bf16}.h), in float32:
 z = (dy * (1 - y)) * y, three roundings. The op_api broadcasts gradOutput and output, casts both to
 their promoted dtype, runs the kernel (AI Core for FLOAT, FLOAT16, BF16) and Casts to gradInput's dtype.
+
+COMPLEX64 and COMPLEX128 run on the AI CPU (op_api/sigmoid_grad.cpp: SigmoidGradAiCpu passes OP_ATTR(true) for
+complex_conj, inputs (output, gradOutput)); op_kernel_aicpu/sigmoid_grad_aicpu.cpp's SigmoidGradComputeConj in T =
+std::complex<float> or std::complex<double>: z = std::conj((one - y) * y) * dy, one = T(1.0). `_complex` is that
+expression, op by op (golden/complexes.py evaluates it exactly, emulate in NumPy's complex arithmetic of T).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..base import Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, products
+from ..base import COMPLEXES, FLOATS, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
 from ..mathfns import exp
 from ..registry import register
 
@@ -60,16 +65,70 @@ def _edge(t):
     return finite & (np.isinf(partial) | underflow), device
 
 
+def _complex(t):
+    """The AI CPU's SigmoidGradComputeConj: std::conj((one_trans - y) * y) * dy, in T."""
+    y = t[Y]
+    return ((1 - y) * y).conj() * t["gradOutput"]
+
+
+def _is_complex(t) -> bool:
+    return np.iscomplexobj(t[Y])
+
+
 @defect
 def _sign_slip(t):
     """Defect: 1 - y written y - 1: every nonzero result has the wrong sign."""
     y = t[Y]
+    if _is_complex(t):
+        return ((y - 1) * y).conj() * t["gradOutput"]
     return (t["gradOutput"] * (y - 1.0)) * y
+
+
+@defect
+def _conj_missing(t):
+    """Defect: the complex path without std::conj, ((1 - y) * y) * dy (SigmoidGradCompute, complex_conj false):
+    the imaginary part's sign is wrong wherever y is not real (real inputs: the kernel)."""
+    if not _is_complex(t):
+        return _kernel(t)
+    y = t[Y]
+    return ((1 - y) * y) * t["gradOutput"]
+
+
+@defect
+def _real_part_only(t):
+    """Defect: the complex result's imaginary part dropped (a real-typed store of a complex value)."""
+    if not _is_complex(t):
+        return _kernel(t)
+    z = _complex(t)
+    return z.real.astype(z.dtype)
+
+
+@defect
+def _complex64_compute(t):
+    """Defect (precision): complex128 computed in complex64 (float32 components) and widened back: ~2^-24 relative
+    where the complex128 kernel is held to ~2^-53 (the other dtypes: the kernel)."""
+    if not _is_complex(t) or t[Y].dtype != np.complex128:
+        return _complex(t) if _is_complex(t) else _kernel(t)
+    narrow = {k: v.astype(np.complex64) if isinstance(v, np.ndarray) else v for k, v in t.items()}
+    return _complex(narrow).astype(np.complex128)
+
+
+@legitimate
+def _conj_each(t):
+    """Legitimate: the complex product in another order, dy * conj(1 - y) * conj(y) (conj distributes over the
+    product; different roundings, the same allowance). Real inputs: the kernel."""
+    if not _is_complex(t):
+        return _kernel(t)
+    y = t[Y]
+    return t["gradOutput"] * (1 - y).conj() * y.conj()
 
 
 @defect
 def _output_as_input(t):
     """Defect: `output` taken for the forward INPUT x: dy * sigmoid(y) * (1 - sigmoid(y))."""
+    if _is_complex(t):
+        s = 1 / (1 + np.exp(-t[Y]))
+        return (s * (1 - s)).conj() * t["gradOutput"]
     s = 1.0 / (1.0 + exp(-t[Y]))
     return t["gradOutput"] * s * (1.0 - s)
 
@@ -79,6 +138,8 @@ def _graph_input_order(t):
     """Defect: the graph op SigmoidGrad takes (y, dy), the aclnn API (gradOutput, output); a kernel reading
     them in the wrong order computes (y * (1 - dy)) * dy."""
     dy = t["gradOutput"]
+    if _is_complex(t):
+        return ((1 - dy) * dy).conj() * t[Y]
     return (t[Y] * (1.0 - dy)) * dy
 
 
@@ -91,6 +152,8 @@ def _cancelling(t):
     barely affected since float16/bfloat16 y stays >= 2^-11 away from 1.
     """
     y = t[Y]
+    if _is_complex(t):
+        return (y - y * y).conj() * t["gradOutput"]
     return (y - y * y) * t["gradOutput"]
 
 
@@ -99,6 +162,8 @@ def _product_first(t):
     """Defect (overflow): dy * (y * (1 - y)): within 2 ulps on ordinary y, but y * (1 - y) overflows
     float32 for |y| > ~1.8e19 where the result with a small dy is finite (the device multiplies dy first)."""
     y = t[Y]
+    if _is_complex(t):
+        return t["gradOutput"] * (y * (1 - y)).conj()
     return t["gradOutput"] * (y * (1.0 - y))
 
 
@@ -108,9 +173,14 @@ VARIANTS = {
     "graph-input-order": _graph_input_order,
     "cancelling-formula": _cancelling,
     "product-first": _product_first,
+    "conj-missing": _conj_missing,
+    "real-part-only": _real_part_only,
+    "complex64-compute": _complex64_compute,
+    "conj-each": _conj_each,
 }
 
 ALL = ("950", "A3", "A2", "310P", "910")
+_AI_CPU = COMPLEXES  # (every product: the AI CPU kernel)
 
 SPEC = register(OpSpec(
     name="aclnnSigmoidBackward",
@@ -123,12 +193,14 @@ SPEC = register(OpSpec(
         TensorSpec(Y, "input", {"uniform": [0.0, 1.0]}),
         TensorSpec("gradInput", "output", {"constant": 0}),
     ),
-    products=products(*ALL, overrides={"310P": ("float32", "float16"), "910": ("float32", "float16")}),
+    products=products(*ALL, dtypes=FLOATS + _AI_CPU, overrides={"310P": ("float32", "float16") + _AI_CPU,
+                                                                "910": ("float32", "float16") + _AI_CPU}),
     dims=(0, 8),
     empty_ok=True,
     reference=_reference,
     exact=_exact,
     kernel=_kernel,
+    complex_formula=_complex,
     edge=_edge,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", broadcast_on=ALL, also_accepts=("float64",)),
@@ -153,7 +225,9 @@ aclnnSigmoidBackward phase one (sigmoid_grad/op_api/aclnn_sigmoid_backward.cpp),
 - bf16 on 910/310P is rejected for gradOutput only: a BF16 output or gradInput with a FLOAT/FLOAT16
   gradOutput passes phase one there (the products table above is stricter than the source).
 - DOUBLE, COMPLEX64, COMPLEX128 are accepted (computed on AI CPU: dy*(1-y)*y in T; complex
-  conj((1-y)*y)*dy); the products table lists the AI Core float types only.
+  conj((1-y)*y)*dy, complex_conj = true); the products table lists the AI Core float types and the two
+  complex ones (gradOutput, output and gradInput all of one complex dtype: gen refuses a mix with a
+  real dtype, which the tool does not model).
 - 0-d tensors are accepted (the doc says 1-8; the source only checks <= 8). The doc also lists a
   format check; the source has none.
 - Mixed dtypes: both inputs are l0op::Cast to the promoted dtype (fp16 + bf16 -> FLOAT), the kernel

@@ -1,0 +1,77 @@
+"""A complex output's errors: the error as a complex quantity, against an allowance derived from the computation.
+
+A per-component relative error is wrong for a complex result: a component that cancels (Re(conj(q) dy) = 0 while
+|q dy| is large) is correctly off by many of its own ulps, since the kernel's roundings are of the size of the
+whole product, not of that component. The error is judged in modulus, |a - g|, against (docs/allowances.md,
+"Complex outputs")
+
+    allowance = gamma |g| + (1 + gamma) h,   gamma = (1 + u)(1 + sqrt(5) u)^2 - 1 (SigmoidBackward's AI CPU
+                                             expression: one subtraction, two complex products)
+
+with u the component dtype's unit roundoff (2^-24 complex64, 2^-53 complex128) and h the golden's own rounding,
+half an ulp of each component, sqrt(h_re^2 + h_im^2) (an ulp never below the subnormal spacing). `rel` is
+|a - g| / allowance: an element passes at rel <= 1 (standard `complex`). The `a` and `g` the reports read are the
+moduli; an element with a NaN component is NaN, infinities are compared component by component.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor.dtypes import DType
+from .widening import ulp_at
+
+SQRT5 = math.sqrt(5.0)
+
+
+def kernel_gamma(dtype: DType) -> float:
+    """gamma of the allowance for `dtype` (complex64 or complex128), rounded up: (1 + u)(1 + sqrt(5) u)^2 - 1
+    bounds |computed - exact| / |exact| of fl(conj(fl(fl(1 - y) y)) dy) (Brent, Percival and Zimmermann, "Error
+    bounds on complex floating-point multiplication", Math. Comp. 76 (2007): sqrt(5) u for the standard formula;
+    fl(1 - y) is one real subtraction, relative u of |1 - y|; conj is exact). The float64 evaluation's own error
+    (below 2^-100 of gamma) is covered by the factor 1 + 2^-40."""
+    u = 2.0 ** -dtype.component.precision
+    return ((1 + u) * (1 + SQRT5 * u) ** 2 - 1) * (1 + 2.0 ** -40)
+
+
+def allowance(g: np.ndarray, dtype: DType) -> np.ndarray:
+    """Each element's allowance from its golden (complex128): gamma |g| + (1 + gamma) h (module docstring)."""
+    part, gamma = dtype.component, kernel_gamma(dtype)
+    h = np.hypot(ulp_at(g.real, part), ulp_at(g.imag, part)) / 2
+    return gamma * np.abs(g) + (1 + gamma) * h
+
+
+def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType):
+    """ElementErrors of a complex chunk (compare.ElementErrors' fields, moduli where it holds values): abs |a - g|,
+    rel |a - g| / allowance, ulp |a - g| over the ulp at |g|, signed (|a| - |g|) / max(|g|, floor)."""
+    from .compare import NO_INDEX, ElementErrors
+
+    a, g = (np.asarray(x).astype(np.complex128).reshape(-1) for x in (a_native, g_native))
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(a) & np.isfinite(g)  # (np.isfinite of a complex: both components finite)
+        a_abs, g_abs = np.abs(a), np.abs(g)
+        abs_err = np.abs(a - g)
+        rel = abs_err / allowance(g, dtype)
+        ulp = abs_err / ulp_at(g_abs, dtype.component)
+        signed = (a_abs - g_abs) / np.maximum(g_abs, floor)
+    nonfinite = np.flatnonzero(~finite)
+    special = nonfinite[special_mismatch(a[nonfinite], g[nonfinite])] if nonfinite.size else NO_INDEX
+    for arr in (abs_err, rel, signed, ulp, g_abs):
+        arr[nonfinite] = 0
+    e = ElementErrors(a_abs, g_abs, abs_err, rel, signed, ulp, g_abs.copy(), dtype,
+                      nonfinite if nonfinite.size else NO_INDEX, special)
+    e.nonzero_goldens = int(np.count_nonzero(g_abs))
+    return e
+
+
+def special_mismatch(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Non-finite complex elements that disagree: a NaN component on one side only (an element with one is NaN),
+    or, with no NaN on either side, a component that differs where either is infinite."""
+    nan_a, nan_g = np.isnan(a), np.isnan(g)  # (either component)
+    bad = nan_a != nan_g
+    with np.errstate(invalid="ignore"):
+        for x, y in ((a.real, g.real), (a.imag, g.imag)):
+            bad |= ~nan_a & ~nan_g & (np.isinf(x) | np.isinf(y)) & (x != y)
+    return bad
