@@ -307,8 +307,9 @@ VARIANTS = {
         "selu-doc-formula selu-nan-negative-branch selu-negcoef-alpha-only selu-scale-dropped selu-strict-zero",
         "selu-one-rounding"),
     "sigmoid_backward": (
-        "cancelling-formula graph-input-order output-as-input product-first sign-slip",
-        ""),
+        "cancelling-formula complex64-compute conj-missing graph-input-order output-as-input product-first "
+        "real-part-only sign-slip",
+        "conj-each"),
     "silu_backward": (
         "exp-overflow expanded-formula sign-slip",
         "stable-formula"),

@@ -1,4 +1,5 @@
-"""An independent float32 implementation of the ten ops (not aclnn_cli's code, not its formulas' order).
+"""An independent float32 implementation of the ten ops (not aclnn_cli's code, not its formulas' order); complex
+outputs in complex arithmetic of their dtype.
 
 Computes in float32 and rounds once to the output dtype, to nearest even,
 the way a correct device kernel does. Used to show the default gate passes
@@ -161,6 +162,17 @@ KERNELS = {
 INTEGER_KERNELS = {"aclnnThresholdBackward": threshold_int}
 
 
+def sigmoid_complex(dy, y):
+    """conj(y (1 - y)) dy in NumPy's complex arithmetic of the inputs' dtype, in another order than the AI CPU's
+    (conj distributes over the product): (dy conj(y)) conj(1 - y), with 1 - y as a complex array's difference."""
+    one_minus = np.subtract(np.ones_like(y), y)
+    return np.multiply(np.multiply(dy, np.conjugate(y)), np.conjugate(one_minus))
+
+
+# Ops with complex outputs: computed in complex arithmetic of the complex dtype (complex64: float32 parts).
+COMPLEX_KERNELS = {"aclnnSigmoidBackward": sigmoid_complex}
+
+
 def covers(op_name: str) -> bool:
     """Whether this file has an independent kernel for the op (user ops and new ops may have none)."""
     return op_name in KERNELS
@@ -184,6 +196,9 @@ def run(op_name: str, inputs: dict, tensors: dict, attributes: dict | None = Non
     attrs = {k: numbers.get(v, v) if isinstance(v, str) else v for k, v in (attributes or {}).items()}
     if D.lookup(out["dtype"]).is_integer:
         return INTEGER_KERNELS[op_name](dy, x, **attrs).astype(out_dtype)
+    if D.lookup(out["dtype"]).is_complex:
+        with np.errstate(all="ignore"):
+            return COMPLEX_KERNELS[op_name](dy.astype(out_dtype), x.astype(out_dtype), **attrs).astype(out_dtype)
     with np.errstate(all="ignore"):
         result = KERNELS[op_name](dy.astype(F), x.astype(F), **more, **attrs)
         if op.contract.dtypes == "promote" and dy.dtype == x.dtype:

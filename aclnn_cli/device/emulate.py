@@ -19,6 +19,7 @@ from ..casedir import manifest as M
 from .defects import Variant
 from .emulate_rows import emulate_rows_case
 from .run import forget_run_verdict
+from ..ops.complexparts import Parts
 from ..ops.contract import compute_dtype
 from ..errors import UserError
 from ..pipeline.parallel import Runner, paused_gc
@@ -78,13 +79,14 @@ def _integer_output(m: M.CaseManifest, kernel, inputs: Mapping[str, np.ndarray],
 
 def _complex_output(m: M.CaseManifest, formula, inputs: Mapping[str, np.ndarray], variant: Variant | None,
                     inner: D.DType) -> np.ndarray:
-    """A complex output's device result: the AI CPU's expression in T, the compute dtype (complex64 arithmetic for
-    complex64: NumPy's complex multiply is the standard formula in the component type), as the op's
-    complex_formula writes it. A variant's float cast has nothing to act on (no float32 result to round); its
-    float64 compute is complex128, its post-processing (NaN to zero) applies."""
+    """A complex output's device result: the AI CPU's expression in T, the compute dtype, as the op's complex_formula
+    writes it, each complex operation as std::complex<T> does it (ops/complexparts.py: the standard formula, every
+    float operation rounded once in T, the same bytes on every machine). A variant's float cast has nothing to act
+    on (no float32 result to round); its float64 compute is complex128, its post-processing (NaN to zero) applies."""
     wide = np.complex128 if variant is not None and variant.compute == "float64" else inner.np_dtype
     with np.errstate(all="ignore"):
-        result = formula({**{k: v.astype(wide) for k, v in inputs.items()}, **m.attribute_values})
+        result = formula({**{k: Parts.of(v.astype(wide)) for k, v in inputs.items()}, **m.attribute_values})
+        result = result.numpy() if isinstance(result, Parts) else result
         if variant is not None and variant.post is not None:
             result = variant.post(result)
         result = np.asarray(result).astype(m.output.dtype.np_dtype)

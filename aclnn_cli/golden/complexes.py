@@ -10,7 +10,7 @@ arrays, one per element): sums, differences, products and conjugates of them are
 (`round_ratio`, the integer rounding `round_fraction` uses). Faster than Fractions by far (no gcd, one shared
 power of two): ops-nn's 1.46 M-element complex case takes seconds.
 
-Elements with a non-finite input component follow the formula in IEEE complex128 arithmetic (the special values of
+Elements with a non-finite input component follow the formula in IEEE complex128 arithmetic (standard formula) (the special values of
 every other op: the textbook formula's IEEE result), an exact zero component the IEEE result's sign of zero.
 """
 
@@ -21,6 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ops.base import OpSpec
+from ..ops.complexparts import Parts
 from ..tensor.dtypes import DType, canonical_nans, round_ratio
 
 
@@ -94,9 +95,9 @@ def complex_golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DTyp
     arrays = {n: np.asarray(inputs[n]).reshape(-1) for n in names}
     n = max((a.size for a in arrays.values()), default=0)
     arrays = {k: np.broadcast_to(a, (n,)) for k, a in arrays.items()}
-    with np.errstate(all="ignore"):
-        ieee = np.asarray(op.complex_formula({**{k: a.astype(np.complex128) for k, a in arrays.items()}, **attributes}),
-                          dtype=np.complex128)
+    with np.errstate(all="ignore"):  # (in float64 parts, each operation as std::complex<double>: ops/complexparts.py)
+        ieee = op.complex_formula({**{k: Parts.of(a.astype(np.complex128)) for k, a in arrays.items()}, **attributes})
+        ieee = ieee.numpy() if isinstance(ieee, Parts) else np.asarray(ieee, dtype=np.complex128)
     finite = np.ones(n, dtype=bool)
     for a in arrays.values():
         finite &= np.isfinite(a.real) & np.isfinite(a.imag)

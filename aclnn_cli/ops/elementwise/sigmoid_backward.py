@@ -8,7 +8,7 @@ their promoted dtype, runs the kernel (AI Core for FLOAT, FLOAT16, BF16) and Cas
 COMPLEX64 and COMPLEX128 run on the AI CPU (op_api/sigmoid_grad.cpp: SigmoidGradAiCpu passes OP_ATTR(true) for
 complex_conj, inputs (output, gradOutput)); op_kernel_aicpu/sigmoid_grad_aicpu.cpp's SigmoidGradComputeConj in T =
 std::complex<float> or std::complex<double>: z = std::conj((one - y) * y) * dy, one = T(1.0). `_complex` is that
-expression, op by op (golden/complexes.py evaluates it exactly, emulate in NumPy's complex arithmetic of T).
+expression, op by op (golden/complexes.py evaluates it exactly, emulate in T's arithmetic: ops/complexparts.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import COMPLEXES, FLOATS, Contract, F64_UNIT, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from ..complexparts import Parts
 from ..mathfns import exp
 from ..registry import register
 
@@ -72,7 +73,8 @@ def _complex(t):
 
 
 def _is_complex(t) -> bool:
-    return np.iscomplexobj(t[Y])
+    """Complex inputs: Parts in the emulated kernel (ops/complexparts.py), NumPy complex arrays from a test."""
+    return isinstance(t[Y], Parts) or np.iscomplexobj(t[Y])
 
 
 @defect
@@ -100,7 +102,7 @@ def _real_part_only(t):
     if not _is_complex(t):
         return _kernel(t)
     z = _complex(t)
-    return z.real.astype(z.dtype)
+    return z.real.astype(z.dtype) if isinstance(z, np.ndarray) else Parts(z.re, np.zeros_like(z.im))
 
 
 @defect
@@ -109,7 +111,7 @@ def _complex64_compute(t):
     where the complex128 kernel is held to ~2^-53 (the other dtypes: the kernel)."""
     if not _is_complex(t) or t[Y].dtype != np.complex128:
         return _complex(t) if _is_complex(t) else _kernel(t)
-    narrow = {k: v.astype(np.complex64) if isinstance(v, np.ndarray) else v for k, v in t.items()}
+    narrow = {k: v.astype(np.complex64) if isinstance(v, (np.ndarray, Parts)) else v for k, v in t.items()}
     return _complex(narrow).astype(np.complex128)
 
 
@@ -127,8 +129,9 @@ def _conj_each(t):
 def _output_as_input(t):
     """Defect: `output` taken for the forward INPUT x: dy * sigmoid(y) * (1 - sigmoid(y))."""
     if _is_complex(t):
-        s = 1 / (1 + np.exp(-t[Y]))
-        return (s * (1 - s)).conj() * t["gradOutput"]
+        y, dy = (v.numpy() if isinstance(v, Parts) else v for v in (t[Y], t["gradOutput"]))
+        s = 1 / (1 + np.exp(-y))
+        return (s * (1 - s)).conj() * dy
     s = 1.0 / (1.0 + exp(-t[Y]))
     return t["gradOutput"] * s * (1.0 - s)
 
