@@ -178,8 +178,11 @@ DEFECT_RANGES = {  # a plausible range of output where each defect shows (dy ~ N
 }
 
 
+COMPLEX_ONLY = {"conj-missing", "real-part-only", "complex64-compute", "conj-each"}  # (test_op_sigmoid_backward_complex.py)
+
+
 def test_variants_are_classified():
-    assert set(SPEC.variants) == set(DEFECT_RANGES)
+    assert set(SPEC.variants) == set(DEFECT_RANGES) | COMPLEX_ONLY
 
 
 @pytest.mark.parametrize("name", sorted(DEFECT_RANGES))

@@ -1,0 +1,205 @@
+"""aclnnSigmoidBackward's complex64 and complex128 (the AI CPU's conj((1 - y) y) dy): goldens against a Fraction
+oracle, the emulated kernel against the source's arithmetic by hand, the allowance against correct and broken
+kernels, ops-nn's ATK suite, and the refusals.
+
+Oracle (no code shared with aclnn_cli): the expanded components, y = a + bi, dy = c + di,
+R = a - a^2 + b^2, J = b (1 - 2a) (conj((1 - y) y) = R - iJ), Re = cR + dJ, Im = dR - cJ, in Fractions, rounded
+by mpmath's from_rational at the component's precision (every value here is in the normal range).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from mpmath.libmp import from_rational, to_float
+
+from aclnn_cli.golden.rounding import golden
+from aclnn_cli.judge.complexerr import allowance, complex_errors
+from aclnn_cli.ops.complexparts import Parts
+from aclnn_cli.ops.elementwise.sigmoid_backward import SPEC
+from aclnn_cli.tensor import dtypes as D
+
+from helpers import logical, manifest, run_cli, tensor, write_yaml
+REPO = Path(__file__).resolve().parent.parent
+
+BUNDLED = REPO / "aclnn_cli" / "cases" / "bundled" / "sigmoid_backward.yaml"
+ATK = REPO / "tests" / "ops_nn_suites" / "atk_aclnnSigmoidBackward.json"
+COMPLEX = [D.COMPLEX64, D.COMPLEX128]
+VARIANTS = {"conj-missing": False, "real-part-only": False, "complex64-compute": False, "sign-slip": False,
+            "conj-each": True}
+
+
+def oracle(y: complex, dy: complex, bits: int) -> tuple[float, float]:
+    """Re and Im of conj((1 - y) y) dy exactly, each rounded to `bits` significant bits (nearest even)."""
+    a, b, c, d = (Fraction(v) for v in (y.real, y.imag, dy.real, dy.imag))
+    r, j = a - a * a + b * b, b * (1 - 2 * a)
+    parts = (c * r + d * j, d * r - c * j)
+    return tuple(0.0 if p == 0 else to_float(from_rational(p.numerator, p.denominator, bits, "n")) for p in parts)
+
+
+@pytest.fixture(scope="module")
+def complex_out(tmp_path_factory):
+    """The bundled complex cases of SigmoidBackward, generated and emulated."""
+    root = tmp_path_factory.mktemp("complex")
+    suite = yaml.safe_load(BUNDLED.read_text())
+    suite["cases"] = [c for c in suite["cases"] if c["name"].startswith("complex")]
+    out = root / "out"
+    assert run_cli("gen", write_yaml(root, yaml.safe_dump(suite)), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    return out
+
+
+def _case_values(case_dir):
+    m = manifest(case_dir)
+    got = {n: logical(case_dir, tensor(m, n)).reshape(-1) for n in ("gradOutput", "output")}
+    out = tensor(m, "gradInput")
+    shape = out["shape"]
+    dy, y = (np.broadcast_to(logical(case_dir, tensor(m, n)), shape).reshape(-1) for n in ("gradOutput", "output"))
+    return D.lookup(out["dtype"]), dy, y, logical(case_dir, out, "golden").reshape(-1), got
+
+
+def test_bundled_complex_goldens_are_the_oracle_rounded_once(complex_out):
+    """Every finite element of every bundled complex case, both components bit for bit (zero signs aside), and the
+    cases hold cancelling components: a part below 2^-20 of |result| while the other is not."""
+    checked, cancelling = {}, {}
+    for case_dir in sorted(p for p in complex_out.iterdir() if p.is_dir()):
+        dtype, dy, y, g, _ = _case_values(case_dir)
+        bits = dtype.component.precision
+        for k in range(g.size):
+            if not (np.isfinite(dy[k]) and np.isfinite(y[k])):
+                continue
+            re, im = oracle(complex(y[k]), complex(dy[k]), bits)
+            assert (re, im) == (float(g[k].real), float(g[k].imag)), (case_dir.name, k)
+            checked[dtype.name] = checked.get(dtype.name, 0) + 1
+            small, big = sorted((abs(re), abs(im)))
+            cancelling[dtype.name] = cancelling.get(dtype.name, 0) + (0 < small < 2.0**-20 * big)
+    assert checked["complex64"] > 1500 and checked["complex128"] > 1500
+    assert cancelling["complex64"] >= 4 and cancelling["complex128"] >= 8
+
+
+def test_golden_exact_where_float64_arithmetic_is_not():
+    """complex128 needs the exact path: with dy = -J + iR (float64's R and J), Re = cR + dJ cancels to the size of
+    their roundings, and the expanded formula in float64 misrounds it; the Dyadic path agrees with the oracle."""
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-2, 2, 64), rng.uniform(-2, 2, 64)
+    r, j = a - a * a + b * b, b * (1 - 2 * a)
+    y, dy = a + 1j * b, -j + 1j * r
+    g, exact = golden(SPEC, {"gradOutput": dy, "output": y}, D.COMPLEX128)
+    assert exact.exact == 64
+    naive = dy.real * r + dy.imag * j
+    assert (naive != g.real).mean() > 0.5
+    assert all(oracle(complex(y[k]), complex(dy[k]), 53) == (g[k].real, g[k].imag) for k in range(64))
+
+
+def _random(dtype: D.DType, n: int = 100_000, lo: float = -3.0, hi: float = 3.0, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    part = dtype.component.np_dtype
+    a, b, c, d = (rng.uniform(lo, hi, n).astype(part) for _ in range(4))
+    return (a + 1j * b.astype(np.float64)).astype(dtype.np_dtype), (c + 1j * d.astype(np.float64)).astype(dtype.np_dtype)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+def test_emulated_kernel_is_the_source_expression_by_hand(dtype):
+    """std::conj((one - y) * y) * dy with the standard formula, each float operation rounded once in T, written out
+    by hand: the emulated kernel's bits (Parts), on every machine (NumPy's complex multiply differs by CPU)."""
+    y, dy = _random(dtype)
+    t = dtype.component.np_dtype.type
+    a, b, c, d = y.real, y.imag, dy.real, dy.imag
+    pr, pi = t(1) - a, t(0) - b
+    qr, qi = pr * a - pi * b, pr * b + pi * a
+    wr, wi = qr * c - (-qi) * d, qr * d + (-qi) * c
+    got = SPEC.complex_formula({"gradOutput": Parts.of(dy), "output": Parts.of(y)}).numpy()
+    assert got.dtype == dtype.np_dtype
+    assert np.array_equal(got.real, wr) and np.array_equal(got.imag, wi)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+def test_allowance_passes_correct_orders_and_fails_the_defects(dtype):
+    """|error| / allowance on 100,000 random points: the kernel, NumPy's own complex arithmetic (FMA or not) and
+    the conj-each order stay below 1; each complex defect is far above it. A per-component relative error of the
+    correct kernel is large where a part cancels (why the judgement is in modulus)."""
+    y, dy = _random(dtype)
+    g, _ = golden(SPEC, {"gradOutput": dy, "output": y}, dtype)
+    g128 = g.astype(np.complex128)
+    allow = allowance(g128, dtype)
+
+    def ratio(z):
+        return float(np.max(np.abs(np.asarray(z).astype(np.complex128) - g128) / allow))
+
+    def run(name=None):
+        t = {"gradOutput": Parts.of(dy), "output": Parts.of(y)}
+        z = (SPEC.variants[name] if name else SPEC.complex_formula)(t)
+        return z.numpy() if isinstance(z, Parts) else z
+
+    assert 0.2 < ratio(run()) < 1.0
+    assert ratio(((1 - y) * y).conj() * dy) < 1.0  # (NumPy's complex multiply)
+    for name, legit in VARIANTS.items():
+        if name == "complex64-compute" and dtype is D.COMPLEX64:
+            continue  # (the kernel itself there)
+        assert (ratio(run(name)) < 1.0) == legit, name
+    assert ratio(run("complex64-compute")) > 1e6 or dtype is D.COMPLEX64
+    k = run()
+    with np.errstate(all="ignore"):
+        per_part = np.maximum(np.abs(k.real - g.real) / np.abs(g.real), np.abs(k.imag - g.imag) / np.abs(g.imag))
+    assert np.nanmax(per_part) > 2.0 ** -13 if dtype is D.COMPLEX64 else np.nanmax(per_part) > 2.0 ** -40
+
+
+def test_complex_errors_judge_nan_and_infinities_by_component():
+    nan, inf = math.nan, math.inf
+    g = np.array([complex(nan, nan), complex(inf, nan), complex(inf, 1.0), complex(-inf, 0.0), 1 + 1j], np.complex64)
+    a = np.array([complex(nan, 0.0), complex(nan, nan), complex(inf, 2.0), complex(inf, 0.0), 1 + 1j], np.complex64)
+    e = complex_errors(a, g, 2.0**-126, D.COMPLEX64)
+    assert e.nonfinite.tolist() == [0, 1, 2, 3] and e.special.tolist() == [3]  # (a NaN part: NaN; -inf vs inf)
+    assert e.rel[4] == 0 and e.compared == 1
+
+
+@pytest.mark.slow
+def test_ops_nn_atk_suite_imports_every_complex_case_and_passes(tmp_path):
+    """ops-nn's sigmoid_grad ATK file as it is: its 66 complex entries import (65 distinct cases: two entries are
+    the same), up to 1.46 M elements, and pass on the emulated kernel; a conj-missing kernel fails them."""
+    entries = json.loads(ATK.read_text())
+    complex_entries = [e for e in entries if e["inputs"][0]["dtype"].startswith("complex")]
+    assert len(complex_entries) == 66
+    out = tmp_path / "out"
+    assert run_cli("gen", ATK, "-o", out).exit_code == 0
+    ids = [p.name for p in out.iterdir() if p.is_dir()
+           if tensor(manifest(p), "gradInput")["dtype"].startswith("complex")]
+    assert len(ids) >= 65
+    assert run_cli("emulate", out).exit_code == 0
+    result = run_cli("verify", out, "--json", out / "v.json")
+    assert result.exit_code == 0, result.output[-2000:]
+    verdicts = {c["case_id"]: c for c in json.loads((out / "v.json").read_text())["cases"]}
+    assert all(verdicts[i]["status"] == "PASS" and verdicts[i]["standard"] == "complex" for i in ids)
+    assert run_cli("emulate", out, "--defect", "conj-missing").exit_code == 0
+    assert run_cli("verify", out, "--json", out / "d.json").exit_code == 1
+    failed = {c["case_id"] for c in json.loads((out / "d.json").read_text())["cases"] if c["status"] == "FAIL"}
+    assert failed <= set(ids) and len(failed) > 40
+
+
+REFUSALS = [
+    ("op: aclnnSigmoidBackward\ncases: [{name: mix, shape: [4], dtype: complex64, tensors: {output: {dtype: float32}}}]",
+     "complex call takes every tensor in that one complex dtype"),
+    ("op: aclnnSiluBackward\ncases: [{name: c, shape: [4], dtype: complex64}]", "complex64"),
+    ("op: aclnnSigmoidBackward\ncases: [{name: s, shape: [4], dtype: complex128, standard: allclose}]",
+     "standard complex"),
+    ("op: aclnnSigmoidBackward\ncases: [{name: t, shape: [4], dtype: complex64, tolerance: {T: 0.01}}]",
+     "takes no tolerance"),
+    ("op: aclnnSigmoidBackward\ncases: [{name: f, shape: [4], inputs: {output: {complex: [{constant: 1}, "
+     "{constant: 2}]}}}]", "'complex' fills a complex tensor"),
+    ("op: aclnnSigmoidBackward\ncases: [{name: a, dtype: complex64, inputs: {output: {all_values: true}}}]",
+     "does not fill a complex tensor"),
+]
+
+
+@pytest.mark.parametrize("text,needle", REFUSALS, ids=["mixed", "other-op", "standard", "tolerance", "fill-on-real",
+                                                        "all-values"])
+def test_refusals_are_one_line(tmp_path, text, needle):
+    result = run_cli("gen", write_yaml(tmp_path, text), "-o", tmp_path / "out")
+    assert result.exit_code == 2 and needle in result.output and "Traceback" not in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
