@@ -14,13 +14,14 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
+import mpmath
 import numpy as np
 import pytest
 import yaml
 from mpmath.libmp import from_rational, to_float
 
 from aclnn_cli.golden.rounding import golden
-from aclnn_cli.judge.complexerr import allowance, complex_errors
+from aclnn_cli.judge.complexerr import allowance, complex_errors, kernel_gamma
 from aclnn_cli.ops.complexparts import Parts
 from aclnn_cli.ops.elementwise.sigmoid_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
@@ -148,6 +149,17 @@ def test_allowance_passes_correct_orders_and_fails_the_defects(dtype):
     with np.errstate(all="ignore"):
         per_part = np.maximum(np.abs(k.real - g.real) / np.abs(g.real), np.abs(k.imag - g.imag) / np.abs(g.imag))
     assert np.nanmax(per_part) > 2.0 ** -13 if dtype is D.COMPLEX64 else np.nanmax(per_part) > 2.0 ** -40
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=lambda d: d.name)
+def test_gamma_bounds_the_product_form_from_above(dtype):
+    """gamma = (1 + u)(1 + sqrt(5) u)^2 - 1 at 60 digits, against the float64 value the allowance uses: above it,
+    by less than 2^-30 of it (complex128's u is 2^-53: 1 + u in float64 would drop it)."""
+    with mpmath.workdps(60):
+        u = mpmath.mpf(2) ** -dtype.component.precision
+        exact = (1 + u) * (1 + mpmath.sqrt(5) * u) ** 2 - 1
+        got = mpmath.mpf(kernel_gamma(dtype))
+        assert exact <= got < exact * (1 + mpmath.mpf(2) ** -30)
 
 
 def test_complex_errors_judge_nan_and_infinities_by_component():

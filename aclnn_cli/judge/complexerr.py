@@ -30,10 +30,11 @@ def kernel_gamma(dtype: DType) -> float:
     """gamma of the allowance for `dtype` (complex64 or complex128), rounded up: (1 + u)(1 + sqrt(5) u)^2 - 1
     bounds |computed - exact| / |exact| of fl(conj(fl(fl(1 - y) y)) dy) (Brent, Percival and Zimmermann, "Error
     bounds on complex floating-point multiplication", Math. Comp. 76 (2007): sqrt(5) u for the standard formula;
-    fl(1 - y) is one real subtraction, relative u of |1 - y|; conj is exact). The float64 evaluation's own error
-    (below 2^-100 of gamma) is covered by the factor 1 + 2^-40."""
+    fl(1 - y) is one real subtraction, relative u of |1 - y|; conj is exact). Expanded, (1 + 2 sqrt(5)) u +
+    (5 + 2 sqrt(5)) u^2 + 5 u^3: in float64 1 + 2^-53 is 1, so the product form would lose complex128's u. The
+    float64 evaluation's own error (a few 2^-53 of gamma) is covered by the factor 1 + 2^-40."""
     u = 2.0 ** -dtype.component.precision
-    return ((1 + u) * (1 + SQRT5 * u) ** 2 - 1) * (1 + 2.0 ** -40)
+    return ((1 + 2 * SQRT5) * u + (5 + 2 * SQRT5) * u * u + 5 * u ** 3) * (1 + 2.0 ** -40)
 
 
 def allowance(g: np.ndarray, dtype: DType) -> np.ndarray:
