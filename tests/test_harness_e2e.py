@@ -68,8 +68,12 @@ def asan_runner(harness_dir, stub_root, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def bundled(tmp_path_factory, bundled_gen) -> Path:
     """The bundled cases of every op the stub implements, from conftest.py's bundled_gen (generated once per
-    session; read only: tests run on a fresh_copy)."""
-    names = cases_of(bundled_gen, [f"{REGISTERED[name].key}.yaml" for name in STUBBED])
+    session; read only: tests run on a fresh_copy). Complex cases are left out: the stub does not compute the AI
+    CPU's complex path (its SigmoidBackward refuses COMPLEX64/128 with 161002: tests/stub_cann/README.md)."""
+    def real(n: str) -> bool:
+        return not any("complex" in t["dtype"] for t in json.loads((bundled_gen / n / "case.json").read_text())["tensors"])
+
+    names = [n for n in cases_of(bundled_gen, [f"{REGISTERED[name].key}.yaml" for name in STUBBED]) if real(n)]
     if len(names) == len(list(bundled_gen.glob("*/case.json"))):
         return bundled_gen
     return linked_copy(bundled_gen, tmp_path_factory.mktemp("bundled") / "out", cases=names)
