@@ -222,7 +222,8 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
                                     "attributes[0].default: expected one of 'none', got 'x'"),
     "no_product": (dict(products={}), "products: expected at least one product"),
     "unknown_dtype": (dict(products={"A2": ("float32", "float8")}),
-                      "products[A2][1]: expected one of float32, float16, bfloat16, int64, int32, uint8, int16, int8, got 'float8'"),
+                      "products[A2][1]: expected one of float32, float16, bfloat16, int64, int32, uint8, int16, int8, "
+                      "complex64, complex128, got 'float8'"),
     "dtypes_as_a_list": (dict(products={"A2": ["float32"]}), "products[A2]: expected a tuple, got ['float32']"),
     "dims_reversed": (dict(dims=(3, 1)), "dims: expected (min, max) ranks with 0 <= min <= max <= 8, got (3, 1)"),
     "dims_strings": (dict(dims=("0", "8")),

@@ -376,7 +376,7 @@ def integer_refusal(dtype: DType, standard: str | None, tolerance) -> str | None
     how = "exactly" if fixed == INTEGER_STANDARD else "against its derived allowance"
     if standard not in (None, fixed):
         return (f"a {dtype.name} output is judged {how} (standard {fixed}): standard "
-                f"'{clip(str(standard))}' has no {dtype.name} rule; drop it")
+                f"'{clip(str(standard))}' has no {'integer' if dtype.is_integer else 'complex'} rule; drop it")
     if tolerance:
         return f"a {dtype.name} output is judged {how} (standard {fixed}): it takes no tolerance; drop it"
     return None
