@@ -60,7 +60,7 @@ def _standard(m: M.CaseManifest, opts, dtype: DType) -> tuple[Standard, dict]:
     if known is not None:
         return known
     try:
-        std = find_standard(name)
+        std = find_standard(name, fixed=bool(fixed_standard(dtype)))
         params = std.params(dtype, overrides)
     except (KeyError, ValueError) as exc:
         raise UserError(exc.args[0], where=str(m.dir)) from None

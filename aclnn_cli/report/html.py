@@ -292,13 +292,13 @@ def _task(c: CaseResult) -> dict | None:
 def draw(task: dict) -> tuple[bytes | None, str, bool]:
     """(the PNG of a case's plots or None, why not, whether errors are relative to the term scale): on a
     worker, from the verify JSON's data alone."""
-    from ..standards.rules import STANDARDS
+    from ..standards.rules import FIXED, STANDARDS
     from ..ops import find_op
     from .plots import case_figure
 
     try:
         data = read_errors(task["errors"])
-        std = STANDARDS.get(task["standard"])
+        std = STANDARDS.get(task["standard"]) or FIXED.get(task["standard"])
         scale = term_scale(task["op"], data) if std is not None and std.relief else None
         key = std.element_limit if std is not None else None
         limit = task["params"].get(key) if key else None

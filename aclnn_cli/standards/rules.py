@@ -349,8 +349,11 @@ def _complex(m: Metrics, p, dtype, bench) -> Verdict:
 
 # A complex output's error is judged in modulus against an allowance derived from the kernel's computation (its
 # roundings, the golden's own): judge/complexerr.py, docs/allowances.md. The published rules are per component and
-# relative, which a cancelling component breaks legitimately; no tolerance applies (defaults {}).
-_register(Standard(
+# relative, which a cancelling component breaks legitimately; no tolerance applies (defaults {}). Not in STANDARDS:
+# it judges every complex output and nothing else (on a float output its "relative error <= 1" would pass anything),
+# so neither a run nor a case file can name it.
+FIXED: dict[str, Standard] = {}
+COMPLEX = FIXED.setdefault("complex", Standard(
     "complex", "every element: |a - g| (complex, in modulus) <= gamma |g| + (1 + gamma) h, the kernel's rounding "
     "errors (gamma) and the golden's half ulp per component (h)", "aclnn-cli (docs/allowances.md)",
     defaults=lambda d: {}, rule=lambda p: (lambda e: e.rel > 1.0), judge=_complex, flush_ok=False,
@@ -382,7 +385,13 @@ def integer_refusal(dtype: DType, standard: str | None, tolerance) -> str | None
     return None
 
 
-def find_standard(name: str) -> Standard:
+def find_standard(name: str, fixed: bool = False) -> Standard:
+    """A standard a run or a case may name; fixed: also the one judging complex outputs (judging._standard)."""
+    if fixed and name in FIXED:
+        return FIXED[name]
+    if name in FIXED:
+        raise KeyError(f"standard '{name}' judges every complex output, whatever is named, and only them: it cannot "
+                       f"be named (valid: {', '.join(STANDARDS)})")
     if name not in STANDARDS:
         raise KeyError(f"unknown standard '{name}' (valid: {', '.join(STANDARDS)})")
     return STANDARDS[name]
