@@ -255,8 +255,11 @@ def prepare(case: Case, out_root: Path) -> Path:
 
 
 def _poison(dtype: np.dtype):
-    """What an input's storage holds outside its view: NaN for a float; for an integer (a strided repeats or index
-    tensor) the value furthest from any count or index, the dtype's minimum (an unsigned one's maximum)."""
+    """What an input's storage holds outside its view: NaN for a float (NaN in both parts for a complex); for an
+    integer (a strided repeats or index tensor) the value furthest from any count or index, the dtype's minimum (an
+    unsigned one's maximum)."""
+    if np.dtype(dtype).kind == "c":
+        return complex(np.nan, np.nan)
     if np.dtype(dtype).kind not in "iu":
         return np.nan
     info = np.iinfo(dtype)
