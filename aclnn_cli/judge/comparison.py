@@ -20,6 +20,7 @@ import numpy as np
 from ..casedir import manifest as M
 from ..pipeline.blockdigests import BlockCheck
 from .compare import ElementErrors, Metrics, apply_rule, element_errors
+from .complexerr import modulus
 from .heldrelief import Held, fold
 from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
@@ -353,7 +354,7 @@ class Comparison:
 def _real(x: np.ndarray) -> np.ndarray:
     """Input values as float64 for the report's sample and the relief: a complex input's moduli (as its output's
     expected and actual are: judge/complexerr.py)."""
-    return np.abs(x).astype(np.float64) if x.dtype.kind == "c" else x.astype(np.float64)
+    return modulus(x) if x.dtype.kind == "c" else x.astype(np.float64)
 
 
 def _plain(value):
