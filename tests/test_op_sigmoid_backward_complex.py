@@ -179,11 +179,17 @@ def test_ops_nn_atk_suite_imports_every_complex_case_and_passes(tmp_path):
     entries = json.loads(ATK.read_text())
     complex_entries = [e for e in entries if e["inputs"][0]["dtype"].startswith("complex")]
     assert len(complex_entries) == 66
+    converted = run_cli("convert", ATK, "-o", tmp_path / "yaml")  # (the whole file imports as it is: 204 cases)
+    assert converted.exit_code == 0 and "skipped" not in converted.output, converted.output
+    assert sum(len(yaml.safe_load(p.read_text())["cases"]) for p in (tmp_path / "yaml").glob("*.yaml")) == 204
+    src = tmp_path / "complex" / ATK.name  # (its complex entries alone run here; all 204: make catalogue)
+    src.parent.mkdir()
+    src.write_text(json.dumps(complex_entries))
     out = tmp_path / "out"
-    assert run_cli("gen", ATK, "-o", out).exit_code == 0
+    assert run_cli("gen", src, "-o", out).exit_code == 0
     ids = [p.name for p in out.iterdir() if p.is_dir()
            if tensor(manifest(p), "gradInput")["dtype"].startswith("complex")]
-    assert len(ids) == 66
+    assert len(ids) == 66 == len(list(out.glob("*/case.json")))
     assert run_cli("emulate", out).exit_code == 0
     result = run_cli("verify", out, "--json", out / "v.json")
     assert result.exit_code == 0, result.output[-2000:]
