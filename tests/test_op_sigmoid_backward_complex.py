@@ -260,3 +260,30 @@ def test_the_modulus_is_the_same_on_every_cpu_and_within_two_ulps():
         assert abs(mpmath.mpf(m) - exact) <= 2 * np.spacing(float(exact)), value
     special = modulus(np.array([complex(np.inf, 1), complex(1, -np.inf), complex(np.nan, 1), complex(np.inf, np.nan), 0j]))
     assert special[0] == special[1] == special[3] == np.inf and np.isnan(special[2]) and special[4] == 0
+
+
+ZERO_HIDES = """
+op: aclnnSigmoidBackward
+cases:
+  - name: zero_hides
+    dtype: {dtype}
+    shape: [3]
+    inputs:
+      output: {{complex: [{{values: [0, 0.3, 0.2]}}, {{values: [0, 0.4, -0.7]}}]}}
+      gradOutput: {{complex: [{{values: [1, 1, -1]}}, {{values: [1, 2, 0.5]}}]}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_an_exact_zero_element_does_not_hide_a_defect(tmp_path, dtype):
+    """y = 0 makes an element's golden 0 exactly: its allowance is at least one subnormal step (complex128's half
+    step at 0 rounds to 0, and the element's 0 / 0 was NaN, which the metrics' maximum skips: conj-missing passed
+    with every other element 1e15 allowances off). The correct kernel passes, conj-missing fails."""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, ZERO_HIDES.format(dtype=dtype)), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0 and run_cli("verify", out).exit_code == 0
+    assert run_cli("emulate", out, "--defect", "conj-missing").exit_code == 0
+    assert run_cli("verify", out).exit_code == 1
+    g = np.array([0j, 0.3 + 0.4j], np.complex128)
+    e = complex_errors(g, g, 0.0, D.lookup(dtype))
+    assert not np.isnan(e.rel).any() and (e.rel == 0).all()
