@@ -98,7 +98,9 @@ def _written(m: M.CaseManifest) -> bytes:
     """What verify reads of the device's run: the status and every judged output's dump (a digest of them)."""
     h = hashlib.sha256((m.dir / M.STATUS_FILE).read_bytes())
     for t in m.judged:
-        if t.dump is not None and t.dump.is_file():
+        there = t.dump is not None and t.dump.is_file()
+        h.update(b"\1" if there else b"\0")  # (a missing dump is not an empty one)
+        if there:
             h.update(t.dump.read_bytes())
     return h.digest()
 
