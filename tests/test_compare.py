@@ -261,3 +261,14 @@ def test_the_worst_elements_do_not_depend_on_the_chunks(chunk):
         m.add(element_errors(a2, g[s:s + chunk], dt.smallest_normal, dt), s)
     finite = np.where(np.isinf(rel), 0, rel)
     assert m.worst_indices() == sorted(range(g.size), key=lambda i: (-finite[i], i))[:WORST_K]
+
+
+def test_a_nan_error_ratio_is_the_worst_not_skipped():
+    """argmax stops at the first NaN: a NaN ratio (an error nothing measured) was the chunk's maximum and, never
+    greater than the running one, dropped with every real error of its chunk (the complex gate's 0/0, decision 208).
+    It counts as infinite now."""
+    e = element_errors(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0]), D.FLOAT32.smallest_normal, D.FLOAT32)
+    e.rel[:] = [np.nan, 1e15, 2e15]
+    m = Metrics()
+    m.add(e, 0)
+    assert m.max_rel == np.inf and m.max_rel_at == 0

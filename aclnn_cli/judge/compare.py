@@ -269,7 +269,9 @@ class Metrics:
             self.max_abs, self.max_abs_at = float(e.abs[i]), where(i)
         i = int(e.rel.argmax())
         chunk_max_rel = float(e.rel[i])
-        if e.rel[i] > self.max_rel:
+        if chunk_max_rel != chunk_max_rel:  # (argmax stops at a NaN ratio, an error nothing measured: the worst)
+            chunk_max_rel = float("inf")
+        if chunk_max_rel > self.max_rel:
             self.max_rel, self.max_rel_at = chunk_max_rel, where(i)
         if e.special.size:
             self.special_mismatches += int(e.special.size)

@@ -356,7 +356,7 @@ FIXED: dict[str, Standard] = {}
 COMPLEX = FIXED.setdefault("complex", Standard(
     "complex", "every element: |a - g| (complex, in modulus) <= gamma |g| + (1 + gamma) h, the kernel's rounding "
     "errors (gamma) and the golden's half ulp per component (h)", "aclnn-cli (docs/allowances.md)",
-    defaults=lambda d: {}, rule=lambda p: (lambda e: e.rel > 1.0), judge=_complex, flush_ok=False,
+    defaults=lambda d: {}, rule=lambda p: (lambda e: ~(e.rel <= 1.0)), judge=_complex, flush_ok=False,
 ))
 
 DEFAULT_STANDARD = "mere-mare"
