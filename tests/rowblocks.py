@@ -102,6 +102,18 @@ def assert_variant_verdicts(suite: Path, tmp_path: Path, variant: str, changes: 
     assert set(changed.values()) == {"FAIL"}, changed
 
 
+def assert_named_cases_fail(suite: Path, tmp_path: Path, variant: str, fails: dict, cases: int) -> None:
+    """A variant not in `fails` (legitimate) PASSes every case of `suite`; a defect FAILs at least the cases whose
+    name (the id's second part) fails[variant] lists. `cases`: the suite's case count."""
+    status = variant_statuses(suite, tmp_path, variant)
+    assert len(status) == cases
+    if variant not in fails:
+        assert set(status.values()) == {"PASS"}, {k: v for k, v in status.items() if v != "PASS"}
+        return
+    failed = {k.split("-")[1] for k, v in status.items() if v == "FAIL"}
+    assert set(fails[variant]) <= failed, sorted(set(fails[variant]) - failed)
+
+
 def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, output: str,
                          quick_elements: int = 100_000, accept=("PASS",)) -> tuple[list, list]:
     """ops-nn's ATK (or TTK) file `atk` converted whole (nothing skipped); its cases of up to `quick_elements` generated,
