@@ -57,13 +57,13 @@ def hypot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def allowance(g: np.ndarray, dtype: DType) -> np.ndarray:
+def allowance(g: np.ndarray, dtype: DType, g_abs: np.ndarray | None = None) -> np.ndarray:
     """Each element's allowance from its golden (complex128): gamma |g| + (1 + gamma) h (module docstring)."""
     part, gamma = dtype.component, kernel_gamma(dtype)
     h = hypot(ulp_at(g.real, part), ulp_at(g.imag, part)) / 2
     # (never below one subnormal step: at a zero golden complex128's half step rounds to 0, and an exact element's
     # 0 / 0 would be NaN, which the metrics' maximum skips, hiding every other element's error)
-    return gamma * modulus(g) + (1 + gamma) * np.maximum(h, part.smallest_subnormal)
+    return gamma * (modulus(g) if g_abs is None else g_abs) + (1 + gamma) * np.maximum(h, part.smallest_subnormal)
 
 
 def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType):
@@ -76,7 +76,7 @@ def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         finite = np.isfinite(a) & np.isfinite(g)  # (np.isfinite of a complex: both components finite)
         a_abs, g_abs = modulus(a), modulus(g)
         abs_err = modulus(a - g)
-        rel = np.where(abs_err == 0, 0.0, abs_err / allowance(g, dtype))
+        rel = np.where(abs_err == 0, 0.0, abs_err / allowance(g, dtype, g_abs))
         ulp = abs_err / ulp_at(g_abs, dtype.component)
         signed = (a_abs - g_abs) / np.maximum(g_abs, floor)
     nonfinite = np.flatnonzero(~finite)
