@@ -234,7 +234,7 @@ class Comparison:
             if bench is not None:
                 bench.add(self._errors(emulated, g), s, track_small=True)
             if self.opts.error_rows and len(self.rows) < CSV_ROW_LIMIT:
-                bad = np.union1d(np.flatnonzero(errs.violation), errs.special)[:CSV_ROW_LIMIT - len(self.rows)]
+                bad = errs.flagged()[:CSV_ROW_LIMIT - len(self.rows)]
                 self.rows.extend((int(s + i), float(errs.g[i]), float(errs.a[i]), float(errs.abs[i]), float(errs.rel[i]),
                                   float(errs.ulp[i])) for i in bad)
         if self.blocks:
@@ -256,20 +256,20 @@ class Comparison:
         Returns how many flagged elements turned out fine. Only they are judged again: relief changes
         nothing elsewhere, and the rule is element by element (elsewhere it flagged nothing).
         """
-        flagged = np.flatnonzero(errs.violation)
-        idx = np.arange(errs.violation.size) if self.opts.relieve_all else flagged
-        if errs.special.size:
-            idx = np.union1d(idx, errs.special)
+        was_flagged = errs.violation.copy() if self.opts.relieve_all else None
+        idx = np.arange(errs.violation.size) if self.opts.relieve_all else errs.flagged()
         ai, gi = errs.a[idx].astype(np.float64), errs.g[idx].astype(np.float64)
         with np.errstate(all="ignore"):
             self._relieve(errs, idx, ai, gi, start + (idx if at is None else at[idx]))
         still = self.rule(errs.subset(idx))
         errs.violation[idx] = still
-        if errs.special.size:
-            still = still | np.isin(idx, errs.special)
+        if errs.special.size:  # (masks, not np.isin's sort: every element of a broken kernel's chunk is here)
+            special = np.zeros(errs.violation.size, bool)
+            special[errs.special] = True
+            still = still | special[idx]
         errs.relieved = idx[~still]  # (the report shows them as forgiven)
         if self.opts.relieve_all:
-            errs.relieved = np.intersect1d(errs.relieved, flagged)  # (forgiven: what the rule had flagged)
+            errs.relieved = errs.relieved[was_flagged[errs.relieved]]  # (forgiven: what the rule had flagged)
         return int(errs.relieved.size)
 
     def _relief(self, metrics: Metrics, held: Held | None, errs: ElementErrors, start: int,

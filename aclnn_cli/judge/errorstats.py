@@ -256,9 +256,7 @@ class ErrorStats:
                 self.spread.add(local + start, self._rows(e, local, start, gather))
         if self.geometry is not None:
             self.geometry.fold_max(self.map_ulp, e.ulp, start)
-        bad = e.special
-        if e.violation is not None and e.violation.any():
-            bad = np.union1d(np.flatnonzero(e.violation), bad)
+        bad = e.flagged()
         if bad.size:
             if self.geometry is not None:
                 self.map_flagged += np.bincount(self.geometry.cells(bad + start), minlength=self.map_flagged.size)
