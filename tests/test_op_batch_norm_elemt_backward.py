@@ -27,11 +27,19 @@ import numpy as np
 import pytest
 
 import harness
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.golden.rows import widened
+from aclnn_cli.judge import comparison as C
+from aclnn_cli.judge import rowrelief
+from aclnn_cli.judge.verify import verify_case
+from aclnn_cli.ops.channels import batch_norm_elemt_backward as OP
 from aclnn_cli.ops.channels.batch_norm_elemt_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
+from independent_rows import case_blocks
 from rowblocks import bundled_suite, not_passing, write_dump
 from shared import linked_copy
+from test_reference_at import _same
 from test_op_batch_norm_reduce_backward import (_yaml, assert_rounded_once, check_variant, imported, logical,
                                                 positive_cases)
 
@@ -239,3 +247,95 @@ def test_ops_nn_suites_import_whole_and_a_sample_passes(tmp_path):
 def _verify(out: Path, report: Path) -> list[dict]:
     run_cli("verify", out, "--json", report)
     return json.loads(report.read_text())["cases"]
+
+
+# ---------------------------------------------------------------- relief of a few elements (reference_at, edge_at)
+
+# a count of 7 (not a power of two), of 5 with a null weight, of 0 (2 - 2: the means infinite or NaN), every input
+# float16 (the op_api's P: the means rounded to float16, `shared` larger) and float16 beside a float32 weight (P float32)
+AT_CASES = """
+op: aclnnBatchNormElemtBackward
+defaults: {dtype: [float32, float16, bfloat16], product: "950", seed: 61}
+cases:
+  - {name: seven, shape: [3, 5, 7, 11], inputs: {counter: {values: [3, 4]}}, tensors: {counter: {shape: [2]}}}
+  - {name: null_weight, shape: [4, 3, 50], inputs: {counter: {values: [5]}}, tensors: {weight: {nullptr: true}}}
+  - name: zero_count
+    shape: [2, 4, 30]
+    inputs: {counter: {values: [2, -2]}}
+    tensors: {counter: {shape: [2], dtype: int32}}
+  - {name: weight32, dtype: float16, shape: [6, 3, 20], tensors: {weight: {dtype: float32}}}
+"""
+
+
+def test_reference_at_and_edge_at_are_the_blocks_reference_and_edge_there_bit_for_bit(tmp_path, monkeypatch):
+    """Every field of `reference_at` and `edge_at` at random elements of every channel equals, bit for bit (NaN as
+    NaN), the whole blocks' `reference` and `edge` there: each dtype, counts 7, 5 and 0, a null weight, the float16 P
+    path and float16 beside a float32 weight; the blocks taken whole and in pieces of 50 elements (a huge channel's)."""
+    out = tmp_path / "out"
+    assert run_cli("gen", _yaml(tmp_path, AT_CASES), "-o", out, "-j", 1).exit_code == 0
+    rng = np.random.default_rng(5)
+    seen = {"edge": 0, "half": 0, "cases": 0}
+    for piece in (OP.PIECE, 50):
+        monkeypatch.setattr(OP, "PIECE", piece)
+        for d in sorted(p.parent for p in out.glob("*/case.json")):
+            m = M.load(d)
+            t = {**widened(case_blocks(m)), **m.attribute_values}
+            whole, (where, device) = SPEC.reference(t)[GI], SPEC.edge(t)[GI]
+            at = rng.choice(whole.value.size, min(whole.value.size, 40), replace=False)
+            ref, (w_at, d_at) = SPEC.reference_at(t, {GI: at})[GI], SPEC.edge_at(t, {GI: at})[GI]
+            for field in ("value", "bound", "scale", "shared"):
+                full = np.broadcast_to(getattr(whole, field), whole.value.shape).reshape(-1)[at]
+                np.testing.assert_array_equal(getattr(ref, field), full, err_msg=f"{d.name} {field}")
+                assert getattr(ref, field).dtype == np.float64 and getattr(ref, field).shape == at.shape
+            assert ref.allowance is None and whole.allowance is None
+            np.testing.assert_array_equal(w_at, np.asarray(where).reshape(-1)[at], err_msg=d.name)
+            np.testing.assert_array_equal(d_at, np.asarray(device).reshape(-1)[at], err_msg=d.name)
+            assert len(set(np.asarray(at) // t["gradOut"].shape[1])) > 1  # (elements of several channels)
+            seen["edge"] += int(w_at.sum())
+            seen["half"] += "-weight32-" not in d.name and "-float16" in d.name
+            seen["cases"] += 1
+    assert seen["cases"] == 2 * 10 and seen["edge"] > 0 and seen["half"] > 0, seen
+
+
+def _flip_sign(m: M.CaseManifest) -> None:
+    raw = np.fromfile(m.output.dump_path, np.uint8)
+    bits = raw.view(np.uint32 if m.output.dtype.itemsize == 4 else np.uint16)
+    (bits ^ bits.dtype.type(1 << (8 * bits.itemsize - 1))).tofile(m.output.dump_path)
+
+
+# channel 0's invstd squared overflows float32 while the result (about 2e27) does not: the device's inf is an edge
+EDGE_CASES = """
+op: aclnnBatchNormElemtBackward
+defaults: {dtype: float32, product: "950", seed: 9}
+cases:
+  - {name: long_channels, shape: [300, 3, 400]}
+  - name: overflow
+    shape: [2, 3, 50]
+    inputs: {invstd: {values: [2.0e+19, 1.0, 1.0]}, sumDyXmu: {values: [1.0e-30, 0.5, -0.5]}}
+"""
+
+
+@pytest.mark.parametrize("name", ["long_channels", "overflow"])
+def test_verify_relieves_from_the_flagged_elements_alone_with_the_same_verdicts(tmp_path, monkeypatch, name):
+    """The emulated kernel's dump (elements flagged by its rounding, or by invstd squared overflowing float32: the
+    edge), then its sign flipped (every element flagged): verify relieves both through reference_at and edge_at alone,
+    never the blocks' reference, and the verdicts (PASS, FAIL) and their metrics are those of the blocks' path."""
+    out = tmp_path / "out"
+    assert run_cli("gen", _yaml(tmp_path, EDGE_CASES), "-o", out, "--case", f"*-{name}", "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    whole, edges = [], []
+    real_blocks, real_at = rowrelief.reference_blocks, rowrelief._relief_at
+    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: whole.append(1) or real_blocks(*a))
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: (lambda got: edges.append(got[1].sum()) or got)(real_at(*a)))
+    correct = verify_case(m, C.Options()).to_json()
+    assert correct["status"] == "PASS" and correct["metrics"]["relieved"] > 0 and edges and not whole, correct
+    assert (sum(edges) > 0) == (name == "overflow")
+    _flip_sign(m)
+    broken = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert broken["status"] == "FAIL" and not whole
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)  # (the blocks' path, as before)
+    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    _flip_sign(m)
+    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert whole

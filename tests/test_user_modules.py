@@ -235,6 +235,10 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "golden_reference_elementwise": (dict(golden_reference=_kernel),
                                      "golden_reference: only a family with blocks takes one (an Elementwise reference "
                                      "computes only what gen needs)"),
+    "edge_at_not_callable": (dict(edge_at=1), "edge_at: expected a function or None, got 1"),
+    "reference_at_share_zero": (dict(reference_at_share=0), "reference_at_share: expected a number in (0, 1], got 0"),
+    "reference_at_share_over_one": (dict(reference_at_share=16),
+                                    "reference_at_share: expected a number in (0, 1], got 16"),
     "redrawn_an_output": (dict(redrawn=("out",)), "redrawn[0]: expected one of gradOutput, self, got 'out'"),
     "unknown_cast_mode": (dict(cast_mode={"float16": "up"}),
                           "cast_mode[float16]: expected one of rint, round, got 'up'"),

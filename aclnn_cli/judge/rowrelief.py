@@ -42,7 +42,8 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
-    if m.op.reference_at is not None and m.op.edge is None and flat.size * AT_MOST <= wanted.size * size:
+    if m.op.reference_at is not None and (m.op.edge is None or m.op.edge_at is not None) \
+            and flat.size <= m.op.reference_at_share * wanted.size * size:
         got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit, last)
         if got is not None:
             return got
@@ -82,7 +83,6 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     return scale, where, device, shared
 
 
-AT_MOST = 16  # reference_at relieves up to 1/AT_MOST of the blocks' elements (beyond, the blocks' BLAS is faster)
 MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
 
 
@@ -95,7 +95,8 @@ def _nbytes(found: dict) -> int:
 def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: np.ndarray, at: np.ndarray,
                limit: float, last: dict | None = None) -> tuple | None:
     """rows_relief's answer from op.reference_at at the flagged elements `at` (flat positions in the blocks
-    `wanted`), where a block is a whole contraction: a few dot products, not the whole tensor's. None where a
+    `wanted`), where a block is a whole contraction (a few dot products, not the whole tensor's) or a channel whose
+    elements each depend on their own values and the channel's (op.edge_at: the edge there too). None where a
     block holds a non-finite input (reference_blocks' IEEE path, bound 0, judges those). last (rows_relief's):
     keeps the widened blocks for the next call on the same blocks: one 4096 x 4096 matrix product is one block,
     flagged in every chunk, and gathering it chunk after chunk was nine tenths of its verify."""
@@ -111,11 +112,16 @@ def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: 
             last["at"] = (key, wide, finite)
     if not finite:
         return None
+    t, asked = {**wide, **m.attribute_values}, {out.name: at}
     with np.errstate(all="ignore"):
-        ref = m.op.by_output(m.op.reference_at({**wide, **m.attribute_values}, {out.name: at}))[out.name]
+        ref = m.op.by_output(m.op.reference_at(t, asked))[out.name]
         scale = ref.scale if ref.allowance is None else ref.allowance / max(limit, 2.0**-100)
+        edges = None if m.op.edge_at is None else m.op.by_output(m.op.edge_at(t, asked)).get(out.name)
     shared = np.zeros(at.size) if ref.shared is None else np.asarray(ref.shared, np.float64)
-    return np.asarray(scale, np.float64), np.zeros(at.size, bool), np.full(at.size, np.nan), shared
+    where, device = np.zeros(at.size, bool), np.full(at.size, np.nan)
+    if edges is not None:  # (as rows_relief reads the blocks' edges)
+        where, device = np.asarray(edges[0], bool).reshape(-1), np.asarray(edges[1], np.float64).reshape(-1)
+    return np.asarray(scale, np.float64), where, device, shared
 
 
 def _edges(m: M.CaseManifest, blocks: dict) -> dict | None:

@@ -199,6 +199,13 @@ class OpSpec:
     # Reference of 1-d arrays, one value per position}. verify's relief uses it, when given, for the few elements a
     # correct kernel's rounding flags, instead of `reference` on the blocks (the whole tensor).
     reference_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, Reference]] | None = None
+    # `edge` at those elements, for an op with an `edge` (same arguments; {output: (where, device value), 1-d}): without
+    # it, relief of an op with an edge evaluates `edge` on the whole blocks, and reference_at goes unused.
+    edge_at: Callable[[Arrays, Mapping[str, np.ndarray]], Mapping[str, tuple]] | None = None
+    # Up to which share of the blocks' elements relief takes reference_at: a contraction's elements each walk their
+    # dot product, and beyond 1/16 the blocks' BLAS is faster; an element that costs what the blocks' reference costs
+    # per element (a channel's: BatchNormElemtBackward) takes 1, reference_at whatever is flagged.
+    reference_at_share: float = 1 / 16
     # What gen certifies a golden's rounding with, where `reference` also computes what only verify needs: as
     # `reference`, with value and bound (and a scale) but no allowance. A contraction's reference walks K in chunks
     # for its allowance's prefix bounds; gen needs only the value and the bound, two matmuls. Not used for outputs

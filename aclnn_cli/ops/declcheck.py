@@ -108,9 +108,12 @@ class _Check:
             self.fail("dims", f"expected (min, max) ranks with 0 <= min <= max <= {MAX_DIMS}, got {show(dims)}")
         self.flag("empty_ok", s.empty_ok)
         self.function("reference", s.reference, required=True)
-        for field in ("exact", "exact_at", "reference_at", "golden_reference", "kernel", "ieee", "edge", "textbook",
-                      "complex_formula"):
+        for field in ("exact", "exact_at", "reference_at", "edge_at", "golden_reference", "kernel", "ieee", "edge",
+                      "textbook", "complex_formula"):
             self.function(field, getattr(s, field))
+        share = s.reference_at_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            self.fail("reference_at_share", f"expected a number in (0, 1], got {show(share)}")
         if s.complex_formula is None and any(d in D.COMPLEXES for ds in dict(s.products).values() for d in ds):
             self.fail("complex_formula", "the products list a complex dtype: its goldens and emulated kernel are the "
                                          "op's complex_formula (exact on Dyadic values, in T on NumPy arrays)")

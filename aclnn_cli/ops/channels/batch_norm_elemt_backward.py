@@ -127,6 +127,42 @@ def _reference(t) -> dict:
 _reference = _in_pieces(_reference)
 
 
+def _elements(t, wanted) -> dict:
+    """The blocks' elements at flat positions `wanted` alone, as one block of them: gradOut and input gathered, each
+    per-channel input taken at its element's channel, counter and the bits whole (every block holds the same). An
+    element depends on its own values and its channel's only, so a function of the blocks (the reference, the edge)
+    gives on these what it gives on the blocks at those positions, bit for bit: the same float64 steps per element."""
+    k, m = t[DY].shape[0], t[DY].shape[1]
+    at = np.asarray(wanted, np.int64).reshape(-1)
+
+    def take(name, v):
+        if not isinstance(v, np.ndarray) or v.ndim != 3 or v.shape[0] != k:
+            return v  # (an attribute)
+        if name in (DY, X):
+            return v.reshape(k * m)[at].reshape(1, -1, 1)
+        if name in PER_CHANNEL:
+            return v.reshape(k)[at // m].reshape(1, -1, 1)
+        return v[:1]  # (counter, read whole by every block; the bits, one value for the case)
+    return {n: take(n, v) for n, v in t.items()}
+
+
+def _flat(got):
+    return None if got is None else np.asarray(got).reshape(-1)
+
+
+def _reference_at(t, wanted) -> dict:
+    """`_reference` at a few elements (verify's relief of the ones a correct kernel's rounding flags), from their own
+    values and their channels': a channel of millions of elements is not evaluated for one of them."""
+    ref = _reference(_elements(t, wanted[GI]))[GI]
+    return {GI: Reference(*(_flat(getattr(ref, f)) for f in ("value", "bound", "scale", "allowance", "shared")))}
+
+
+def _edge_at(t, wanted) -> dict:
+    """`_edges` at a few elements, likewise."""
+    where, device = _edges(_elements(t, wanted[GI]))[GI]
+    return {GI: (_flat(where), _flat(device))}
+
+
 def _ieee(t) -> dict:
     """A block with an inf or NaN input: the formula's IEEE value in float64 (the count summed likewise)."""
     with np.errstate(all="ignore"):
@@ -222,6 +258,9 @@ SPEC = register(OpSpec(
     kernel=_in_pieces(kernel),
     ieee=_in_pieces(_ieee),
     edge=_edges,
+    reference_at=_reference_at,
+    edge_at=_edge_at,
+    reference_at_share=1.0,
     rounded_through=_rounded_through,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", shape_rule=_shape_rule),
