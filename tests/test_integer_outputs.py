@@ -170,7 +170,7 @@ def test_an_integer_default_fill_is_picked_by_the_cases_dtype(tmp_path):
 
 
 def test_an_infinity_on_an_integer_tensor_imports_as_the_dtypes_extreme():
-    from aclnn_cli.cases.importers.common import range_fill
+    from aclnn_cli.cases.importers.ranges import range_fill
 
     assert range_fill([float("inf")], "int32") == {"constant": 2147483647}
     assert range_fill([float("-inf")], "int8") == {"constant": -128}

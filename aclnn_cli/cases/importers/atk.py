@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from ...errors import CaseError
 from ...ops import OpSpec
-from .common import (Collector, api_name, channels_view, check_format, dtype_name, errors, range_fill, resolve_op,
-                     safe_name, seed_for, show, unit)
+from .common import Collector, api_name, channels_view, check_format, dtype_name, errors, resolve_op, safe_name, show
+from .ranges import range_fill, seed_for, unit
 from .entry import TensorIn, case_entry
 from .fields import (MAX_INT64, as_number, check_keys, check_types, field, int_in, int_list, interval, numbers,
                      text)
@@ -322,7 +322,7 @@ def _output(op: OpSpec, inp: dict, n: str, bad: Callable[..., CaseError],
 
 def _fill(rv: Any, dtype: str, stem: str, key: str, bad: Callable[..., CaseError],
           unsupported: Callable[..., CaseError]) -> dict:
-    """range_values -> our generator: a list is a range or values (common.range_fill), an interval string ("(0, 1)")
+    """range_values -> our generator: a list is a range or values (ranges.range_fill), an interval string ("(0, 1)")
     a range, a single number (ops-nn writes `"range_values": 0` or `"inf"`) a constant; {"name": "nd", "mean": [a, b], "std":
     [c, d]} is a normal whose mean and std are drawn per case from [a, b] and [c, d]."""
     if rv == ["null"] or rv == "null":

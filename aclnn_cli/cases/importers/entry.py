@@ -13,7 +13,8 @@ from typing import Any, Sequence
 from ...ops import OpSpec
 from ...ops.contract import broadcast_shape
 from ..spec import DEFAULT_PRODUCT
-from .common import OUTPUT_DTYPES, spread
+from .common import OUTPUT_DTYPES
+from .ranges import spread
 
 
 @dataclass

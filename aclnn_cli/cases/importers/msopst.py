@@ -16,8 +16,8 @@ from typing import Any, Callable
 from ...errors import CaseError
 from ...ops import OpSpec
 from .common import (Collector, GraphOp, api_attrs, api_name, check_attrs, check_format, dtype_name, errors,
-                     graph_reshape, range_fill, resolve_op, safe_name, seed_for, shaped_inputs, show, clip,
-                     valued_inputs, yaml_number)
+                     graph_reshape, resolve_op, safe_name, shaped_inputs, show, clip, valued_inputs)
+from .ranges import range_fill, seed_for, yaml_number
 from .entry import TensorIn, case_entry
 from .fields import check_keys, check_types, field, int_list, numbers, text
 from .source import json_cases, json_head

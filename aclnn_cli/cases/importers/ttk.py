@@ -16,9 +16,9 @@ from typing import Any
 from ...errors import CaseError
 from ...ops import OpSpec
 from ...ops.declcheck import describe
-from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format,
-                     dtype_name, errors, graph_reshape, product_for, range_fill, resolve_op, safe_name, seed_for,
-                     shaped_inputs, show, valued_inputs)
+from .common import (Collector, GraphOp, api_attrs, channel_ops, channels_view, check_attrs, check_format, dtype_name,
+                     errors, graph_reshape, product_for, resolve_op, safe_name, shaped_inputs, show, valued_inputs)
+from .ranges import range_fill, seed_for
 from .entry import TensorIn, case_entry
 from .fields import field, int_in, int_list, numbers, text
 from .ttkcells import Cells, all_none, check_header, check_row, read_table
@@ -238,7 +238,7 @@ def _word(value: Any, bad, col: str, what: str) -> str | None:
 
 
 def _fill(rng: tuple | None, dtype: str, bad) -> dict | None:
-    """One input's range: None -> the op's default generator; else common.range_fill."""
+    """One input's range: None -> the op's default generator; else ranges.range_fill."""
     if rng is None:
         return None
     return range_fill(field(bad, "input_data_ranges", numbers, rng, "a range"), dtype)
