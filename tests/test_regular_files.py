@@ -223,6 +223,8 @@ def set_top(key, value):
     (set_top("product", ["Ascend910B"]), "'product' must be a string, got ['Ascend910B']"),
     (set_output("role", "input"), "tensor gradInput: 'role' must be 'output', got 'input'"),
     (set_output("name", None), "tensor #3: 'name' must be a string, got None"),
+    # (make fuzz's finding: a control character in a name the manifest's reader quotes came out raw, two lines)
+    (set_output("dtype", "\n"), "tensor gradInput: unknown dtype '\\n' (valid: float32"),
 ])
 def test_a_resigned_manifest_with_wrong_types_is_one_line(copy, edit, message):
     case = copy / "silu_backward-small"

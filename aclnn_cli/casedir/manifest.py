@@ -314,8 +314,9 @@ MAX_MANIFEST_BYTES = 1 << 20
 
 
 def _brief(value, limit: int = 120) -> str:
-    text = str(value) if isinstance(value, Exception) else repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    """A value or an exception's message for the one error line: control characters escaped (a dtype of "\\n"
+    read from a manifest is named, not printed), at most `limit` characters."""
+    return clip(str(value) if isinstance(value, Exception) else repr(value), limit)
 
 
 def _local(case_dir: str, name, what: str) -> str:
