@@ -109,7 +109,7 @@ def _compute(m: M.CaseManifest, tmps: dict[str, Path], chunk: int, variant) -> N
     sums = {n: Pairwise() for n in outs if n in across_names}
     write = variant.write if variant is not None and variant.write is not None else None
     try:
-        for b0, b1 in block_chunks(geo, 0, geo.a1, chunk):
+        for b0, b1 in block_chunks(geo, 0, geo.a1, max(chunk, m.op.family.kernel_chunk)):
             result = kernel_blocks(m, gather_blocks(m, ins, geo, b0, b1), variant)
             for name, t in outs.items():
                 if name in sums:

@@ -240,6 +240,9 @@ class _Check(FieldChecks):
         self.names("family.across_rows", f.across_rows, outs)
         if f.driver in f.per_row:
             self.fail("family.per_row", f"the driver {f.driver} is cut into rows; it cannot be per-row too")
+        if type(f.kernel_chunk) is not int or not 0 <= f.kernel_chunk <= 1 << 24:
+            self.fail("family.kernel_chunk", f"expected elements per kernel call, 0 to 2^24 (0: the pipeline's), got "
+                                             f"{show(f.kernel_chunk)}")
         both = sorted(set(f.per_row) & set(f.across_rows))
         if both:
             self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")

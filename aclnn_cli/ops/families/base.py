@@ -185,6 +185,10 @@ class Rows:
     # float32 roundings applied to a finished across-rows sum as a whole (Scatter's fl(S * fl(1 / count))): each
     # adds u |result| to the allowance.
     sum_roundings: int = 0
+    # Elements the emulated kernel takes per call at least (0: the pipeline's chunk, 65,536). A kernel whose time is a
+    # Python loop along each block rather than its elements (InstanceNormGrad's Kahan sums, one step per position)
+    # takes many blocks per call, and each block's values are its own (the bytes do not change).
+    kernel_chunk: int = 0
     name: str = "rows"
     own = property(lambda self: ())  # (the questions: Elementwise)
     whole = property(lambda self: ())
