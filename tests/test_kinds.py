@@ -370,6 +370,8 @@ TWO = "(TensorSpec('dy', 'input', {'normal': [0, 1]}, dtypes=DT), TensorSpec('x'
     ({"family": "Rows(driver='x', axes=dim_axis('x'), kernel_chunk=-1)"}, ("family.kernel_chunk", "got -1")),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), kernel_chunk=1.5)"}, ("family.kernel_chunk", "got 1.5")),
     ({"family": "Rows(driver='x', axes=dim_axis('x'), kernel_chunk=1 << 40)"}, ("family.kernel_chunk", "0 to 2^24")),
+    ({"family": "Rows(driver='x', axes=dim_axis('x'), across_rows=('out',), kernel_chunk=1 << 20)"},
+     ("family.kernel_chunk", "chunk by chunk")),
     ({"family": "'rows'"}, ("family", "expected Elementwise(), Rows(...), Channels(...) or Split(...)")),
     ({"signature": "('dy', 'x', 'idx', 'dim', 'out')"}, ("signature", "missing mask")),
     ({"signature": "('dy', 'x', 'idx', 'dim', 'mask', 'out', 'dy')"}, ("signature", "twice: dy")),

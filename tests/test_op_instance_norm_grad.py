@@ -320,6 +320,29 @@ def test_special_values_reach_their_instances(suite):
         assert np.isnan(got[PDG]).all() and np.array_equal(np.isnan(got[PDB]), [False, True]), case.name
 
 
+def test_the_kernel_chunk_changes_no_byte(suite, tmp_path, monkeypatch):
+    """Family.kernel_chunk hands the emulated kernel many channels per call (decision 211): every bundled dump is the
+    one a channel-per-call emulation writes, and channels of the pipeline's whole chunk went several to a call."""
+    from aclnn_cli.device import emulate_rows
+    from shared import linked_copy
+
+    chunks, took = emulate_rows.block_chunks, []
+
+    def recorded(geo, b0, b1, chunk):
+        for piece in chunks(geo, b0, b1, chunk):
+            took.append((geo.block, piece[1] - piece[0]))
+            yield piece
+
+    dumps = {}
+    for name, cut in (("wide", recorded), ("one", lambda geo, b0, b1, chunk: chunks(geo, b0, b1, 1))):
+        monkeypatch.setattr(emulate_rows, "block_chunks", cut)
+        work = linked_copy(suite, tmp_path / name)
+        assert run_cli("emulate", work, "-j", 1).exit_code == 0
+        dumps[name] = {p.relative_to(work): p.read_bytes() for p in sorted(work.glob("*/*.dump.bin"))}
+    assert len(dumps["wide"]) > 50 and dumps["wide"] == dumps["one"]
+    assert any(block >= 1 << 16 and n >= 2 for block, n in took)  # (channels of the pipeline's chunk, several at once)
+
+
 # Cases of the bundled suite where a defect stays within the gate: rank-2 and one-position instances (M = 1: dy - the
 # mean of one dy and x̂ times itself cancel whatever the factor), one-sample or one-element sums, variance far above
 # eps (no-epsilon), constant dy (a - mean(a) exactly 0). Each defect must FAIL somewhere in each dtype.

@@ -243,6 +243,9 @@ class _Check(FieldChecks):
         if type(f.kernel_chunk) is not int or not 0 <= f.kernel_chunk <= 1 << 24:
             self.fail("family.kernel_chunk", f"expected elements per kernel call, 0 to 2^24 (0: the pipeline's), got "
                                              f"{show(f.kernel_chunk)}")
+        if f.kernel_chunk and f.across_rows:
+            self.fail("family.kernel_chunk", "an across-rows output's partials are added chunk by chunk: its bits follow "
+                                             "the pipeline's chunk, which kernel_chunk would change (leave it 0)")
         both = sorted(set(f.per_row) & set(f.across_rows))
         if both:
             self.fail("family.per_row", f"{both[0]} is summed across rows; it cannot be per-row too")

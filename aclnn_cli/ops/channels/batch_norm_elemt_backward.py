@@ -24,7 +24,7 @@ from ..accumulation import ACCUMULATION_UNIT
 from ..base import Contract, OpSpec, Reference, TensorSpec, products
 from ..dyadic import exact_row_sums
 from ..families import Channels
-from ..normgrad import TINY, U
+from ..normgrad import TINY, U, as_fractions
 from ..registry import register
 from .batch_norm_elemt_kernel import (CNT, DY, GI, INV, MEAN, PROMOTED, SDXM, SDY, VARIANTS, W, X, edge, half,
                                       kernel, weight)
@@ -179,19 +179,16 @@ def _exact(t) -> dict:
 
 
 def _exact_at(t, wanted) -> dict:
-    """`_exact` at a few elements (float64 inputs): each from its own values and its channel's, in Fractions."""
-    exact_cnt, _ = _count(t)
-    k, m = t[DY].shape[0], t[DY].shape[1]
+    """`_exact` at a few elements (float64 inputs), on them alone (`_elements`): each from its own values and its
+    channel's, in Fractions; a count of 0 or one an inf or NaN reaches, the formula's IEEE value."""
+    one = _elements(t, wanted[GI])
+    exact_cnt, _ = _count(one)
     if exact_cnt == 0 or not isinstance(exact_cnt, Fraction):
-        every = _ieee(t)[GI].reshape(-1)
-        return {GI: np.array([every[p] for p in np.asarray(wanted[GI]).reshape(-1)] + [None], dtype=object)[:-1]}
-    values = []
-    for p in np.asarray(wanted[GI], np.int64).reshape(-1).tolist():
-        b, i = divmod(p, m)
-        one = {n: np.array([[[Fraction(float(np.asarray(t[n]).reshape(k, -1)[b, i if n in (DY, X) else 0]))]]],
-                           dtype=object) for n in (DY, X, *PER_CHANNEL) if t.get(n) is not None}
-        values.append(_parts(one, exact_cnt)[-1].reshape(-1)[0])
-    return {GI: np.array(values + [None], dtype=object)[:-1]}
+        values = _ieee(one)[GI]
+    else:
+        values = _parts({n: as_fractions(v) if n in (DY, X, *PER_CHANNEL) and v is not None else v
+                         for n, v in one.items()}, exact_cnt)[-1]
+    return {GI: np.array(list(np.asarray(values, dtype=object).reshape(-1)) + [None], dtype=object)[:-1]}
 
 
 @_in_pieces

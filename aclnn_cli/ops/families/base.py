@@ -187,7 +187,8 @@ class Rows:
     sum_roundings: int = 0
     # Elements the emulated kernel takes per call at least (0: the pipeline's chunk, 65,536). A kernel whose time is a
     # Python loop along each block rather than its elements (InstanceNormGrad's Kahan sums, one step per position)
-    # takes many blocks per call, and each block's values are its own (the bytes do not change).
+    # takes many blocks per call, and each block's values are its own (the bytes do not change). Not with an
+    # across-rows output: the emulated device adds its partials chunk by chunk, so the chunk decides its bits.
     kernel_chunk: int = 0
     name: str = "rows"
     own = property(lambda self: ())  # (the questions: Elementwise)
