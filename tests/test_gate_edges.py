@@ -17,7 +17,7 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
-from aclnn_cli.judge.judging import OutputJudging
+from aclnn_cli.judge.judging import OutputJudging, complex_gamma
 from aclnn_cli.standards.rules import STANDARDS, find_standard
 
 from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, op_dtypes,
@@ -152,7 +152,8 @@ def test_every_accepted_edge_fails_broken_dumps_through_the_judge(every, std_nam
                 for edge, relieve_all in itertools.product(edge_sets(std, dtype), looks):
                     params = std.params(dtype, edge.values)  # accepted
                     opts = Options(standard=std_name, relieve_all=relieve_all)
-                    judged = OutputJudging(out, std, params, dtype, floor)
+                    judged = OutputJudging(out, std, params, dtype, floor,
+                                           complex_gamma(m, out) if out.dtype.is_complex else None)
                     metrics, bench, _ = compare_range(m, opts, 0, out.layout.numel, judged=judged, out_name=out.name)
                     verdict = std.judge(metrics, params, dtype, bench)
                     assert not verdict.passed, (m.case_id, out.name, edge, relieve_all, verdict.reason)

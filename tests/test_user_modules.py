@@ -239,6 +239,12 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
     "reference_at_share_zero": (dict(reference_at_share=0), "reference_at_share: expected a number in (0, 1], got 0"),
     "reference_at_share_over_one": (dict(reference_at_share=16),
                                     "reference_at_share: expected a number in (0, 1], got 16"),
+    "complex_formula_cancelling": (dict(products={"A2": ("complex64",)},
+                                        complex_formula=lambda t: t["gradOutput"] * t["self"] - t["self"]),
+                                   "complex_formula: no relative error bound follows from it (NoRelativeBound: "
+                                   "complex_formula adds or subtracts a rounded value (it may cancel: no relative error "
+                                   "bound follows)); the complex standard judges against one: use +, - and * of the "
+                                   "inputs and real constants, adding or subtracting only unrounded values"),
     "redrawn_an_output": (dict(redrawn=("out",)), "redrawn[0]: expected one of gradOutput, self, got 'out'"),
     "unknown_cast_mode": (dict(cast_mode={"float16": "up"}),
                           "cast_mode[float16]: expected one of rint, round, got 'up'"),

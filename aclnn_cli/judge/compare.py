@@ -99,12 +99,14 @@ NO_INDEX.flags.writeable = False  # (shared by every chunk without non-finite el
 
 
 def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
-                   flush_ok: bool = True, signed_zeros: bool = False, bufs: Buffers | None = None) -> ElementErrors:
+                   flush_ok: bool = True, signed_zeros: bool = False, bufs: Buffers | None = None,
+                   complex_gamma: float | None = None) -> ElementErrors:
     """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
 
     flush_ok: a zero where the golden is subnormal in `dtype` (flush-to-zero hardware) is exact; so is one
     below `floor` (a result rounded through a narrower compute dtype, flushed there).
     bufs: where the error arrays go (workspace.py: reused from chunk to chunk), else new arrays.
+    complex_gamma: a complex output's relative error bound (judging.OutputJudging.complex_gamma).
 
     Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
     themselves carry float32 rounding, far below any threshold); float64 data in float64.
@@ -112,7 +114,9 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
     if dtype.is_integer:
         return integer_errors(a_native, g_native, floor, dtype)
     if dtype.is_complex:  # (in modulus, against the computation's allowance)
-        return complex_errors(a_native, g_native, floor, dtype)
+        if complex_gamma is None:
+            raise ValueError(f"a {dtype.name} output is judged against its op's complex_gamma: none was given")
+        return complex_errors(a_native, g_native, floor, dtype, complex_gamma)
     wide = a_native.dtype == np.float64 or g_native.dtype == np.float64  # hand-made or float64 data
     work = np.dtype(np.float64) if wide or dtype.itemsize == 8 else np.dtype(np.float32)
     buf = _numpy_allocates if bufs is None else bufs.get

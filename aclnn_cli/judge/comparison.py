@@ -135,6 +135,7 @@ class Comparison:
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
         self._last_rows = {} if relief_memo is None else relief_memo  # (rowrelief.py: the blocks evaluated last)
         self.floor = judged.floor
+        self.complex_gamma = judged.complex_gamma
         sha = (lambda name, key: m.recorded_sha256(name, key)) if checksums else (lambda name, key: None)
         in_sha = sha if hash_inputs else (lambda name, key: None)
         self.whole = whole
@@ -179,7 +180,7 @@ class Comparison:
 
     def _errors(self, a: np.ndarray, g: np.ndarray, bufs: Buffers | None = None) -> ElementErrors:
         e = element_errors(a, g, self.floor, self.out.dtype, flush_ok=self.std.flush_ok,
-                           signed_zeros=self.opts.signed_zeros, bufs=bufs)
+                           signed_zeros=self.opts.signed_zeros, bufs=bufs, complex_gamma=self.complex_gamma)
         apply_rule(e, self.rule)
         return e
 

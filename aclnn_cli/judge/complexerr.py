@@ -5,37 +5,22 @@ A per-component relative error is wrong for a complex result: a component that c
 whole product, not of that component. The error is judged in modulus, |a - g|, against (docs/allowances.md,
 "Complex outputs")
 
-    allowance = gamma |g| + (1 + gamma) h,   gamma = (1 + u)(1 + sqrt(5) u)^2 - 1 (SigmoidBackward's AI CPU
-                                             expression: one subtraction, two complex products)
+    allowance = gamma |g| + (1 + gamma) h,
 
-with u the component dtype's unit roundoff (2^-24 complex64, 2^-53 complex128) and h the golden's own rounding,
-half an ulp of each component, sqrt(h_re^2 + h_im^2) (an ulp never below the subnormal spacing). `rel` is
+gamma the op's own expression's relative error bound, traced from its complex_formula (ops/complexparts.py,
+Roundings: (1 + u)^sums (1 + sqrt(5) u)^products - 1 with u the component dtype's unit roundoff, 2^-24 complex64,
+2^-53 complex128; SigmoidBackward's conj((1 - y) y) dy is one subtraction and two products), and h the golden's own
+rounding, half an ulp of each component, sqrt(h_re^2 + h_im^2) (an ulp never below the subnormal spacing). `rel` is
 |a - g| / allowance: an element passes at rel <= 1 (standard `complex`). The `a` and `g` the reports read are the
 moduli; an element with a NaN component is NaN, infinities are compared component by component.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..tensor.dtypes import DType
 from .widening import ulp_at
-
-SQRT5 = math.sqrt(5.0)
-
-
-def kernel_gamma(dtype: DType) -> float:
-    """gamma of the allowance for `dtype` (complex64 or complex128), rounded up: (1 + u)(1 + sqrt(5) u)^2 - 1
-    bounds |computed - exact| / |exact| of fl(conj(fl(fl(1 - y) y)) dy) (Brent, Percival and Zimmermann, "Error
-    bounds on complex floating-point multiplication", Math. Comp. 76 (2007): sqrt(5) u for the standard formula;
-    fl(1 - y) is one real subtraction, relative u of |1 - y|; conj is exact). Expanded, (1 + 2 sqrt(5)) u +
-    (5 + 2 sqrt(5)) u^2 + 5 u^3: in float64 1 + 2^-53 is 1, so the product form would lose complex128's u. The
-    float64 evaluation's own error (a few 2^-53 of gamma) is covered by the factor 1 + 2^-40."""
-    u = 2.0 ** -dtype.component.precision
-    return ((1 + 2 * SQRT5) * u + (5 + 2 * SQRT5) * u * u + 5 * u ** 3) * (1 + 2.0 ** -40)
-
 
 def modulus(z: np.ndarray) -> np.ndarray:
     """|z| in float64, the same bits on every CPU (NumPy's np.abs of a complex takes a SIMD loop on AVX2 and
@@ -57,16 +42,16 @@ def hypot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def allowance(g: np.ndarray, dtype: DType, g_abs: np.ndarray | None = None) -> np.ndarray:
+def allowance(g: np.ndarray, dtype: DType, gamma: float, g_abs: np.ndarray | None = None) -> np.ndarray:
     """Each element's allowance from its golden (complex128): gamma |g| + (1 + gamma) h (module docstring)."""
-    part, gamma = dtype.component, kernel_gamma(dtype)
+    part = dtype.component
     h = hypot(ulp_at(g.real, part), ulp_at(g.imag, part)) / 2
     # (never below one subnormal step: at a zero golden complex128's half step rounds to 0, and an exact element's
     # 0 / 0 would be NaN, which the metrics' maximum skips, hiding every other element's error)
     return gamma * (modulus(g) if g_abs is None else g_abs) + (1 + gamma) * np.maximum(h, part.smallest_subnormal)
 
 
-def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType):
+def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, gamma: float):
     """ElementErrors of a complex chunk (compare.ElementErrors' fields, moduli where it holds values): abs |a - g|,
     rel |a - g| / allowance, ulp |a - g| over the ulp at |g|, signed (|a| - |g|) / max(|g|, floor)."""
     from .compare import NO_INDEX, ElementErrors
@@ -76,7 +61,7 @@ def complex_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         finite = np.isfinite(a) & np.isfinite(g)  # (np.isfinite of a complex: both components finite)
         a_abs, g_abs = modulus(a), modulus(g)
         abs_err = modulus(a - g)
-        rel = np.where(abs_err == 0, 0.0, abs_err / allowance(g, dtype, g_abs))
+        rel = np.where(abs_err == 0, 0.0, abs_err / allowance(g, dtype, gamma, g_abs))
         ulp = abs_err / ulp_at(g_abs, dtype.component)
         signed = (a_abs - g_abs) / np.maximum(g_abs, floor)
     nonfinite = np.flatnonzero(~finite)

@@ -8,6 +8,7 @@ import numpy as np
 from ..casedir import manifest as M
 from .compare import element_errors
 from .judgeddtype import tolerance_dtype
+from .judging import complex_gamma
 from ..standards.rules import Standard
 from ..tensor.storage import StorageFile, check_file_sha256, check_size, in_view_mask
 from ..tensor.wholefiles import LoadedFile
@@ -57,7 +58,8 @@ def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: fl
         else:
             with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
                 g = f.read(out.layout, flat, flat + 1)
-        e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype)
+        e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype,
+                           complex_gamma=complex_gamma(m, out) if out.dtype.is_complex else None)
     with np.errstate(invalid="ignore"):  # (a NaN of a 16-bit dtype widened: NumPy warns, the value is NaN)
         expected, actual = _value(g), _value(a)
         inputs = {k: _value(v) for k, v in ins.items()}

@@ -27,6 +27,7 @@ class OutputJudging:
     params: dict
     dtype: DType  # whose thresholds apply (a compute dtype coarser than the output's: its)
     floor: float  # the relative-error floor
+    complex_gamma: float | None = None  # a complex output's relative error bound, from its op's formula
 
     @property
     def rule(self):
@@ -39,7 +40,21 @@ def output_judging(m: M.CaseManifest, opts, out: M.TensorEntry | None = None) ->
     out = out or m.output
     dtype, floor = tolerance_dtype(m, out)
     std, params = _standard(m, opts, dtype)
-    return OutputJudging(out, std, params, dtype, floor)
+    return OutputJudging(out, std, params, dtype, floor, complex_gamma(m, out) if out.dtype.is_complex else None)
+
+
+def complex_gamma(m: M.CaseManifest, out: M.TensorEntry) -> float:
+    """The relative error bound of the op's complex_formula in the output's dtype, with the case's attributes
+    (ops/complexparts.py). UserError: the formula has none (register refuses such an op; a case may still reach
+    one through its attributes)."""
+    from ..ops.complexparts import formula_gamma
+
+    names = [t.name for t in m.inputs if not t.null]
+    try:
+        return formula_gamma(m.op.complex_formula, names, m.attribute_values, out.dtype.component.precision)
+    except Exception as exc:  # (the op's own code: whatever it raises, the case cannot be judged)
+        raise UserError(f"{m.op.name}'s complex_formula gives no error bound for {out.name}: {exc}",
+                        where=str(m.dir)) from None
 
 
 def case_judging(m: M.CaseManifest, opts) -> tuple[OutputJudging, ...]:

@@ -77,6 +77,8 @@ class _Check(FieldChecks):
         if s.complex_formula is None and any(d in D.COMPLEXES for ds in dict(s.products).values() for d in ds):
             self.fail("complex_formula", "the products list a complex dtype: its goldens and emulated kernel are the "
                                          "op's complex_formula (exact on Dyadic values, in T on NumPy arrays)")
+        if callable(s.complex_formula):
+            self.error_bound(s)
         for dtype, mode in self.items("cast_mode", s.cast_mode, Mapping):
             self.choice("cast_mode", dtype, tuple(D.DTYPES))
             self.choice(f"cast_mode[{dtype}]", mode, CAST_MODES)
@@ -293,6 +295,18 @@ class _Check(FieldChecks):
         if missing or twice:
             self.fail("signature", "expected every tensor and attribute name once; "
                                    + (f"missing {', '.join(missing)}" if missing else f"twice: {', '.join(twice)}"))
+
+    def error_bound(self, s: OpSpec) -> None:
+        """A complex output is judged against its formula's relative error bound (ops/complexparts.py): a formula
+        without one (a sum of rounded values may cancel) could never be judged."""
+        from .complexparts import formula_gamma
+
+        try:
+            formula_gamma(s.complex_formula, [t.name for t in s.inputs], {a.name: a.default for a in s.attributes}, 24)
+        except Exception as exc:  # (the op's own code, traced: whatever it raises)
+            self.fail("complex_formula", f"no relative error bound follows from it ({describe(exc, MESSAGE_LIMIT)}); "
+                                         f"the complex standard judges against one: use +, - and * of the inputs "
+                                         f"and real constants, adding or subtracting only unrounded values")
 
 
 def _aliases(spec: OpSpec) -> set[str]:
