@@ -31,7 +31,7 @@ from ..ops.base import ACL_FORMATS
 from ..ops.contract import TensorDesc, check
 
 if TYPE_CHECKING:  # (gen's type only: verify need not import the case-file loader)
-    from ..cases.loader import Case
+    from ..cases.case import Case
 
 SCHEMA = "aclnn-cli/case/1"
 STATUS_FILE = "status.txt"

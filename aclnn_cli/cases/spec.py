@@ -1,5 +1,5 @@
 """One raw case of a case file (defaults merged), type-checked and parsed into the pieces that
-loader.py expands into `Case` objects. Every problem is a CaseError naming file, case and key.
+loader.py expands into `Case` objects (case.py builds each). Every problem is a CaseError naming file, case and key.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def is_single_shape(value: Any) -> bool:
 @dataclass(frozen=True)
 class ByKind:
     """An op's default fill that depends on the case's dtype (TensorSpec.integer_fill): resolved per case, when the
-    dtype is known (loader.fill_for)."""
+    dtype is known (case.fill_for)."""
 
     floats: Fill
     integers: Fill
@@ -132,7 +132,7 @@ class Spec:
         return values
 
     def _fills(self) -> dict[str, Fill | Callable]:
-        """Each input's fill; an op's callable default_fill stays a callable, resolved per case (loader.fill_for)."""
+        """Each input's fill; an op's callable default_fill stays a callable, resolved per case (case.fill_for)."""
         inputs = self._mapping("inputs", "input names to generators")
         self.given_inputs = frozenset(inputs)
         names = tuple(t.name for t in self.op.inputs)

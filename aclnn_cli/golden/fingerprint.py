@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 
 from .. import __version__
-from ..cases.loader import Case
+from ..cases.case import Case
 from ..casedir.manifest_text import canonical_json
 from ..ops import OpSpec
 from ..ops.registry import DECLARED_IN

@@ -25,7 +25,7 @@ from ..casedir import manifest as M
 from ..casedir import dirs as casedirs
 
 from ..casedir import manifest_text
-from ..cases.loader import Case
+from ..cases.case import Case
 from ..errors import UserError
 from ..files.jsonsafe import JsonRefused
 from ..values.fill import generate
