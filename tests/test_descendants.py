@@ -145,3 +145,35 @@ def test_a_tiny_open_files_limit_ends_in_a_result_or_one_line(tmp_path, limit):
             assert len([line for line in lines if line.startswith("aclnn-cli: error")]) <= 1, lines
         else:
             assert r.returncode in (0, 1), (args, r.returncode, r.stderr[-500:])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="no /proc here")
+def test_the_threads_children_lists_name_what_a_scan_of_every_process_finds(tmp_path):
+    """reaper.children reads each thread's /proc children list (one small read per thread, not a stat per process
+    on the machine): the same pids as the scan of every process's parent, for a child of the main thread, one of
+    another thread (alive: a thread's children are on its own list) and an orphan the process adopted as its
+    subreaper."""
+    code = (
+        "import os, subprocess, threading, time\n"
+        "from aclnn_cli.pipeline import reaper\n"
+        "assert reaper.adopt_orphans()\n"
+        "kids = [subprocess.Popen(['sleep', '30'])]\n"
+        "go, done = threading.Event(), threading.Event()\n"
+        "def spawn():\n"
+        "    kids.append(subprocess.Popen(['sleep', '30'])); go.set(); done.wait()\n"
+        "t = threading.Thread(target=spawn); t.start(); go.wait()  # (alive: its child is on its own list)\n"
+        "subprocess.run(['sh', '-c', 'sleep 30 & echo $! > orphan'], check=True)\n"
+        "orphan = int(open('orphan').read())\n"
+        "for _ in range(200):\n"
+        "    scanned = sorted(reaper._scanned_children(os.getpid()))\n"
+        "    if orphan in scanned: break\n"
+        "    time.sleep(0.01)\n"
+        "listed = reaper._listed_children(os.getpid())\n"
+        "print(listed is not None, sorted(listed or []) == scanned, len(scanned), orphan in scanned)\n"
+        "done.set(); t.join()\n"
+        "reaper.end_descendants()\n"
+        "print(reaper.children())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, last = done.stdout.splitlines()
+    assert first == "True True 3 True" and last == "[]"
