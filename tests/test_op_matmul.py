@@ -60,6 +60,32 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     goldens_against_the_oracle(generated)
 
 
+def test_goldens_made_in_tiles_are_the_same_bytes(generated, tmp_path, monkeypatch):
+    """gen's golden in tiles of out (families.contraction.TILE; here 8 operand elements a side, so all but the
+    oracle file's dot products are cut, in rows and columns, some tiles ragged): every file of every case, manifests too, the
+    bytes of the whole-block gen, and so the oracle's goldens. A tile placed at another row or column fails."""
+    from aclnn_cli.cases.loader import load_cases
+    from aclnn_cli.golden.gen import generate_case
+    from aclnn_cli.ops.families import contraction
+
+    cut, tiles = [], contraction.Contraction.golden_tiles
+
+    def counted(self, blocks, tile=None):
+        got = tiles(self, blocks, tile)
+        cut.append(0 if got is None else len(got[1]))
+        return got
+
+    monkeypatch.setattr(contraction, "TILE", 8)
+    monkeypatch.setattr(contraction.Contraction, "golden_tiles", counted)
+    cases = load_cases([generated.parent / "matmul_oracle.yaml"])
+    for case in cases:
+        generate_case(case, tmp_path)
+    assert len(cut) == len(cases) == 46 and sorted(cut)[:4] == [0, 0, 0, 4], sorted(cut)  # (dot: 1 x 1)
+    files = sorted(p.relative_to(generated) for p in generated.rglob("*") if p.is_file())
+    assert len(files) > 200 and files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert [f for f in files if (generated / f).read_bytes() != (tmp_path / f).read_bytes()] == []
+
+
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     return bundled_suite(tmp_path_factory, "matmul")

@@ -122,8 +122,65 @@ def test_certified_bounds_the_exact_dot_product_cancelling_ones_too(dtype, k):
     where = np.arange(value.size)
     assert _contains(value.reshape(-1), bound.reshape(-1), dots.exact_at(left, right, where)) == 0
     whole = dots.reference(left, right)  # (the allowance's reference: the same value to float64's rounding)
-    np.testing.assert_allclose(scale, whole[2], rtol=1e-12)
+    assert _below(dots.exact_at(np.abs(left), np.abs(right), where), scale.reshape(-1)) == 0
+    np.testing.assert_allclose(scale, whole[2], rtol=4 * dots.gamma(k, dots.F32_UNIT))  # (float32's |A|.|B|)
     assert np.all(np.abs(value - whole[0]) <= bound + whole[1])
+
+
+def _below(exact, scale, over: float = 1.0) -> int:
+    """How many exact |A|.|B| (Fractions) exceed the scale times `over`: what the bound takes them to be below."""
+    return sum(e > Fraction(float(s)) * Fraction(over) for e, s in zip(exact, scale))
+
+
+def _bf16(x):
+    return np.asarray(x, np.float64).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _magnitude_cases():
+    """(name, left, right, path): operands whose float32 |A|.|B| rounds, underflows or overflows, and the path
+    dots.magnitude must take ("float32" or "float64")."""
+    k = 4099
+    ones = np.float16(RNG.uniform(0.5, 1, (1, 4, k))).astype(np.float64)  # (sums of 4,099 terms: rounded in float32)
+    wide = (RNG.normal(0, 1, (1, 4, k)) * np.exp2(RNG.integers(-14, 15, (1, 4, k)))).astype(np.float16)
+    sub = np.float16(RNG.integers(1, 1024, (1, 4, k)) * 2.0**-24).astype(np.float64)  # (float16 subnormals)
+    tiny = _bf16(RNG.uniform(1, 2, (1, 3, 50)) * 2.0**-80)  # (products near 2^-160: float32 rounds them to 0)
+    edge = _bf16(RNG.uniform(1, 2, (1, 3, 50)) * 2.0**-70)  # (products near 2^-140: float32's subnormals)
+    f32 = (RNG.normal(0, 1, (1, 3, 300)) * np.exp2(RNG.integers(-70, -60, (1, 3, 300)))).astype(np.float32)
+    huge = _bf16(np.full((1, 2, 8), 2.0**100))
+    cancel = np.float16(RNG.normal(0, 1, (1, 4, k))).astype(np.float64)
+    return [("float16 near 1", ones, np.swapaxes(ones, 1, 2).copy(), "float32"),
+            ("float16 over 28 binades", wide.astype(np.float64), np.swapaxes(wide, 1, 2).astype(np.float64), "float32"),
+            ("float16 subnormal products", sub, np.swapaxes(sub, 1, 2).copy(), "float32"),
+            ("float16 cancelling", cancel, np.concatenate([-np.swapaxes(cancel, 1, 2)[:, :, :2],
+                                                           np.swapaxes(cancel, 1, 2)[:, :, 2:]], axis=2), "float32"),
+            ("bfloat16 products under float32's subnormals", tiny, np.swapaxes(tiny, 1, 2).copy(), "float32"),
+            ("bfloat16 products in float32's subnormals", edge, -np.swapaxes(edge, 1, 2), "float32"),
+            ("float32 products rounded and underflowing", f32.astype(np.float64),
+             np.swapaxes(f32, 1, 2).astype(np.float64), "float32"),
+            ("bfloat16 products past float32's range", huge, np.swapaxes(huge, 1, 2).copy(), "float64"),
+            ("float64 values (not float32's)", ones + 2.0**-40, np.swapaxes(ones, 1, 2).copy(), "float64")]
+
+
+@pytest.mark.parametrize("name,left,right,path", _magnitude_cases(), ids=lambda x: x if isinstance(x, str) else "")
+def test_magnitude_bounds_the_exact_absolute_products(name, left, right, path):
+    """dots.magnitude's |A|.|B| bounds the exact one (integer sums of the exact products) on sums float32 rounds
+    (4,099 terms near 1), 28 binades, float16 subnormals, cancelling values (|A|.|B| does not cancel), bfloat16
+    products float32 rounds to 0 or to its subnormals (the absolute term), float32 operands (rounded products);
+    beyond float32's range and for values float32 cannot hold it takes float64 (gamma / (1 - gamma)). certified's
+    bound holds the exact value too. A float32 scale without the division by 1 - gamma_K(u32) fails the first
+    cases, one without the absolute term the bfloat16 ones under 2^-150."""
+    k = left.shape[2]
+    scale, factor = dots.magnitude(left, right)
+    g = dots.gamma(k)
+    assert factor == (g if path == "float32" else g / (1 - g)), name
+    where = np.arange(scale.size)
+    over = Fraction(factor) / Fraction(g)  # (1 on the float32 path; on float64's, 1 / (1 - gamma_K(u64)))
+    assert _below(dots.exact_at(np.abs(left), np.abs(right), where), scale.reshape(-1), over) == 0, name
+    value, bound, _ = dots.certified(left, right)
+    assert _contains(value.reshape(-1), bound.reshape(-1), dots.exact_at(left, right, where)) == 0, name
+    if path == "float32":  # (the scale rounds in float32, by up to gamma_K(u32), and the absolute term)
+        within = np.matmul(np.abs(left), np.abs(right)) * (1 + 4 * dots.gamma(k, dots.F32_UNIT)) + k * 2.0**-146
+        assert np.all(scale <= within), name
 
 
 def test_golden_reference_bounds_the_exact_values_of_every_bundled_contraction(bundled_gen):

@@ -20,7 +20,8 @@ from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_block
 from ..tensor.storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
 from .rounding import ExactPath
-from .rows import AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks, round_exact
+from .rows import (AcrossRows, _is_float, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks,
+                   round_exact)
 
 
 def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
@@ -42,25 +43,26 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
     try:
         for b0, b1 in block_chunks(geo, 0, geo.a1, step):
             blocks = gather_blocks(case, ins, geo, b0, b1)
-            refs = reference_blocks(op, blocks, attrs, golden=not across)
+            if across:
+                refs = reference_blocks(op, blocks, attrs)
+                for name, acc in across.items():
+                    acc.add(refs[name], op.family.across_terms(blocks, attrs, b1 - b0))
+                pieces = [(blocks, refs, None)]
+            else:
+                tiles = op.family.golden_tiles(blocks)
+                shape, tiles = tiles if tiles and _finite(op, blocks) else (None, [(blocks, None)])
+                pieces = ((piece, reference_blocks(op, piece, attrs, golden=True), at) for piece, at in tiles)
+            whole: dict[str, np.ndarray] = {}
+            for piece, refs, at in pieces:
+                for t in rows_out:
+                    rounded, path = _settled(op, piece, attrs, t, refs[t.name])
+                    fallbacks, uncertified = fallbacks + path.exact, uncertified + path.uncertified
+                    if at is None:
+                        whole[t.name] = rounded
+                    else:
+                        whole.setdefault(t.name, np.empty(shape, rounded.dtype))[at] = rounded
             for t in rows_out:
-                r = refs[t.name]
-                rounded, unsure = certify(r.value, r.bound, t.dtype)
-                if unsure.any():
-                    rounded = rounded.copy()
-                    for b in np.flatnonzero(unsure.reshape(b1 - b0, -1).any(axis=1)):
-                        one = {k: v[b:b + 1] for k, v in blocks.items()}
-                        where = np.flatnonzero(unsure[b].reshape(-1))
-                        try:
-                            exact = exact_elements(op, one, attrs, t.name, where)
-                        except NotRational:  # (no exact path: these elements stay uncertified, counted)
-                            uncertified += where.size
-                            continue
-                        rounded[b].reshape(-1)[where] = round_exact(exact, t.dtype)
-                        fallbacks += where.size
-                write_blocks(case, t, golds[t.name], geo, b0, b1, rounded)
-            for name, acc in across.items():
-                acc.add(refs[name], op.family.across_terms(blocks, attrs, b1 - b0))
+                write_blocks(case, t, golds[t.name], geo, b0, b1, whole[t.name])
         for t in outs:
             if t.name in across:
                 done = _write_across(case, tmp, t, across[t.name], ins, geo, chunk)
@@ -69,6 +71,34 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
         for f in (*ins.values(), *golds.values()):
             f.close()
     return ExactPath(fallbacks, uncertified)
+
+
+def _finite(op, blocks) -> bool:
+    """Every float input the kernel reads finite in every block (else reference_blocks takes a block with a
+    non-finite one whole through the IEEE formula: its elements' bits are the float64 sum's, not a tile's)."""
+    read = {t.name for t in op.inputs if t.read_by_kernel}
+    return all(np.isfinite(v).all() for k, v in blocks.items() if k in read and _is_float(v))
+
+
+def _settled(op, blocks, attrs, t, r) -> tuple[np.ndarray, ExactPath]:
+    """Output t's golden over these blocks from its reference r: certified where the bound decides the rounding, the
+    rest through the op's exact values of those elements (uncertified, counted, where it has none)."""
+    rounded, unsure = certify(r.value, r.bound, t.dtype)
+    fallbacks = uncertified = 0
+    if unsure.any():
+        rounded = rounded.copy()
+        k = unsure.shape[0]
+        for b in np.flatnonzero(unsure.reshape(k, -1).any(axis=1)):
+            one = {name: v[b:b + 1] for name, v in blocks.items()}
+            where = np.flatnonzero(unsure[b].reshape(-1))
+            try:
+                exact = exact_elements(op, one, attrs, t.name, where)
+            except NotRational:  # (no exact path: these elements stay uncertified, counted)
+                uncertified += where.size
+                continue
+            rounded[b].reshape(-1)[where] = round_exact(exact, t.dtype)
+            fallbacks += where.size
+    return rounded, ExactPath(fallbacks, uncertified)
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:

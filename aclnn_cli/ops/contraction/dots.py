@@ -33,9 +33,9 @@ PRODUCT_ROUNDINGS = 1  # a float32 product rounded once on the cube (16-bit prod
 WANTED_TERMS = 1 << 22  # products held at once by exact_at (32 MiB of float64)
 
 
-def gamma(k: int) -> float:
-    """gamma_k = k u / (1 - k u) in float64's unit, for k additions."""
-    ku = max(k, 1) * U64
+def gamma(k: int, unit: float = U64) -> float:
+    """gamma_k = k u / (1 - k u) in float64's unit (or `unit`), for k additions."""
+    ku = max(k, 1) * unit
     return ku / (1 - ku)
 
 
@@ -77,12 +77,63 @@ def reference(left: np.ndarray, right: np.ndarray):
 
 
 def certified(left: np.ndarray, right: np.ndarray):
-    """(value, bound, |A|.|B|) of left @ right, as `reference` gives them, without the allowance's walk along K: two
-    matmuls, each in any order and blocking BLAS takes (the module's docstring: the same bound)."""
-    g = gamma(left.shape[-1])
-    scale = np.matmul(np.abs(left), np.abs(right))
-    value = np.matmul(left, right)
-    return value, (g / (1 - g)) * SLACK * scale, scale
+    """(value, bound, scale) of left @ right for gen's certification: the value one float64 matmul (any order and
+    blocking BLAS takes: within gamma_K(u64) |A|.|B| of the exact sum, the module's docstring), the bound
+    gamma_K(u64) times `magnitude`'s upper bound on the exact |A|.|B| (with SLACK for the bound's own float64
+    arithmetic: a few roundings of 2^-53 each), the scale that upper bound."""
+    scale, factor = magnitude(left, right)
+    return np.matmul(left, right), factor * SLACK * scale, scale
+
+
+F32_UNIT = 2.0**-24
+F32_TERMS = 1 << 20  # the longest K whose |A|.|B| is taken in float32 (gamma_K(u32) <= 1/16)
+F32_UNDERFLOW = 2.0**-150  # a float32 rounding's absolute error below the normal range (half the subnormal spacing)
+
+
+def magnitude(left: np.ndarray, right: np.ndarray):
+    """(scale, factor): an |A|.|B| (float64, (k, M, N)) and the factor that makes factor * scale a bound on the
+    float64 value's error, gamma_K(u64) S (S the exact |A|.|B|; the module's docstring).
+
+    In float32 (sgemm: half a float64 matmul's time), where that is rigorous: every operand value is a float32,
+    float16 or bfloat16 value (the module's docstring), so |A| and |B| convert to float32 exactly (checked: a value
+    that would round sends the call to float64). The computed fl32(|A|.|B|) is an inner product of K terms in any
+    order, blocking and FMA use, so (Higham, Accuracy and Stability, 3.1, 3.5: products rounded too) it is within
+    gamma_K(u32) S of S where every rounding is fl(x) = x (1 + d), |d| <= u32. Below float32's normal range a
+    rounding has an absolute error e instead, |e| <= 2^-150 (half the subnormal spacing; float16 products, 2^-48 at
+    least, never get there; bfloat16 and float32 ones may): at most 2K - 1 roundings (K products, K - 1 additions;
+    an FMA merges two), each e carried through at most K more roundings, (1 + u32)^K <= 1 + gamma_K(u32) < 2. So
+        fl32(|A|.|B|) >= (1 - gamma_K(u32)) S - 2K * 2 * 2^-150,  S <= (fl32(|A|.|B|) + K 2^-148) / (1 - gamma_K(u32)),
+    and that right side is the scale, the factor gamma_K(u64). Every term is >= 0, so an overflow anywhere leaves an
+    infinity in the result (inf + x is inf for x >= 0; no inf - inf): a finite result had none, an infinite one sends
+    the call to float64. K past F32_TERMS does too (gamma_K(u32) stays <= 1/16). The bound's float64 evaluation (an
+    addition, a division, two products) rounds a few times by 2^-53: SLACK covers them.
+
+    Else in float64, as before: fl64(|A|.|B|) >= (1 - gamma_K(u64)) S (exact products, any order of the additions),
+    the scale fl64(|A|.|B|) and the factor gamma_K(u64) / (1 - gamma_K(u64))."""
+    k = left.shape[-1]
+    if 0 < k <= F32_TERMS:
+        a, b = _float32_abs(left), _float32_abs(right)
+        if a is not None and b is not None:
+            with np.errstate(over="ignore"):
+                s = np.matmul(a, b)
+            del a, b
+            if np.isfinite(s).all():
+                scale = s.astype(np.float64)
+                del s
+                scale += k * (4 * F32_UNDERFLOW)
+                scale /= 1 - gamma(k, F32_UNIT)
+                return scale, gamma(k)
+    g = gamma(k)
+    return np.matmul(np.abs(left), np.abs(right)), g / (1 - g)
+
+
+def _float32_abs(x: np.ndarray) -> np.ndarray | None:
+    """|x| in float32, or None where a value of x is not a float32 value (its conversion would round)."""
+    with np.errstate(all="ignore"):
+        narrow = x.astype(np.float32)
+    if not np.array_equal(narrow, x):
+        return None
+    return np.abs(narrow, out=narrow)
 
 
 def k_step(k: int) -> int:

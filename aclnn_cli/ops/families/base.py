@@ -228,6 +228,12 @@ class Rows:
         (Contraction: each operand's own batch index of every block). Rows: none."""
         return {}
 
+    def golden_tiles(self, blocks: Mapping[str, np.ndarray]):
+        """None, or gen's pieces of these blocks (finite inputs) for its golden: (the outputs' shape over the blocks,
+        [(a piece's inputs, where its outputs go in that shape)]), where an output element depends on a part of its
+        block only (Contraction: its row and column). Rows: None (a block is the piece)."""
+        return None
+
     def case_shapes(self, op, shape: tuple[int, ...], attrs: Mapping, given: Mapping[str, tuple[int, ...]]) -> dict:
         """Every tensor's shape: the family's defaults from the driver's (`default_shapes`), then those given."""
         return {**self.default_shapes(shape, attrs, tuple(t.name for t in op.tensors)),

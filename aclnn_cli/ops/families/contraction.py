@@ -39,6 +39,10 @@ from .exact import exact_fills, precision
 # operands are computed as float32 (one is float32, or float16 meets bfloat16: what cubeMathType acts on); 1 where both operands are 1-d (a dot product: no cube at all)
 LEFT_BATCH, RIGHT_BATCH, OUT_BATCH = "left_batch", "right_batch", "out_batch"
 FLOAT32_OPERANDS, VECTOR_DOT = "float32_operands", "vector_dot"
+# gen's golden takes a chunk's blocks in tiles of out of at most this many operand elements on each side: rows of left
+# and columns of right, float64 in the reference (32 MiB each), where the whole blocks' matrices held both operands
+# and six out-sized arrays in float64 (a 4096 x 4096 x 4096 case: 1.2 GB)
+TILE = 1 << 22
 
 
 class Matrices(NamedTuple):
@@ -225,6 +229,24 @@ class Contraction(Rows):
         if own == mm.batch:
             return Geometry(mm.blocks, r, a0)
         return Batches(mm.blocks, r, a0, batch=mm.batch, own=own)
+
+    def golden_tiles(self, blocks, tile: int | None = None):
+        """out's element (b, i, j) is row i of left[b] times column j of right[b]: gen's golden takes blocks of more
+        than TILE operand elements a side in tiles of rows i0:i1 and columns j0:j1, left[:, i0:i1] and right[:, :,
+        j0:j1] (the blocks' other values as they are), each TILE elements a side at most (one row or column at
+        least). Each element's products, their value and bound, and so its certified golden, are those of the whole
+        blocks; only BLAS's order of float64 additions may differ (inside the bound)."""
+        tile = TILE if tile is None else tile
+        left, right = blocks[self.driver], blocks[self.right]
+        k, m, kk = left.shape
+        n = right.shape[2]
+        rows, columns = (max(1, tile // max(k * kk, 1)) for _ in range(2))
+        if rows >= m and columns >= n:
+            return None
+        pieces = [({**blocks, self.driver: left[:, i:i + rows], self.right: right[:, :, j:j + columns]},
+                   (slice(None), slice(i, i + rows), slice(j, j + columns)))
+                  for i in range(0, m, rows) for j in range(0, n, columns)]
+        return (k, m, n), pieces
 
     def block_values(self, m, b0: int, b1: int) -> dict:
         """Per block of [b0, b1), (k, 1, 1) int64: the flat index of each operand's own batch it reads and its own,
