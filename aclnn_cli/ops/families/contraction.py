@@ -230,17 +230,16 @@ class Contraction(Rows):
             return Geometry(mm.blocks, r, a0)
         return Batches(mm.blocks, r, a0, batch=mm.batch, own=own)
 
-    def golden_tiles(self, blocks, tile: int | None = None):
+    def golden_tiles(self, blocks):
         """out's element (b, i, j) is row i of left[b] times column j of right[b]: gen's golden takes blocks of more
         than TILE operand elements a side in tiles of rows i0:i1 and columns j0:j1, left[:, i0:i1] and right[:, :,
         j0:j1] (the blocks' other values as they are), each TILE elements a side at most (one row or column at
         least). Each element's products, their value and bound, and so its certified golden, are those of the whole
         blocks; only BLAS's order of float64 additions may differ (inside the bound)."""
-        tile = TILE if tile is None else tile
         left, right = blocks[self.driver], blocks[self.right]
         k, m, kk = left.shape
         n = right.shape[2]
-        rows, columns = (max(1, tile // max(k * kk, 1)) for _ in range(2))
+        rows = columns = max(1, TILE // max(k * kk, 1))
         if rows >= m and columns >= n:
             return None
         pieces = [({**blocks, self.driver: left[:, i:i + rows], self.right: right[:, :, j:j + columns]},
