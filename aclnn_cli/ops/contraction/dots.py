@@ -87,7 +87,7 @@ def certified(left: np.ndarray, right: np.ndarray):
 
 F32_UNIT = 2.0**-24
 F32_TERMS = 1 << 20  # the longest K whose |A|.|B| is taken in float32 (gamma_K(u32) <= 1/16)
-F32_UNDERFLOW = 2.0**-150  # a float32 rounding's absolute error below the normal range (half the subnormal spacing)
+F32_UNDERFLOW = 2.0**-126  # a float32 rounding's absolute error below its normal range, flushed to zero or not
 
 
 def magnitude(left: np.ndarray, right: np.ndarray):
@@ -99,10 +99,11 @@ def magnitude(left: np.ndarray, right: np.ndarray):
     that would round sends the call to float64). The computed fl32(|A|.|B|) is an inner product of K terms in any
     order, blocking and FMA use, so (Higham, Accuracy and Stability, 3.1, 3.5: products rounded too) it is within
     gamma_K(u32) S of S where every rounding is fl(x) = x (1 + d), |d| <= u32. Below float32's normal range a
-    rounding has an absolute error e instead, |e| <= 2^-150 (half the subnormal spacing; float16 products, 2^-48 at
-    least, never get there; bfloat16 and float32 ones may): at most 2K - 1 roundings (K products, K - 1 additions;
-    an FMA merges two), each e carried through at most K more roundings, (1 + u32)^K <= 1 + gamma_K(u32) < 2. So
-        fl32(|A|.|B|) >= (1 - gamma_K(u32)) S - 2K * 2 * 2^-150,  S <= (fl32(|A|.|B|) + K 2^-148) / (1 - gamma_K(u32)),
+    rounding has an absolute error e instead, |e| < 2^-126 (2^-150, half the subnormal spacing, with gradual
+    underflow; still below 2^-126 where a BLAS flushes results to zero; float16 products, 2^-48 at least, never get
+    there, bfloat16 and float32 ones may): at most 2K - 1 roundings (K products, K - 1 additions; an FMA merges
+    two), each e carried through at most K more roundings, (1 + u32)^K <= 1 + gamma_K(u32) < 2. So
+        fl32(|A|.|B|) >= (1 - gamma_K(u32)) S - 2K * 2 * 2^-126,  S <= (fl32(|A|.|B|) + K 2^-124) / (1 - gamma_K(u32)),
     and that right side is the scale, the factor gamma_K(u64). Every term is >= 0, so an overflow anywhere leaves an
     infinity in the result (inf + x is inf for x >= 0; no inf - inf): a finite result had none, an infinite one sends
     the call to float64. K past F32_TERMS does too (gamma_K(u32) stays <= 1/16). The bound's float64 evaluation (an
