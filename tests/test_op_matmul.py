@@ -60,10 +60,8 @@ def test_goldens_equal_the_oracle_rounded_once(generated):
     goldens_against_the_oracle(generated)
 
 
-def test_goldens_made_in_tiles_are_the_same_bytes(generated, tmp_path, monkeypatch):
-    """gen's golden in tiles of out (families.contraction.TILE; here 8 operand elements a side, so all but the
-    oracle file's dot products are cut, in rows and columns, some tiles ragged): every file of every case, manifests too, the
-    bytes of the whole-block gen, and so the oracle's goldens. A tile placed at another row or column fails."""
+def _in_tiles(cases_file: Path, out: Path, tile: int, monkeypatch) -> list[int]:
+    """gen of a case file in this process with families.contraction.TILE = tile; the tiles of each chunk (0: whole)."""
     from aclnn_cli.cases.loader import load_cases
     from aclnn_cli.golden.gen import generate_case
     from aclnn_cli.ops.families import contraction
@@ -75,15 +73,51 @@ def test_goldens_made_in_tiles_are_the_same_bytes(generated, tmp_path, monkeypat
         cut.append(0 if got is None else len(got[1]))
         return got
 
-    monkeypatch.setattr(contraction, "TILE", 8)
+    monkeypatch.setattr(contraction, "TILE", tile)
     monkeypatch.setattr(contraction.Contraction, "golden_tiles", counted)
-    cases = load_cases([generated.parent / "matmul_oracle.yaml"])
-    for case in cases:
-        generate_case(case, tmp_path)
-    assert len(cut) == len(cases) == 46 and sorted(cut)[:4] == [0, 0, 0, 4], sorted(cut)  # (dot: 1 x 1)
-    files = sorted(p.relative_to(generated) for p in generated.rglob("*") if p.is_file())
-    assert len(files) > 200 and files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    assert [f for f in files if (generated / f).read_bytes() != (tmp_path / f).read_bytes()] == []
+    for case in load_cases([cases_file]):
+        generate_case(case, out)
+    return cut
+
+
+def _same_files(a: Path, b: Path) -> int:
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert [f for f in files if (a / f).read_bytes() != (b / f).read_bytes()] == []
+    return len(files)
+
+
+def test_goldens_made_in_tiles_are_the_same_bytes(generated, tmp_path, monkeypatch):
+    """gen's golden in tiles of out (families.contraction.TILE; here 8 operand elements a side, so all but the
+    oracle file's dot products are cut, in rows and columns, some tiles ragged): every file of every case, manifests
+    too, the bytes of the whole-block gen, and so the oracle's goldens. A tile placed at another row or column fails."""
+    cut = _in_tiles(generated.parent / "matmul_oracle.yaml", tmp_path, 8, monkeypatch)
+    assert len(cut) == 46 and sorted(cut)[:4] == [0, 0, 0, 4], sorted(cut)  # (dot: 1 x 1)
+    assert _same_files(generated, tmp_path) > 200
+
+
+NONFINITE_YAML = """\
+op: aclnnMatmul
+cases:
+  - {name: inf_row, dtype: bfloat16, shape: [2, 3], tensors: {mat2: {shape: [3, 1]}},
+     inputs: {self: {values: [1, 0.00390625, 2.9103830456733704e-11, .inf, 1, 1]}, mat2: {values: [1, 1, 2.9103830456733704e-11]}}}
+"""
+
+
+def test_a_block_with_a_non_finite_input_stays_whole(tmp_path, monkeypatch):
+    """A block holding an infinity takes the IEEE path whole (golden/rows.reference_blocks): its finite row's golden
+    is the float64 sum rounded, 1 + 2^-8 (+ 2^-70, lost) to bfloat16's 1.0, not the certified 1 + 2^-7 a tile of
+    that row alone would give. Cut in rows (TILE = 3), the block must stay whole: the bytes of the whole-block gen."""
+    from helpers import write_yaml
+
+    cases = write_yaml(tmp_path, NONFINITE_YAML, "nonfinite.yaml")
+    whole = run_cli("gen", cases, "-o", tmp_path / "whole")
+    assert whole.exit_code == 0, whole.output
+    cut = _in_tiles(cases, tmp_path / "tiles", 3, monkeypatch)
+    assert cut == [2]
+    golden = np.fromfile(next((tmp_path / "whole").glob("*/out.golden.bin")), D.BFLOAT16.np_dtype).astype(float)
+    assert golden[0] == 1.0 and golden[1] == np.inf
+    assert _same_files(tmp_path / "whole", tmp_path / "tiles") == 5
 
 
 @pytest.fixture(scope="module")
