@@ -54,11 +54,8 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
     wanted (op.golden_reference, where the op gives one)."""
     reference = op.golden_reference if golden and op.golden_reference is not None else op.reference
     wide = widened(blocks)
-    read = [t.name for t in op.inputs if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64]
     k = next(iter(wide.values())).shape[0] if wide else 0
-    finite = np.ones(k, dtype=bool)
-    for name in read:
-        finite &= np.isfinite(wide[name]).reshape(k, -1).all(axis=1)
+    finite = finite_blocks(op, wide)
     with np.errstate(all="ignore"):
         if finite.all():
             return op.by_output(reference({**wide, **attrs}))
@@ -90,6 +87,16 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
                     extra[field][finite] = getattr(r, field)
         out[t.name] = Reference(value, bound, scale, **extra)
     return out
+
+
+def finite_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per block, whether every float input the kernel reads is finite there (widened or as stored)."""
+    k = next(iter(blocks.values())).shape[0] if blocks else 0
+    finite = np.ones(k, dtype=bool)
+    for t in op.inputs:
+        if t.read_by_kernel and t.name in blocks and _is_float(blocks[t.name]):
+            finite &= np.isfinite(blocks[t.name]).reshape(k, -1).all(axis=1)
+    return finite
 
 
 def _take(arrays: Mapping[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -20,7 +20,7 @@ from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_block
 from ..tensor.storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
 from .rounding import ExactPath
-from .rows import (AcrossRows, _is_float, across_chunk_rows, certify, exact_block, exact_elements, reference_blocks,
+from .rows import (AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, finite_blocks, reference_blocks,
                    round_exact)
 
 
@@ -49,8 +49,10 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
                     acc.add(refs[name], op.family.across_terms(blocks, attrs, b1 - b0))
                 pieces = [(blocks, refs, None)]
             else:
+                # (a block with a non-finite input stays whole: reference_blocks takes it through the IEEE formula,
+                #  its finite elements' goldens the float64 sums rounded, where a tile of them alone would certify them)
                 tiles = op.family.golden_tiles(blocks)
-                shape, tiles = tiles if tiles and _finite(op, blocks) else (None, [(blocks, None)])
+                shape, tiles = tiles if tiles and finite_blocks(op, blocks).all() else (None, [(blocks, None)])
                 pieces = ((piece, reference_blocks(op, piece, attrs, golden=True), at) for piece, at in tiles)
             whole: dict[str, np.ndarray] = {}
             for piece, refs, at in pieces:
@@ -71,13 +73,6 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
         for f in (*ins.values(), *golds.values()):
             f.close()
     return ExactPath(fallbacks, uncertified)
-
-
-def _finite(op, blocks) -> bool:
-    """Every float input the kernel reads finite in every block (else reference_blocks takes a block with a
-    non-finite one whole through the IEEE formula: its elements' bits are the float64 sum's, not a tile's)."""
-    read = {t.name for t in op.inputs if t.read_by_kernel}
-    return all(np.isfinite(v).all() for k, v in blocks.items() if k in read and _is_float(v))
 
 
 def _settled(op, blocks, attrs, t, r) -> tuple[np.ndarray, ExactPath]:
