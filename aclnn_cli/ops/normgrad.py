@@ -55,7 +55,8 @@ def dx_exact(a, h, rstd):
     n = a.shape[1]
     if not n:
         return a
-    parts = over_common(a), over_common(h), over_common(rstd)
+    r = np.asarray(rstd, dtype=object)
+    parts = over_common(a), over_common(h), over_common(r.reshape((1,) * (a.ndim - r.ndim) + r.shape))
     if any(p is None for p in parts):
         return (a - a.sum(axis=1, keepdims=True) / n - h * ((h * a).sum(axis=1, keepdims=True) / n)) * rstd
     (big_a, da), (big_h, dh), (big_r, dr) = parts
