@@ -37,15 +37,18 @@ def exact_row_sums(values: np.ndarray) -> list[Fraction]:
     span = int(at.max(initial=0)) + 1
     for c in range(0, n, PIECE):
         width = min(PIECE, n - c)
-        step = max(1, GROUP // max(span, width))
+        sparse = span > width  # (more places than terms: bins only for the (row, place) keys that occur)
+        step = max(1, GROUP // width)
         for r in range(0, rows, step):
             group = slice(r, r + step)
             count = min(step, rows - r)
             index = (at[group, c:c + width] + (np.arange(count) * span)[:, None]).reshape(-1)
-            lo = np.bincount(index, weights=lo_part[group, c:c + width].reshape(-1), minlength=count * span)
-            hi = np.bincount(index, weights=hi_part[group, c:c + width].reshape(-1), minlength=count * span)
+            keys, index = np.unique(index, return_inverse=True) if sparse else (None, index)
+            size = keys.size if sparse else count * span
+            lo = np.bincount(index, weights=lo_part[group, c:c + width].reshape(-1), minlength=size)
+            hi = np.bincount(index, weights=hi_part[group, c:c + width].reshape(-1), minlength=size)
             bins = np.flatnonzero((lo != 0) | (hi != 0))  # (float64 sums of integers below 2^51: exact)
-            row, shift = np.divmod(bins, span)
+            row, shift = np.divmod(keys[bins] if sparse else bins, span)
             for i, s, low, high in zip((row + r).tolist(), shift.tolist(), lo[bins].astype(np.int64).tolist(),
                                        hi[bins].astype(np.int64).tolist()):
                 totals[i] += (low + (high << HALF)) << s
