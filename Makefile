@@ -80,7 +80,7 @@ test-latest: browser
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[test]'
-	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|pytest.xdist|hypothesis|mpmath|python.flint|matplotlib)=='
+	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|pytest.xdist|hypothesis|mpmath|python.flint|quicktions|matplotlib)=='
 	$(LATEST)/bin/python $(PYTEST)
 
 # Every reader of outside bytes under its structured fuzz target (tests/fuzzing.py), FUZZ_SECONDS in all

@@ -8,11 +8,11 @@ input position i receives gradOutput[o] / (the window's size along every axis) f
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 
 import numpy as np
 
 import harness
+from exactq import Fraction
 
 F = np.float32
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-from fractions import Fraction
 
 import flint
 import mpmath
 import numpy as np
 
+from exactq import Fraction
 from oracle import _FORMATS, D_NP, PREC, Rounder, fraction_bits
 
 # A result is used only if its radius is at most 2^-60 of its midpoint (a 200-bit evaluation keeps ~2^-190).

@@ -11,7 +11,7 @@ let off one generic check.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -7,12 +7,12 @@ rules: batch dims broadcast, a 1-d operand padded), so a broadcast batch or K mi
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 
 import harness
 from aclnn_cli.tensor import dtypes as D
+from exactq import Fraction
 from oracle import rounded_bits
 
 F = np.float32

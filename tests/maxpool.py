@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
 
 import numpy as np
 
 import harness
+from exactq import Fraction
 
 
 def attrs(m) -> dict:

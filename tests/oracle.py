@@ -9,11 +9,12 @@ rounding shares none with its dtypes module.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import mpmath
 import ml_dtypes
 import numpy as np
+
+from exactq import RATIONAL, Fraction
 
 D_NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -83,7 +84,7 @@ def rounded_bits(values: list, dtype) -> np.ndarray:
     """Each exact value (Fraction or mpf) rounded once to dtype, as its bit pattern. Fractions go through
     fraction_bits, checked against mpmath's own rounding on a sample of them; mpf values through mpmath."""
     name = np.dtype(dtype.np_dtype).name
-    fractions = all(isinstance(v, (Fraction, int)) for v in values)
+    fractions = all(isinstance(v, (*RATIONAL, int)) for v in values)
     if fractions:
         bits = np.array([fraction_bits(v, name) for v in values], np.uint32 if name == "float32" else np.uint16)
         rng = np.random.default_rng(len(values))
@@ -94,13 +95,13 @@ def rounded_bits(values: list, dtype) -> np.ndarray:
 
 
 def _mpmath_bits(values: list, dtype) -> np.ndarray:
-    wide = max((v.numerator.bit_length() + v.denominator.bit_length() for v in values if isinstance(v, Fraction)),
+    wide = max((v.numerator.bit_length() + v.denominator.bit_length() for v in values if isinstance(v, RATIONAL)),
                default=0)  # (a quotient exact enough that rounding it again to 24 bits cannot round twice)
     if np.dtype(dtype.np_dtype) == np.float32:  # (float32: through mpmath at 24 bits, round half even)
         with mpmath.workprec(PREC + wide):
             out = []
             for v in values:
-                mv = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
+                mv = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, RATIONAL) else mpmath.mpf(v)
                 lead = int(mpmath.frexp(mv)[1]) - 1 if mv else 0  # 2^lead <= |mv| < 2^(lead + 1)
                 bits = 24 - max(0, -126 - lead)  # (a subnormal keeps fewer: rounded there once, not twice)
                 if bits < 1:  # (under 2^-149: half the smallest subnormal or more rounds up to it, a tie to 0)
@@ -112,5 +113,5 @@ def _mpmath_bits(values: list, dtype) -> np.ndarray:
         return np.array(out, np.float32).view(np.uint32)
     r = Rounder(dtype.np_dtype)
     with mpmath.workprec(PREC + wide):
-        return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v) for v in values],
+        return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, RATIONAL) else v) for v in values],
                         np.uint16)

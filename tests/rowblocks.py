@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
+from exactq import PackageFraction
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ def as_fractions(t: dict) -> dict:
     """A block as `exact` receives it: float inputs as object arrays of Fraction, integers as they are."""
     def conv(v):
         if _float(v):
-            return np.array([Fraction(float(x)) for x in v.reshape(-1)] + [None], dtype=object)[:-1].reshape(v.shape)
+            return np.array([PackageFraction(float(x)) for x in v.reshape(-1)] + [None], dtype=object)[:-1].reshape(v.shape)
         return v
     return {k: conv(v) for k, v in t.items()}
 

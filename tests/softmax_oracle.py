@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
 
 import flint
 import mpmath
@@ -22,6 +21,7 @@ import numpy as np
 from aclnn_cli.tensor import dtypes as D
 
 import arbmp
+from exactq import RATIONAL, Fraction
 from oracle import fraction_bits
 
 F32 = np.float32
@@ -32,9 +32,9 @@ LANES = 8  # ATen's Vectorized<float> on AVX2
 
 # ------------------------------------------------------------------ exact values and their rounding
 
-def fractions(a: np.ndarray) -> np.ndarray:
-    """An object array of the exact Fractions of a float array."""
-    flat = [Fraction(float(v)) for v in np.asarray(a, dtype=np.float64).reshape(-1)]
+def fractions(a: np.ndarray, of=Fraction) -> np.ndarray:
+    """An object array of the exact Fractions of a float array (of=PackageFraction: as an op's `exact` receives them)."""
+    flat = [of(float(v)) for v in np.asarray(a, dtype=np.float64).reshape(-1)]
     return np.array(flat + [None], dtype=object)[:-1].reshape(np.shape(a))
 
 
@@ -86,7 +86,7 @@ def round_to(v, dtype: D.DType) -> float:
     except OverflowError:
         r = None
     if r is None:
-        q = v if isinstance(v, Fraction) else arbmp.mpf_fraction(mpmath.mpf(v))
+        q = v if isinstance(v, RATIONAL) else arbmp.mpf_fraction(mpmath.mpf(v))
         bits = fraction_bits(q, name)
         if name == "float32":
             r = float(np.array(bits, np.uint32).view(np.float32))
@@ -105,7 +105,7 @@ _CHECKED = [0]
 def round_to_mpmath(v, dtype: D.DType) -> float:
     """round_to in mpmath at 2000 bits (the rounding before tests/arbmp.py; its check)."""
     with mpmath.workprec(2000):
-        q = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else mpmath.mpf(v)
+        q = mpmath.mpf(v.numerator) / v.denominator if isinstance(v, RATIONAL) else mpmath.mpf(v)
         if q == 0:
             return 0.0
         e = max(int(mpmath.frexp(q)[1]) - 1, dtype.emin)  # (q = m 2^x, 1/2 <= |m| < 1)
@@ -117,7 +117,7 @@ def round_to_mpmath(v, dtype: D.DType) -> float:
 
 
 def as_float(v) -> float:
-    return float(v) if isinstance(v, Fraction) else float(mpmath.mpf(v))
+    return float(v) if isinstance(v, RATIONAL) else float(mpmath.mpf(v))
 
 
 # ------------------------------------------------------------------ inputs

@@ -4,7 +4,7 @@ round rigorously, and a shim that computes wrong is caught by the sample check."
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction
 
 import flint
 import mpmath

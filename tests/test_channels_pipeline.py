@@ -5,7 +5,7 @@ its defect fails, and a declaration the family cannot relate is refused in one l
 from __future__ import annotations
 
 import subprocess
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -175,3 +175,40 @@ def test_quantum_is_the_lowest_significand_bit_and_exact_sums_need_no_allowance_
         assert (bound <= total).all()
         if not wide:  # (float16 values summed in float64: every addition exact)
             assert (bound == 0).all()
+
+
+@pytest.mark.parametrize("piece, group", [(None, None), (7, 40), (3, 5)])
+def test_exact_row_sums_against_a_fraction_per_term(monkeypatch, piece, group):
+    """dyadic.exact_row_sums (many rows in one bincount, long rows in pieces: both forced small here) against the
+    plain sum of each row's Fractions: many short rows, exponents across the whole float64 range (subnormals, the
+    largest values, cancelling pairs), zeros, empty rows and no rows."""
+    from fractions import Fraction
+
+    from aclnn_cli.ops import dyadic
+
+    if piece is not None:
+        monkeypatch.setattr(dyadic, "PIECE", piece)
+        monkeypatch.setattr(dyadic, "GROUP", group)
+    rng = np.random.default_rng(12)
+    wide = rng.standard_normal((60, 23)) * 2.0 ** rng.integers(-1074, 970, (60, 23)).astype(np.float64)
+    edges = np.array([[1.7e308, -1.7e308, 2.0**-1074, -(2.0**-1074), 3 * 2.0**-1074, 0.0, -0.0, 1.0]])
+    for values in (rng.standard_normal((300, 5)), wide, edges, np.zeros((4, 0)), np.zeros((0, 3)), np.zeros((2, 9))):
+        want = [sum(map(Fraction, row), Fraction(0)) for row in values.tolist()]
+        got = dyadic.exact_row_sums(values)
+        assert got == want and all(type(v) is Fraction for v in got)
+
+
+def test_over_common_gives_each_row_one_denominator():
+    """dyadic.over_common: num / den is each value, den is common along the axis (the lcm: for dyadic values the
+    largest power of two), and anything not rational (inf, NaN, a Decimal) gives None."""
+    from fractions import Fraction
+
+    from aclnn_cli.ops.dyadic import as_fractions_of, over_common
+
+    q = np.array([[Fraction(1, 4), Fraction(-3, 8), 5], [Fraction(1, 3), Fraction(1, 6), Fraction(0)]], dtype=object)
+    num, den = over_common(q)
+    assert den.tolist() == [[8], [6]] and num.tolist() == [[2, -3, 40], [2, 1, 0]]
+    assert as_fractions_of(num, den).tolist() == q.tolist()
+    assert over_common(q, axis=0)[1].tolist() == [[12, 24, 1]]
+    for bad in (math.inf, math.nan, Decimal(1)):
+        assert over_common(np.array([[Fraction(1), bad]], dtype=object)) is None

@@ -4,7 +4,7 @@ Fraction(inf)). gen through verify then runs clean whatever rows hold the infini
 
 from __future__ import annotations
 
-from fractions import Fraction
+from exactq import Fraction
 
 import numpy as np
 import pytest

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from fractions import Fraction
+from exactq import PackageFraction, RATIONAL
 
 import numpy as np
 import pytest
@@ -36,9 +36,9 @@ def test_elu_reference_bound_holds_against_the_exact_value(is_result):
         with np.errstate(all="ignore"):
             ref = op.reference(t)
         for i in range(n):
-            exact = op.exact({"selfOrResult": Fraction(float(x[i])), "gradOutput": Fraction(float(dy[i])),
-                              **{k: Fraction(v) for k, v in attrs.items()}, "isResult": is_result})
-            e = Decimal(exact.numerator) / Decimal(exact.denominator) if isinstance(exact, Fraction) else exact
+            exact = op.exact({"selfOrResult": PackageFraction(float(x[i])), "gradOutput": PackageFraction(float(dy[i])),
+                              **{k: PackageFraction(v) for k, v in attrs.items()}, "isResult": is_result})
+            e = Decimal(exact.numerator) / Decimal(exact.denominator) if isinstance(exact, RATIONAL) else exact
             v = ref.value[i]
             if not np.isfinite(v):  # (the exact value is beyond float64: an infinity of every output dtype)
                 assert abs(e) > Decimal(1.7e308) and np.sign(v) == (1 if e > 0 else -1), (x[i], dy[i], attrs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -13,7 +13,7 @@ in inference dx = dy invstd w, invstd = 1 / sqrt(runningVar + eps) in mpmath at 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

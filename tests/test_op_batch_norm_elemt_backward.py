@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

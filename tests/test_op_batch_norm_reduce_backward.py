@@ -18,7 +18,7 @@ element one channel of the API with one sample: graphops.one_sample). Both impor
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction, RATIONAL
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +82,7 @@ def oracle(case: Path, m: dict) -> dict[str, list]:
     out = {n: [] for n in OUTS}
     for d, xs, mu, r in zip(dy, x, mean, inv):
         s, sx = exact_sum(d), exact_sum(d * xs)  # (d * xs: two 24-bit significands, exact in float64)
-        if all(isinstance(v, Fraction) for v in (s, sx)) and math.isfinite(mu) and math.isfinite(r):
+        if all(isinstance(v, RATIONAL) for v in (s, sx)) and math.isfinite(mu) and math.isfinite(r):
             xmu = sx - Fraction(mu) * s
             gw = xmu * Fraction(r)
         else:
@@ -111,7 +111,7 @@ def _overflowed(values: list, dtype) -> list:
     """Exact values at or past the dtype's overflow threshold (its largest value plus half an ulp) as the infinity
     they round to (the oracle's rounding cross-checks finite results only)."""
     limit = Fraction(dtype.max_finite) + Fraction(2) ** (math.frexp(dtype.max_finite)[1] - dtype.precision - 1)
-    return [math.copysign(math.inf, v) if isinstance(v, Fraction) and abs(v) >= limit else v for v in values]
+    return [math.copysign(math.inf, v) if isinstance(v, RATIONAL) and abs(v) >= limit else v for v in values]
 
 
 def assert_rounded_once(gold: np.ndarray, want: list, dtype, label) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
+from exactq import Fraction, PackageFraction
 from pathlib import Path
 
 import numpy as np
@@ -117,7 +117,7 @@ def test_reference_and_exact_against_the_oracle():
             w = Fraction(float(t["gradOutput"][i])) * (Fraction(float(x[i])) - Fraction(float(t["target"][i]))) / max(
                 (1 - Fraction(float(x[i]))) * Fraction(float(x[i])), Fraction(EPS)) * Fraction(float(t[W][i])) / n
             assert abs(Fraction(float(ref.value[i])) - w) <= Fraction(float(ref.bound[i]))
-            assert SPEC.exact({**v, **{k: Fraction(float(t[k][i])) for k in (*t,)}}) == w
+            assert SPEC.exact({**v, **{k: PackageFraction(float(t[k][i])) for k in (*t,)}}) == w
 
 
 def descs(**changes) -> dict[str, TensorDesc]:

@@ -14,7 +14,7 @@ import itertools
 import json
 import math
 import shutil
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from fractions import Fraction
+from exactq import Fraction
 
 import numpy as np
 import pytest

@@ -22,7 +22,7 @@ import functools
 import json
 import math
 import shutil
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
+from exactq import Fraction, PackageFraction
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +70,7 @@ def test_reference_bound_scale_and_exact_against_the_oracle(reduction, shape):
     for i, w in enumerate(want):
         val, b, s = (Fraction(float(a[i])) for a in (ref.value, ref.bound, ref.scale))
         assert abs(val - w) <= b and abs(w) <= s, (reduction, shape, i)
-        exact = SPEC.exact({**v, **{k: Fraction(float(t[k][i])) for k in INPUTS}})
+        exact = SPEC.exact({**v, **{k: PackageFraction(float(t[k][i])) for k in INPUTS}})
         assert exact == w
 
 

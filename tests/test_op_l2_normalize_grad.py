@@ -10,7 +10,7 @@ torch golden's arrangement (tests/assets/golden.py) in float32: numpy's pairwise
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction, PackageFraction
 from pathlib import Path
 
 import mpmath
@@ -90,7 +90,7 @@ def test_reference_bound_scale_and_exact_against_the_oracle(oracle_rows):
         assert (np.abs(want) <= ref.scale * (1 + 2.0**-40)).all()
         if j % 3:
             continue  # (the exact path on every third block: a Fraction sqrt bracket per element)
-        mine = SPEC.exact({**{k: O.fractions(v) for k, v in block.items()}, **ATTRS})
+        mine = SPEC.exact({**{k: O.fractions(v, PackageFraction) for k, v in block.items()}, **ATTRS})
         for q, w in zip(mine.reshape(-1), want_q.reshape(-1)):
             assert O.round_to(q, D.FLOAT32) == O.round_to(w, D.FLOAT32)
             assert O.round_to(q, D.FLOAT16) == O.round_to(w, D.FLOAT16)

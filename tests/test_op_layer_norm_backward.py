@@ -14,7 +14,7 @@ import json
 import math
 import os
 import subprocess
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

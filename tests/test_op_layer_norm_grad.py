@@ -13,7 +13,7 @@ tests/ops_nn_suites/ttk_kernel_layer_norm_grad_st.csv is norm/layer_norm_grad/te
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
-from fractions import Fraction
+from exactq import Fraction
 
 import numpy as np
 import pytest

@@ -20,6 +20,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.log_softmax_backward import CONTRACT_NOTES, EXP_ULPS, SPEC, Y_HI, Y_LO
 
 import softmax_oracle as O
+from exactq import PackageFraction
 from helpers import logical, manifest, run_cli, write_yaml
 
 DTYPES = [D.FLOAT32, D.FLOAT16, D.BFLOAT16]
@@ -54,7 +55,7 @@ def test_reference_bound_scale_and_exact_against_the_oracle(oracle_rows):
         assert (np.abs(want) <= ref.scale).all()
         cancelling += int((ref.scale > 2.0**8 * np.abs(want)).sum())
         if n < 10:  # the op's own exact path (Decimal): within 2^-140 of the oracle, relatively
-            mine = SPEC.exact({**{k: O.fractions(v) for k, v in block.items()}, **DIM})
+            mine = SPEC.exact({**{k: O.fractions(v, PackageFraction) for k, v in block.items()}, **DIM})
             with mpmath.workprec(600):
                 for got, ok in zip(mine.reshape(-1), exact.reshape(-1)):
                     assert abs(_mpf(got) - ok) <= abs(ok) * mpmath.mpf(2) ** -140

@@ -10,7 +10,7 @@ aten/src/ATen/native/Loss.cpp mse_loss_backward_out), in numpy.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction, PackageFraction
 
 import numpy as np
 import pytest
@@ -89,8 +89,8 @@ def test_reference_bound_and_scale_against_the_oracle(dtype):
         for i, w in enumerate(want):
             v, b, s = (Fraction(float(a[i])) for a in (ref.value, ref.bound, ref.scale))
             assert abs(v - w) <= b and abs(w) <= s, (dtype, reduction, n, i)
-        exact = [SPEC.exact({"gradOutput": Fraction(float(t["gradOutput"][i])), "self": Fraction(float(t["self"][i])),
-                             "target": Fraction(float(t["target"][i])), "reduction": reduction, "numel": n})
+        exact = [SPEC.exact({"gradOutput": PackageFraction(float(t["gradOutput"][i])), "self": PackageFraction(float(t["self"][i])),
+                             "target": PackageFraction(float(t["target"][i])), "reduction": reduction, "numel": n})
                  for i in range(len(want))]
         assert exact == want
 

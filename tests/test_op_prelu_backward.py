@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
+from exactq import Fraction, RATIONAL
 from pathlib import Path
 
 import numpy as np
@@ -93,10 +93,10 @@ def bits_of(values, dtype) -> np.ndarray:
         with np.errstate(over="ignore"):
             return values.astype(dtype.np_dtype).view(out_dtype(dtype))
     out = np.empty(len(values), out_dtype(dtype))
-    finite = [i for i, v in enumerate(values) if isinstance(v, Fraction)]
+    finite = [i for i, v in enumerate(values) if isinstance(v, RATIONAL)]
     out[finite] = rounded_bits([values[i] for i in finite], dtype) if finite else out[finite]
     for i, v in enumerate(values):
-        if not isinstance(v, Fraction):
+        if not isinstance(v, RATIONAL):
             out[i] = np.asarray(D.round_from_f32(np.asarray([v], np.float32), dtype, "rint")).view(out.dtype)[0]
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import ml_dtypes

@@ -9,7 +9,7 @@ golden's arrangement (ops-nn's tests/assets/golden.py): numpy's pairwise float32
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction, PackageFraction
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +66,7 @@ def test_reference_bound_scale_and_exact_against_the_oracle(oracle_rows):
         for i in zip(*np.nonzero(close)):
             assert abs(Fraction(float(ref.value[i])) - want_q[i]) <= Fraction(float(ref.bound[i])), (dtype.name, i)
         assert (np.abs(want) <= ref.scale).all()
-        mine = SPEC.exact({**{k: O.fractions(v) for k, v in block.items()}, **ATTRS})
+        mine = SPEC.exact({**{k: O.fractions(v, PackageFraction) for k, v in block.items()}, **ATTRS})
         assert (mine == want_q).all()
 
 

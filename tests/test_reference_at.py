@@ -4,7 +4,7 @@ verify's verdict and metrics are those of the relief through the whole reference
 
 from __future__ import annotations
 
-from fractions import Fraction
+from exactq import Fraction
 
 import ml_dtypes
 import numpy as np

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

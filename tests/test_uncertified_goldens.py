@@ -10,7 +10,7 @@ it, in every report.
 from __future__ import annotations
 
 import json
-from fractions import Fraction
+from exactq import Fraction
 
 import ml_dtypes
 import numpy as np

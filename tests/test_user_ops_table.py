@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from fractions import Fraction
+from exactq import Fraction
 from pathlib import Path
 
 import mpmath

@@ -1,40 +1,80 @@
 """Exact sums of float64 values, as Fractions, without a Fraction per term.
 
 Every finite float64 is m * 2^e with an integer m below 2^53. A row's terms are split into 26-bit halves of
-their mantissas, grouped by exponent and summed by np.bincount (float64 sums of integers below 2^51: exact),
-and the groups joined in Python integers: a few NumPy passes per row instead of a Fraction
-addition (with its gcd) per term. Used where an exact pass needs whole-row sums but only a few elements
+their mantissas, grouped by (row, exponent) and summed by np.bincount (float64 sums of integers below 2^51:
+exact), and the groups joined in Python integers: a few NumPy passes per call (many rows at once) instead of a
+Fraction addition (with its gcd) per term. Used where an exact pass needs whole-row sums but only a few elements
 (BatchNorm's gradInput: `exact_at`).
 """
 
 from __future__ import annotations
 
+import operator
 from fractions import Fraction
 
 import numpy as np
 
 HALF = 26
 PIECE = 1 << 25  # terms summed per bincount: each half below 2^26, so a piece's sums stay below 2^51, exact
+GROUP = 1 << 22  # (row, exponent) bins, and terms, of one bincount: rows are summed together up to this many
 
 
 def exact_row_sums(values: np.ndarray) -> list[Fraction]:
-    """The exact sum of each row of a 2-D float64 array of finite values."""
-    m, e = np.frexp(np.asarray(values, np.float64))
+    """The exact sum of each row of a 2-D float64 array of finite values.
+
+    One bincount sums many rows at once (each row's bins after the previous row's): a call on many short rows (a
+    contraction's products, a run of a few terms) costs a few NumPy passes in all, not a few per row; then one
+    Fraction per row, made from its integer numerator over its power of two."""
+    values = np.asarray(values, np.float64)
+    m, e = np.frexp(values)
     mant = np.ldexp(m, 53).astype(np.int64)  # (exact: m has 53 bits)
     exp = e.astype(np.int64) - 53
+    floor = np.minimum(exp.min(axis=1, initial=0), 0)
+    at = exp - floor[:, None]  # each term's exponent above its row's lowest (at most ~2,100)
     lo_part, hi_part = mant & ((1 << HALF) - 1), mant >> HALF  # (arithmetic shift: the sign stays in hi)
-    sums = []
-    for row_lo, row_hi, row_exp in zip(lo_part, hi_part, exp):
-        floor = int(row_exp.min(initial=0))
-        total = 0
-        for s in range(0, row_exp.size, PIECE):
-            at = row_exp[s:s + PIECE] - floor  # (bincount's float64 sums of integers below 2^51: exact)
-            lo = np.bincount(at, weights=row_lo[s:s + PIECE])
-            hi = np.bincount(at, weights=row_hi[s:s + PIECE])
-            for shift in np.flatnonzero((lo != 0) | (hi != 0)).tolist():
-                total += (int(lo[shift]) + (int(hi[shift]) << HALF)) << shift
-        sums.append(Fraction(total) * Fraction(2) ** floor)
-    return sums
+    rows, n = values.shape
+    totals = [0] * rows
+    span = int(at.max(initial=0)) + 1
+    for c in range(0, n, PIECE):
+        width = min(PIECE, n - c)
+        sparse = span > width  # (more places than terms: bins only for the (row, place) keys that occur)
+        step = max(1, GROUP // width)
+        for r in range(0, rows, step):
+            group = slice(r, r + step)
+            count = min(step, rows - r)
+            index = (at[group, c:c + width] + (np.arange(count) * span)[:, None]).reshape(-1)
+            keys, index = np.unique(index, return_inverse=True) if sparse else (None, index)
+            size = keys.size if sparse else count * span
+            lo = np.bincount(index, weights=lo_part[group, c:c + width].reshape(-1), minlength=size)
+            hi = np.bincount(index, weights=hi_part[group, c:c + width].reshape(-1), minlength=size)
+            bins = np.flatnonzero((lo != 0) | (hi != 0))  # (float64 sums of integers below 2^51: exact)
+            row, shift = np.divmod(keys[bins] if sparse else bins, span)
+            for i, s, low, high in zip((row + r).tolist(), shift.tolist(), lo[bins].astype(np.int64).tolist(),
+                                       hi[bins].astype(np.int64).tolist()):
+                totals[i] += (low + (high << HALF)) << s
+    return [Fraction(total, 1 << -f) for total, f in zip(totals, floor.tolist())]
+
+
+_numerator = np.frompyfunc(operator.attrgetter("numerator"), 1, 1)
+_denominator = np.frompyfunc(operator.attrgetter("denominator"), 1, 1)
+as_fractions_of = np.frompyfunc(Fraction, 2, 1)
+as_fractions_of.__doc__ = "num / den, element by element (broadcast object arrays of ints), as Fractions."
+
+
+def over_common(q: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+    """An object array of rationals (Fractions, ints) as (numerators, denominators), object arrays of Python ints
+    with q == num / den, the denominator common along `axis` (kept, of length 1: the lcm, for float inputs the
+    largest power of two); None where an element is not rational (a float inf or NaN: IEEE's arithmetic decides
+    what it touches, in Fractions and floats).
+
+    Why: an exact formula on whole rows in Fractions normalises a new rational (a gcd) at every step; on integers
+    over a common denominator the steps are plain integer arithmetic, and one Fraction per result remains."""
+    q = np.asarray(q, dtype=object)
+    if not all(isinstance(v, (Fraction, int)) for v in q.flat):
+        return None
+    den = _denominator(q)
+    common = np.lcm.reduce(den, axis=axis, keepdims=True, initial=1)
+    return _numerator(q) * (common // den), common
 
 
 NARROW_BITS = 24  # float32's significand: what `exact_row_dots` takes as its narrow factor

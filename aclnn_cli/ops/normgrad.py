@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .dyadic import exact_row_dots, exact_row_sums
+from .dyadic import as_fractions_of, exact_row_dots, exact_row_sums, over_common
 from .treesum import exact_sum_factor, row_sum64
 
 U = 2.0**-53
@@ -47,11 +47,22 @@ def dx_reference(a: np.ndarray, h: np.ndarray, rstd: np.ndarray) -> tuple[np.nda
 
 
 def dx_exact(a, h, rstd):
-    """The same formula on Fraction object arrays (any k rows)."""
+    """The same formula on Fraction object arrays (any k rows), exactly.
+
+    In integers over each row's common denominators (dyadic.over_common): with a = A / da, h = H / dh, r = R / dr,
+    s1 = sum A, s2 = sum H A, dx = (n A dh^2 - s1 dh^2 - H s2) R / (n da dh^2 dr), one Fraction per element; in
+    Fractions where an input is not rational (inf or NaN: IEEE's values)."""
     n = a.shape[1]
     if not n:
         return a
-    return (a - a.sum(axis=1, keepdims=True) / n - h * ((h * a).sum(axis=1, keepdims=True) / n)) * rstd
+    r = np.asarray(rstd, dtype=object)
+    parts = over_common(a), over_common(h), over_common(r.reshape((1,) * (a.ndim - r.ndim) + r.shape))
+    if any(p is None for p in parts):
+        return (a - a.sum(axis=1, keepdims=True) / n - h * ((h * a).sum(axis=1, keepdims=True) / n)) * rstd
+    (big_a, da), (big_h, dh), (big_r, dr) = parts
+    s1, s2 = big_a.sum(axis=1, keepdims=True), (big_h * big_a).sum(axis=1, keepdims=True)
+    dh2 = dh * dh
+    return as_fractions_of((n * big_a * dh2 - s1 * dh2 - big_h * s2) * big_r, n * da * dh2 * dr)
 
 
 def as_fractions(v) -> np.ndarray:

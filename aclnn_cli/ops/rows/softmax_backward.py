@@ -15,6 +15,7 @@ import numpy as np
 from . import softmax_common as C
 from ..base import Contract, OpSpec, Reference, defect, legitimate
 from ..registry import register
+from ..dyadic import as_fractions_of, over_common
 from ..treesum import row_sum64
 
 DY, Y = C.DY, C.Y
@@ -40,9 +41,15 @@ def _reference(t):
 
 
 def _exact(t):
-    """Fractions: y * (dy - sum(y * dy)) along axis 1 (any k rows, any A0)."""
+    """Fractions: y * (dy - sum(y * dy)) along axis 1 (any k rows, any A0). In integers over each row's common
+    denominators (dyadic.over_common: dy = D / dd, y = Y / dy_): Y (D dy_ - sum Y D) / (dy_^2 dd), one Fraction
+    per element; in Fractions where an input is inf or NaN (IEEE's values)."""
     dy, y = t[DY], t[Y]
-    return y * (dy - (y * dy).sum(axis=1, keepdims=True))
+    parts = over_common(dy), over_common(y)
+    if None in parts:
+        return y * (dy - (y * dy).sum(axis=1, keepdims=True))
+    (big_d, d_dy), (big_y, d_y) = parts
+    return as_fractions_of(big_y * (big_d * d_y - (big_y * big_d).sum(axis=1, keepdims=True)), d_y * d_y * d_dy)
 
 
 def _combine(sum_fn, weight=Y):
