@@ -27,6 +27,9 @@ SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefin
 # advise for usable speed (every check stays; at -O0 the bundled suite's runs took 5x the CPU).
 SANITIZE = " ".join(("-O1", *SANITIZE_FLAGS))
 _STAMP = ".stub-stamp"
+# Where the tests' toolkit is built and kept (git ignores build/): its stamp names the sources and options, so a
+# later run, `make check` or another worker reuses it, and `make test` builds it while the venv installs.
+PREBUILT = Path(__file__).resolve().parent.parent / "build" / "stub-cann"
 
 
 def stub_ops() -> set[str]:
@@ -134,3 +137,11 @@ def build_runner(source: Path, build: Path, root: Path, cxx_flags: str = "") -> 
     _run(configure, "cmake configure (runner)")
     _run(["cmake", "--build", str(build), "-j2"], "cmake build (runner)")
     return Path(build) / "aclnn-runner"
+
+
+if __name__ == "__main__":  # (make test: both toolkits built beside the venv's install; a failure is the tests' to say)
+    for sanitized in (False, True):
+        try:
+            build_stub(PREBUILT, sanitize=sanitized)
+        except (StubBuildError, OSError):
+            pass

@@ -94,11 +94,12 @@ def cases_of(out: Path, yaml_names) -> list[str]:
 
 
 def shared_stub_root(tmp_path_factory, sanitize: bool = False) -> Path:
-    """The stub CANN toolkit (tests/cann_build.py), built once per session into one directory every test file and
-    worker shares (build_stub locks it and builds only what its stamp does not show built)."""
-    from cann_build import build_stub
+    """The stub CANN toolkit (tests/cann_build.py), in the directory every session, test file and worker shares
+    (cann_build.PREBUILT: build_stub locks it and builds only what its stamp does not show built from these sources;
+    make test builds it while the venv installs)."""
+    from cann_build import PREBUILT, build_stub
 
-    return build_stub(session_root(tmp_path_factory) / "cann", sanitize=sanitize)
+    return build_stub(PREBUILT, sanitize=sanitize)
 
 
 def _gen_file(name: str) -> bool:
