@@ -330,7 +330,7 @@ def _integers(values: tuple, dtype: DType, kind: str) -> str | None:
     return None
 
 
-from .complexfill import IMAG_SLOT, Complex, on_complex  # noqa: E402 (it builds on the fills above)
+from .complexfill import Complex, on_complex  # noqa: E402 (it builds on the fills above)
 
 GENERATORS: dict[str, type[Fill]] = {g.kind: g for g in (Uniform, Normal, Constant, Values, AllValues, RandInt,
                                                          NonzeroInt, Derived, Complex)}
