@@ -262,6 +262,15 @@ BAD_FIELDS = {  # id -> (fields replaced in VALID, "field: message" the refusal 
 }
 
 
+def test_a_complex_formula_reading_an_attribute_without_a_default_registers(registry):
+    """register traces complex_formula with the attributes' defaults for its error bound (ops/complexparts.py); one
+    that cannot run on a missing default is left to the cases, which carry the value (judging traces it again)."""
+    spec = dataclasses.replace(VALID, products={"A2": ("complex64",)},
+                               attributes=(AttrSpec("alpha", "scalar", default=None, optional=False),),
+                               complex_formula=lambda t: t["gradOutput"] * t["alpha"])
+    assert register(spec).name == VALID.name
+
+
 @pytest.mark.parametrize("case", list(BAD_FIELDS))
 def test_register_checks_the_whole_declaration(registry, case):
     fields, message = BAD_FIELDS[case]
