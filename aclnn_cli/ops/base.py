@@ -90,6 +90,15 @@ def legitimate(fn: Callable) -> Callable:
     return fn
 
 
+def narrow_blocks(fn: Callable) -> Callable:
+    """Declare a golden_reference or exact_at that takes gen's blocks with their float values as stored (float16,
+    bfloat16, float32: each exact in float64) and widens what it reads itself: a case-sized block's float64 copies
+    are what it spares (ConvolutionBackward's one block, a ResNet-50 layer: 400 MB). Where an input is not finite
+    the golden_reference's blocks go the widened way (golden/rows.reference_blocks)."""
+    fn.narrow_blocks = True
+    return fn
+
+
 def products(*names: str, dtypes: tuple[str, ...] = FLOATS,
              overrides: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
     """Product -> dtypes table: every listed product supports `dtypes`, except as `overrides` says."""

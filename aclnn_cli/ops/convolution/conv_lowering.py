@@ -33,6 +33,7 @@ from ..contraction.dots import PRODUCT_ROUNDINGS
 from ..dyadic import exact_row_sums
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
+WIDE_COLUMNS = 1 << 10  # certified's columns a piece at most, so that a piece spans K whole up to HELD / 1024 terms
 F32 = np.float32
 
 
@@ -91,6 +92,18 @@ def _flat_table(per_axis: list[np.ndarray], sizes) -> np.ndarray:
     return np.maximum(flat, -1).reshape(math.prod(t.shape[0] for t in per_axis), -1)
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """a as float32 where that holds every value exactly (every operand is a float32, float16 or bfloat16 value, and
+    infinities and NaNs stay what they are), else as it is: the lowering keeps its copies of the operands at half
+    the bytes, and gives its pieces back in the dtype it was built in (`Lowered.dtype`), so no value changes."""
+    if a.dtype != np.float64:
+        return a
+    with np.errstate(all="ignore"):
+        narrow = a.astype(F32)
+        same = (narrow == a).all() or np.array_equal(narrow, a, equal_nan=True)  # (the NaN test only where needed)
+    return narrow if same else a
+
+
 def _zero_padded(src: np.ndarray) -> np.ndarray:
     """src with one zero appended along its last axis (the positions): position -1 of the flat tables reads it."""
     return np.concatenate([src, np.zeros(src.shape[:-1] + (1,), src.dtype)], axis=-1)
@@ -108,39 +121,51 @@ def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
 
 class Lowered:
     """One gradient as G matrix products: `left(ks, ke)` (G, M, ke - ks), `right(ks, ke, cs, ce)` (G, ke - ks,
-    ce - cs), `columns(ks, ke, g, c)` (len(g), ke - ks) the columns of R of single elements, `counts()` the nonzero
-    taps per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in the tensor's element order,
-    `locate(flat)` the (g, m, c) of tensor elements."""
+    ce - cs), `columns(ks, ke, g, c)` (len(g), ke - ks) the columns of R of single elements, each in `dtype` (the
+    operands' as given, or `dtype` where given: its copies of them may be narrower, `_narrow`), `counts()` the nonzero taps per element
+    (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in the tensor's element order, `place(flat, cs, ce,
+    piece)` columns cs:ce of that result written into it, `locate(flat)` the (g, m, c) of tensor elements."""
 
     g: int
     m: int
     k: int
     c: int
+    dtype: np.dtype
+
+    def place(self, flat: np.ndarray, cs: int, ce: int, piece: np.ndarray) -> None:
+        flat.reshape(self.g, self.m, self.c)[:, :, cs:ce] = piece
+
+    def rows(self, ks: int, ke: int, g: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """Rows (g, m) of L over K range ks:ke, (len(g), ke - ks) in dtype: only those rows widened."""
+        return self.lhs[g, m, ks:ke].astype(self.dtype, copy=False)
 
 
 class GradWeight(Lowered):
-    def __init__(self, conv: Conv, x: np.ndarray, gy: np.ndarray) -> None:
+    def __init__(self, conv: Conv, x: np.ndarray, gy: np.ndarray, dtype=None) -> None:
         self.conv, self.g, self.m, self.k, self.c = conv, conv.groups, conv.cog, conv.n * conv.pout, conv.cg * conv.taps
-        self.lhs = gy.reshape(conv.n, conv.groups, conv.cog, conv.pout).transpose(1, 2, 0, 3).reshape(self.g, self.m, self.k)
-        self.x = _zero_padded(x.reshape(conv.n, conv.groups, conv.cg, conv.pin))
+        self.dtype = np.dtype(dtype or gy.dtype)
+        self.lhs = _narrow(gy).reshape(conv.n, conv.groups, conv.cog, conv.pout).transpose(1, 2, 0, 3).reshape(
+            self.g, self.m, self.k)
+        self.x = _zero_padded(_narrow(x).reshape(conv.n, conv.groups, conv.cg, conv.pin))
         self.table = conv.reads()
         self.flat_table = _flat_table(self.table, conv.sizes)
 
     def left(self, ks, ke):
-        return self.lhs[:, :, ks:ke]
+        return self.lhs[:, :, ks:ke].astype(self.dtype, copy=False)
 
     def right(self, ks, ke, cs, ce):
         cv = self.conv
         q = np.arange(ks, ke)
         pos = self.flat_table[:, q % cv.pout].T  # (len, taps)
         vals = self.x[(q // cv.pout)[:, None], :, :, pos]  # (len, taps, G, cg); the padding's -1 reads the zero
-        return vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
+        vals = vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
+        return vals.astype(self.dtype, copy=False)
 
     def columns(self, ks, ke, g, c):
         q = np.arange(ks, ke)
         ch, tap = c // self.conv.taps, c % self.conv.taps
         pos = self.flat_table[tap[:, None], (q % self.conv.pout)[None, :]]
-        return self.x[(q // self.conv.pout)[None, :], g[:, None], ch[:, None], pos]
+        return self.x[(q // self.conv.pout)[None, :], g[:, None], ch[:, None], pos].astype(self.dtype, copy=False)
 
     def counts(self):
         return _terms_per(self.table, 1, self.conv.n, self.conv.cg)
@@ -160,14 +185,15 @@ class Gathered(Lowered):
     the fractal's C0 runs along channels) or channel outer (the forward convolution)."""
 
     def __init__(self, conv: Conv, lhs: np.ndarray, src: np.ndarray, table, sizes, positions: int,
-                 tap_outer: bool) -> None:
+                 tap_outer: bool, dtype=None) -> None:
         self.conv, self.table, self.sizes, self.positions, self.tap_outer = conv, table, sizes, positions, tap_outer
-        self.lhs, self.src, self.channels = lhs, _zero_padded(src), src.shape[2]
+        self.lhs, self.src, self.channels = _narrow(lhs), _zero_padded(_narrow(src)), src.shape[2]
+        self.dtype = np.dtype(dtype or src.dtype)
         self.flat_table = _flat_table(table, sizes)
         self.g, self.m, self.k, self.c = lhs.shape[0], lhs.shape[1], lhs.shape[2], conv.n * positions
 
     def left(self, ks, ke):
-        return self.lhs[:, :, ks:ke]
+        return self.lhs[:, :, ks:ke].astype(self.dtype, copy=False)
 
     def right(self, ks, ke, cs, ce):
         kk, cc, p = np.arange(ks, ke), np.arange(cs, ce), self.positions
@@ -176,13 +202,14 @@ class Gathered(Lowered):
         else:
             tap, ch = kk % self.conv.taps, kk // self.conv.taps
         pos = self.flat_table[tap[:, None], (cc % p)[None, :]]
-        return self.src[(cc // p)[None, :], :, ch[:, None], pos].transpose(2, 0, 1)  # (the padding's -1 reads the zero)
+        got = self.src[(cc // p)[None, :], :, ch[:, None], pos].transpose(2, 0, 1)  # (the padding's -1 reads the zero)
+        return got.astype(self.dtype, copy=False)
 
     def columns(self, ks, ke, g, c):
         kk, p = np.arange(ks, ke), self.positions
         tap, ch = (kk // self.channels, kk % self.channels) if self.tap_outer else (kk % self.conv.taps, kk // self.conv.taps)
         pos = self.flat_table[tap[None, :], (c % p)[:, None]]
-        return self.src[(c // p)[:, None], g[:, None], ch[None, :], pos]
+        return self.src[(c // p)[:, None], g[:, None], ch[None, :], pos].astype(self.dtype, copy=False)
 
     def counts(self):
         return _terms_per(self.table, 0, self.channels, self.conv.n)
@@ -190,42 +217,50 @@ class Gathered(Lowered):
     def flat(self, out):
         return out.reshape(self.g, self.m, self.conv.n, self.positions).transpose(2, 0, 1, 3).reshape(-1)
 
+    def place(self, flat, cs, ce, piece):
+        """Columns cs:ce (sample outer, position inner) into the tensor's order, (N, G, M, positions), a sample's
+        run at a time."""
+        p, view = self.positions, flat.reshape(self.conv.n, self.g, self.m, self.positions)
+        for n in range(cs // p, (ce - 1) // p + 1):
+            lo, hi = max(cs, n * p), min(ce, (n + 1) * p)
+            view[n, :, :, lo - n * p:hi - n * p] = piece[:, :, lo - cs:hi - cs]
+
     def locate(self, flat):
         n, rest = np.divmod(flat, self.g * self.m * self.positions)
         ch, i = np.divmod(rest, self.positions)
         return ch // self.m, ch % self.m, n * self.positions + i
 
 
-def grad_input(conv: Conv, w: np.ndarray, gy: np.ndarray) -> Gathered:
+def grad_input(conv: Conv, w: np.ndarray, gy: np.ndarray, dtype=None) -> Gathered:
     """gradInput: G = groups, M = Cin / G, K = Kk x Cout / G (tap outer), C = N x Si; gradOutput read through the
     table of the output positions each input position feeds."""
     lhs = w.reshape(conv.groups, conv.cog, conv.cg, conv.taps).transpose(0, 2, 3, 1)
     return Gathered(conv, lhs.reshape(conv.groups, conv.cg, conv.taps * conv.cog),
-                    gy.reshape(conv.n, conv.groups, conv.cog, conv.pout), conv.sources(), conv.out, conv.pin, True)
+                    gy.reshape(conv.n, conv.groups, conv.cog, conv.pout), conv.sources(), conv.out, conv.pin, True, dtype)
 
 
-def forward(conv: Conv, w: np.ndarray, x: np.ndarray) -> Gathered:
+def forward(conv: Conv, w: np.ndarray, x: np.ndarray, dtype=None) -> Gathered:
     """The forward convolution of `x` (conv's input) with w: gradInput of a transposed convolution. G = groups,
     M = Cout / G, K = Cin / G x Kk (channel outer, tap inner), C = N x So."""
     return Gathered(conv, w.reshape(conv.groups, conv.cog, conv.cg * conv.taps),
-                    x.reshape(conv.n, conv.groups, conv.cg, conv.pin), conv.reads(), conv.sizes, conv.pout, False)
+                    x.reshape(conv.n, conv.groups, conv.cg, conv.pin), conv.reads(), conv.sizes, conv.pout, False, dtype)
 
 
 class GradBias(Lowered):
     """gy (N, channels, positions) summed over N and the positions, per channel."""
 
-    def __init__(self, gy: np.ndarray, n: int, channels: int, positions: int) -> None:
-        self.g, self.m, self.k, self.c = 1, channels, n * positions, 1
-        self.lhs = gy.reshape(n, channels, positions).transpose(1, 0, 2).reshape(1, self.m, self.k)
+    def __init__(self, gy: np.ndarray, n: int, channels: int, positions: int, dtype=None) -> None:
+        self.g, self.m, self.k, self.c, self.dtype = 1, channels, n * positions, 1, np.dtype(dtype or gy.dtype)
+        self.lhs = _narrow(gy).reshape(n, channels, positions).transpose(1, 0, 2).reshape(1, self.m, self.k)
 
     def left(self, ks, ke):
-        return self.lhs[:, :, ks:ke]
+        return self.lhs[:, :, ks:ke].astype(self.dtype, copy=False)
 
     def right(self, ks, ke, cs, ce):
-        return np.ones((1, ke - ks, ce - cs), self.lhs.dtype)
+        return np.ones((1, ke - ks, ce - cs), self.dtype)
 
     def columns(self, ks, ke, g, c):
-        return np.ones((g.size, ke - ks), self.lhs.dtype)
+        return np.ones((g.size, ke - ks), self.dtype)
 
     def counts(self):
         return np.full((1, 1, 1), self.k, np.int64)
@@ -264,18 +299,30 @@ def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
 
 
 def certified(low: Lowered):
-    """(value, bound, scale) as `reference` gives them, without the allowance's prefix walk: the chunks' matmuls
-    summed, and the bound gamma_K / (1 - gamma_K) |L|.|R| (dots.certified: any order of the K exact products)."""
-    k_step = dots.k_step(low.k)
-    value, scale = np.zeros((low.g, low.m, low.c)), np.zeros((low.g, low.m, low.c))
+    """(value, bound), each 1-d in the tensor's element order (Lowered.flat's), for gen's certification: no prefix
+    walk, so a piece spans as much of K as HELD allows (K whole up to HELD / WIDE_COLUMNS terms: few wide matmuls,
+    not sqrt(K) thin ones each adding into the piece). value: the pieces' float64 matmuls summed (any order of the K
+    exact products: within gamma_K S of the exact sum, S the exact |L|.|R|); |L|.|R| per piece through
+    dots.magnitude (float32 where rigorous: an upper bound on the piece's S; else float64, at least (1 - gamma_k) of
+    it), summed in float64 to T >= (1 - gamma_K) S (K counts every term and every addition); the bound
+    gamma_K / (1 - gamma_K) T (dots.SLACK: its own roundings). Each output column's value and bound are placed in the
+    tensor's order as its piece is done, so no (G, M, C) array beside the two is made."""
+    width = min(low.c, WIDE_COLUMNS)
+    k_step = min(low.k, max(dots.k_step(low.k), HELD // max(low.g * max(width, 1), 1)))
+    size = low.g * low.m * low.c
+    value, bound = np.zeros(size), np.zeros(size)
     for cs, ce in _column_ranges(low, k_step):
+        v, t = np.zeros((low.g, low.m, ce - cs)), np.zeros((low.g, low.m, ce - cs))
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
             left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
-            value[:, :, cs:ce] += np.matmul(left, right)
-            scale[:, :, cs:ce] += np.matmul(np.abs(left), np.abs(right))
+            v += np.matmul(left, right)
+            t += dots.magnitude(left, right)[0]
+        low.place(value, cs, ce, v)
+        low.place(bound, cs, ce, t)
     g = dots.gamma(low.k)
-    return value, (g / (1 - g)) * dots.SLACK * scale, scale
+    bound *= (g / (1 - g)) * dots.SLACK
+    return value, bound
 
 
 def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_ROUNDINGS):
@@ -330,7 +377,7 @@ def _products_at(low: Lowered, where: np.ndarray):
         k_step = max(16, min(low.k, HELD // max(where[at].size, 1)))
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
-            yield at, low.left(ks, ke)[g[at], m[at], :] * low.columns(ks, ke, g[at], c[at])  # (exact)
+            yield at, low.rows(ks, ke, g[at], m[at]) * low.columns(ks, ke, g[at], c[at])  # (exact)
 
 
 def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:

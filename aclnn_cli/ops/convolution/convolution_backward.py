@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...tensor.dtypes import BFLOAT16, FLOAT16
-from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, narrow_blocks, products
 from ..contraction.dots import SLACK
 from ..families.convolution import (WIDE_OPERANDS, Convolution, conv_output_sizes, padding_sides, shape_of,
                                     shape_values, spatial_list, transposed_output_sizes)
@@ -73,17 +73,22 @@ def conv_of(t) -> L.Conv:
                   dilation=spatial_list(t[DILATION], sp, 1))
 
 
-def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=None) -> dict:
-    """Each output's lowering (conv_lowering), from the blocks in t unless arrays are given. Transposed: gradInput
-    the forward convolution of gradOutput with the weight, gradWeight the correlation of gradOutput with input."""
+def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=None, names=OUTPUTS,
+            stored: bool = False) -> dict:
+    """Each output's lowering (conv_lowering) of `names`, from the blocks in t unless arrays are given, its pieces in
+    `dtype`; stored: the arrays are taken in their own float dtypes (gen's blocks as stored: no float64 copy of
+    them). Transposed: gradInput the forward convolution of gradOutput with the weight, gradWeight the correlation
+    of gradOutput with input."""
     conv = conv or conv_of(t)
-    x, w, gy, bias_gy = (np.asarray(t[n] if a is None else a, dtype)
+    x, w, gy, bias_gy = (np.asarray(t[n] if a is None else a, None if stored else dtype)
                          for n, a in ((X, x), (W, w), (GRAD, gy), (GRAD, bias_gy)))
     if t[TRANSPOSED]:
-        return {GI: L.forward(conv, w, gy), GW: L.GradWeight(conv, gy, x),
-                GB: L.GradBias(bias_gy, conv.n, conv.cin, conv.pin)}
-    return {GI: L.grad_input(conv, w, gy), GW: L.GradWeight(conv, x, gy),
-            GB: L.GradBias(bias_gy, conv.n, conv.cout, conv.pout)}
+        make = {GI: lambda: L.forward(conv, w, gy, dtype), GW: lambda: L.GradWeight(conv, gy, x, dtype),
+                GB: lambda: L.GradBias(bias_gy, conv.n, conv.cin, conv.pin, dtype)}
+    else:
+        make = {GI: lambda: L.grad_input(conv, w, gy, dtype), GW: lambda: L.GradWeight(conv, x, gy, dtype),
+                GB: lambda: L.GradBias(bias_gy, conv.n, conv.cout, conv.pout, dtype)}
+    return {name: make[name]() for name in names}
 
 
 def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
@@ -105,10 +110,18 @@ def _reference(t) -> dict:
     return out
 
 
+@narrow_blocks
 def _golden_reference(t) -> dict:
-    """What gen certifies the goldens with: each output's value and bound from its lowering (L.certified)."""
-    return {name: Reference(*(_piece(t, name, low.flat(a)) for a in L.certified(low)))
-            for name, low in lowered(t).items()}
+    """What gen certifies the goldens with: each output's value and bound from its lowering (L.certified, already in
+    the tensor's order), one output's lowering at a time (a ResNet-50 layer's holds copies of the operands it
+    gathers from), from the blocks as stored (every piece widened exactly to float64 as it is gathered). gen reads
+    no scale: it is given as an infinity (no array), an upper bound that says nothing."""
+    out = {}
+    for name in OUTPUTS:
+        value, bound = L.certified(lowered(t, names=(name,), stored=True)[name])
+        out[name] = Reference(_piece(t, name, value), _piece(t, name, bound),
+                              np.broadcast_to(np.inf, _piece(t, name, value).shape))
+    return out
 
 
 _LAST: list = []  # [(weak references to the operand arrays, the convolution, {kind: lowerings})]: the last case's
@@ -207,8 +220,11 @@ def _case_values(shapes) -> dict:
     return shape_values(X, W, GRAD)(shapes)
 
 
+@narrow_blocks
 def _exact_at(t, wanted) -> dict:
-    lows = lowered(t)
+    """The exact values of the wanted elements, from the lowerings of the outputs asked for only (gen's fallback
+    asks for one output at a time), from the blocks as stored (each product formed from float64 operands)."""
+    lows = lowered(t, names=tuple(wanted), stored=True)
     return {name: L.exact_at(lows[name], np.asarray(where, np.int64)) for name, where in wanted.items()}
 
 
