@@ -70,11 +70,12 @@ def reference_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray], attrs: Mappin
     finite take the IEEE formula (op.ieee, else the kernel, in float64) with bound 0: their sums are NaN or
     infinite as the device's are, and there is nothing to certify. golden: only a golden's value and bound are
     wanted (op.golden_reference, where the op gives one; one marked ops/base.narrow_blocks takes the finite blocks
-    as stored)."""
+    as stored, and its mapping of outputs is returned as it is: gen reads each output once)."""
     reference = op.golden_reference if golden and op.golden_reference is not None else op.reference
     if golden and getattr(reference, "narrow_blocks", False) and finite_blocks(op, blocks).all():
-        with np.errstate(all="ignore"):
-            return op.by_output(reference({**blocks, **attrs}))  # (ops/base.narrow_blocks: no float64 copies)
+        with np.errstate(all="ignore"):  # (ops/base.narrow_blocks: no float64 copies; a mapping as it is, see there)
+            got = reference({**blocks, **attrs})
+        return got if isinstance(got, Mapping) else op.by_output(got)
     wide = widened(blocks)
     k = next(iter(wide.values())).shape[0] if wide else 0
     finite = finite_blocks(op, wide)

@@ -94,7 +94,9 @@ def narrow_blocks(fn: Callable) -> Callable:
     """Declare a golden_reference or exact_at that takes gen's blocks with their float values as stored (float16,
     bfloat16, float32: each exact in float64) and widens what it reads itself: a case-sized block's float64 copies
     are what it spares (ConvolutionBackward's one block, a ResNet-50 layer: 400 MB). Where an input is not finite
-    the golden_reference's blocks go the widened way (golden/rows.reference_blocks)."""
+    the golden_reference's blocks go the widened way (golden/rows.reference_blocks). Such a golden_reference may
+    return a Mapping that computes each output when it is read: gen reads each once (golden/rowsgen), so one
+    output's float64 value and bound are alive at a time."""
     fn.narrow_blocks = True
     return fn
 

@@ -39,6 +39,8 @@ gradOutput as it is. Emulated so, and in the allowance (`_math_type_terms`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ...tensor.dtypes import BFLOAT16, FLOAT16
@@ -110,18 +112,34 @@ def _reference(t) -> dict:
     return out
 
 
+class _Golden(Mapping):
+    """golden_reference's outputs, each computed when it is read and not kept: gen settles one output at a time
+    (golden/rowsgen), so a ResNet-50 layer's gradInput value and bound (400 MB of float64) are gone before
+    gradWeight's lowering is built."""
+
+    def __init__(self, t) -> None:
+        self.t = t
+
+    def __getitem__(self, name: str) -> Reference:
+        """name's value and bound from its lowering (L.certified, already in the tensor's order), from the blocks
+        as stored (every piece widened exactly to float64 as it is gathered). gen reads no scale: it is given as an
+        infinity (no array), an upper bound that says nothing."""
+        if name not in OUTPUTS:
+            raise KeyError(name)
+        value, bound = (_piece(self.t, name, a) for a in L.certified(lowered(self.t, names=(name,), stored=True)[name]))
+        return Reference(value, bound, np.broadcast_to(np.inf, value.shape))
+
+    def __iter__(self):
+        return iter(OUTPUTS)
+
+    def __len__(self) -> int:
+        return len(OUTPUTS)
+
+
 @narrow_blocks
-def _golden_reference(t) -> dict:
-    """What gen certifies the goldens with: each output's value and bound from its lowering (L.certified, already in
-    the tensor's order), one output's lowering at a time (a ResNet-50 layer's holds copies of the operands it
-    gathers from), from the blocks as stored (every piece widened exactly to float64 as it is gathered). gen reads
-    no scale: it is given as an infinity (no array), an upper bound that says nothing."""
-    out = {}
-    for name in OUTPUTS:
-        value, bound = L.certified(lowered(t, names=(name,), stored=True)[name])
-        out[name] = Reference(_piece(t, name, value), _piece(t, name, bound),
-                              np.broadcast_to(np.inf, _piece(t, name, value).shape))
-    return out
+def _golden_reference(t) -> Mapping:
+    """What gen certifies the goldens with: each output's value and bound, computed as gen reads it (`_Golden`)."""
+    return _Golden(t)
 
 
 _LAST: list = []  # [(weak references to the operand arrays, the convolution, {kind: lowerings})]: the last case's
