@@ -24,6 +24,18 @@ def run_cli(*args: str):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
+def verify_records(out: Path, jobs: int | None = None) -> tuple[int, dict[str, dict]]:
+    """`aclnn-cli verify OUT -j jobs` (None: the command's default) in this process: (its exit code, {case id: the case's record as verify --json
+    writes it}), without the HTML report's error data, which --json gathers (a third of a small case's judging) and
+    the callers never read. The judging path is the command's without --json (the default one)."""
+    from aclnn_cli.casedir.dirs import find_cases
+    from aclnn_cli.judge.verify import Options, verify_dirs
+    from aclnn_cli.files.options import default_jobs
+
+    run = verify_dirs(find_cases(out), Options(), jobs=jobs or default_jobs())
+    return run.exit_code, {c.case_id: c.to_json(errors=False) for c in run.cases}
+
+
 def manifest(case_dir: Path) -> dict:
     return json.loads((case_dir / "case.json").read_text())
 

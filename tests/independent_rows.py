@@ -5,7 +5,6 @@ wrote is returned, so a test can assert it covered the suite."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def _blocks32(m: M.CaseManifest) -> dict:
 
 def run_suite(suite: Path, tmp_path: Path, kernel) -> tuple[int, dict[str, dict]]:
     """(cases the kernel wrote, {case id: verify record}) for a generated and emulated directory."""
-    from helpers import run_cli
+    from helpers import verify_records
 
     work = tmp_path / "independent"
     shutil.copytree(suite, work)
@@ -58,9 +57,7 @@ def run_suite(suite: Path, tmp_path: Path, kernel) -> tuple[int, dict[str, dict]
             harness.view(buf, t)[...] = rounded
             buf.tofile(d / t["dump"])
         wrote += 1
-    report = tmp_path / "independent.json"
-    run_cli("verify", work, "--jobs", "1", "--json", report)
-    return wrote, {c["case_id"]: c for c in json.loads(report.read_text())["cases"]}
+    return wrote, verify_records(work, jobs=1)[1]
 
 
 def not_passing(records: dict[str, dict]) -> list[tuple[str, str, str]]:

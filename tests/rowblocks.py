@@ -10,7 +10,7 @@ import numpy as np
 
 import harness
 from aclnn_cli.tensor import dtypes as D
-from helpers import run_cli
+from helpers import run_cli, verify_records
 
 CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases" / "bundled"
 
@@ -56,11 +56,13 @@ def write_dump(case: Path, t: dict, values) -> None:
 
 
 def not_passing(out: Path, report: Path) -> list[tuple[str, str]]:
-    """verify over `out`: the (case id, reason) of every case that did not pass."""
+    """verify over `out` (helpers.verify_records): the (case id, reason) of every case that did not pass; the cases'
+    records written to `report` as verify --json lists them (its "cases", without the error data)."""
     import json
 
-    run_cli("verify", out, "--json", report)
-    return [(c["case_id"], c["reason"][:300]) for c in json.loads(report.read_text())["cases"] if c["status"] != "PASS"]
+    records = verify_records(out)[1]
+    report.write_text(json.dumps({"cases": list(records.values())}))
+    return [(cid, c["reason"][:300]) for cid, c in records.items() if c["status"] != "PASS"]
 
 
 def generated_yaml(tmp_path_factory, text: str, name: str) -> Path:
@@ -76,16 +78,13 @@ def generated_yaml(tmp_path_factory, text: str, name: str) -> Path:
 
 def variant_statuses(suite: Path, tmp_path: Path, variant: str) -> dict[str, str]:
     """case id -> verify's status of a copy of the suite emulated with a defect or legitimate variant."""
-    import json
-
     from shared import linked_copy
 
     work = linked_copy(suite, tmp_path / "variant")  # (emulate and verify replace what they write: never through a link)
     # (-j 1: each variant judges the same suite's cases again in this process, where the relief's reference of a
     # case is kept (judge/rowrelief.py, decision 173); the workers' path is the bundled suite's, test_bundled_bytes)
     assert run_cli("emulate", work, "--defect", variant, "-j", 1).exit_code == 0
-    run_cli("verify", work, "-j", 1, "--json", tmp_path / "variant.json")
-    return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "variant.json").read_text())["cases"]}
+    return {cid: c["status"] for cid, c in verify_records(work, jobs=1)[1].items()}
 
 
 def assert_variant_verdicts(suite: Path, tmp_path: Path, variant: str, changes: dict, legitimate, cases: int,
@@ -135,9 +134,9 @@ def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, outpu
     for args in (("gen", tmp_path / "yaml", "-o", out, *picks), ("emulate", out)):
         r = run_cli(*args)
         assert r.exit_code == 0, r.output[-3000:]
-    r = run_cli("verify", out, "--json", tmp_path / "v.json")
-    ran = json.loads((tmp_path / "v.json").read_text())["cases"]
-    assert r.exit_code == 0 and len(ran) == len(small) and {c["status"] for c in ran} <= set(accept), r.output[-3000:]
+    code, records = verify_records(out)
+    ran = list(records.values())
+    assert code == 0 and len(ran) == len(small) and {c["status"] for c in ran} <= set(accept), [(cid, c["reason"][:300]) for cid, c in records.items() if c["status"] != "PASS"]
     assert independent_dumps(out, tmp_path / "loops", independent, output) == len(small)
     bad = not_passing(tmp_path / "loops", tmp_path / "loops.json")
     assert {c["status"] for c in json.loads((tmp_path / "loops.json").read_text())["cases"]} <= set(accept), bad

@@ -11,7 +11,6 @@ running sums otherwise), or plain index-order loops.
 
 from __future__ import annotations
 
-import json
 import math
 
 import flint
@@ -289,18 +288,13 @@ def independent(kind: str, sequential: bool = False, exp_ulps: int = 0):
 
 # ------------------------------------------------------------------ the pipeline
 
-def verify_report(path) -> dict[str, dict]:
-    """{case id: case record} of a verify --json report."""
-    return {c["case_id"]: c for c in json.loads(path.read_text())["cases"]}
-
-
 def loop(run_cli, suite, tmp_path, defect: str | None) -> tuple[int, dict]:
     """emulate (with a defect) and verify a generated directory: (verify's exit code, {case id: record})."""
+    from helpers import verify_records
+
     emulate = ["emulate", suite, "--jobs", "1"] + (["--defect", defect] if defect else [])
     assert run_cli(*emulate).exit_code == 0
-    report = tmp_path / "v.json"
-    done = run_cli("verify", suite, "--jobs", "1", "--json", report)
-    return done.exit_code, verify_report(report)
+    return verify_records(suite, jobs=1)
 
 
 def check_bundled_goldens(suite, exact_fn, logical, manifest, skip=("special", "overflow")) -> int:
@@ -333,7 +327,7 @@ def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
     import shutil
 
     import harness
-    from helpers import run_cli
+    from helpers import run_cli, verify_records
 
     work = tmp_path / "indep"
     shutil.copytree(suite if only is None else suite / only, work if only is None else work / only)
@@ -343,9 +337,7 @@ def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
     for d in sorted(work.iterdir()):
         if d.is_dir():
             harness.run_case(d, kernel)
-    report = tmp_path / "i.json"
-    run_cli("verify", work, "--jobs", "1", "--json", report)
-    return verify_report(report)
+    return verify_records(work, jobs=1)[1]
 
 
 def variant_kinds(spec) -> tuple[list[str], list[str]]:
