@@ -30,7 +30,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import cases_from_doc, load_file
 
-from helpers import manifest, run_cli, tensor
+from helpers import junit_statuses, manifest, run_cli, tensor
 from clifork import cli_process
 
 SUITES = Path(os.environ.get("ACLNN_OPS_NN_SUITES", "/tmp/ops-nn-suites"))
@@ -161,9 +161,9 @@ def test_convert_writes_both_files_and_gen_of_the_yaml_gives_the_same_bytes(tmp_
 
 # ---- gen, emulate, verify ------------------------------------------------------------------------------------------
 
-def _loop(tmp_path: Path, limit: int) -> tuple[dict, str]:
+def _loop(tmp_path: Path, limit: int) -> tuple[dict[str, str], str]:
     """gen -> emulate -> verify of both files' cases (each at most `limit` elements), the rows awaiting
-    the op's fix left out; returns (verify's JSON, its stdout)."""
+    the op's fix left out; returns ({case id: status} from verify's JUnit, its stdout)."""
     atk, ttk = suite(ATK), suite(TTK)
     picks = []
     for path in (atk, ttk):
@@ -175,13 +175,9 @@ def _loop(tmp_path: Path, limit: int) -> tuple[dict, str]:
     assert r.returncode == 0, r.stderr[-3000:]
     r = cli("emulate", out)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = cli("verify", out, "--json", tmp_path / "verify.json")
+    r = cli("verify", out, "--junit", tmp_path / "verify.xml")
     assert r.returncode == 0 and "all cases pass" in r.stdout, r.stdout[-3000:]
-    return json.loads((tmp_path / "verify.json").read_text()), r.stdout
-
-
-def _verdicts(report: dict) -> list[str]:
-    return [c["status"] for c in report["cases"]]
+    return junit_statuses(tmp_path / "verify.xml"), r.stdout
 
 
 def test_cases_up_to_four_million_elements_of_both_suites_pass_with_the_950_kernel(tmp_path):
@@ -189,10 +185,10 @@ def test_cases_up_to_four_million_elements_of_both_suites_pass_with_the_950_kern
     elements; channel-last rows and the ATK's inference rows among them) PASSes. The 26 larger cases (up to the
     ATK's 23.6 M elements) add size, not another path: `make catalogue CATALOGUE_ONLY=norm/batch_norm_grad_v3`
     runs all 118 (docs/catalogue.md); test_across_rows_gate.py judges channel sums of up to a million rows."""
-    report, _ = _loop(tmp_path, TEST_ELEMENTS)
-    verdicts = _verdicts(report)
+    statuses, _ = _loop(tmp_path, TEST_ELEMENTS)
+    verdicts = list(statuses.values())
     assert len(verdicts) == TEST_CASES and set(verdicts) == {"PASS"}, (len(verdicts), verdicts)
-    names = {c["case_id"] for c in report["cases"]}
+    names = set(statuses)
     assert any("NHWC" in n for n in names) and any("NDHWC" in n for n in names)
     assert any("atk_aclnnBatchNormBackward" in n for n in names) and any("_infer_" in n for n in names)
 
@@ -324,10 +320,10 @@ def test_batch_norm_grad_reserve_spaces_are_saved_stats_in_training_and_running_
 def test_batch_norm_grad_suite_passes_with_the_950_kernel(tmp_path):
     """All 99 rows (up to 1.3 M elements) through gen -> emulate -> verify: PASS (one row, every input one value:
     MISTRUSTED)."""
-    out, report = tmp_path / "out", tmp_path / "v.json"
+    out, report = tmp_path / "out", tmp_path / "v.xml"
     for args in (("gen", suite(GRAD_TTK), "-o", out), ("emulate", out)):
         r = cli(*args)
         assert r.returncode == 0, r.stderr[-3000:]
-    cli("verify", out, "--json", report)
-    statuses = [c["status"] for c in json.loads(report.read_text())["cases"]]
+    cli("verify", out, "--junit", report)
+    statuses = list(junit_statuses(report).values())
     assert len(statuses) == 99 and set(statuses) <= {"PASS", "MISTRUSTED"} and statuses.count("PASS") == 98
