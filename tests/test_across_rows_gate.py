@@ -16,7 +16,6 @@ emulator's row outputs are judged in every op's own tests and the bundled suite)
 
 from __future__ import annotations
 
-import json
 import os
 
 import ml_dtypes

@@ -14,7 +14,6 @@ Everything is built once per session: the stub, a plain runner and an ASan/UBSan
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections import Counter
