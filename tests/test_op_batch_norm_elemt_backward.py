@@ -18,7 +18,6 @@ their small cases run here (the whole folder: scripts/catalogue.py).
 
 from __future__ import annotations
 
-import json
 import math
 from exactq import Fraction
 from pathlib import Path
@@ -35,7 +34,7 @@ from aclnn_cli.judge.verify import verify_case
 from aclnn_cli.ops.channels import batch_norm_elemt_backward as OP
 from aclnn_cli.ops.channels.batch_norm_elemt_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
-from helpers import run_cli
+from helpers import run_cli, verify_records
 from independent_rows import case_blocks
 from rowblocks import bundled_suite, not_passing, write_dump
 from shared import linked_copy
@@ -245,8 +244,7 @@ def test_ops_nn_suites_import_whole_and_a_sample_passes(tmp_path):
 
 
 def _verify(out: Path, report: Path) -> list[dict]:
-    run_cli("verify", out, "--json", report)
-    return json.loads(report.read_text())["cases"]
+    return list(verify_records(out)[1].values())
 
 
 # ---------------------------------------------------------------- relief of a few elements (reference_at, edge_at)

@@ -10,7 +10,6 @@ with index w (w != paddingIdx, w inside [0, numWeights)), over the count of w wi
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from exactq import Fraction
@@ -22,7 +21,7 @@ import pytest
 import harness
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.scatter.embedding_dense_backward import SPEC
-from helpers import run_cli, write_yaml
+from helpers import run_cli, verify_records, write_yaml
 from rowblocks import bundled_suite, not_passing, write_dump
 from test_op_batch_norm_backward import rounded_bits
 
@@ -210,9 +209,7 @@ def _verdicts(suite: Path, tmp: Path, variant: str | None) -> dict[str, str]:
     shutil.copytree(suite, work)
     r = run_cli("emulate", work, "-j", "1", *(("--defect", variant) if variant else ()))
     assert r.exit_code == 0, r.output[-2000:]
-    report = tmp / f"{variant}.json"
-    run_cli("verify", work, "--json", report)
-    return {c["case_id"]: c["status"] for c in json.loads(report.read_text())["cases"]}
+    return {cid: c["status"] for cid, c in verify_records(work)[1].items()}
 
 
 @pytest.mark.parametrize("variant", (None, *LEGITIMATE))

@@ -11,7 +11,6 @@ Phi(x) + x phi(x) (approximate 0) or the derivative of x (1 + tanh(sqrt(2/pi)(x 
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -26,7 +25,7 @@ from aclnn_cli.ops.split.ge_glu_backward import SPEC
 from aclnn_cli.ops.split.ge_glu_v3_backward import SPEC as V3
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from helpers import run_cli
+from helpers import run_cli, verify_records
 from oracle import PREC
 from rowblocks import bundled_suite, generated_yaml, variant_statuses
 from test_op_swi_glu_grad import _logical, rounded_bits
@@ -163,8 +162,7 @@ def _write_dumps(directory: Path, half_for_float16: bool = False) -> int:
 
 
 def _statuses(directory: Path, report: Path) -> dict:
-    run_cli("verify", directory, "--json", report)
-    return {c["case_id"]: (c["status"], c["reason"][:200]) for c in json.loads(report.read_text())["cases"]}
+    return {cid: (c["status"], c["reason"][:200]) for cid, c in verify_records(directory)[1].items()}
 
 
 @pytest.mark.parametrize("key", ["ge_glu_backward", "ge_glu_v3_backward"])

@@ -15,7 +15,6 @@ activation/p_relu_grad_update/tests/st/aclnnPreluBackward/atk_aclnnPreluBackward
 
 from __future__ import annotations
 
-import json
 import math
 from exactq import Fraction, RATIONAL
 from pathlib import Path
@@ -27,7 +26,7 @@ import harness
 from aclnn_cli.cli.main import BUNDLED as BUNDLED_CASES
 from aclnn_cli.ops.channels.prelu_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
-from helpers import run_cli
+from helpers import run_cli, verify_records
 from oracle import rounded_bits
 from rowblocks import generated_yaml, not_passing, write_dump
 from shared import cases_of, linked_copy
@@ -225,8 +224,7 @@ LEGITIMATE = ("prelu-sequential", "prelu-sample-major", "prelu-float32-products"
 def _statuses(suite: Path, tmp_path: Path, variant: str, names=None) -> dict[str, str]:
     work = linked_copy(suite, tmp_path / "work", cases=None if names is None else case_ids(suite, names))
     assert run_cli("emulate", work, "--defect", variant, "-j", 1).exit_code == 0
-    run_cli("verify", work, "-j", 1, "--json", tmp_path / "v.json")
-    return {c["case_id"]: c["status"] for c in json.loads((tmp_path / "v.json").read_text())["cases"]}
+    return {cid: c["status"] for cid, c in verify_records(work, jobs=1)[1].items()}
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
