@@ -22,9 +22,21 @@ def console() -> None:
         leaving = exc
         raise
     finally:
+        _frozen_for_exit()
         reaper.end_descendants()
         if leaving is not None:
             _past_threads(leaving.code)
+
+
+def _frozen_for_exit() -> None:
+    """Every object left moved out of the garbage collector's reach, the command being done: the interpreter's
+    exit otherwise walks them all once more in a last full collection (every module's objects, NumPy's and
+    rich's, and a run's thousands of results: 10-20 ms of a 0.4 s verify of 2,000 small cases). Nothing is
+    lost by it: the process ends now, the system frees its memory and descriptors, and the tool keeps nothing
+    that a collection would have to finalise (a spill file is unlinked when made; workers leave by os._exit)."""
+    import gc
+
+    gc.freeze()
 
 
 def _past_threads(code) -> None:

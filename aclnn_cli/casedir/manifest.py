@@ -121,7 +121,7 @@ def _golden_method(certified: bool, fallbacks: int, uncertified: int = 0) -> dic
             "exact_fallback_elements": fallbacks}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # (its own __init__, below: the dataclass's is not even compiled)
 class TensorEntry:
     name: str
     role: str
@@ -157,7 +157,7 @@ class TensorEntry:
         return self.file_path is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # (its own __init__, as TensorEntry's)
 class CaseManifest:
     dir: Path
     case_id: str

@@ -7,7 +7,6 @@ characters of them.
 
 from __future__ import annotations
 
-import difflib
 import os
 import reprlib
 import stat
@@ -48,6 +47,8 @@ def show(value: Any, limit: int = SHOW_LIMIT) -> str:
 
 def unknown_key(key: Any, valid: tuple[str, ...]) -> str:
     """The message for a key that is not one of `valid`, with a "did you mean"."""
+    import difflib  # (here: only a bad key pays for it, not every start)
+
     text = clip(key) if isinstance(key, str) else show(key)
     close = difflib.get_close_matches(text, valid, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""

@@ -257,7 +257,7 @@ def _unpack_repro(obj, value):
             f"{shlex.quote(obj.path)}{value.tail}")
 
 
-@dataclass
+@dataclass(init=False)  # (its own __init__, below: the dataclass's is not even compiled)
 class CaseResult:
     # Slots, not a __dict__: a run holds one per case. Fields with a default are _Compact descriptors kept
     # in the slot of their name with an underscore (a class attribute cannot share a slot's name).

@@ -9,7 +9,6 @@ parent's); where no temporary file can be written, the bytes simply stay in memo
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 
 
@@ -20,6 +19,8 @@ class SpillFile:
     BUFFER = 1 << 18
 
     def __init__(self) -> None:
+        import tempfile  # (here: a run that spills nothing never imports it)
+
         self.file = tempfile.TemporaryFile(prefix="aclnn-cli-spill-")
         self.fd = self.file.fileno()
         self.pid = os.getpid()

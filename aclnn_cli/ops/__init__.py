@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 
 from . import graphops
@@ -35,6 +34,8 @@ def find_op(name: str) -> OpSpec:
     for spec in OPS.values():
         if wanted in (spec.name, spec.name.removeprefix("aclnn"), spec.key) or wanted.lower() == spec.name.lower():
             return spec
+    import difflib  # (here: only an unknown name pays for it)
+
     near = difflib.get_close_matches(wanted.lower(), {n.lower(): n for n in OPS}, n=2, cutoff=0.75)
     names = {n.lower(): n for n in OPS}
     hint = f"did you mean {' or '.join(names[n] for n in near)}? " if near else ""

@@ -19,7 +19,7 @@ from ..values.fill import check_fits, parse_fill
 from ..files.text import clip, show
 from ..errors import UserError
 from .base import ACL_FORMATS, FLOATS, PRODUCTS, AttrSpec, Contract, OpSpec, TensorSpec
-from .families import Channels, Classes, Contraction, Elementwise, Rows, Segments, Split, Window
+from .families import Elementwise, Rows
 from . import graphops
 from .declfields import IDENT, FieldChecks, Refused
 
@@ -234,6 +234,10 @@ class _Check(FieldChecks):
             if f.output_like is not None:
                 self.choice("family.output_like", f.output_like, ins)
             return
+        # (the other families' modules are read here, by the ops that have them: an elementwise op's run never
+        # imports their classes)
+        from .families import Channels, Classes, Contraction, Segments, Split, Window
+
         outs = tuple(t.name for t in self.spec.outputs)
         self.choice("family.driver", f.driver, ins)
         self.function("family.axes", f.axes, required=True)

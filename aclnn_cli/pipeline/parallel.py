@@ -5,11 +5,13 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import UserError
 from .tuning import tune_allocator
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 class Runner:
@@ -32,6 +34,9 @@ class Runner:
     def submit(self, fn: Callable, *args: Any) -> Future:
         if self.pool is not None:
             return self.pool.submit(fn, *args)
+        from concurrent.futures import Future  # (imported where used: a run of small cases on forked workers
+        # never makes one, and the package with its logging and threading costs a few ms of every start)
+
         f: Future = Future()
         try:
             f.set_result(fn(*args))
@@ -81,6 +86,10 @@ def jobs_for(jobs: int, units: int) -> int:
 
 
 def as_completed(futures: list[Future]):
+    if not futures:  # (a run with nothing for the pool imports nothing for it)
+        return
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     pending = set(futures)
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -289,6 +288,8 @@ def _case_text(case: dict) -> str:
 
 def write_error_csvs(directory: Path, run: RunResult) -> int:
     """msOpST-style error reports: one CSV of failing elements per non-passing case."""
+    import csv  # (here: a run without --csv-errors never imports it)
+
     directory.mkdir(parents=True, exist_ok=True)
     written = 0
     for c in run.cases:

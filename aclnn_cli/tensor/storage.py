@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -295,6 +294,8 @@ def replace_dir(tmp: Path, final: Path, fresh: bool = False) -> None:
         trash = final.with_name(f".{final.name}.old-{os.getpid()}")
         os.rename(final, trash)
         os.rename(tmp, final)
+        import shutil  # (here: verify, which imports this module, never replaces a directory)
+
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.rename(tmp, final)
@@ -366,6 +367,8 @@ def _copy_bytes(source: int, target: int, size: int) -> None:
         except OSError as exc:
             if done or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 raise
+            import shutil
+
             with open(source, "rb", closefd=False) as fin, open(target, "wb", closefd=False) as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)
             return
