@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..casedir import manifest as M
-from ..golden.rows import reference_blocks, widened
+from ..golden.rows import finite_blocks, reference_blocks, widened
 from .memo import Memo
 from ..pipeline.stages import block_at, gather_blocks, geometry
 from ..tensor.wholefiles import LoadedFile
@@ -105,9 +105,10 @@ def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: 
     if held is not None and held[0] == key:
         wide, finite = held[1], held[2]
     else:
-        wide = widened(_gather_wanted(m, files, geo, wanted))
-        finite = all(np.isfinite(wide[t.name]).all() for t in m.op.inputs
-                     if t.read_by_kernel and t.name in wide and wide[t.name].dtype == np.float64)
+        wide = _gather_wanted(m, files, geo, wanted)
+        finite = bool(finite_blocks(m.op, wide).all())
+        if not getattr(m.op.reference_at, "narrow_blocks", False):  # (ops/base.narrow_blocks: taken as stored)
+            wide = widened(wide)
         if last is not None:
             last["at"] = (key, wide, finite)
     if not finite:

@@ -96,7 +96,8 @@ def narrow_blocks(fn: Callable) -> Callable:
     are what it spares (ConvolutionBackward's one block, a ResNet-50 layer: 400 MB). Where an input is not finite
     the golden_reference's blocks go the widened way (golden/rows.reference_blocks). Such a golden_reference may
     return a Mapping that computes each output when it is read: gen reads each once (golden/rowsgen), so one
-    output's float64 value and bound are alive at a time."""
+    output's float64 value and bound are alive at a time. A reference_at so marked takes verify's relief blocks as
+    stored too (judge/rowrelief: finite blocks only), widening only the terms of the elements it is asked for."""
     fn.narrow_blocks = True
     return fn
 

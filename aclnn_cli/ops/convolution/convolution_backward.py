@@ -143,17 +143,19 @@ _LAST: list = []  # [(weak references to the operand arrays, the convolution, {k
 
 
 def _lowered_once(t, kind: str = "values", arrays=dict) -> dict:
-    """`lowered(t, **arrays())`, kept for the next call on the same operand arrays: verify's relief asks for a few
-    elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls), and lowering its
-    whole tensors again each time cost 90% of verify."""
+    """`lowered(t, **arrays(), stored=True)`, kept for the next call on the same operand arrays: verify's relief
+    asks for a few elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls).
+    Single elements read the operands as given (conv_lowering.Lowered.rows, columns): no copy of them is made."""
     kept = L.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
     if kind not in kept:
-        kept[kind] = lowered(t, **arrays())
+        kept[kind] = lowered(t, **arrays(), stored=True)
     return kept[kind]
 
 
+@narrow_blocks
 def _reference_at(t, wanted) -> dict:
-    """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products."""
+    """`_reference` of single elements (verify's relief of a few flagged ones), each from its own products, from
+    the blocks as stored (ops/base.narrow_blocks: each term widened to float64 as it is gathered)."""
     lows, out = _lowered_once(t), {}
     for name, where in wanted.items():
         reach = _fp16_reach(t, lambda low: L.magnitude_at(low, where), only=name, lower=_lowered_once)

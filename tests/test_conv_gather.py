@@ -1,0 +1,167 @@
+"""A convolution's single elements gathered from the operands as given (conv_lowering.Lowered.rows, columns: views
+and index arithmetic, no padded or narrowed copy) are, term for term and bit for bit, the rows of L and columns of R
+of the whole-tensor lowering (left, right: the copies verify's relief used to make), on hostile window geometry; and
+verify's relief of a ConvolutionBackward case takes its blocks as stored, never widening them."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from aclnn_cli.casedir import manifest as M
+from aclnn_cli.judge import comparison as C
+from aclnn_cli.judge import rowrelief
+from aclnn_cli.judge.verify import verify_case
+from aclnn_cli.ops.convolution import conv_lowering as L
+
+from helpers import run_cli, write_yaml
+
+RNG = np.random.default_rng(29)
+DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
+
+
+def _conv(n, cin, cout, groups, sizes, kernel, stride, pad_lo, dilation, pad_hi=None) -> L.Conv:
+    """The Conv of these sizes, its output size from both sides' padding (pad_hi: pad_lo unless given)."""
+    pad_hi = pad_hi or pad_lo
+    out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
+                for s, k, st, lo, hi, d in zip(sizes, kernel, stride, pad_lo, pad_hi, dilation))
+    assert min(out) >= 1
+    return L.Conv(n, cin, cout, groups, sizes, out, kernel, stride, pad_lo, dilation)
+
+
+HOSTILE = {
+    "1-d grouped, padding past the kernel, stride 2, dilation 2": _conv(2, 4, 6, 2, (11,), (3,), (2,), (4,), (2,)),
+    "1-d stride past the kernel (unread positions)": _conv(2, 3, 2, 1, (13,), (2,), (3,), (1,), (1,)),
+    "2-d depthwise, dilation, stride": _conv(2, 3, 3, 3, (7, 6), (3, 2), (1, 2), (1, 0), (2, 1)),
+    "2-d padded unequally (2 above, 0 below)": _conv(1, 2, 4, 1, (5, 6), (3, 3), (1, 1), (2, 1), (1, 1), (0, 1)),
+    "2-d kernel as wide as the padded input": _conv(1, 4, 2, 2, (3, 4), (5, 2), (1, 1), (1, 0), (1, 2)),
+    "3-d grouped, strided, padded": _conv(2, 4, 4, 2, (4, 5, 3), (2, 3, 1), (2, 1, 1), (1, 2, 0), (1, 1, 2)),
+}
+
+
+def _operand(shape, dtype) -> np.ndarray:
+    """Values of `dtype` with some exact zeros of both signs (the padding's +0 must not be confused with them)."""
+    a = RNG.normal(0, 1, shape).astype(DTYPES[dtype])
+    flat = a.reshape(-1)
+    flat[RNG.choice(flat.size, max(1, flat.size // 10), replace=False)] = -0.0
+    flat[RNG.choice(flat.size, max(1, flat.size // 10), replace=False)] = 0.0
+    return a
+
+
+def _lowerings(conv: L.Conv, x, w, gy, dtype=np.float64) -> dict:
+    """Every lowering the op makes: gradInput, the forward (a transposed convolution's gradInput), gradWeight both
+    ways round (transposed: input and gradOutput exchanged) and gradBias."""
+    return {"gradInput": L.grad_input(conv, w, gy, dtype), "forward": L.forward(conv, w, x, dtype),
+            "gradWeight": L.GradWeight(conv, x, gy, dtype), "gradBias": L.GradBias(gy, conv.n, conv.cout, conv.pout,
+                                                                                    dtype)}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.float64).view(np.int64)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_gathered_terms_are_the_whole_lowerings_bit_for_bit(name, dtype):
+    """Every element of every lowering: its row of L and column of R gathered from the stored operands are the
+    whole float64 lowering's (left, right, from its padded, narrowed copies), bit for bit (signed zeros too), over
+    K whole and over a range of K inside it; gathered from float64 operands too (as tests and TBC's relief give
+    them)."""
+    conv = HOSTILE[name]
+    x = _operand((conv.n, conv.cin, *conv.sizes), dtype)
+    gy = _operand((conv.n, conv.cout, *conv.out), dtype)
+    w = _operand((conv.cout, conv.cg, *conv.kernel), dtype)
+    whole = _lowerings(conv, *(a.astype(np.float64) for a in (x, w, gy)))
+    for stored in (True, False):
+        arrays = (x, w, gy) if stored else (x.astype(np.float64), w.astype(np.float64), gy.astype(np.float64))
+        for kind, low in _lowerings(conv, *arrays).items():
+            ref = whole[kind]
+            size = low.g * low.m * low.c
+            assert size == math.prod(np.shape(low.flat(np.zeros((low.g, low.m, low.c))))), kind
+            g, m, c = low.locate(np.arange(size))
+            for ks, ke in ((0, low.k), (low.k // 3, max(low.k // 3 + 1, 2 * low.k // 3))):
+                left, right = ref.left(ks, ke), ref.right(ks, ke, 0, low.c)
+                rows, columns = low.rows(ks, ke, g, m), low.columns(ks, ke, g, c)
+                assert rows.dtype == columns.dtype == np.float64
+                np.testing.assert_array_equal(_bits(rows), _bits(left[g, m, :]), err_msg=f"{kind} rows {ks}:{ke}")
+                np.testing.assert_array_equal(_bits(columns), _bits(np.swapaxes(right, 1, 2)[g, c, :]),
+                                              err_msg=f"{kind} columns {ks}:{ke}")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_reference_at_from_the_gather_is_the_whole_reference(name):
+    """reference_at of every element of each lowering, from the stored float16 operands, against the whole
+    float64 lowering's reference (value, bound, scale, allowance: the same terms, summed by a walk of other chunks,
+    so to float64's rounding), and its value against an independent float64 convolution (np.einsum over a padded
+    window)."""
+    conv = HOSTILE[name]
+    x = _operand((conv.n, conv.cin, *conv.sizes), "float16")
+    gy = _operand((conv.n, conv.cout, *conv.out), "float16")
+    w = _operand((conv.cout, conv.cg, *conv.kernel), "float16")
+    whole = _lowerings(conv, *(a.astype(np.float64) for a in (x, w, gy)))
+    for kind, low in _lowerings(conv, x, w, gy).items():
+        where = np.arange(low.g * low.m * low.c)
+        got = L.reference_at(low, where)
+        for a, b in zip(got, L.reference(whole[kind])):
+            np.testing.assert_allclose(a, whole[kind].flat(b), rtol=1e-12, atol=1e-300, err_msg=kind)
+    np.testing.assert_allclose(L.reference_at(_lowerings(conv, x, w, gy)["gradWeight"],
+                                              np.arange(w.size))[0], _grad_weight(conv, x, gy).reshape(-1), rtol=1e-12)
+
+
+def _grad_weight(conv: L.Conv, x, gy) -> np.ndarray:
+    """gradWeight by its definition: for each tap, the input padded on both sides and read at o s - p + j d."""
+    x, gy = x.astype(np.float64), gy.astype(np.float64)
+    sp = len(conv.sizes)
+    pad = max(max(conv.padding), 1) + max(d * k for d, k in zip(conv.dilation, conv.kernel)) + max(conv.stride) * max(conv.out)
+    padded = np.pad(x, [(0, 0), (0, 0)] + [(pad, pad)] * sp)
+    out = np.zeros((conv.cout, conv.cg, *conv.kernel))
+    for tap in np.ndindex(*conv.kernel):
+        idx = tuple(slice(pad - p + j * d, pad - p + j * d + s * (o - 1) + 1, s)
+                    for j, p, d, s, o in zip(tap, conv.padding, conv.dilation, conv.stride, conv.out))
+        window = padded[(slice(None), slice(None), *idx)]  # (N, Cin, *out)
+        for g in range(conv.groups):
+            xs = window[:, g * conv.cg:(g + 1) * conv.cg]
+            ys = gy[:, g * conv.cog:(g + 1) * conv.cog]
+            out[(slice(g * conv.cog, (g + 1) * conv.cog), slice(None), *tap)] = np.tensordot(
+                ys, xs, axes=([0, *range(2, 2 + sp)],) * 2)
+    return out
+
+
+def test_verify_relieves_a_convolution_from_its_blocks_as_stored(tmp_path, monkeypatch):
+    """A float16 ConvolutionBackward case whose emulated dump has elements flagged and relieved: verify's relief
+    takes them through reference_at on the blocks as stored (rowrelief never widens them), and the verdicts and
+    metrics, of the correct dump and of a broken one, are those of the relief through the whole reference."""
+    text = ("op: aclnnConvolutionBackward\ncases:\n  - {name: c, dtype: float16, shape: [4, 32, 12, 12], seed: 3,"
+            " attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0]}}\n")
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    widened, at = [], []
+    real_widened, real_at = rowrelief.widened, rowrelief._relief_at
+    monkeypatch.setattr(rowrelief, "widened", lambda *a: widened.append(1) or real_widened(*a))
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: at.append(a[5].size) or real_at(*a))
+    correct = verify_case(m, C.Options()).to_json()
+    assert correct["status"] == "PASS" and correct["metrics"]["relieved"] > 0 and at and not widened
+    gi = next(o for o in m.judged if o.name == "gradInput")
+    dump = np.fromfile(gi.dump_path, np.float16)
+    dump[5], dump[700] = np.float16(3.0) * dump[5] + np.float16(1), -dump[700]
+    dump.tofile(gi.dump_path)
+    broken = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert broken["status"] == "FAIL" and not widened
+    monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)  # (the whole reference's relief)
+    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+
+
+def _same(got: dict, before: dict) -> None:
+    assert got["status"] == before["status"] and got["reason"] == before["reason"]
+    for key, value in before["metrics"].items():
+        if isinstance(value, float):
+            assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
+        else:
+            assert got["metrics"][key] == value, key
