@@ -52,8 +52,8 @@ def _operand(shape, dtype) -> np.ndarray:
 
 
 def _lowerings(conv: L.Conv, x, w, gy, dtype=np.float64) -> dict:
-    """Every lowering the op makes: gradInput, the forward (a transposed convolution's gradInput), gradWeight both
-    ways round (transposed: input and gradOutput exchanged) and gradBias."""
+    """Every lowering the op makes: gradInput, the forward (a transposed convolution's gradInput), gradWeight (a
+    transposed one's with input and gradOutput exchanged: the same class) and gradBias."""
     return {"gradInput": L.grad_input(conv, w, gy, dtype), "forward": L.forward(conv, w, x, dtype),
             "gradWeight": L.GradWeight(conv, x, gy, dtype), "gradBias": L.GradBias(gy, conv.n, conv.cout, conv.pout,
                                                                                     dtype)}
@@ -63,32 +63,89 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, np.float64).view(np.int64)
 
 
+def _im2col(conv: L.Conv, x, w, gy) -> dict:
+    """(L, R) of each lowering by the definitions in conv_lowering's docstring, element by element with Python
+    loops over window positions (row-major positions and taps), float64, +0 where a tap falls in the padding:
+    the independent answer."""
+    x, w, gy = (a.astype(np.float64) for a in (x, w, gy))
+    taps, outs = list(np.ndindex(*conv.kernel)), list(np.ndindex(*conv.out))
+    ins = list(np.ndindex(*conv.sizes))
+    G, cg, cog, n = conv.groups, conv.cg, conv.cog, conv.n
+
+    def read(o, j):  # (the input position tap j of output position o reads, or None in the padding)
+        i = tuple(oo * s - p + jj * d for oo, jj, s, p, d in zip(o, j, conv.stride, conv.padding, conv.dilation))
+        return i if all(0 <= v < size for v, size in zip(i, conv.sizes)) else None
+
+    gw_r = np.zeros((G, n * len(outs), cg * len(taps)))
+    gi_r = np.zeros((G, len(taps) * cog, n * len(ins)))
+    fw_r = np.zeros((G, cg * len(taps), n * len(outs)))
+    for g in range(G):
+        for b in range(n):
+            for oi, o in enumerate(outs):
+                for ji, j in enumerate(taps):
+                    i = read(o, j)
+                    if i is None:
+                        continue
+                    ii = ins.index(i)
+                    for c in range(cg):
+                        gw_r[g, b * len(outs) + oi, c * len(taps) + ji] = x[(b, g * cg + c, *i)]
+                        fw_r[g, c * len(taps) + ji, b * len(outs) + oi] = x[(b, g * cg + c, *i)]
+                    for co in range(cog):
+                        gi_r[g, ji * cog + co, b * len(ins) + ii] = gy[(b, g * cog + co, *o)]
+    gyf = gy.reshape(n, G, cog, len(outs))
+    wf = w.reshape(G, cog, cg, len(taps))
+    return {"gradWeight": (gyf.transpose(1, 2, 0, 3).reshape(G, cog, -1), gw_r),
+            "gradInput": (wf.transpose(0, 2, 3, 1).reshape(G, cg, -1), gi_r),
+            "forward": (wf.reshape(G, cog, -1), fw_r),
+            "gradBias": (gy.reshape(n, conv.cout, -1).transpose(1, 0, 2).reshape(1, conv.cout, -1),
+                         np.ones((1, n * len(outs), 1)))}
+
+
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_gathered_terms_are_the_whole_lowerings_bit_for_bit(name, dtype):
-    """Every element of every lowering: its row of L and column of R gathered from the stored operands are the
-    whole float64 lowering's (left, right, from its padded, narrowed copies), bit for bit (signed zeros too), over
-    K whole and over a range of K inside it; gathered from float64 operands too (as tests and TBC's relief give
-    them)."""
+def test_pieces_and_gathered_terms_are_the_definitions_bit_for_bit(name, dtype):
+    """Every lowering's pieces (left, right: whole, and over ranges of K and of columns inside it) and every
+    element's row of L and column of R (rows, columns) are the definitions' L and R (`_im2col`), bit for bit
+    (signed zeros too), from the operands as stored and as float64 (as tests and TBC's relief give them)."""
     conv = HOSTILE[name]
     x = _operand((conv.n, conv.cin, *conv.sizes), dtype)
     gy = _operand((conv.n, conv.cout, *conv.out), dtype)
     w = _operand((conv.cout, conv.cg, *conv.kernel), dtype)
-    whole = _lowerings(conv, *(a.astype(np.float64) for a in (x, w, gy)))
+    want = _im2col(conv, x, w, gy)
     for stored in (True, False):
         arrays = (x, w, gy) if stored else (x.astype(np.float64), w.astype(np.float64), gy.astype(np.float64))
         for kind, low in _lowerings(conv, *arrays).items():
-            ref = whole[kind]
-            size = low.g * low.m * low.c
-            assert size == math.prod(np.shape(low.flat(np.zeros((low.g, low.m, low.c))))), kind
-            g, m, c = low.locate(np.arange(size))
-            for ks, ke in ((0, low.k), (low.k // 3, max(low.k // 3 + 1, 2 * low.k // 3))):
-                left, right = ref.left(ks, ke), ref.right(ks, ke, 0, low.c)
-                rows, columns = low.rows(ks, ke, g, m), low.columns(ks, ke, g, c)
-                assert rows.dtype == columns.dtype == np.float64
-                np.testing.assert_array_equal(_bits(rows), _bits(left[g, m, :]), err_msg=f"{kind} rows {ks}:{ke}")
-                np.testing.assert_array_equal(_bits(columns), _bits(np.swapaxes(right, 1, 2)[g, c, :]),
+            left, right = want[kind]
+            assert (low.g, low.m, low.k, low.c) == (*left.shape, right.shape[2]), kind
+            g, m, c = low.locate(np.arange(low.g * low.m * low.c))
+            third = max(1, low.k // 3)
+            for ks, ke in ((0, low.k), (third, min(low.k, 2 * third + 1)), (low.k - 1, low.k)):
+                for cs, ce in ((0, low.c), (low.c // 2, low.c)):
+                    assert low.right(ks, ke, cs, ce).dtype == np.float64
+                    np.testing.assert_array_equal(_bits(low.right(ks, ke, cs, ce)), _bits(right[:, ks:ke, cs:ce]),
+                                                  err_msg=f"{kind} right {ks}:{ke}, {cs}:{ce}")
+                np.testing.assert_array_equal(_bits(low.left(ks, ke)), _bits(left[:, :, ks:ke]),
+                                              err_msg=f"{kind} left {ks}:{ke}")
+                np.testing.assert_array_equal(_bits(low.rows(ks, ke, g, m)), _bits(left[g, m, ks:ke]),
+                                              err_msg=f"{kind} rows {ks}:{ke}")
+                np.testing.assert_array_equal(_bits(low.columns(ks, ke, g, c)),
+                                              _bits(np.swapaxes(right, 1, 2)[g, c, ks:ke]),
                                               err_msg=f"{kind} columns {ks}:{ke}")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_tensor_positions_are_where_flat_puts_each_column(name):
+    """certified_tiles' positions: columns cs:ce of every lowering lie where `flat` (the tensor's element order)
+    puts them, over ranges that start and end inside a sample."""
+    conv = HOSTILE[name]
+    x, gy = _operand((conv.n, conv.cin, *conv.sizes), "float16"), _operand((conv.n, conv.cout, *conv.out), "float16")
+    w = _operand((conv.cout, conv.cg, *conv.kernel), "float16")
+    for kind, low in _lowerings(conv, x, w, gy).items():
+        ids = np.arange(low.g * low.m * low.c)
+        where = np.argsort(low.flat(ids.reshape(low.g, low.m, low.c)))  # (tensor position of each (g, m, c))
+        for cs, ce in {(0, low.c), (min(1, low.c - 1), max(min(2, low.c), low.c - 1)), (low.c - 1, low.c)}:
+            np.testing.assert_array_equal(low.tensor_positions(cs, ce),
+                                          where.reshape(low.g, low.m, low.c)[:, :, cs:ce], err_msg=kind)
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

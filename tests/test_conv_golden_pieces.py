@@ -117,3 +117,38 @@ def test_certify_in_runs_is_certify_whole(monkeypatch):
         assert a.shape == b.shape == value.shape and a.dtype == b.dtype
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
     assert whole[1].any() and not whole[1].all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("which", list(CASES))
+def test_golden_settled_tile_by_tile_is_the_oracle_and_the_whole_settlement(which, dtype, pieces):
+    """gen's golden of every output settled tile by tile (golden/rowsgen._settled_tiles over golden_reference's
+    `tiles`: each tile certified, its uncertain elements through the exact path at their tensor positions) is the
+    oracle's correctly rounded value at every element, and the same bits and exact-path count as settling the whole
+    output at once (`_settled` on golden_reference's whole value and bound). Input all ones and gradOutput's last
+    channel 1 and half an ulp make sums that land on ties, which take the exact path in several tiles; a tile's
+    exact path asked at positions within the tile (not the tensor's) fails."""
+    from types import SimpleNamespace
+
+    from aclnn_cli.golden import rowsgen
+
+    t, (x, w, gy), (stride, padding, dilation, groups, transposed) = _case(which, dtype)
+    x, gy = np.ones_like(x), gy.copy()  # (sums that land on a tie of the dtype: 1 + half its ulp)
+    gy[:, -1] = 0
+    gy[0, -1].reshape(-1)[:2] = 1.0, {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}[dtype]
+    t = {**t, "input": CAST[dtype](x).reshape(1, -1, x.shape[-1]), "gradOutput": CAST[dtype](gy).reshape(1, -1, gy.shape[-1])}
+    want = oracle(x, w, gy, stride, padding, dilation, groups, transposed)
+    blocks = {k: t[k] for k in ("input", "weight", "gradOutput")}
+    attrs = {k: v for k, v in t.items() if k not in blocks}
+    golden, exact = CB._golden_reference(t), 0
+    for name in CB.OUTPUTS:
+        out = SimpleNamespace(name=name, dtype=D.DTYPES[dtype])
+        shape, tiles = golden.tiles(name)
+        tiled, path = rowsgen._settled_tiles(CB.SPEC, blocks, attrs, out, shape, tiles)
+        whole, whole_path = rowsgen._settled(CB.SPEC, blocks, attrs, out, golden[name])
+        assert tiled.shape == whole.shape == shape and tiled.dtype == whole.dtype, name
+        assert np.array_equal(tiled.view(np.uint8), whole.view(np.uint8)) and path == whole_path, name
+        bits = tiled.reshape(-1).view(np.uint32 if dtype == "float32" else np.uint16)
+        assert np.array_equal(bits, rounded_bits(want[name], out.dtype)), name
+        exact += path.exact
+    assert exact > 0  # (the exact path ran)

@@ -57,7 +57,9 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
             whole: dict[str, np.ndarray] = {}
             for piece, refs, at in pieces:
                 for t in rows_out:
-                    rounded, path = _settled(op, piece, attrs, t, refs[t.name])
+                    tiled = getattr(refs, "tiles", None) if at is None else None
+                    rounded, path = (_settled_tiles(op, piece, attrs, t, *tiled(t.name)) if tiled is not None
+                                     else _settled(op, piece, attrs, t, refs[t.name]))
                     fallbacks, uncertified = fallbacks + path.exact, uncertified + path.uncertified
                     if at is None:
                         whole[t.name] = rounded
@@ -75,10 +77,25 @@ def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:
     return ExactPath(fallbacks, uncertified)
 
 
-def _settled(op, blocks, attrs, t, r) -> tuple[np.ndarray, ExactPath]:
+def _settled_tiles(op, blocks, attrs, t, shape, tiles) -> tuple[np.ndarray, ExactPath]:
+    """Output t's golden over one block of `shape` (1, ...) settled tile by tile: tiles yield (flat positions in
+    the block, Reference of value and bound there), each certified and its uncertain elements taken exactly as
+    `_settled` takes them (a golden_reference's `tiles`, ConvolutionBackward's: one tile's float64 arrays at a time,
+    never the output's)."""
+    out, path = np.empty(shape, t.dtype.np_dtype), ExactPath()
+    for at, r in tiles:
+        rounded, done = _settled(op, blocks, attrs, t, r, at)
+        out.reshape(-1)[at] = rounded
+        path += done
+    return out, path
+
+
+def _settled(op, blocks, attrs, t, r, at=None) -> tuple[np.ndarray, ExactPath]:
     """Output t's golden over these blocks from its reference r: certified where the bound decides the rounding, the
-    rest through the op's exact values of those elements (uncertified, counted, where it has none)."""
-    rounded, unsure = certify(r.value, r.bound, t.dtype)
+    rest through the op's exact values of those elements (uncertified, counted, where it has none). at: r holds the
+    elements at these flat positions of one block (a tile, `_settled_tiles`), 1-d."""
+    value, bound = (r.value, r.bound) if at is None else (r.value.reshape(1, -1), np.reshape(r.bound, (1, -1)))
+    rounded, unsure = certify(value, bound, t.dtype)
     fallbacks = uncertified = 0
     if unsure.any():
         rounded = rounded.copy()
@@ -87,13 +104,13 @@ def _settled(op, blocks, attrs, t, r) -> tuple[np.ndarray, ExactPath]:
             one = {name: v[b:b + 1] for name, v in blocks.items()}
             where = np.flatnonzero(unsure[b].reshape(-1))
             try:
-                exact = exact_elements(op, one, attrs, t.name, where)
+                exact = exact_elements(op, one, attrs, t.name, where if at is None else at[where])
             except NotRational:  # (no exact path: these elements stay uncertified, counted)
                 uncertified += where.size
                 continue
             rounded[b].reshape(-1)[where] = round_exact(exact, t.dtype)
             fallbacks += where.size
-    return rounded, ExactPath(fallbacks, uncertified)
+    return (rounded if at is None else rounded.reshape(-1)), ExactPath(fallbacks, uncertified)
 
 
 def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: int) -> int:

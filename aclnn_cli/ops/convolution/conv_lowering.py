@@ -34,6 +34,7 @@ from ..contraction.dots import PRODUCT_ROUNDINGS
 from ..dyadic import exact_row_sums
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
+EXACT_HELD = 1 << 18  # products exact_at forms at a time (2 MiB of float64: exact_row_sums makes several such)
 WIDE_COLUMNS = 1 << 10  # certified's columns a piece at most, so that a piece spans K whole up to HELD / 1024 terms
 F32 = np.float32
 
@@ -95,19 +96,15 @@ def _flat_table(per_axis: list[np.ndarray], sizes) -> np.ndarray:
 
 def _narrow(a: np.ndarray) -> np.ndarray:
     """a as float32 where that holds every value exactly (every operand is a float32, float16 or bfloat16 value, and
-    infinities and NaNs stay what they are), else as it is: the lowering keeps its copies of the operands at half
-    the bytes, and gives its pieces back in the dtype it was built in (`Lowered.dtype`), so no value changes."""
+    infinities and NaNs stay what they are), else as it is: a Gathered lowering keeps its (transposed) copy of the
+    weight at half the bytes, and gives its pieces back in the dtype it was built in (`Lowered.dtype`), so no value
+    changes."""
     if a.dtype != np.float64:
         return a
     with np.errstate(all="ignore"):
         narrow = a.astype(F32)
         same = (narrow == a).all() or np.array_equal(narrow, a, equal_nan=True)  # (the NaN test only where needed)
     return narrow if same else a
-
-
-def _zero_padded(src: np.ndarray) -> np.ndarray:
-    """src with one zero appended along its last axis (the positions): position -1 of the flat tables reads it."""
-    return np.concatenate([src, np.zeros(src.shape[:-1] + (1,), src.dtype)], axis=-1)
 
 
 def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
@@ -122,11 +119,18 @@ def _terms_per(tables, axis: int, factor: int, repeat: int) -> np.ndarray:
 
 def _taken(src: np.ndarray, lead: tuple, pos: np.ndarray, dtype) -> np.ndarray:
     """src[(*lead, pos)] widened to dtype, +0 where pos is -1 (a tap in the padding): a few elements' terms read
-    from the operand as given, with no padded or narrowed copy of it (the whole-tensor lowering's `_zero_padded`
-    copy holds the same +0 there, so every term is the same value)."""
+    from the operand as given, with no padded copy of it (an exact +0 term, as the pieces' `right` reads there)."""
     got = src[(*lead, np.maximum(pos, 0))].astype(dtype)
     got[np.broadcast_to(pos < 0, got.shape)] = 0
     return got
+
+
+def _sample_major(a: np.ndarray, ks: int, ke: int, per: int) -> np.ndarray:
+    """a (N, ..., per) (a view of an operand as given) as (..., K = N x per, sample outer) over K range ks:ke: only
+    the samples that range touches are moved (no copy of the whole operand in K order)."""
+    n0, n1 = ks // per, max(ks // per, (ke - 1) // per + 1)
+    piece = np.moveaxis(a[n0:n1], 0, -2)
+    return piece.reshape(*piece.shape[:-2], -1)[..., ks - n0 * per:ke - n0 * per]
 
 
 class Lowered:
@@ -134,13 +138,13 @@ class Lowered:
     ce - cs), `rows(ks, ke, g, m)` and `columns(ks, ke, g, c)` (len(g), ke - ks) the rows of L and columns of R of
     single elements, each in `dtype` (the operands' as given, or `dtype` where given), `counts()` the nonzero taps
     per element (G, M, C) (broadcastable), `flat(out)` the (G, M, C) result in the tensor's element order,
-    `place(flat, cs, ce, piece)` columns cs:ce of that result written into it, `locate(flat)` the (g, m, c) of
+    `tensor_positions(cs, ce)` (G, M, ce - cs) where columns cs:ce lie in that order, `locate(flat)` the (g, m, c) of
     tensor elements.
 
-    Whole pieces (left, right) read copies of the operands made on first use (`lhs`, `src`: transposed, padded,
-    narrowed where exact, `_narrow`); single elements (rows, columns) read the operands as given, through views
-    and index arithmetic (`_taken`): verify's relief of a few flagged elements of a ResNet-50 layer makes no copy of
-    its 25.7M-element tensors, and each term is the value the copies hold (tests/test_conv_gather.py)."""
+    Pieces and single elements read the operands as given (views, index arithmetic: `_sample_major`, `_taken`),
+    widening only what a piece holds: no padded, transposed or widened copy of a 25.7M-element operand of a
+    ResNet-50 layer is made, for gen's pieces or verify's relief of a few flagged elements, and every term is the
+    value the whole-tensor lowering read (tests/test_conv_gather.py)."""
 
     g: int
     m: int
@@ -148,11 +152,9 @@ class Lowered:
     c: int
     dtype: np.dtype
 
-    def place(self, flat: np.ndarray, cs: int, ce: int, piece: np.ndarray) -> None:
-        flat.reshape(self.g, self.m, self.c)[:, :, cs:ce] = piece
-
-    def left(self, ks, ke):
-        return self.lhs[:, :, ks:ke].astype(self.dtype, copy=False)
+    def tensor_positions(self, cs: int, ce: int) -> np.ndarray:
+        """(G, M, ce - cs): where the elements of output columns cs:ce lie in the tensor's element order."""
+        return (np.arange(self.g * self.m)[:, None] * self.c + np.arange(cs, ce)[None, :]).reshape(self.g, self.m, -1)
 
 
 class GradWeight(Lowered):
@@ -164,21 +166,22 @@ class GradWeight(Lowered):
         self.table = conv.reads()
         self.flat_table = _flat_table(self.table, conv.sizes)
 
-    @cached_property
-    def lhs(self) -> np.ndarray:
-        return _narrow(self.gy).transpose(1, 2, 0, 3).reshape(self.g, self.m, self.k)
-
-    @cached_property
-    def x(self) -> np.ndarray:
-        return _zero_padded(_narrow(self.xs))
+    def left(self, ks, ke):
+        return _sample_major(self.gy, ks, ke, self.conv.pout).astype(self.dtype, copy=False)
 
     def right(self, ks, ke, cs, ce):
-        cv = self.conv
-        q = np.arange(ks, ke)
-        pos = self.flat_table[:, q % cv.pout].T  # (len, taps)
-        vals = self.x[(q // cv.pout)[:, None], :, :, pos]  # (len, taps, G, cg); the padding's -1 reads the zero
-        vals = vals.transpose(2, 0, 3, 1).reshape(self.g, ke - ks, self.c)[:, :, cs:ce]
-        return vals.astype(self.dtype, copy=False)
+        """A tap at a time: its columns (input channels) of every row of K read through one table row, the
+        padding's -1 made a zero; no padded copy of input, no (K, C) index array."""
+        cv, q, c = self.conv, np.arange(ks, ke), np.arange(cs, ce)
+        ch, tap = c // cv.taps, c % cv.taps
+        out = np.empty((self.g, ke - ks, ce - cs), self.dtype)
+        for j in np.unique(tap):
+            cols = np.flatnonzero(tap == j)
+            pos = self.flat_table[j, q % cv.pout]
+            got = self.xs[q // cv.pout, :, :, np.maximum(pos, 0)][:, :, ch[cols]]  # (len, G, columns)
+            got[pos < 0] = 0
+            out[:, :, cols] = got.transpose(1, 0, 2)
+        return out
 
     def rows(self, ks, ke, g, m):
         q = np.arange(ks, ke)[None, :]
@@ -219,9 +222,8 @@ class Gathered(Lowered):
     def lhs(self) -> np.ndarray:
         return _narrow(self.given)
 
-    @cached_property
-    def src(self) -> np.ndarray:
-        return _zero_padded(_narrow(self.srcs))
+    def left(self, ks, ke):
+        return self.lhs[:, :, ks:ke].astype(self.dtype, copy=False)
 
     def _tap_channel(self, kk: np.ndarray):
         if self.tap_outer:
@@ -229,11 +231,19 @@ class Gathered(Lowered):
         return kk % self.conv.taps, kk // self.conv.taps
 
     def right(self, ks, ke, cs, ce):
+        """A tap at a time: its rows of K read through one table row for every column, the padding's -1 made a
+        zero; no padded copy of the source, no (K, C) index array. Laid out (K, C, G) in memory, as the pieces
+        have always been (a group's matrix strided: numpy's matmul then takes the same path, so the same bits)."""
         cc, p = np.arange(cs, ce), self.positions
         tap, ch = self._tap_channel(np.arange(ks, ke))
-        pos = self.flat_table[tap[:, None], (cc % p)[None, :]]
-        got = self.src[(cc // p)[None, :], :, ch[:, None], pos].transpose(2, 0, 1)  # (the padding's -1 reads the zero)
-        return got.astype(self.dtype, copy=False)
+        out = np.empty((ke - ks, ce - cs, self.g), self.dtype)
+        for j in np.unique(tap):
+            rows = np.flatnonzero(tap == j)
+            pos = self.flat_table[j, cc % p]
+            got = self.srcs[cc // p, :, :, np.maximum(pos, 0)][:, :, ch[rows]]  # (C, G, rows)
+            got[pos < 0] = 0
+            out[rows] = got.transpose(2, 0, 1)
+        return out.transpose(2, 0, 1)
 
     def rows(self, ks, ke, g, m):
         return self.given[g, m, ks:ke].astype(self.dtype)
@@ -249,13 +259,11 @@ class Gathered(Lowered):
     def flat(self, out):
         return out.reshape(self.g, self.m, self.conv.n, self.positions).transpose(2, 0, 1, 3).reshape(-1)
 
-    def place(self, flat, cs, ce, piece):
-        """Columns cs:ce (sample outer, position inner) into the tensor's order, (N, G, M, positions), a sample's
-        run at a time."""
-        p, view = self.positions, flat.reshape(self.conv.n, self.g, self.m, self.positions)
-        for n in range(cs // p, (ce - 1) // p + 1):
-            lo, hi = max(cs, n * p), min(ce, (n + 1) * p)
-            view[n, :, :, lo - n * p:hi - n * p] = piece[:, :, lo - cs:hi - cs]
+    def tensor_positions(self, cs, ce):
+        """Columns cs:ce (sample outer, position inner) in the tensor's order, (N, G, M, positions)."""
+        cc, p = np.arange(cs, ce), self.positions
+        return ((np.arange(self.g * self.m) * p)[:, None] + (cc // p * (self.g * self.m * p) + cc % p)[None, :]
+                ).reshape(self.g, self.m, -1)
 
     def locate(self, flat):
         n, rest = np.divmod(flat, self.g * self.m * self.positions)
@@ -285,9 +293,8 @@ class GradBias(Lowered):
         self.g, self.m, self.k, self.c, self.dtype = 1, channels, n * positions, 1, np.dtype(dtype or gy.dtype)
         self.gy, self.positions = gy.reshape(n, channels, positions), positions  # (a view of gradOutput as given)
 
-    @cached_property
-    def lhs(self) -> np.ndarray:
-        return _narrow(self.gy).transpose(1, 0, 2).reshape(1, self.m, self.k)
+    def left(self, ks, ke):
+        return _sample_major(self.gy, ks, ke, self.positions)[None].astype(self.dtype, copy=False)
 
     def right(self, ks, ke, cs, ce):
         return np.ones((1, ke - ks, ce - cs), self.dtype)
@@ -336,18 +343,29 @@ def reference(low: Lowered, term_roundings: int = PRODUCT_ROUNDINGS):
 
 
 def certified(low: Lowered):
-    """(value, bound), each 1-d in the tensor's element order (Lowered.flat's), for gen's certification: no prefix
-    walk, so a piece spans as much of K as HELD allows (K whole up to HELD / WIDE_COLUMNS terms: few wide matmuls,
-    not sqrt(K) thin ones each adding into the piece). value: the pieces' float64 matmuls summed (any order of the K
-    exact products: within gamma_K S of the exact sum, S the exact |L|.|R|); |L|.|R| per piece through
-    dots.magnitude (float32 where rigorous: an upper bound on the piece's S; else float64, at least (1 - gamma_k) of
-    it), summed in float64 to T >= (1 - gamma_K) S (K counts every term and every addition); the bound
-    gamma_K / (1 - gamma_K) T (dots.SLACK: its own roundings). Each output column's value and bound are placed in the
-    tensor's order as its piece is done, so no (G, M, C) array beside the two is made."""
-    width = min(low.c, WIDE_COLUMNS)
-    k_step = min(low.k, max(dots.k_step(low.k), HELD // max(low.g * max(width, 1), 1)))
+    """(value, bound), each 1-d in the tensor's element order (Lowered.flat's): `certified_tiles` placed, each
+    column range's value and bound as its piece is done, so no (G, M, C) array beside the two is made."""
     size = low.g * low.m * low.c
     value, bound = np.zeros(size), np.zeros(size)
+    for at, v, b in certified_tiles(low):
+        value[at], bound[at] = v, b
+    return value, bound
+
+
+def certified_tiles(low: Lowered):
+    """(flat positions in the tensor's order, value, bound), each 1-d, per range of output columns, for gen's
+    certification: no prefix walk, so a piece spans as much of K as HELD allows (K whole up to HELD / WIDE_COLUMNS
+    terms: few wide matmuls, not sqrt(K) thin ones each adding into the piece). value: the pieces' float64 matmuls
+    summed (any order of the K exact products: within gamma_K S of the exact sum, S the exact |L|.|R|); |L|.|R| per
+    piece through dots.magnitude (float32 where rigorous: an upper bound on the piece's S; else float64, at least
+    (1 - gamma_k) of it), summed in float64 to T >= (1 - gamma_K) S (K counts every term and every addition); the
+    bound gamma_K / (1 - gamma_K) T (dots.SLACK: its own roundings). A tile is a column range's elements whatever
+    else is asked, so its values are the same bits whether gen settles the output tile by tile or `certified` whole
+    (decision: gen holds one tile's float64 arrays, not gradInput's 2 x 206 MB)."""
+    width = min(low.c, WIDE_COLUMNS)
+    k_step = min(low.k, max(dots.k_step(low.k), HELD // max(low.g * max(width, low.m, 1), 1)))
+    g = dots.gamma(low.k)
+    factor = (g / (1 - g)) * dots.SLACK
     for cs, ce in _column_ranges(low, k_step):
         v, t = np.zeros((low.g, low.m, ce - cs)), np.zeros((low.g, low.m, ce - cs))
         for ks in range(0, low.k, k_step):
@@ -355,11 +373,8 @@ def certified(low: Lowered):
             left, right = low.left(ks, ke), low.right(ks, ke, cs, ce)
             v += np.matmul(left, right)
             t += dots.magnitude(left, right)[0]
-        low.place(value, cs, ce, v)
-        low.place(bound, cs, ce, t)
-    g = dots.gamma(low.k)
-    bound *= (g / (1 - g)) * dots.SLACK
-    return value, bound
+        t *= factor
+        yield low.tensor_positions(cs, ce).reshape(-1), v.reshape(-1), t.reshape(-1)
 
 
 def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_ROUNDINGS):
@@ -396,22 +411,23 @@ def magnitude_at(low: Lowered, where: np.ndarray) -> np.ndarray:
 
 
 def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
-    """The exact values (Fractions) of the tensor's elements at flat positions `where`."""
+    """The exact values (Fractions) of the tensor's elements at flat positions `where`, EXACT_HELD products at a
+    time (exact sums: any cut of K gives the same values; gen's exact path beside a layer's blocks)."""
     where = np.asarray(where, np.int64)
     out = np.array([Fraction(0)] * where.size + [None], dtype=object)[:-1]
-    for inside, products in _products_at(low, where):
+    for inside, products in _products_at(low, where, EXACT_HELD):
         out[inside] = out[inside] + np.array(exact_row_sums(products) + [None], dtype=object)[:-1]
     return out
 
 
-def _products_at(low: Lowered, where: np.ndarray):
+def _products_at(low: Lowered, where: np.ndarray, held: int = HELD):
     """(indices into `where`, their elements' exact float64 products over a range of K): each element's K in
-    order, from its own row of L and column of R (Lowered.columns), at most HELD products at a time."""
+    order, from its own row of L and column of R (Lowered.rows, columns), at most `held` products at a time."""
     g, m, c = low.locate(where)
-    group = max(1, HELD // max(low.k, 16))  # (elements whose whole K fits in HELD)
+    group = max(1, held // max(low.k, 16))  # (elements whose whole K fits in `held`)
     for s in range(0, where.size, group):
         at = slice(s, s + group)
-        k_step = max(16, min(low.k, HELD // max(where[at].size, 1)))
+        k_step = max(16, min(low.k, held // max(where[at].size, 1)))
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
             yield at, low.rows(ks, ke, g[at], m[at]) * low.columns(ks, ke, g[at], c[at])  # (exact)

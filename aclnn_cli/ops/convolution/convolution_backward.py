@@ -96,6 +96,12 @@ def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
     return flat.reshape(1, -1, shape[-1])
 
 
+def _block_shape(t, name: str) -> tuple[int, ...]:
+    """A tensor's one block's shape (1, R, last): `_piece`'s."""
+    shape = {GI: shape_of(t, X), GW: shape_of(t, W), GB: shape_of(t, GRAD)[1:2]}[name]
+    return (1, int(np.prod(shape[:-1])), shape[-1])
+
+
 def _reference(t) -> dict:
     """Per output: the lowering's float64 value, bound gamma_K |L|.|R|, scale |L|.|R| and the allowance of a float32
     accumulation from each element's taps (conv_lowering.reference), with what cubeMathType's rounding adds
@@ -125,6 +131,16 @@ class _Golden(Mapping):
             raise KeyError(name)
         value, bound = (_piece(self.t, name, a) for a in L.certified(lowered(self.t, names=(name,), stored=True)[name]))
         return Reference(value, bound, np.broadcast_to(np.inf, value.shape))
+
+    def tiles(self, name: str):
+        """(the block's shape, per range of output columns (flat positions in the tensor's order, Reference of value
+        and bound there)): what golden/rowsgen settles tile by tile, so gen holds one tile's float64 arrays, never
+        a whole output's (L.certified_tiles: the same bits as the whole `certified`)."""
+        if name not in OUTPUTS:
+            raise KeyError(name)
+        low = lowered(self.t, names=(name,), stored=True)[name]
+        return _block_shape(self.t, name), ((at, Reference(v, b, np.broadcast_to(np.inf, v.shape)))
+                                            for at, v, b in L.certified_tiles(low))
 
     def __iter__(self):
         return iter(OUTPUTS)
