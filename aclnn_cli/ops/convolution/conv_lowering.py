@@ -1,6 +1,7 @@
 """A convolution's gradients lowered to dot products (im2col through index arrays), a range of K and of output
-columns at a time: the float64 reference with its rigorous bound and allowance, the exact values of wanted elements,
-and the cube's float32 accumulation (ops/contraction/cube.py) over the same lowering.
+columns at a time: the float64 reference with its rigorous bound and allowance, gen's certified value and bound
+tile by tile, and the cube's float32 accumulation (ops/contraction/cube.py) over the same lowering (single elements
+from their own dot products: conv_elements.py).
 
 Each gradient is G batched matrix products out[g] = L[g] @ R[g], L (G, M, K), R (G, K, C), with zeros where a tap
 falls in the padding (an exact zero term changes no sum and no rounding):
@@ -22,19 +23,15 @@ allowance these are, with K counted per element: the taps that do not fall in th
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
-from fractions import Fraction
 
 import numpy as np
 
 from ..contraction import cube, dots
 from ..contraction.dots import PRODUCT_ROUNDINGS
-from ..dyadic import exact_row_sums
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
-EXACT_HELD = 1 << 18  # products exact_at forms at a time (2 MiB of float64: exact_row_sums makes several such)
 WIDE_COLUMNS = 1 << 10  # certified's columns a piece at most, so that a piece spans K whole up to HELD / 1024 terms
 F32 = np.float32
 
@@ -377,18 +374,6 @@ def certified_tiles(low: Lowered):
         yield low.tensor_positions(cs, ce).reshape(-1), v.reshape(-1), t.reshape(-1)
 
 
-def reference_at(low: Lowered, where: np.ndarray, term_roundings: int = PRODUCT_ROUNDINGS):
-    """`reference` of the tensor's elements at flat positions `where` (verify's relief of a few flagged ones), each
-    from its own products: 1-d arrays."""
-    where = np.asarray(where, np.int64)
-    walk = dots.Walk(where.size, low.k)
-    for inside, products in _products_at(low, where):
-        walk.add(inside, products)
-    g, m, c = low.locate(where)
-    counts = np.broadcast_to(low.counts(), (low.g, low.m, low.c))[g, m, c]
-    return dots.finished(walk.value, walk.scale, walk.peak, walk.squares, low.k, counts, term_roundings)
-
-
 def magnitude(low: Lowered) -> np.ndarray:
     """sum over each element's terms of |L| |R|, (G, M, C) float64, within a factor SLACK either way (sums of
     nonnegative terms)."""
@@ -399,38 +384,6 @@ def magnitude(low: Lowered) -> np.ndarray:
             ke = min(low.k, ks + k_step)
             out[:, :, cs:ce] += np.matmul(np.abs(low.left(ks, ke)), np.abs(low.right(ks, ke, cs, ce)))
     return out
-
-
-def magnitude_at(low: Lowered, where: np.ndarray) -> np.ndarray:
-    """`magnitude` of the elements at flat positions `where`: 1-d."""
-    where = np.asarray(where, np.int64)
-    out = np.zeros(where.size)
-    for inside, products in _products_at(low, where):
-        out[inside] += np.abs(products).sum(axis=1)
-    return out
-
-
-def exact_at(low: Lowered, where: np.ndarray) -> np.ndarray:
-    """The exact values (Fractions) of the tensor's elements at flat positions `where`, EXACT_HELD products at a
-    time (exact sums: any cut of K gives the same values; gen's exact path beside a layer's blocks)."""
-    where = np.asarray(where, np.int64)
-    out = np.array([Fraction(0)] * where.size + [None], dtype=object)[:-1]
-    for inside, products in _products_at(low, where, EXACT_HELD):
-        out[inside] = out[inside] + np.array(exact_row_sums(products) + [None], dtype=object)[:-1]
-    return out
-
-
-def _products_at(low: Lowered, where: np.ndarray, held: int = HELD):
-    """(indices into `where`, their elements' exact float64 products over a range of K): each element's K in
-    order, from its own row of L and column of R (Lowered.rows, columns), at most `held` products at a time."""
-    g, m, c = low.locate(where)
-    group = max(1, held // max(low.k, 16))  # (elements whose whole K fits in `held`)
-    for s in range(0, where.size, group):
-        at = slice(s, s + group)
-        k_step = max(16, min(low.k, held // max(where[at].size, 1)))
-        for ks in range(0, low.k, k_step):
-            ke = min(low.k, ks + k_step)
-            yield at, low.rows(ks, ke, g[at], m[at]) * low.columns(ks, ke, g[at], c[at])  # (exact)
 
 
 def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:
@@ -467,18 +420,3 @@ def split_ranges(k: int, parts: int = 8) -> list[tuple[int, int]]:
 def with_padding_dropped(conv: Conv) -> Conv:
     """The first spatial axis's padding one less (a padding row dropped): every position read one row off."""
     return replace(conv, padding=(max(conv.padding[0] - 1, 0), *conv.padding[1:]))
-
-
-def kept_for(store: list, arrays: tuple, tag, make):
-    """make()'s result, kept in `store` (one entry) for the next call on the same `arrays` and `tag`. The arrays are
-    held weakly: when the relief lets the case's blocks go, what was made of them goes too."""
-    if not (store and store[0][1] == tag and all(r() is a for r, a in zip(store[0][0], arrays))):
-        entry = (tuple(weakref.ref(a) for a in arrays), tag, make())
-        store[:] = [entry]
-        weakref.finalize(arrays[0], _forget, store, entry)
-    return store[0][2]
-
-
-def _forget(store: list, entry) -> None:
-    if store and store[0] is entry:
-        store.clear()

@@ -48,6 +48,7 @@ from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, le
 from ..contraction.dots import SLACK
 from ..families.convolution import WIDE_OPERANDS, Convolution, padding_sides, shape_of, shape_values, spatial_list
 from ..registry import register
+from . import conv_elements as E
 from . import conv_lowering as L
 from .conv_rules import (BIAS_SIZES, DILATION, GB, GI, GRAD, GROUPS, GW, MASK, MATH, OUT_PAD, OUTPUTS, PADDING, STRIDE,
                          TRANSPOSED, W, X, attribute_rule, shape_rule)
@@ -162,7 +163,7 @@ def _lowered_once(t, kind: str = "values", arrays=dict) -> dict:
     """`lowered(t, **arrays(), stored=True)`, kept for the next call on the same operand arrays: verify's relief
     asks for a few elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls).
     Single elements read the operands as given (conv_lowering.Lowered.rows, columns): no copy of them is made."""
-    kept = L.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
+    kept = E.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
     if kind not in kept:
         kept[kind] = lowered(t, **arrays(), stored=True)
     return kept[kind]
@@ -174,8 +175,8 @@ def _reference_at(t, wanted) -> dict:
     the blocks as stored (ops/base.narrow_blocks: each term widened to float64 as it is gathered)."""
     lows, out = _lowered_once(t), {}
     for name, where in wanted.items():
-        reach = _fp16_reach(t, lambda low: L.magnitude_at(low, where), only=name, lower=_lowered_once)
-        value, bound, scale, allowance = L.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
+        reach = _fp16_reach(t, lambda low: E.magnitude_at(low, where), only=name, lower=_lowered_once)
+        value, bound, scale, allowance = E.reference_at(lows[name], where, 0 if name == GB else L.PRODUCT_ROUNDINGS)
         out[name] = Reference(value, bound, scale,
                               allowance=_math_type_terms(t, name, value, bound, scale, allowance, reach))
     return out
@@ -258,7 +259,7 @@ def _exact_at(t, wanted) -> dict:
     """The exact values of the wanted elements, from the lowerings of the outputs asked for only (gen's fallback
     asks for one output at a time), from the blocks as stored (each product formed from float64 operands)."""
     lows = lowered(t, names=tuple(wanted), stored=True)
-    return {name: L.exact_at(lows[name], np.asarray(where, np.int64)) for name, where in wanted.items()}
+    return {name: E.exact_at(lows[name], np.asarray(where, np.int64)) for name, where in wanted.items()}
 
 
 def _exact(t) -> dict:
@@ -268,7 +269,7 @@ def _exact(t) -> dict:
     out = {}
     for name, low in lows.items():
         size = low.g * low.m * low.c
-        out[name] = _piece(t, name, L.exact_at(low, np.arange(size)))
+        out[name] = _piece(t, name, E.exact_at(low, np.arange(size)))
     return out
 
 
