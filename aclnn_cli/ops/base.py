@@ -96,7 +96,9 @@ def narrow_blocks(fn: Callable) -> Callable:
     are what it spares (ConvolutionBackward's one block, a ResNet-50 layer: 400 MB). Where an input is not finite
     the golden_reference's blocks go the widened way (golden/rows.reference_blocks). Such a golden_reference may
     return a Mapping that computes each output when it is read: gen reads each once (golden/rowsgen), so one
-    output's float64 value and bound are alive at a time. A reference_at so marked takes verify's relief blocks as
+    output's float64 value and bound are alive at a time; a Mapping with `tiles(name)` -> (the block's shape, an
+    iterable of (flat positions in the block, Reference of value and bound there)) is settled tile by tile
+    (rowsgen._settled_tiles: one tile's float64 arrays alive, ConvolutionBackward's). A reference_at so marked takes verify's relief blocks as
     stored too (judge/rowrelief: finite blocks only), widening only the terms of the elements it is asked for."""
     fn.narrow_blocks = True
     return fn

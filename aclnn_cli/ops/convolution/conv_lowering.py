@@ -181,14 +181,18 @@ class GradWeight(Lowered):
         return out
 
     def rows(self, ks, ke, g, m):
-        q = np.arange(ks, ke)[None, :]
-        return self.gy[q // self.conv.pout, g[:, None], m[:, None], q % self.conv.pout].astype(self.dtype)
+        """Each element's gradOutput channel, the samples ks:ke touches (whole planes, then K's range)."""
+        return _sample_major(self.gy[:, g, m, :], ks, ke, self.conv.pout).astype(self.dtype)
 
     def columns(self, ks, ke, g, c):
-        q = np.arange(ks, ke)
-        ch, tap = c // self.conv.taps, c % self.conv.taps
-        pos = self.flat_table[tap[:, None], (q % self.conv.pout)[None, :]]
-        return _taken(self.xs, ((q // self.conv.pout)[None, :], g[:, None], ch[:, None]), pos, self.dtype)
+        """Each element's input channel plane per sample, read through its tap's table row (one index per output
+        position, not per term), the padding's -1 made a zero; then K's range."""
+        cv = self.conv
+        n0, n1 = ks // cv.pout, max(ks // cv.pout, (ke - 1) // cv.pout + 1)
+        table = self.flat_table[c % cv.taps]  # (len, positions)
+        got = np.take_along_axis(self.xs[n0:n1][:, g, c // cv.taps, :], np.maximum(table, 0)[None], axis=2)
+        got[:, table < 0] = 0
+        return _sample_major(got, ks - n0 * cv.pout, ke - n0 * cv.pout, cv.pout).astype(self.dtype)
 
     def counts(self):
         return _terms_per(self.table, 1, self.conv.n, self.conv.cg)
