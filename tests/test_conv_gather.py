@@ -222,3 +222,17 @@ def _same(got: dict, before: dict) -> None:
             assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
         else:
             assert got["metrics"][key] == value, key
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_finite_values_of_16_bit_floats_from_their_bits_is_isfinite(dtype):
+    """rows.finite_values (relief's and gen's finite check of the blocks) on every one of the 65,536 bit patterns of
+    float16 and bfloat16, in a strided view too, is NumPy's isfinite of their float32 values."""
+    from aclnn_cli.golden import rows
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(DTYPES[dtype])
+    want = np.isfinite(every.astype(np.float32))
+    assert not want.all() and want.any()
+    np.testing.assert_array_equal(rows.finite_values(every), want)
+    np.testing.assert_array_equal(rows.finite_values(every.reshape(256, 256)[:, ::3]),
+                                  want.reshape(256, 256)[:, ::3])

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f64
+from ..tensor.dtypes import BFLOAT16, DType, canonical_nans, round_fraction, round_from_f64
 from ..ops.accumulation import ACCUMULATION_UNIT, across_rows_allowance
 from ..ops.base import OpSpec, Reference
 from ..ops.dyadic import EXACT_SUM_UNITS, quantum
@@ -118,8 +118,21 @@ def finite_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray]) -> np.ndarray:
     finite = np.ones(k, dtype=bool)
     for t in op.inputs:
         if t.read_by_kernel and t.name in blocks and _is_float(blocks[t.name]):
-            finite &= np.isfinite(blocks[t.name]).reshape(k, -1).all(axis=1)
+            finite &= finite_values(blocks[t.name]).reshape(k, -1).all(axis=1)
     return finite
+
+
+EXPONENT_BITS = {np.dtype(np.float16): 0x7C00, BFLOAT16.np_dtype: 0x7F80}  # a 16-bit float's exponent field
+
+
+def finite_values(a: np.ndarray) -> np.ndarray:
+    """np.isfinite(a), for a 16-bit float from its bits (inf and NaN are the values whose exponent field is all
+    ones): NumPy widens float16 element by element for isfinite, and a ResNet-50 layer's blocks (51M values) took
+    a tenth of its verify."""
+    bits = EXPONENT_BITS.get(a.dtype)
+    if bits is None:
+        return np.isfinite(a)
+    return (np.ascontiguousarray(a).view(np.uint16) & bits) != bits
 
 
 def _take(arrays: Mapping[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
