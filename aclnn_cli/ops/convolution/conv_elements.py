@@ -1,12 +1,10 @@
 """A convolution's single elements from their own dot products (conv_lowering.Lowered.rows and columns: each
 element's row of L and column of R read from the operands as given): verify's relief of a few flagged elements
-(`reference_at`, `magnitude_at`) and gen's exact path (`exact_at`), with none of the whole-tensor pieces; and
-`kept_for`, which keeps a case's lowerings for the next relief call on the same blocks.
+(`reference_at`, `magnitude_at`) and gen's exact path (`exact_at`), with none of the whole-tensor pieces.
 """
 
 from __future__ import annotations
 
-import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -61,18 +59,3 @@ def _products_at(low: Lowered, where: np.ndarray, held: int = HELD):
         for ks in range(0, low.k, k_step):
             ke = min(low.k, ks + k_step)
             yield at, low.rows(ks, ke, g[at], m[at]) * low.columns(ks, ke, g[at], c[at])  # (exact)
-
-
-def kept_for(store: list, arrays: tuple, tag, make):
-    """make()'s result, kept in `store` (one entry) for the next call on the same `arrays` and `tag`. The arrays are
-    held weakly: when the relief lets the case's blocks go, what was made of them goes too."""
-    if not (store and store[0][1] == tag and all(r() is a for r, a in zip(store[0][0], arrays))):
-        entry = (tuple(weakref.ref(a) for a in arrays), tag, make())
-        store[:] = [entry]
-        weakref.finalize(arrays[0], _forget, store, entry)
-    return store[0][2]
-
-
-def _forget(store: list, entry) -> None:
-    if store and store[0] is entry:
-        store.clear()

@@ -1,7 +1,7 @@
 """A convolution's gradients lowered to dot products (im2col through index arrays), a range of K and of output
 columns at a time: the float64 reference with its rigorous bound and allowance, gen's certified value and bound
-tile by tile, and the cube's float32 accumulation (ops/contraction/cube.py) over the same lowering (single elements
-from their own dot products: conv_elements.py).
+tile by tile; single elements from their own dot products in conv_elements.py, the cube's float32 accumulation over
+the same lowering (ops/contraction/cube.py) in conv_cube.py.
 
 Each gradient is G batched matrix products out[g] = L[g] @ R[g], L (G, M, K), R (G, K, C), with zeros where a tap
 falls in the padding (an exact zero term changes no sum and no rounding):
@@ -23,12 +23,13 @@ allowance these are, with K counted per element: the taps that do not fall in th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+import weakref
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from ..contraction import cube, dots
+from ..contraction import dots
 from ..contraction.dots import PRODUCT_ROUNDINGS
 
 HELD = 1 << 22  # elements a gathered piece of R holds (32 MiB of float64)
@@ -390,37 +391,16 @@ def magnitude(low: Lowered) -> np.ndarray:
     return out
 
 
-def accumulate(low: Lowered, ranges=None, order=None, dtype=F32) -> np.ndarray:
-    """The cube's float32 result (G, M, C): each K range (cube.rounds by default: the 950's splitKRound) accumulated
-    in L0C mmad step by mmad step (cube.steps: 16 values of K each), the ranges added in `order` (default: as
-    listed) into the output. dtype: the accumulator's (float16 or bfloat16: a defect)."""
-    ranges = cube.rounds(low.k) if ranges is None else ranges
-    order = range(len(ranges)) if order is None else order
-    out = np.zeros((low.g, low.m, low.c), F32)
-    gather = max(cube.K0, HELD // max(low.g * max(low.c, 1), 1) // cube.K0 * cube.K0)
-    for cs, ce in _column_ranges(low, gather):
-        partials = []
-        for start, stop in ranges:
-            acc = np.zeros((low.g, low.m, ce - cs), dtype)
-            for ks in range(start, stop, gather):
-                ke = min(stop, ks + gather)
-                left, right = low.left(ks, ke).astype(F32), low.right(ks, ke, cs, ce).astype(F32)
-                for part in cube.steps(left, right, 0, ke - ks):
-                    acc = (acc.astype(F32) + part).astype(dtype)
-            partials.append(acc.astype(F32))
-        total = np.zeros((low.g, low.m, ce - cs), F32)
-        for i in order:
-            total = total + partials[i]
-        out[:, :, cs:ce] = total
-    return out
+def kept_for(store: list, arrays: tuple, tag, make):
+    """make()'s result, kept in `store` (one entry) for the next call on the same `arrays` and `tag`. The arrays are
+    held weakly: when the relief lets the case's blocks go, what was made of them goes too."""
+    if not (store and store[0][1] == tag and all(r() is a for r, a in zip(store[0][0], arrays))):
+        entry = (tuple(weakref.ref(a) for a in arrays), tag, make())
+        store[:] = [entry]
+        weakref.finalize(arrays[0], _forget, store, entry)
+    return store[0][2]
 
 
-def split_ranges(k: int, parts: int = 8) -> list[tuple[int, int]]:
-    """K cut into `parts` contiguous ranges (one a core: split-K)."""
-    size = max(1, math.ceil(k / parts))
-    return [(s, min(k, s + size)) for s in range(0, k, size)]
-
-
-def with_padding_dropped(conv: Conv) -> Conv:
-    """The first spatial axis's padding one less (a padding row dropped): every position read one row off."""
-    return replace(conv, padding=(max(conv.padding[0] - 1, 0), *conv.padding[1:]))
+def _forget(store: list, entry) -> None:
+    if store and store[0] is entry:
+        store.clear()

@@ -48,6 +48,7 @@ from ..base import AttrSpec, Contract, OpSpec, Reference, TensorSpec, defect, le
 from ..contraction.dots import SLACK
 from ..families.convolution import WIDE_OPERANDS, Convolution, padding_sides, shape_of, shape_values, spatial_list
 from ..registry import register
+from . import conv_cube as C
 from . import conv_elements as E
 from . import conv_lowering as L
 from .conv_rules import (BIAS_SIZES, DILATION, GB, GI, GRAD, GROUPS, GW, MASK, MATH, OUT_PAD, OUTPUTS, PADDING, STRIDE,
@@ -163,7 +164,7 @@ def _lowered_once(t, kind: str = "values", arrays=dict) -> dict:
     """`lowered(t, **arrays(), stored=True)`, kept for the next call on the same operand arrays: verify's relief
     asks for a few elements at a time, chunk after chunk of one case (a ResNet-50 layer's gradInput: 101 calls).
     Single elements read the operands as given (conv_lowering.Lowered.rows, columns): no copy of them is made."""
-    kept = E.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
+    kept = L.kept_for(_LAST, tuple(t[n] for n in (X, W, GRAD)), (conv_of(t), bool(t[TRANSPOSED])), dict)
     if kind not in kept:
         kept[kind] = lowered(t, **arrays(), stored=True)
     return kept[kind]
@@ -274,7 +275,7 @@ def _exact(t) -> dict:
 
 
 def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dtype=np.float32, bias_gy=None) -> dict:
-    """The float32 kernel over the lowering: cube accumulation per output (conv_lowering.accumulate). Under `_fp16`
+    """The float32 kernel over the lowering: cube accumulation per output (conv_cube.accumulate). Under `_fp16`
     the cube's operands are float16 (rounded to nearest) and gradInput leaves it as float16; gradBias reads
     gradOutput as it is."""
     fp16 = _fp16(t)
@@ -285,7 +286,7 @@ def _compute(t, conv=None, x=None, w=None, gy=None, ranges=None, order=None, dty
     for name, low in lows.items():
         r = ranges(low.k) if ranges else None
         o = order(len(r)) if order and r else None
-        result = low.flat(L.accumulate(low, r, o, dtype))
+        result = low.flat(C.accumulate(low, r, o, dtype))
         out[name] = _piece(t, name, _to_fp16(result) if fp16 and name == GI else result)
     return out
 
@@ -310,13 +311,13 @@ def _kernel(t) -> dict:
 @legitimate
 def _split_k(t):
     """Legitimate: K split into 8 contiguous ranges (cores), the partials added in a shuffled order."""
-    return _compute(t, ranges=L.split_ranges, order=lambda n: np.random.default_rng(0).permutation(n))
+    return _compute(t, ranges=C.split_ranges, order=lambda n: np.random.default_rng(0).permutation(n))
 
 
 @legitimate
 def _reversed_rounds(t):
     """Legitimate: K in 64 contiguous ranges added last first."""
-    return _compute(t, ranges=lambda k: L.split_ranges(k, 64), order=lambda n: range(n - 1, -1, -1))
+    return _compute(t, ranges=lambda k: C.split_ranges(k, 64), order=lambda n: range(n - 1, -1, -1))
 
 
 @defect
@@ -331,7 +332,7 @@ def _flipped_kernel(t):
 @defect
 def _padding_row_dropped(t):
     """Defect: the first spatial axis's padding taken one less (a padding row dropped: every tap read a row off)."""
-    return _compute(t, conv=L.with_padding_dropped(conv_of(t)))
+    return _compute(t, conv=C.with_padding_dropped(conv_of(t)))
 
 
 @defect

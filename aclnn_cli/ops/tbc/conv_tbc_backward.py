@@ -33,7 +33,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from ..base import AttrSpec, Contract, OpSpec, TensorSpec, defect, legitimate, products
-from ..convolution import conv_elements as E
+from ..convolution import conv_lowering as L
 from ..convolution import convolution_backward as CB
 from ..families.convolution import WIDE_OPERANDS, Tbc, shape_of, shape_values
 from ..registry import register
@@ -104,10 +104,10 @@ _LAST: list = []  # [(weak references to this case's operand arrays, the lowerin
 
 
 def _framed(t, data=BY_3D) -> dict:
-    """`frame(t, data)`, the same dict for the same operand arrays (conv_elements.kept_for): that module keeps
+    """`frame(t, data)`, the same dict for the same operand arrays (conv_lowering.kept_for): that module keeps
     its lowerings for the next call on the same arrays (verify's relief asks a few elements at a time), so a frame
     made anew at each call would lower the whole case again each time."""
-    return E.kept_for(_LAST, tuple(t[n] for n in (X, W, SELF)), data, lambda: frame(t, data))
+    return L.kept_for(_LAST, tuple(t[n] for n in (X, W, SELF)), data, lambda: frame(t, data))
 
 
 def _through(fn, data=BY_3D, kind=None):
