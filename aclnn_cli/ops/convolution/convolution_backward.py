@@ -94,14 +94,13 @@ def lowered(t, conv=None, x=None, w=None, gy=None, dtype=np.float64, bias_gy=Non
 
 def _piece(t, name: str, flat: np.ndarray) -> np.ndarray:
     """A tensor's flat elements as its one block (1, R, last)."""
-    shape = {GI: shape_of(t, X), GW: shape_of(t, W), GB: shape_of(t, GRAD)[1:2]}[name]
-    return flat.reshape(1, -1, shape[-1])
+    return flat.reshape(_block_shape(t, name))
 
 
 def _block_shape(t, name: str) -> tuple[int, ...]:
-    """A tensor's one block's shape (1, R, last): `_piece`'s."""
+    """A tensor's one block's shape (1, R, last)."""
     shape = {GI: shape_of(t, X), GW: shape_of(t, W), GB: shape_of(t, GRAD)[1:2]}[name]
-    return (1, int(np.prod(shape[:-1])), shape[-1])
+    return (1, int(np.prod(shape[:-1], dtype=np.int64)), shape[-1])
 
 
 def _reference(t) -> dict:
