@@ -2,7 +2,13 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
+# One BLAS thread per test worker, as the tool sets it for its own processes (aclnn_cli/__init__.py, decision 57):
+# the workers are as many as the cores, and a test module importing NumPy before the package left each worker with
+# OpenBLAS threads spinning after every call, on the core of the other worker. Set before anything loads NumPy.
+for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
