@@ -93,10 +93,9 @@ FUZZ_SECONDS ?= 600
 fuzz: $(STAMP)
 	ACLNN_FUZZ_TOTAL_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest -q -rs -m fuzz -p no:cacheprovider
 
-# The package's bytecode compiled first, as pip compiles it when a user installs: whole processes are timed as users
-# meet them (where PYTHONDONTWRITEBYTECODE is set, a changed module was compiled from source in every process).
+# Whole processes timed as users meet them: bench.py compiles the package's bytecode first, as pip compiles it when a
+# user installs (where PYTHONDONTWRITEBYTECODE is set, a changed module was compiled from source in every process).
 bench: $(STAMP)
-	$(BIN)/python -m compileall -q aclnn_cli >/dev/null
 	$(BIN)/python bench/bench.py
 
 # docs/catalogue.md from a local checkout of hicann/ops-nn (a work tree or a bare clone; nothing is fetched):
