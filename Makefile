@@ -48,13 +48,14 @@ PYTEST := -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder $(PYTE
 # the bytecode goes to __pycache__ directories, which git ignores.
 IN_TEST_TMP = unset PYTHONDONTWRITEBYTECODE && tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
 	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
-	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; exit $$rc
+	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; (exit $$rc)
 # The stub CANN toolkit the runner tests link against (tests/cann_build.py, kept in build/stub-cann) is built in the
-# background while the venv installs (pip keeps one core busy; the builds would otherwise take both in the tests).
+# background while the venv installs (pip keeps one core busy) and on into the tests' first seconds: a test that needs
+# a toolkit not yet built waits on its build's lock (cann_build.build_stub), then finds it built.
 test: browser
 	@$(PYTHON) tests/cann_build.py >/dev/null 2>&1 & stub=$$!; \
-	$(MAKE) --no-print-directory $(STAMP); rc=$$?; wait $$stub; [ $$rc = 0 ] || exit $$rc; \
-	$(call IN_TEST_TMP,$(BIN)/python $(PYTEST))
+	$(MAKE) --no-print-directory $(STAMP) || { rc=$$?; wait $$stub; exit $$rc; }; \
+	$(call IN_TEST_TMP,$(BIN)/python $(PYTEST)); rc=$$?; wait $$stub; exit $$rc
 
 # The edit-test loop: every test but those slow-tests.txt names (over 0.4 s each), on every core. make test runs
 # them all.
