@@ -167,3 +167,43 @@ def test_a_case_judged_again_in_the_process_reuses_its_relief_reference(tmp_path
     verify_case(case(7), C.Options())  # (its own is over a quarter of that: not kept; the oldest leaves)
     assert len(memo.entries) == 1 and 0 < memo.held <= memo.budget
     assert memo.held == sum(size for _, _, size in memo.entries.values())
+
+
+SINGLE_BLOCK = {
+    "matmul": ("op: aclnnMatmul\ncases:\n  - {name: c, dtype: float16, shape: [192, 160], seed: 3,\n"
+               "     tensors: {mat2: {shape: [160, 176], layout: transposed}}}\n"),
+    "conv": ("op: aclnnConvolutionBackward\ncases:\n  - {name: c, dtype: float16, shape: [4, 8, 20, 20], seed: 5,\n"
+             "     tensors: {weight: {shape: [8, 8, 3, 3]}},\n"
+             "     attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0]}}\n"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(SINGLE_BLOCK))
+@pytest.mark.parametrize("factor", [1 + 2.0**-9, 1.05])  # (an element nudged, most of them relieved; one wrong)
+def test_a_single_block_contractions_flagged_elements_are_batched_with_the_per_chunk_metrics(tmp_path, monkeypatch,
+                                                                                             op, factor):
+    """A case that is one block relieved element by element from its own dot products (reference_at: a matmul, a
+    convolution) holds its flagged elements for one batch (each chunk's relief gathered the same block again), and
+    the verdict and metrics are those of re-judging them chunk by chunk."""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, SINGLE_BLOCK[op]), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    assert m.op.reference_at is not None and m.geometry.a1 == 1
+    _spoil(m, 331, factor)
+    taken = []
+    real = H.Held.take
+    monkeypatch.setattr(H.Held, "take", lambda self, *a: taken.append(real(self, *a)) or taken[-1])
+    held = verify_case(m, C.Options(chunk=1024)).to_json()
+    assert any(taken)  # (the path under test ran)
+    monkeypatch.setattr(H.Held, "take", real)
+    with monkeypatch.context() as p:
+        p.setattr(H, "HOLD_PER_CHUNK", 0)
+        now = verify_case(m, C.Options(chunk=1024)).to_json()
+    assert now["metrics"]["relieved"] + now["metrics"]["violations"] > 0
+    assert held["status"] == now["status"] and held["worst"] == now["worst"]
+    for key, value in now["metrics"].items():
+        if key in SUMS:
+            assert math.isclose(held["metrics"][key], value, rel_tol=1e-12, abs_tol=1e-300), key
+        else:
+            assert held["metrics"][key] == value, key

@@ -201,9 +201,8 @@ class Comparison:
         ws = None if stop - start <= chunk else (  # (one chunk: nothing to reuse)
             Workspace(chunk) if metrics.errors is not None else take(chunk))  # (the report's data keeps chunks)
         native, skip = out.dtype.np_dtype, 0
-        # (flagged elements re-judged in batches, unless each element's final errors are wanted at once, or
-        # relief reads whole rows: a Rows op's batch would gather every row its held elements lie in)
-        held = Held() if plain and self.std.relief and self.m.op.family.element_local else None
+        # (flagged elements re-judged in batches, unless each element's final errors are wanted at once)
+        held = Held() if plain and self.std.relief and self._relief_batches() else None
         for s in range(start, stop, chunk):
             if held is not None and held.full:  # (after the chunks they came from were added: see fold)
                 self.release_held(metrics, held)
@@ -249,6 +248,14 @@ class Comparison:
                                                 if not t.null):
             metrics.errors.settle()  # (its sample reads inputs these files hold: they close when we return)
         return metrics, bench, self.rows
+
+    def _relief_batches(self) -> bool:
+        """Whether flagged elements may be held and relieved in one batch across chunks: an elementwise op's (each
+        from its own inputs), or one whose case is a single block relieved element by element from its own terms
+        (reference_at: a contraction's dot products), which every chunk's relief gathers anyway. Otherwise a batch
+        would gather every row its held elements lie in."""
+        m = self.m
+        return m.op.family.element_local or (m.op.reference_at is not None and m.geometry.a1 == 1)
 
     def _recheck(self, errs: ElementErrors, start: int, at: np.ndarray | None = None) -> int:
         """Re-judge flagged elements against the op's term scale and edge results (default standard).
