@@ -352,3 +352,31 @@ def test_range_index_is_storage_index_of_the_range():
             stop = int(rng.integers(start, numel + 1))
             np.testing.assert_array_equal(layout.range_index(start, stop), layout.storage_index(np.arange(start, stop)),
                                           err_msg=f"{layout} [{start}, {stop})")
+
+
+@pytest.mark.parametrize("dtype", [D.FLOAT32, D.FLOAT16, D.BFLOAT16, D.INT64, D.UINT8])
+def test_a_view_read_as_a_strided_window_is_the_gathered_read(tmp_path, dtype):
+    """StorageFile.read of a non-contiguous view: whole slices of its first axis come through a strided window
+    over the storage (no index per element), any other range through range_index's gather; both give the bytes of
+    storage_index's elements in logical order, for random views (strides from 0 to 39, offsets, size-1 axes, up to
+    4-d) and ranges (whole, first slice, the rest, a part of a slice, from the second element)."""
+    from aclnn_cli.tensor.layout import Layout
+    from aclnn_cli.tensor.storage import StorageFile
+
+    rng = np.random.default_rng(20261130)
+    path = tmp_path / "s.bin"
+    for _ in range(300):
+        shape = tuple(int(x) for x in rng.integers(1, 6, rng.integers(1, 5)))
+        strides = tuple(int(x) for x in rng.integers(0, 40, len(shape)))
+        offset = int(rng.integers(0, 7))
+        size = offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1 + int(rng.integers(0, 3))
+        layout = Layout(shape, strides, offset, size)
+        storage = (rng.standard_normal(size) * 100).astype(dtype.np_dtype)
+        storage.tofile(path)
+        numel, inner = layout.numel, layout.numel // shape[0]
+        with StorageFile(path, dtype.np_dtype, size) as f:
+            for start, stop in [(0, numel), (0, inner), (inner, numel), (0, min(numel, 3)), (min(numel, 1), numel)]:
+                want = storage[layout.storage_index(np.arange(start, stop))]
+                got = f.read(layout, start, stop)
+                assert got.dtype == want.dtype and got.shape == want.shape, (layout, start, stop)
+                assert got.tobytes() == want.tobytes(), (layout, start, stop)
