@@ -123,6 +123,8 @@ def _golden_method(certified: bool, fallbacks: int, uncertified: int = 0) -> dic
 
 @dataclass(frozen=True, init=False)  # (its own __init__, below: the dataclass's is not even compiled)
 class TensorEntry:
+    """One tensor of a generated case as case.json records it: its files, dtype, view and checksums."""
+
     name: str
     role: str
     dtype: D.DType
@@ -159,6 +161,8 @@ class TensorEntry:
 
 @dataclass(frozen=True, init=False)  # (its own __init__, as TensorEntry's)
 class CaseManifest:
+    """A generated case as case.json records it, checked when loaded: what run, emulate and verify read."""
+
     dir: Path
     case_id: str
     op: OpSpec

@@ -39,6 +39,8 @@ def parse_status(token: str) -> int | None:
 
 @dataclass(frozen=True)
 class Reply:
+    """One line the runner writes back: a word and its numbers, parsed strictly."""
+
     word: str  # ready, done, error, fault or fatal
     status: int | None = None  # done: phase one's status
     detail: str = ""  # ready: "<protocol> <SoC>"; error, fault, fatal: the message (clipped)

@@ -40,6 +40,8 @@ SPARSE_BACKOFF = 15  # chunks compared densely, without a look at their bits, af
 
 @dataclass(frozen=True)
 class Options:
+    """How verify judges: the standard and tolerances asked for, and what each case's result carries."""
+
     standard: str | None = None  # overrides each case's own
     tolerance: Mapping[str, float] = field(default_factory=dict)  # overrides the standard's parameters
     signed_zeros: bool = False

@@ -259,6 +259,8 @@ def _unpack_repro(obj, value):
 
 @dataclass(init=False)  # (its own __init__, below: the dataclass's is not even compiled)
 class CaseResult:
+    """One case's verdict and everything a report renders of it."""
+
     # Slots, not a __dict__: a run holds one per case. Fields with a default are _Compact descriptors kept
     # in the slot of their name with an underscore (a class attribute cannot share a slot's name).
     __slots__ = ("case_id", "op", "dtype", "product", "status", "standard", "reason", "_shape", "_params", "_metrics",
@@ -368,6 +370,8 @@ def by_path(results: list[CaseResult]) -> list[CaseResult]:
 
 @dataclass
 class RunResult:
+    """The verdicts of a run, with what decides its exit code."""
+
     cases: list[CaseResult] = field(default_factory=list)
     strict: bool = False  # MISTRUSTED counts as a failure
     coverage: Coverage | None = None  # the shard(s) of a suite the cases must be (None: no shard in play)

@@ -28,6 +28,8 @@ GRAD_RELATIVE_FLOOR = 2.0**-100
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """One tensor of an op's signature: how a case fills, shapes and lays it out unless the case says otherwise."""
+
     name: str
     role: str  # "input" or "output"
     default_fill: Mapping  # a generator spec as written in YAML
@@ -191,6 +193,8 @@ def _by_name(name: str) -> "OpSpec":
 
 @dataclass(frozen=True)
 class OpSpec:
+    """One operator's declaration: its signature, contract, reference and kernels, read by every stage."""
+
     name: str  # the aclnn API name, e.g. "aclnnSiluBackward"
     key: str  # short snake_case name used in case ids, e.g. "silu_backward"
     summary: str

@@ -29,6 +29,8 @@ class TensorDesc:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What the API returns for a case in phase one: a status and the doc's rule that decided it."""
+
     status: int
     rule: str = ""  # the doc's rule that decides a rejection
     field: str = ""  # what the rule is about: "dtype", "shape", or the case-file key of a null pointer
@@ -176,6 +178,8 @@ def compute_dtype(op: OpSpec, dtypes: Mapping[str, DType]) -> DType:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A negative case an op's contract expands into: the change to a valid case and the status it must get."""
+
     label: str  # becomes part of the case id
     status: int
     rule: str

@@ -48,6 +48,8 @@ BALANCE_NOISE = 4.0
 
 @dataclass(frozen=True)
 class Standard:
+    """A precision standard: its rule per element, its metrics' limits and the tolerances a user may set."""
+
     name: str
     summary: str  # the rule, in words, with its numbers
     source: str

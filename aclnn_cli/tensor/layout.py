@@ -21,6 +21,8 @@ MAX_ELEMENTS = 2**62
 
 @dataclass(frozen=True)
 class Layout:
+    """A view over a storage buffer (shape, strides, offset), as aclCreateTensor is given it."""
+
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
