@@ -24,6 +24,28 @@ def run_cli(*args: str):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
+def emulated_case(tmp: Path, text: str):
+    """The one case of a case file's text, generated and emulated on one worker into tmp/out: its manifest."""
+    from aclnn_cli.casedir import manifest as M
+
+    out = tmp / "out"
+    assert run_cli("gen", write_yaml(tmp, text), "-o", out, "-j", 1).exit_code == 0
+    assert run_cli("emulate", out, "-j", 1).exit_code == 0
+    return M.load(next(d for d in out.iterdir() if d.is_dir()))
+
+
+def same_verdict(got: dict, before: dict) -> None:
+    """Two results of one case (CaseResult.to_json) agree: status, reason and every metric (floats to 1e-12)."""
+    import pytest
+
+    assert got["status"] == before["status"] and got["reason"] == before["reason"]
+    for key, value in before["metrics"].items():
+        if isinstance(value, float):
+            assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
+        else:
+            assert got["metrics"][key] == value, key
+
+
 def verify_records(out: Path, jobs: int | None = None) -> tuple[int, dict[str, dict]]:
     """`aclnn-cli verify OUT -j jobs` (None: the command's default) in this process: (its exit code, {case id: the case's record as verify --json
     writes it}), without the HTML report's error data, which --json gathers (a third of a small case's judging) and

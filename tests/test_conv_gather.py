@@ -17,7 +17,7 @@ from aclnn_cli.judge.verify import verify_case
 from aclnn_cli.ops.convolution import conv_elements as E
 from aclnn_cli.ops.convolution import conv_lowering as L
 
-from helpers import run_cli, write_yaml
+from helpers import emulated_case, run_cli, same_verdict
 
 RNG = np.random.default_rng(29)
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
@@ -193,10 +193,7 @@ def test_verify_relieves_a_convolution_from_its_blocks_as_stored(tmp_path, monke
     metrics, of the correct dump and of a broken one, are those of the relief through the whole reference."""
     text = ("op: aclnnConvolutionBackward\ncases:\n  - {name: c, dtype: float16, shape: [4, 32, 12, 12], seed: 3,"
             " attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0]}}\n")
-    out = tmp_path / "out"
-    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    m = emulated_case(tmp_path, text)
     widened, at = [], []
     real_widened, real_at = rowrelief.widened, rowrelief._relief_at
     monkeypatch.setattr(rowrelief, "widened", lambda *a: widened.append(1) or real_widened(*a))
@@ -210,18 +207,10 @@ def test_verify_relieves_a_convolution_from_its_blocks_as_stored(tmp_path, monke
     broken = verify_case(M.load(m.dir), C.Options()).to_json()
     assert broken["status"] == "FAIL" and not widened
     monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)  # (the whole reference's relief)
-    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+    same_verdict(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert run_cli("emulate", m.dir.parent, "-j", 1).exit_code == 0
+    same_verdict(correct, verify_case(M.load(m.dir), C.Options()).to_json())
 
-
-def _same(got: dict, before: dict) -> None:
-    assert got["status"] == before["status"] and got["reason"] == before["reason"]
-    for key, value in before["metrics"].items():
-        if isinstance(value, float):
-            assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
-        else:
-            assert got["metrics"][key] == value, key
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

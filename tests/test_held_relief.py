@@ -14,7 +14,7 @@ from aclnn_cli.judge import comparison as C
 from aclnn_cli.judge import heldrelief as H
 from aclnn_cli.judge.verify import verify_case
 
-from helpers import run_cli, write_yaml
+from helpers import emulated_case, run_cli, write_yaml
 
 SUMS = ("mere", "error_balance")
 
@@ -185,10 +185,7 @@ def test_a_single_block_contractions_flagged_elements_are_batched_with_the_per_c
     """A case that is one block relieved element by element from its own dot products (reference_at: a matmul, a
     convolution) holds its flagged elements for one batch (each chunk's relief gathered the same block again), and
     the verdict and metrics are those of re-judging them chunk by chunk."""
-    out = tmp_path / "out"
-    assert run_cli("gen", write_yaml(tmp_path, SINGLE_BLOCK[op]), "-o", out, "-j", 1).exit_code == 0
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    m = emulated_case(tmp_path, SINGLE_BLOCK[op])
     assert m.op.reference_at is not None and m.geometry.a1 == 1
     _spoil(m, 331, factor)
     taken = []

@@ -17,7 +17,7 @@ from aclnn_cli.judge.verify import verify_case
 from aclnn_cli.ops.contraction import dots
 from aclnn_cli.golden.rows import widened
 
-from helpers import run_cli, write_yaml
+from helpers import emulated_case, run_cli, same_verdict
 from independent_rows import case_blocks
 
 RNG = np.random.default_rng(11)
@@ -61,14 +61,6 @@ def test_reference_at_is_the_whole_reference_there_on_every_bundled_contraction(
     assert checked >= 150, checked
 
 
-def _same(got: dict, before: dict) -> None:
-    assert got["status"] == before["status"] and got["reason"] == before["reason"]
-    for key, value in before["metrics"].items():
-        if isinstance(value, float):
-            assert got["metrics"][key] == pytest.approx(value, rel=1e-12, abs=1e-300), key
-        else:
-            assert got["metrics"][key] == value, key
-
 
 def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path, monkeypatch):
     """A BatchMatMul of K = 2048, the emulated kernel's dump (a few elements flagged by its rounding, relieved), then
@@ -77,10 +69,7 @@ def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path,
     before, rowrelief's blocks)."""
     text = ("op: aclnnBatchMatMul\ncases:\n  - {name: c, dtype: float32, shape: [4, 64, 2048], seed: 5,"
             " tensors: {mat2: {shape: [4, 2048, 48]}}}\n")
-    out = tmp_path / "out"
-    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 1).exit_code == 0
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0
-    m = M.load(next(d for d in out.iterdir() if d.is_dir()))
+    m = emulated_case(tmp_path, text)
     whole, at = [], []
     real_blocks, real_at = rowrelief.reference_blocks, rowrelief._relief_at
     monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: whole.append(1) or real_blocks(*a))
@@ -94,9 +83,9 @@ def test_verify_relieves_a_contraction_from_the_flagged_elements_alone(tmp_path,
     assert broken["status"] == "FAIL"
     monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)
     dump.tofile(m.output.dump_path)
-    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
-    assert run_cli("emulate", out, "-j", 1).exit_code == 0  # (the correct dump again)
-    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+    same_verdict(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    assert run_cli("emulate", m.dir.parent, "-j", 1).exit_code == 0  # (the correct dump again)
+    same_verdict(correct, verify_case(M.load(m.dir), C.Options()).to_json())
     assert whole
 
 
