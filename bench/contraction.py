@@ -208,9 +208,9 @@ def report(r: dict) -> str:
         for step in ("gen", "emulate", "verify"):
             s = row["steps"][step]
             over = s["ours_rss"] / mib
-            if step == "emulate":
+            if step == "emulate":  # (the emulated device, no step of a user's gate: issue 29 sets gen's and verify's)
                 lines.append(f"| `aclnn-cli emulate` | {s['ours']:.2f} s | | | | {s['ours_rss']:,.0f} MiB | "
-                             f"{over:.1f}x | {_met(over <= GOALS['rss'])} |")
+                             f"{over:.1f}x | (no goal) |")
                 continue
             met = s["ratio"] <= GOALS[step] and over <= GOALS["rss"]
             lines.append(f"| `aclnn-cli {step}` | {s['ours']:.2f} s | {s['naive']:.2f} s | {s['ratio']:.2f}x "
