@@ -7,7 +7,7 @@ DEMO   := demo-out
 LOCK   := requirements.lock
 UV     := uv==0.13.9
 
-.PHONY: demo test check test-latest fuzz bench catalogue clean browser lock
+.PHONY: demo test check test-latest test-torch fuzz bench catalogue clean browser lock
 
 # The project's own environment: exactly the versions (and hashes) in $(LOCK), every extra included; then
 # the project itself, editable, with no dependency resolution of its own. A changed lock rebuilds the venv.
@@ -46,7 +46,7 @@ PYTEST := -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder $(PYTE
 # PYTHONDONTWRITEBYTECODE is unset for the run: with it, every CLI process a test starts compiled the package from
 # source and every worker rewrote every test module's asserts (a quarter of the CPU of the subprocess-heavy files);
 # the bytecode goes to __pycache__ directories, which git ignores.
-IN_TEST_TMP = unset PYTHONDONTWRITEBYTECODE && tmp=$$($(BIN)/python scripts/test_tmp.py) && export TMPDIR=$$tmp && \
+IN_TEST_TMP = unset PYTHONDONTWRITEBYTECODE && tmp=$$($(or $(2),$(BIN)/python) scripts/test_tmp.py) && export TMPDIR=$$tmp && \
 	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
 	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; (exit $$rc)
 # The stub CANN toolkit the runner tests link against (tests/cann_build.py, kept in build/stub-cann) is built in the
@@ -88,6 +88,30 @@ test-latest: browser
 	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|pytest.xdist|hypothesis|mpmath|python.flint|quicktions|matplotlib)=='
 	$(LATEST)/bin/python $(PYTEST)
 
+# PyTorch CPU as the independent device of the contraction and window ops (tests/torch_device.py; docs/kernels.md):
+# its own venv, the lock's packages as $(STAMP) installs them plus PyTorch's CPU wheel (TORCH; 190 MB, which is why
+# make test's venv, whose install time CI budgets, does not carry it). The wheel comes from pip's configured sources
+# and TORCH_INDEX (pip's --extra-index-url, given only when non-empty: make test-torch TORCH_INDEX= where the index
+# cannot be reached, so pip never waits on it); torch's test helpers in newer Python's syntax are not compiled. Then the tests that use torch, in make test's fresh directory.
+TORCH       ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_VENV  := .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed-stamp
+TORCH_TESTS := tests/test_torch_device.py
+$(TORCH_STAMP): $(LOCK) pyproject.toml
+	rm -rf $(TORCH_VENV)
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps -r $(LOCK)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile \
+	  $(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX)) '$(TORCH)'
+	$(TORCH_VENV)/bin/python -m compileall -q -j 0 -x 'torch/testing/_internal/py3[0-9]+_' $(TORCH_VENV)/lib >/dev/null
+	$(TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(TORCH_VENV)/bin/python -m pip check
+	touch $(TORCH_STAMP)
+
+test-torch: $(TORCH_STAMP)
+	@$(call IN_TEST_TMP,$(TORCH_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) $(TORCH_TESTS),$(TORCH_VENV)/bin/python)
+
 # Every reader of outside bytes under its structured fuzz target (tests/fuzzing.py), FUZZ_SECONDS in all
 # shared among the targets (make test runs each briefly). make fuzz FUZZ_SECONDS=3600 for an hour.
 FUZZ_SECONDS ?= 600
@@ -107,4 +131,4 @@ catalogue: $(STAMP)
 	$(BIN)/python scripts/catalogue.py "$(OPS_NN)" --only '$(CATALOGUE_ONLY)'
 
 clean:
-	rm -rf $(VENV) $(LATEST) .venv-tools $(DEMO) build *.egg-info
+	rm -rf $(VENV) $(LATEST) $(TORCH_VENV) .venv-tools $(DEMO) build *.egg-info

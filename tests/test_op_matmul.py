@@ -132,18 +132,19 @@ def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
     assert len(cases) >= 150 and sum(c["kind"] == "contract" for c in cases) >= 20
 
 
-def sgemm(case, m):
+def sgemm(case, m, matmul=numpy_float32):
     """numpy's float32 matmul of the logical operands (its own broadcast of the batch dims), USE_FP16's float16
-    operands and result where the case asks for them on float32 operands."""
+    operands and result where the case asks for them on float32 operands. `matmul`: another float32 product of the
+    same rules (tests/torch_device.py's torch.matmul)."""
     a, b = logical(case, m, "self"), logical(case, m, "mat2")
     dtypes = {t["name"]: t["dtype"] for t in m["tensors"]}
     attrs = {x["name"]: x["value"] for x in m["attributes"]}
     fp16 = (attrs.get("cubeMathType") == 2 and a.ndim + b.ndim > 2
             and ("float32" in (dtypes["self"], dtypes["mat2"]) or dtypes["self"] != dtypes["mat2"]))
     if not fp16:
-        return numpy_float32(a, b)
+        return matmul(a, b)
     half = lambda x: np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
-    return half(numpy_float32(half(a), half(b)))
+    return half(matmul(half(a), half(b)))
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):
