@@ -45,7 +45,7 @@ PYTEST_ARGS ?=
 PYTEST := -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 # PYTHONDONTWRITEBYTECODE is unset for the run: with it, every CLI process a test starts compiled the package from
 # source and every worker rewrote every test module's asserts (a quarter of the CPU of the subprocess-heavy files);
-# the bytecode goes to __pycache__ directories, which git ignores.
+# the bytecode goes to __pycache__ directories, which git ignores. $(2): the python making the directory (.venv's).
 IN_TEST_TMP = unset PYTHONDONTWRITEBYTECODE && tmp=$$($(or $(2),$(BIN)/python) scripts/test_tmp.py) && export TMPDIR=$$tmp && \
 	{ $(1) --basetemp=$$tmp/pytest; rc=$$?; } && \
 	if [ $$rc = 0 ]; then rm -rf "$$tmp"; else echo "make: the failing run's files are in $$tmp"; fi; (exit $$rc)
@@ -92,7 +92,8 @@ test-latest: browser
 # its own venv, the lock's packages as $(STAMP) installs them plus PyTorch's CPU wheel (TORCH; 190 MB, which is why
 # make test's venv, whose install time CI budgets, does not carry it). The wheel comes from pip's configured sources
 # and TORCH_INDEX (pip's --extra-index-url, given only when non-empty: make test-torch TORCH_INDEX= where the index
-# cannot be reached, so pip never waits on it); torch's test helpers in newer Python's syntax are not compiled. Then the tests that use torch, in make test's fresh directory.
+# cannot be reached, so pip never waits on it); torch's test helpers in newer Python's syntax are not compiled. Then
+# the tests that use torch, on one worker, in make test's fresh directory (IN_TEST_TMP, the venv's python making it).
 TORCH       ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_VENV  := .venv-torch

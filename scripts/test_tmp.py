@@ -4,7 +4,8 @@ under the system's temporary directory.
 The suite writes and removes tens of thousands of small files (case directories, dumps, manifests); on a disk
 file system each create and unlink goes through the journal, and that is most of the run's system time. A
 tmpfs with at least MIN_FREE bytes free (the suite's largest moment is about 5 GiB) takes them instead;
-a small one (a container's 64 MiB /dev/shm) is not used.
+a small one (a container's 64 MiB /dev/shm) is not used. ACLNN_TEST_TMP names the parent directory instead (a
+machine whose tmpfs is shared with others' runs).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _tmpfs_with_room(path: str) -> bool:
 
 
 def main() -> None:
-    where = next((p for p in CANDIDATES if _tmpfs_with_room(p)), None)
+    where = os.environ.get("ACLNN_TEST_TMP") or next((p for p in CANDIDATES if _tmpfs_with_room(p)), None)
     print(tempfile.mkdtemp(prefix="aclnn-test-", dir=where))
 
 
