@@ -88,7 +88,7 @@ test-latest: browser
 	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(click|numpy|ml.dtypes|rich|pyyaml|pytest|pytest.xdist|hypothesis|mpmath|python.flint|quicktions|matplotlib)=='
 	$(LATEST)/bin/python $(PYTEST)
 
-# PyTorch CPU as the independent device of the contraction and window ops (tests/torch_device.py; docs/kernels.md):
+# PyTorch CPU as the independent device of the contraction and window ops (tests/torch_device.py; docs/contributing.md):
 # its own venv, the lock's packages as $(STAMP) installs them plus PyTorch's CPU wheel (TORCH; 190 MB, which is why
 # make test's venv, whose install time CI budgets, does not carry it). The wheel comes from pip's configured sources
 # and TORCH_INDEX (pip's --extra-index-url, given only when non-empty: make test-torch TORCH_INDEX= where the index
