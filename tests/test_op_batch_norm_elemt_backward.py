@@ -34,11 +34,11 @@ from aclnn_cli.judge.verify import verify_case
 from aclnn_cli.ops.channels import batch_norm_elemt_backward as OP
 from aclnn_cli.ops.channels.batch_norm_elemt_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
-from helpers import run_cli, verify_records
+from helpers import run_cli, same_verdict, verify_records
 from independent_rows import case_blocks
 from rowblocks import bundled_suite, not_passing, write_dump
 from shared import linked_copy
-from test_reference_at import _same
+
 from test_op_batch_norm_reduce_backward import (_yaml, assert_rounded_once, check_variant, imported, logical,
                                                 positive_cases)
 
@@ -333,7 +333,7 @@ def test_verify_relieves_from_the_flagged_elements_alone_with_the_same_verdicts(
     broken = verify_case(M.load(m.dir), C.Options()).to_json()
     assert broken["status"] == "FAIL" and not whole
     monkeypatch.setattr(rowrelief, "_relief_at", lambda *a: None)  # (the blocks' path, as before)
-    _same(broken, verify_case(M.load(m.dir), C.Options()).to_json())
+    same_verdict(broken, verify_case(M.load(m.dir), C.Options()).to_json())
     _flip_sign(m)
-    _same(correct, verify_case(M.load(m.dir), C.Options()).to_json())
+    same_verdict(correct, verify_case(M.load(m.dir), C.Options()).to_json())
     assert whole
