@@ -29,7 +29,13 @@ def _tmpfs_with_room(path: str) -> bool:
 
 def main() -> None:
     where = os.environ.get("ACLNN_TEST_TMP") or next((p for p in CANDIDATES if _tmpfs_with_room(p)), None)
-    print(tempfile.mkdtemp(prefix="aclnn-test-", dir=where))
+    try:
+        if where:
+            os.makedirs(where, exist_ok=True)
+        print(tempfile.mkdtemp(prefix="aclnn-test-", dir=where))
+    except OSError as exc:
+        raise SystemExit(f"make: cannot make the test run's directory under {where or tempfile.gettempdir()}: "
+                         f"{exc.strerror}")
 
 
 if __name__ == "__main__":

@@ -37,84 +37,38 @@ def _check(suite: Path, tmp_path: Path, kernel, output: str, wrote: int, long_k=
     print(f"torch: {wrote} cases written, {len(status)} judged, all PASS")
 
 
-@pytest.fixture(scope="module")
-def matmul_suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "matmul")
+# Per op: its torch kernel, the output it writes, the positive cases of its bundled file (its test file's NumPy port
+# writes the same ones) and the cases whose K is 65,536; the max-pool ops' suites carry the forward's indices.
+OPS = {"matmul": (T.matmul, "out", 126, ("k_long",)), "batch_mat_mul": (T.batch_mat_mul, "out", 78, ("k_long",)),
+       "avg_pool2d_backward": (T.avg_pool2d_backward, "gradInput", 76, ()),
+       "max_pool2d_with_indices_backward": (T.max_pool2d_with_indices_backward, "gradInput", 60, ()),
+       "avg_pool3d_backward": (T.avg_pool3d_backward, "output", 64, ()),
+       "max_pool3d_with_argmax_backward": (T.max_pool3d_with_argmax_backward, "gradInput", 65, ())}
+MAXPOOL = {"max_pool2d_with_indices_backward": "test_op_max_pool2d_with_indices_backward",
+           "max_pool3d_with_argmax_backward": "test_op_max_pool3d_with_argmax_backward"}
 
 
-@pytest.fixture(scope="module")
-def bmm_suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "batch_mat_mul")
+def _suite(tmp_path_factory, key: str) -> Path:
+    if key in MAXPOOL:
+        import importlib
+
+        return maxpool.bundled(tmp_path_factory, importlib.import_module(MAXPOOL[key]).BUNDLED, f"{key}_bundled")
+    return bundled_suite(tmp_path_factory, key)
 
 
-@pytest.fixture(scope="module")
-def conv_suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "convolution_backward")
+@pytest.mark.parametrize("key", sorted(OPS))
+def test_every_bundled_case_passes_through_torch(key, tmp_path_factory, tmp_path):
+    """torch.matmul (cubeMathType USE_FP16's float16 rounding where the NumPy port applies it), the aten pooling
+    backwards; matmul-k_long and batch_mat_mul-k_long (K = 65,536) in float32, float16 and bfloat16 among the cases."""
+    kernel, output, wrote, long_k = OPS[key]
+    _check(_suite(tmp_path_factory, key), tmp_path, kernel, output, wrote, long_k)
 
 
-@pytest.fixture(scope="module")
-def avgpool_suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "avg_pool2d_backward")
-
-
-@pytest.fixture(scope="module")
-def avgpool3d_suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "avg_pool3d_backward")
-
-
-@pytest.fixture(scope="module")
-def maxpool3d_suite(tmp_path_factory):
-    from test_op_max_pool3d_with_argmax_backward import BUNDLED
-
-    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool3d_bundled")
-
-
-@pytest.fixture(scope="module")
-def maxpool_suite(tmp_path_factory):
-    from test_op_max_pool2d_with_indices_backward import BUNDLED
-
-    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool_bundled")
-
-
-def test_matmul(matmul_suite, tmp_path):
-    """torch.matmul, cubeMathType USE_FP16's float16 rounding where the NumPy port applies it; matmul-k_long (K =
-    65,536) in float32, float16 and bfloat16 among the cases."""
-    _check(matmul_suite, tmp_path, T.matmul, "out", WROTE["matmul"], long_k=("k_long",))
-
-
-def test_batch_mat_mul(bmm_suite, tmp_path):
-    _check(bmm_suite, tmp_path, T.batch_mat_mul, "out", WROTE["batch_mat_mul"], long_k=("k_long",))
-
-
-def test_convolution_backward(conv_suite, tmp_path):
+def test_convolution_backward(tmp_path_factory, tmp_path):
     """aten.convolution_backward: gradInput, gradWeight and gradBias where the case asks for each (output_mask),
     transposed cases and a padding of 4 values among them."""
     from test_op_convolution_backward import write_dumps
 
-    wrote = write_dumps(conv_suite, tmp_path / "torch", T.convolution_backward, T.convolution_args)
-    assert wrote == WROTE["convolution_backward"]
+    suite = bundled_suite(tmp_path_factory, "convolution_backward")
+    assert write_dumps(suite, tmp_path / "torch", T.convolution_backward, T.convolution_args) == 112
     _judged(tmp_path / "torch", tmp_path / "torch.json")
-
-
-def test_avg_pool2d_backward(avgpool_suite, tmp_path):
-    _check(avgpool_suite, tmp_path, T.avg_pool2d_backward, "gradInput", WROTE["avg_pool2d_backward"])
-
-
-def test_max_pool2d_with_indices_backward(maxpool_suite, tmp_path):
-    _check(maxpool_suite, tmp_path, T.max_pool2d_with_indices_backward, "gradInput",
-           WROTE["max_pool2d_with_indices_backward"])
-
-
-
-def test_avg_pool3d_backward(avgpool3d_suite, tmp_path):
-    _check(avgpool3d_suite, tmp_path, T.avg_pool3d_backward, "output", WROTE["avg_pool3d_backward"])
-
-
-def test_max_pool3d_with_argmax_backward(maxpool3d_suite, tmp_path):
-    _check(maxpool3d_suite, tmp_path, T.max_pool3d_with_argmax_backward, "gradInput",
-           WROTE["max_pool3d_with_argmax_backward"])
-
-
-# The positive cases of each op's bundled file (its test file's NumPy port writes the same ones).
-WROTE = {"matmul": 126, "batch_mat_mul": 78, "convolution_backward": 112, "avg_pool2d_backward": 76,
-         "max_pool2d_with_indices_backward": 60, "avg_pool3d_backward": 64, "max_pool3d_with_argmax_backward": 65}
