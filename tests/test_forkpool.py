@@ -182,6 +182,30 @@ def test_when_every_worker_dies_the_batches_left_are_lost_not_a_broken_pipe():
     assert _no_children_left()
 
 
+def test_a_process_a_batch_forked_does_not_keep_the_parent_waiting(tmp_path):
+    """A user reference may fork a child that lives on holding the worker's reply pipe: the parent stops waiting
+    once the worker has exited and its pipe is drained, with every result (the sleeper is the reaper's)."""
+    import time
+
+    pids = tmp_path / "pids"
+
+    def fn(b):
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        with open(pids, "a") as f:
+            f.write(f"{child}\n")
+        return b * 10
+    start = time.monotonic()
+    done, lost = _run(fn, [1, 2, 3, 4])
+    took = time.monotonic() - start
+    for pid in pids.read_text().split():
+        os.kill(int(pid), signal.SIGKILL)
+    assert done == {0: 10, 1: 20, 2: 30, 3: 40} and not lost
+    assert took < 30, took
+
+
 def test_what_workers_print_reaches_the_output_even_when_it_is_not_a_terminal(capfd):
     """Workers write through stdout/stderr of their own and leave through os._exit: what they wrote (a user op's
     print, a warning) must still be flushed to the output, a file or a pipe in CI."""
@@ -283,3 +307,29 @@ def test_a_short_run_of_bundled_ops_starts_no_worker(tmp_path, monkeypatch):
         r = run_cli(*args, "--jobs", 2)
         assert r.exit_code == 0, r.output[-2000:]
     assert "6 PASS" in r.output
+
+
+def _fails_on_three(x):
+    if x == 3:
+        raise ValueError("three")
+    return x * x
+
+
+def test_a_forked_runners_calls_each_get_their_own_result_or_exception():
+    """Runner(forked=True): calls wait for a result to be asked for, then run together on forked workers; one
+    call's exception is raised from its own result() only; a worker's death is WorkerLost, in run.lost."""
+    from aclnn_cli.pipeline.parallel import Runner, WorkerLost
+
+    with Runner(2, forked=True) as run:
+        calls = [run.submit(_fails_on_three, x) for x in range(6)]
+        assert not any(c.done for c in calls)  # (nothing ran yet)
+        assert calls[5].result() == 25 and all(c.done for c in calls)
+        assert [c.result() for c in calls if c is not calls[3]] == [0, 1, 4, 16, 25]
+        with pytest.raises(ValueError, match="three"):
+            calls[3].result()
+        lost = run.submit(os._exit, 4)
+        with pytest.raises(run.lost) as info:
+            lost.result()
+        assert isinstance(info.value, WorkerLost) and "exit status 4" in str(info.value)
+        assert run.map(_fails_on_three, [(7,), (8,)]) == [49, 64]
+    assert _no_children_left()

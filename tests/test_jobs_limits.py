@@ -25,9 +25,9 @@ def test_a_large_case_gets_no_more_workers_than_its_ranges(tmp_path, monkeypatch
     real = pipeline.Runner
 
     class Counting(real):
-        def __init__(self, jobs):
+        def __init__(self, jobs, **how):
             sizes.append(jobs)
-            super().__init__(jobs)
+            super().__init__(jobs, **how)
 
     monkeypatch.setattr(pipeline, "Runner", Counting)
     text = "op: aclnnSiluBackward\ncases:\n  - {name: big, dtype: float32, shape: [4500000], seed: 3}\n" \

@@ -26,6 +26,7 @@ import select
 import signal
 import struct
 import sys
+import time
 from typing import Any, Callable
 
 from .tuning import tune_allocator
@@ -34,6 +35,7 @@ _WORD = struct.Struct("<I")  # a batch's number, on the shared pipe
 _HEAD = struct.Struct("<IBQ")  # a reply: batch number, 0 (result), 1 (exception) or _TOOK, pickled length
 _TOOK = 2  # a worker took this batch (no payload)
 READ_BYTES = 1 << 20
+CHECK_SECONDS = 0.2  # how often the parent asks whether a worker whose pipe is still open has exited
 
 
 def available() -> bool:
@@ -77,6 +79,7 @@ class _Pool:
         self.workers: dict[int, int] = {}  # a worker's reply pipe -> its pid
         self.alive: set[int] = set()  # pids not reaped yet
         self.holders: dict[int, int] = {}  # a batch taken and not answered -> the pid of the worker holding it
+        self.buffers: dict[int, bytearray] = {}  # a worker's reply pipe -> what was read of its next reply
 
     def start(self, fn: Callable[[Any], Any], batches: list, jobs: int) -> None:
         for _ in range(jobs):
@@ -101,18 +104,23 @@ class _Pool:
         self.take_r = -1
 
     def serve(self, count: int, done: Callable[[int, Any], None]) -> set[int]:
-        """Hand out the batch numbers and read the replies until every worker has closed its pipe; the numbers
-        of the batches answered. A batch's exception is raised here."""
+        """Hand out the batch numbers and read the replies until every worker has ended; the numbers of the
+        batches answered. A batch's exception is raised here.
+
+        A worker has ended when its pipe closes, or when it has exited (asked every CHECK_SECONDS) and its pipe
+        is drained: a process the worker's batch forked (a user op's reference) holds the pipe open for as long
+        as it lives."""
         seen: set[int] = set()
         pending = memoryview(b"".join(_WORD.pack(i) for i in range(count)))
-        buffers = {fd: bytearray() for fd in self.workers}
+        self.buffers.update({fd: bytearray() for fd in self.workers})
         open_fds = set(self.workers)
         poller = select.poll()  # (not select(): a descriptor past 1023 is out of its range)
         for fd in open_fds:
             poller.register(fd, select.POLLIN)
         poller.register(self.take_w, select.POLLOUT)
+        checked = time.monotonic()
         while open_fds:
-            for fd, _ in poller.poll():
+            for fd, _ in poller.poll(CHECK_SECONDS * 1000):
                 if fd == self.take_w:
                     try:  # (whole words, as the pipe's free space always is: every read and write is of whole words)
                         pending = pending[os.write(fd, pending):]
@@ -124,29 +132,46 @@ class _Pool:
                         poller.unregister(fd)
                         self._close_take()  # (no more batches: a worker finding the pipe empty ends)
                     continue
-                chunk = os.read(fd, READ_BYTES)
-                if not chunk:
+                if not self._read(fd, seen, done):
                     open_fds.discard(fd)
                     poller.unregister(fd)
-                    continue
-                buf = buffers[fd]
-                buf += chunk
-                while len(buf) >= _HEAD.size:
-                    i, failed, size = _HEAD.unpack_from(buf)
-                    if len(buf) < _HEAD.size + size:
-                        break
-                    if failed == _TOOK:  # (the worker holds batch i: a batch lost is then put down to its end)
-                        del buf[:_HEAD.size]
-                        self.holders[i] = self.workers[fd]
-                        continue
-                    value = pickle.loads(memoryview(buf)[_HEAD.size:_HEAD.size + size])
-                    del buf[:_HEAD.size + size]
-                    if failed:
-                        raise value
-                    seen.add(i)
-                    self.holders.pop(i, None)
-                    done(i, value)
+            if time.monotonic() - checked >= CHECK_SECONDS:
+                checked = time.monotonic()
+                for fd in [fd for fd in open_fds if _exited(self.workers[fd])]:
+                    os.set_blocking(fd, False)
+                    while self._read(fd, seen, done):
+                        pass
+                    open_fds.discard(fd)
+                    poller.unregister(fd)
         return seen
+
+    def _read(self, fd: int, seen: set[int], done: Callable[[int, Any], None]) -> bool:
+        """Read what a worker's pipe holds and handle its whole replies; False at its end (or, non-blocking,
+        when it holds nothing more)."""
+        try:
+            chunk = os.read(fd, READ_BYTES)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            return False
+        buf = self.buffers[fd]
+        buf += chunk
+        while len(buf) >= _HEAD.size:
+            i, failed, size = _HEAD.unpack_from(buf)
+            if len(buf) < _HEAD.size + size:
+                break
+            if failed == _TOOK:  # (the worker holds batch i: a batch lost is then put down to its end)
+                del buf[:_HEAD.size]
+                self.holders[i] = self.workers[fd]
+                continue
+            value = pickle.loads(memoryview(buf)[_HEAD.size:_HEAD.size + size])
+            del buf[:_HEAD.size + size]
+            if failed:
+                raise value
+            seen.add(i)
+            self.holders.pop(i, None)
+            done(i, value)
+        return True
 
     def _close_take(self) -> None:
         if self.take_w >= 0:
@@ -224,6 +249,16 @@ def _work(fn: Callable[[Any], Any], batches: list, take_r: int, take_w: int, rep
         os._exit(code)
 
 
+def _exited(pid: int) -> bool:
+    """Whether the worker has exited (left to reap: reap() reads how)."""
+    if not hasattr(os, "waitid"):  # (then its pipe's end is the only sign)
+        return False
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def _block(sig: int) -> bool:
     """Hold sig back (pthread_sigmask); whether it was held here (not where there is no such call)."""
     if not hasattr(signal, "pthread_sigmask"):
@@ -237,10 +272,16 @@ def _unblock(masked: bool) -> None:
 
 
 def _pickled_error(exc: Exception) -> bytes:
+    return pickle.dumps(picklable(exc), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def picklable(exc: BaseException) -> BaseException:
+    """exc, or (one that does not pickle) a RuntimeError with its words: what a worker can send back."""
     try:
-        return pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # (an exception that does not pickle: its words)
-        return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+        pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 def _write_all(fd: int, data: bytes) -> None:

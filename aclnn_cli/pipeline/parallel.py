@@ -1,4 +1,4 @@
-"""Run independent units of work on a process pool (or inline for --jobs 1)."""
+"""Run independent units of work on forked workers or a process pool (or inline for --jobs 1)."""
 
 from __future__ import annotations
 
@@ -8,32 +8,53 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import UserError
+from . import forkpool
 from .tuning import tune_allocator
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
 
-class Runner:
-    """submit(fn, *args) -> handle; result(handle) waits. Inline when jobs == 1 (no pickling)."""
+class WorkerLost(Exception):
+    """A forked worker ended without answering for a call (Runner(forked=True)): what BrokenProcessPool is to the
+    process pool."""
 
-    def __init__(self, jobs: int) -> None:
+
+class Runner:
+    """submit(fn, *args) -> handle; result(handle) waits. Inline when jobs == 1 (no pickling).
+
+    forked: calls wait until a result is asked for, then all of them run on workers forked from this process
+    (forkpool.py), which hold the calls' arguments already: no pool to import and start, no arguments pickled (a
+    64M-element verify's ranges each carried its case's manifest). For callers that ask for their results in
+    batches (a case's ranges); a stream of calls whose workers should stay (the report's plots) keeps the pool."""
+
+    def __init__(self, jobs: int, forked: bool = False) -> None:
         tune_allocator()
         self.jobs = max(1, jobs)
         self.pool = None
-        if self.jobs > 1:
+        self.lost: tuple[type[BaseException], ...] = (WorkerLost,)  # (what a worker's death raises from result())
+        self._calls: list[_Call] | None = None
+        if self.jobs > 1 and forked and forkpool.available():
+            self._calls = []
+        elif self.jobs > 1:
             from concurrent.futures import ProcessPoolExecutor  # (here: a one-process run never imports it)
+            from concurrent.futures.process import BrokenProcessPool
 
             self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator)
+            self.lost = (WorkerLost, BrokenProcessPool)
         # Workers fork from this process: with what it holds now frozen, their garbage collector never walks
-        # (and so never copies, page by page) the parent's objects. Thawed on close.
+        # (and so never copies, page by page) the parent's objects. Thawed on close. (run_forked freezes its own.)
         self._froze = self.pool is not None and gc.get_freeze_count() == 0
         if self._froze:
             gc.freeze()
 
-    def submit(self, fn: Callable, *args: Any) -> Future:
+    def submit(self, fn: Callable, *args: Any) -> Future | _Call:
         if self.pool is not None:
             return self.pool.submit(fn, *args)
+        if self._calls is not None:
+            call = _Call(self, fn, args)
+            self._calls.append(call)
+            return call
         from concurrent.futures import Future  # (imported where used: a run of small cases on forked workers
         # never makes one, and the package with its logging and threading costs a few ms of every start)
 
@@ -47,9 +68,21 @@ class Runner:
     def map(self, fn: Callable, items: Iterable) -> list:
         return [f.result() for f in [self.submit(fn, *args) for args in items]]
 
+    def flush(self) -> None:
+        """Run every call waiting (forked): each gets its result, its exception, or WorkerLost."""
+        calls, self._calls = self._calls, []
+        if not calls:
+            return
+
+        def lost(i: int, why: str) -> None:
+            calls[i].settle(None, WorkerLost(why))
+
+        forkpool.run_forked(_answer, calls, self.jobs, lambda i, reply: calls[i].settle(*reply), lost)
+
     def close(self) -> None:
         """Stop the pool and end its workers. They are killed, not awaited: a worker exits through Python's
         shutdown, which waits for every non-daemon thread, and a user op's thread may sleep for ever."""
+        self._calls = None if self._calls is None else []  # (calls never asked for are not run)
         if self.pool is not None:
             workers = list((getattr(self.pool, "_processes", None) or {}).values())
             manager = getattr(self.pool, "_executor_manager_thread", None)
@@ -74,6 +107,37 @@ class Runner:
         self.close()
 
 
+class _Call:
+    """A call waiting for its Runner's next flush (forked workers); result() as Future.result()."""
+
+    __slots__ = ("runner", "fn", "args", "done", "value", "error")
+
+    def __init__(self, runner: Runner, fn: Callable, args: tuple) -> None:
+        self.runner, self.fn, self.args = runner, fn, args
+        self.done, self.value, self.error = False, None, None
+
+    def settle(self, value: Any, error: BaseException | None) -> None:
+        self.done, self.value, self.error = True, value, error
+
+    def result(self) -> Any:
+        if not self.done:
+            self.runner.flush()
+        if not self.done:  # (the runner was closed first)
+            raise WorkerLost("the call was never run")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _answer(call: _Call) -> tuple[Any, BaseException | None]:
+    """A forked worker's reply for one call: (result, None) or (None, its exception), so that one call's exception
+    leaves the other calls' results standing."""
+    try:
+        return call.fn(*call.args), None
+    except Exception as exc:
+        return None, forkpool.picklable(exc)
+
+
 def worker_died(what: str) -> UserError:
     """The one line for a process-pool worker that died under a unit of work (BrokenProcessPool)."""
     return UserError(f"the worker process running {what} died (a user op calling os._exit, a signal, or out of "
@@ -85,8 +149,12 @@ def jobs_for(jobs: int, units: int) -> int:
     return max(1, min(jobs, units))
 
 
-def as_completed(futures: list[Future]):
+def as_completed(futures: list):
     if not futures:  # (a run with nothing for the pool imports nothing for it)
+        return
+    if isinstance(futures[0], _Call):  # (forked: they all run at once)
+        futures[0].runner.flush()
+        yield from futures
         return
     from concurrent.futures import FIRST_COMPLETED, wait
 

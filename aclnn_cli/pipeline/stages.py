@@ -73,10 +73,6 @@ class Stage:
     broken: Callable[..., Any] | None = None
 
 
-class _NoPool(Exception):
-    """Never raised: what a run without workers catches where a run with them catches BrokenProcessPool."""
-
-
 def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, Any], None]) -> None:
     """Run a stage over items; on_result(item, result) for each, as results arrive."""
     sizes = [stage.size(i) for i in items]
@@ -94,23 +90,18 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
         whole = inline_first([i for i, small in unsplit if small], here) + [i for i, small in unsplit if not small]
         if not whole and not any(split):
             return
-    if jobs > 1:
-        from concurrent.futures.process import BrokenProcessPool
-    else:  # (one process runs it all: no pool to break, and multiprocessing is never imported)
-        BrokenProcessPool = _NoPool
-
-    with Runner(jobs) as run:
+    with Runner(jobs, forked=True) as run:
         futures = {run.submit(stage.batch, b, *stage.args): b for b in batches(whole, stage.size, run.jobs)}
         for item, s in zip(items, split):
             if s:
                 try:
                     on_result(item, stage.split(run, item, *stage.args))
-                except BrokenProcessPool:
+                except run.lost:
                     raise worker_died(f"case {_name(item)}") from None
         for f in as_completed(list(futures)):
             try:
                 results = f.result()
-            except BrokenProcessPool:
+            except run.lost:
                 names = [_name(i) for i in futures[f]]
                 raise worker_died(f"case {names[0]}" + (f" or one of {len(names) - 1} others" if len(names) > 1
                                                          else "")) from None
