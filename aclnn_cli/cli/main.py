@@ -292,10 +292,11 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
     """Judge the device dumps under OUT (a directory of cases, or one case) against their goldens."""
     from ..casedir import shardout
     from ..judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
+    from ..pipeline.forkpool import while_waiting
     from ..report.progress import Progress
     from ..tensor.storage import check_output_paths
 
-    console = _console()
+    while_waiting(_load_the_summarys_modules)
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,
                    error_rows=csv_dir is not None, strict=strict, error_data=bool(json_path or html_path),
                    rehash=rehash)
@@ -318,14 +319,24 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
                 run = verify_manifests(manifests, broken, opts, jobs=jobs,
                                        on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
         run.coverage = chosen.coverage  # (what the results must hold, for report: see shard.py)
-    _finish(console, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,
+    _finish(None, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,
             html=(html_path, jobs, "verify report"))
+
+
+def _load_the_summarys_modules() -> None:
+    """Import what printing the summary needs, in the time this process waits for its forked workers (they have
+    the cores; a 64M-element verify spent a tenth of its time on these imports after the comparison)."""
+    import importlib
+
+    for name in ("rich.console", "rich.table", "aclnn_cli.report.formats"):
+        importlib.import_module(name)
 
 
 def _finish(console, run, standard: str | None, failures_only: bool, json_path: Path | None,
             junit_path: Path | None, csv_dir: Path | None = None, verbose: bool = False,
             html: tuple[Path | None, int, str] = (None, 1, "")) -> None:
     """Write the CI files, then print the cases that did not pass (every case if verbose) and the summary, exit.
+    console: where to print (None: the standard output's, made now).
     html: (where the HTML report goes, if anywhere; processes drawing its plots; what made the run).
     The files come first: a closed or full standard output (`| head -1`, /dev/full) must not lose them."""
     from ..report.formats import print_cases, print_summary, write_error_csvs, write_verify_json
@@ -343,6 +354,7 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
             from ..report.html import write_html
 
             write_html(html[0], run, standard, jobs=html[1], title=html[2])
+    console = console or _console()
     console.on_broken_pipe = broken_pipe  # (rich's own answer is SystemExit(1): a pass would exit 1)
     try:
         print_cases(console, run, show_passing=verbose and not failures_only)

@@ -42,6 +42,15 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
+_WHILE_WAITING: list[Callable[[], None]] = []
+
+
+def while_waiting(fn: Callable[[], None]) -> None:
+    """Have fn run once in this process, the next time it waits for forked workers (the CLI's imports for what it
+    prints after them). Its failure is ignored: what it prepares is done again where it is needed."""
+    _WHILE_WAITING.append(fn)
+
+
 def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callable[[int, Any], None],
                lost: Callable[[int, str], None]) -> None:
     """fn(batches[i]) for every i on `jobs` forked workers; done(i, result) in this process as each arrives,
@@ -55,6 +64,11 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
         gc.freeze()  # (the workers' collector never walks, and so never copies, what the parent holds)
     try:
         pool.start(fn, batches, max(1, min(jobs, len(batches))))
+        while _WHILE_WAITING:
+            try:
+                _WHILE_WAITING.pop()()
+            except Exception:
+                pass
         seen = pool.serve(len(batches), done)
         ended = pool.reap()
     except BaseException:
