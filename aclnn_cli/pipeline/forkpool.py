@@ -51,6 +51,14 @@ def while_waiting(fn: Callable[[], None]) -> None:
     _WHILE_WAITING.append(fn)
 
 
+def _run_while_waiting() -> None:
+    while _WHILE_WAITING:
+        try:
+            _WHILE_WAITING.pop()()
+        except Exception:
+            pass
+
+
 def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callable[[int, Any], None],
                lost: Callable[[int, str], None]) -> None:
     """fn(batches[i]) for every i on `jobs` forked workers; done(i, result) in this process as each arrives,
@@ -64,11 +72,6 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
         gc.freeze()  # (the workers' collector never walks, and so never copies, what the parent holds)
     try:
         pool.start(fn, batches, max(1, min(jobs, len(batches))))
-        while _WHILE_WAITING:
-            try:
-                _WHILE_WAITING.pop()()
-            except Exception:
-                pass
         seen = pool.serve(len(batches), done)
         ended = pool.reap()
     except BaseException:
@@ -132,6 +135,11 @@ class _Pool:
         for fd in open_fds:
             poller.register(fd, select.POLLIN)
         poller.register(self.take_w, select.POLLOUT)
+        try:  # (the first numbers, before this process turns to anything else: the workers wait for them)
+            pending = pending[os.write(self.take_w, pending):]
+        except (BlockingIOError, BrokenPipeError):  # (the loop below meets it again)
+            pass
+        _run_while_waiting()
         checked = time.monotonic()
         while open_fds:
             for fd, _ in poller.poll(CHECK_SECONDS * 1000):
