@@ -129,7 +129,8 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         golden_abs = np.abs(g, out=buf("golden_abs", work, n))
         # No golden below the floor (>= the dtype's smallest normal): the denominator is |g| itself, and no
         # ulp needs raising to the subnormal spacing (max(x, bound) is x for x >= bound, bit for bit).
-        normal = bool(n and golden_abs.min() >= floor and floor >= dtype.smallest_normal)
+        golden_abs_min = float(golden_abs.min()) if n else 0.0
+        normal = bool(n and golden_abs_min >= floor and floor >= dtype.smallest_normal)
         den = golden_abs if normal else np.maximum(golden_abs, work.type(floor), out=buf("den", work, n))
         rel = np.divide(abs_err, den, out=buf("rel", work, n))
         signed = np.abs(a, out=buf("signed", work, n))
@@ -158,7 +159,7 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         special = nonfinite[special_mismatch(ao[~fin], go[~fin])]
         for arr in (abs_err, rel, signed, ulp, golden_abs):
             arr[nonfinite] = 0
-    if flush_ok:
+    if flush_ok and not (normal and golden_abs_min > max(dtype.smallest_normal, floor)):  # (else none is flushed)
         is_zero = np.equal(a, 0, out=buf("is_zero", bool, n))
         zeros = np.flatnonzero(is_zero) if is_zero.any() else NO_INDEX
         if zeros.size:

@@ -105,8 +105,8 @@ class StorageFile:
         self._hash = None
 
     def close(self) -> None:
-        if self._map is not None and isinstance(self._map, np.memmap):
-            self._map.flush()
+        if self.writable and self._map is not None and isinstance(self._map, np.memmap):
+            self._map.flush()  # (a read-only map has nothing to write back: msync would walk its every page)
         self._map = None
         os.close(self.fd)
 
