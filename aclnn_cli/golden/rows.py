@@ -118,7 +118,8 @@ def finite_blocks(op: OpSpec, blocks: Mapping[str, np.ndarray]) -> np.ndarray:
     finite = np.ones(k, dtype=bool)
     for t in op.inputs:
         if t.read_by_kernel and t.name in blocks and _is_float(blocks[t.name]):
-            finite &= finite_values(blocks[t.name]).reshape(k, -1).all(axis=1)
+            ok = finite_values(blocks[t.name])  # (reduced over its own axes: a strided block's reshape would copy)
+            finite &= ok.all(axis=tuple(range(1, ok.ndim))) if ok.ndim > 1 else ok
     return finite
 
 
@@ -132,7 +133,7 @@ def finite_values(a: np.ndarray) -> np.ndarray:
     bits = EXPONENT_BITS.get(a.dtype)
     if bits is None:
         return np.isfinite(a)
-    return (np.ascontiguousarray(a).view(np.uint16) & bits) != bits
+    return (a.view(np.uint16) & bits) != bits  # (a view of the same item size: a strided array's too, no copy)
 
 
 def _take(arrays: Mapping[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

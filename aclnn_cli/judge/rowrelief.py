@@ -105,9 +105,10 @@ def _relief_at(m: M.CaseManifest, out: M.TensorEntry, files: dict, geo, wanted: 
     if held is not None and held[0] == key:
         wide, finite = held[1], held[2]
     else:
-        wide = _gather_wanted(m, files, geo, wanted)
+        narrow = getattr(m.op.reference_at, "narrow_blocks", False)  # (ops/base.narrow_blocks: taken as stored)
+        wide = _gather_wanted(m, files, geo, wanted, views=narrow)
         finite = bool(finite_blocks(m.op, wide).all())
-        if not getattr(m.op.reference_at, "narrow_blocks", False):  # (ops/base.narrow_blocks: taken as stored)
+        if not narrow:
             wide = widened(wide)
         if last is not None:
             last["at"] = (key, wide, finite)
@@ -132,11 +133,12 @@ def _edges(m: M.CaseManifest, blocks: dict) -> dict | None:
     return m.op.by_output(m.op.edge({**widened(blocks), **m.attribute_values}))
 
 
-def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray) -> dict[str, np.ndarray]:
+def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray, views: bool = False) -> dict[str, np.ndarray]:
     """The blocks `wanted` (sorted, unique), gathered a run of consecutive blocks at a time (a block at a
-    time is a Python call per row: a defect that flags every row made relief the bulk of verify)."""
+    time is a Python call per row: a defect that flags every row made relief the bulk of verify). views: as
+    gather_blocks' (a narrow reference_at reads a few rows and columns of them)."""
     cuts = np.flatnonzero(np.diff(wanted) != 1) + 1
-    pieces = [gather_blocks(m, files, geo, int(run[0]), int(run[-1]) + 1) for run in np.split(wanted, cuts)]
+    pieces = [gather_blocks(m, files, geo, int(run[0]), int(run[-1]) + 1, views=views) for run in np.split(wanted, cuts)]
     if len(pieces) == 1:
         return pieces[0]
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}

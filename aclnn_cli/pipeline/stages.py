@@ -21,7 +21,7 @@ from ..casedir import manifest as M
 from ..errors import UserError
 from ..ops.registry import is_ours
 from .parallel import Runner, as_completed, batches, inline_first, jobs_for, paused_gc, worker_died
-from ..tensor.storage import chunks
+from ..tensor.storage import StorageFile, chunks
 
 SPLIT = 1 << 22  # a case with more output elements than this is split into ranges across workers
 RANGE = SPLIT // 4  # elements per range of a split case
@@ -265,11 +265,12 @@ def block_chunks(geo, start_block: int, stop_block: int, chunk: int):
         yield b, min(stop_block, b + step)
 
 
-def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> dict[str, np.ndarray]:
+def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True, views: bool = False) -> dict[str, np.ndarray]:
     """The inputs of blocks [b0, b1) as the op's functions take them (docs/families.md): (k, R, A0) arrays,
     broadcast to the driver's shape; per-row inputs (k, 1, 1); a tensor with its own geometry (k, its R, its
     A0); null inputs absent. Float inputs as stored
-    (widen them yourself), integer inputs as int64."""
+    (widen them yourself), integer inputs as int64. views: a tensor with its own geometry may come as a read-only
+    view over its storage (StorageFile.view), for a reader that takes a few of its values."""
     family = m.op.family
     shape = tuple(next(t for t in m.tensors if t.name == family.driver).layout.shape)
     k = b1 - b0
@@ -285,7 +286,8 @@ def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True) -> d
             values = np.broadcast_to(f.read(t.layout, 0, t.layout.numel).reshape(1, 1, -1), (k, 1, t.layout.numel))
         elif own is not None:  # (its own shape's blocks: read where they lie, nothing broadcast)
             where = own.positions(b0, b1)
-            values = (f.read(t.layout, where.start, where.stop) if isinstance(where, slice) else
+            read = f.view if views and isinstance(f, StorageFile) else f.read
+            values = (read(t.layout, where.start, where.stop) if isinstance(where, slice) else
                       f.gather_at(t.layout, tuple(t.layout.shape), where)).reshape(k, own.r, own.a0)
         elif geo.contiguous:
             values = f.gather(t.layout, shape, b0 * geo.block, b1 * geo.block).reshape(k, geo.r, geo.a0)

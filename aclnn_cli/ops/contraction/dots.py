@@ -197,7 +197,9 @@ def reference_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
 
 
 def _operands_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
-    """(slice of `where`, its elements' rows of left, their columns of right), WANTED_TERMS values at a time."""
+    """(slice of `where`, its elements' rows of left, their columns of right, as float64), WANTED_TERMS values at a
+    time. The operands may be as stored (float16, bfloat16, float32: ops/base.narrow_blocks): only the rows and
+    columns asked for are widened."""
     k, m, kk = left.shape
     n = right.shape[2]
     b, rest = where // (m * n), where % (m * n)
@@ -205,7 +207,7 @@ def _operands_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
     step = max(1, WANTED_TERMS // max(kk, 1))
     for s in range(0, where.size, step):
         sl = slice(s, s + step)
-        yield sl, left[b[sl], i[sl], :], right[b[sl], :, j[sl]]
+        yield sl, left[b[sl], i[sl], :].astype(np.float64, copy=False), right[b[sl], :, j[sl]].astype(np.float64, copy=False)
 
 
 def input_rounding_error(left: np.ndarray, right: np.ndarray, representable, relative: float,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...tensor.dtypes import BFLOAT16, FLOAT16
-from ..base import AttrSpec, Reference, TensorSpec, defect, legitimate, products
+from ..base import AttrSpec, Reference, TensorSpec, defect, legitimate, narrow_blocks, products
 from ..families import Contraction
 from ..families.contraction import FLOAT32_OPERANDS, LEFT_BATCH, OUT_BATCH, RIGHT_BATCH, VECTOR_DOT
 from . import cube, dots
@@ -91,8 +91,10 @@ def golden_reference(t) -> Reference:
     return Reference(*dots.certified(t[SELF], t[MAT2]))
 
 
+@narrow_blocks
 def reference_at(t, wanted) -> dict:
-    """`reference` of single elements (verify's relief of a few flagged ones), each from its own row and column."""
+    """`reference` of single elements (verify's relief of a few flagged ones), each from its own row and column,
+    widened as they are read (the operands as stored: a 4096 x 4096 pair's float64 copies were a third of verify)."""
     a, b, where = t[SELF], t[MAT2], np.asarray(wanted[OUT], np.int64)
 
     def moved(representable, floor=0.0):
