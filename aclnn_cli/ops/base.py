@@ -144,6 +144,9 @@ class Reference:
     # to the element (BatchNorm's gradInput through sum(dy) / M). A shared error leans every element of the row
     # one way, so the error balance does not count it (judge/comparison.py); each element's error still does.
     shared: np.ndarray | None = None
+    # A golden_reference's better bound, made only when asked (a second product: dots.certified): gen asks where
+    # `bound`, cheap and looser, leaves many elements uncertain (golden/rowsgen._settled).
+    tighter: Callable[[], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

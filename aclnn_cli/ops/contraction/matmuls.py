@@ -88,7 +88,8 @@ def reference(t) -> Reference:
 
 def golden_reference(t) -> Reference:
     """What gen certifies the golden with: the value and its bound (dots.certified), no allowance."""
-    return Reference(*dots.certified(t[SELF], t[MAT2]))
+    value, bound, scale, tighter = dots.certified(t[SELF], t[MAT2])
+    return Reference(value, bound, scale, tighter=tighter)
 
 
 @narrow_blocks
