@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "aclnn_cli"]
-GOALS = {"verify / floor": 3.0, "help / numpy": 1.5}
+GOALS = {"verify / floor": 2.0, "help / numpy": 1.5}  # issue 31: 64M verify within 2x the read floor, every dtype
 
 READ_FLOOR = """
 import sys

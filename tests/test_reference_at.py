@@ -107,12 +107,16 @@ def test_certified_bounds_the_exact_dot_product_cancelling_ones_too(dtype, k):
     right = cast(RNG.normal(0, 1, (2, k, 6))).astype(np.float64)
     right[:, :, 0] = cast(-left[:, 0, :] * 0.5).astype(np.float64)  # (column 0 against row 0: a near cancellation)
     right[:, :, 1] = cast(np.where(np.arange(k) % 2, 1.0, -1.0)[None, :].repeat(2, 0)).astype(np.float64)
-    value, bound, scale = dots.certified(left, right)
+    value, bound, scale, tighter = dots.certified(left, right)
     where = np.arange(value.size)
-    assert _contains(value.reshape(-1), bound.reshape(-1), dots.exact_at(left, right, where)) == 0
+    exact = dots.exact_at(left, right, where)
+    assert _contains(value.reshape(-1), bound.reshape(-1), exact) == 0  # (the norms' bound)
+    assert _contains(value.reshape(-1), tighter().reshape(-1), exact) == 0  # (|A|.|B|'s)
     whole = dots.reference(left, right)  # (the allowance's reference: the same value to float64's rounding)
-    assert _below(dots.exact_at(np.abs(left), np.abs(right), where), scale.reshape(-1)) == 0
-    np.testing.assert_allclose(scale, whole[2], rtol=4 * dots.gamma(k, dots.F32_UNIT))  # (float32's |A|.|B|)
+    magnitude = dots.magnitude(left, right)[0]
+    exact_magnitude = dots.exact_at(np.abs(left), np.abs(right), where)
+    assert _below(exact_magnitude, scale.reshape(-1)) == 0 and _below(exact_magnitude, magnitude.reshape(-1)) == 0
+    np.testing.assert_allclose(magnitude, whole[2], rtol=4 * dots.gamma(k, dots.F32_UNIT))  # (float32's |A|.|B|)
     assert np.all(np.abs(value - whole[0]) <= bound + whole[1])
 
 
@@ -169,8 +173,11 @@ def test_magnitude_bounds_the_exact_absolute_products(name, left, right, path):
     where = np.arange(scale.size)
     over = Fraction(factor) / Fraction(g)  # (1 on the float32 path; on float64's, 1 / (1 - gamma_K(u64)))
     assert _below(dots.exact_at(np.abs(left), np.abs(right), where), scale.reshape(-1), over) == 0, name
-    value, bound, _ = dots.certified(left, right)
-    assert _contains(value.reshape(-1), bound.reshape(-1), dots.exact_at(left, right, where)) == 0, name
+    value, bound, norms, tighter = dots.certified(left, right)
+    assert _below(dots.exact_at(np.abs(left), np.abs(right), where), norms.reshape(-1)) == 0, name
+    exact = dots.exact_at(left, right, where)
+    assert _contains(value.reshape(-1), bound.reshape(-1), exact) == 0, name  # (the norms' bound)
+    assert _contains(value.reshape(-1), tighter().reshape(-1), exact) == 0, name  # (magnitude's)
     if path == "float32":  # (the scale rounds in float32, by up to gamma_K(u32), and the absolute term)
         within = np.matmul(np.abs(left), np.abs(right)) * (1 + 4 * dots.gamma(k, dots.F32_UNIT)) + k * 2.0**-122
         assert np.all(scale <= within), name
