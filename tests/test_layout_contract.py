@@ -380,3 +380,7 @@ def test_a_view_read_as_a_strided_window_is_the_gathered_read(tmp_path, dtype):
                 got = f.read(layout, start, stop)
                 assert got.dtype == want.dtype and got.shape == want.shape, (layout, start, stop)
                 assert got.tobytes() == want.tobytes(), (layout, start, stop)
+                seen = f.view(layout, start, stop)  # (a window over the map where the range is whole slices)
+                assert seen.reshape(-1).tobytes() == want.tobytes(), (layout, start, stop)
+                if not layout.is_contiguous and start % inner == 0 and stop % inner == 0 and stop > start:
+                    assert not seen.flags.writeable and seen.shape == (stop // inner - start // inner, *shape[1:])
