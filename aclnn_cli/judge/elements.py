@@ -3,6 +3,8 @@ for a person (coordinates, inputs, expected, actual, errors) and writes outside 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..casedir import manifest as M
@@ -30,34 +32,49 @@ def writes_outside_view(m: M.CaseManifest, out: M.TensorEntry | None = None) -> 
     return f"wrote outside the view: {changed.size} elements, first at storage index {changed[0]}"
 
 
-def describe_element(m: M.CaseManifest, std: Standard, flat: int, judged_rel: float | None = None,
-                     out: M.TensorEntry | None = None) -> dict:
-    """Coordinates, inputs, expected and actual value, and errors of one logical element.
+def describe_elements(m: M.CaseManifest, std: Standard, items: list[tuple[int, float | None]],
+                      out: M.TensorEntry | None = None) -> list[dict]:
+    """Coordinates, inputs, expected and actual value, and errors of logical elements, in the order of `items`
+    ((flat index, judged_rel) each).
 
     judged_rel: the relative error the verdict used for it (after the op's relief and with the
     case's floor); the element then reports that, so what a person reads is what was judged.
+    Each file (inputs, dump, golden) is opened once for all the elements: a failing case describes several, and
+    opening every file again per element was most of what describing cost. Each element is still read and its
+    errors computed alone, as it was: the same values, bit for bit.
     """
     out = out or m.output
-    shape = out.layout.shape
+    if not items:
+        return []
     rows = not m.op.family.element_local  # (its element depends on whole rows: no inputs per element)
+    emulator = std.against == "emulator"
+    size = out.layout.storage_size
+    with contextlib.ExitStack() as stack:
+        opened = {t.name: stack.enter_context(StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size))
+                  for t in (() if rows else (i for i in m.inputs if not i.null))}
+        dump = stack.enter_context(StorageFile(out.dump, out.dtype.np_dtype, size))
+        golden = None if emulator else stack.enter_context(StorageFile(out.golden, out.dtype.np_dtype, size))
+        return [_describe(m, out, flat, rel, opened, dump, golden, rows) for flat, rel in items]
+
+
+def _describe(m: M.CaseManifest, out: M.TensorEntry, flat: int, judged_rel: float | None, opened: dict,
+              dump: StorageFile, golden: StorageFile | None, rows: bool) -> dict:
+    """One element from the open files (golden None: the standard judges against the emulated kernel)."""
+    shape = out.layout.shape
     with np.errstate(all="ignore"):
-        ins = {}
-        for t in () if rows else (i for i in m.inputs if not i.null):
-            with StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) as f:
-                ins[t.name] = f.gather(t.layout, shape, flat, flat + 1)
-        with StorageFile(out.dump, out.dtype.np_dtype, out.layout.storage_size) as f:
-            a = f.read(out.layout, flat, flat + 1)
-        if std.against == "emulator" and rows:
+        ins = {t.name: f.gather(t.layout, shape, flat, flat + 1)
+               for t in m.inputs if (f := opened.get(t.name)) is not None and not t.null}
+        a = dump.read(out.layout, flat, flat + 1)
+        if golden is None and rows:
             from ..device.emulate_rows import emulated_range
 
             g = emulated_range(m, out, None, flat, flat + 1)
-        elif std.against == "emulator":
+        elif golden is None:
             from ..device.emulate import kernel_output
 
             g = kernel_output(m, ins)
         else:
-            with StorageFile(out.golden, out.dtype.np_dtype, out.layout.storage_size) as f:
-                g = f.read(out.layout, flat, flat + 1)
+            g = golden.read(out.layout, flat, flat + 1)
         e = element_errors(a, g, tolerance_dtype(m, out)[1], out.dtype,
                            complex_gamma=complex_gamma(m, out) if out.dtype.is_complex else None)
     with np.errstate(invalid="ignore"):  # (a NaN of a 16-bit dtype widened: NumPy warns, the value is NaN)

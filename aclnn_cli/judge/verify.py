@@ -22,7 +22,7 @@ from ..ops.user import ENV as USER_OPS_ENV
 from .comparison import CSV_ROW_LIMIT, Options, check_files, checksummed_files, checksummed_names, compare_range
 from .judgeddtype import tolerance_dtype
 from .judging import OutputJudging, case_judging
-from .elements import describe_element, writes_outside_view
+from .elements import describe_elements, writes_outside_view
 from .mistrust import mistrust
 from .smallbatch import precompare
 from ..pipeline.parallel import Runner, paused_gc
@@ -226,7 +226,7 @@ def _settle(result: CaseResult, m: M.CaseManifest, judged: list, strict: bool) -
     if metrics.errors:
         result.errors = metrics.errors.summary(v.passed)  # (the HTML report's)
     if not v.passed:  # what a person reads to act on a failure (a pass has nothing to act on)
-        result.worst = [describe_element(m, v.std, i, rel, out) for i, rel in metrics.worst_items()]
+        result.worst = describe_elements(m, v.std, metrics.worst_items(), out)
     if v.rows:
         result.error_rows = v.rows
     result.rows = rows_of([(o.name, w.verdict_rows) for o, w in judged if w is not None])  # (every output's)
