@@ -154,3 +154,38 @@ def test_a_null_attribute_is_named_by_its_own_key(tmp_path):
     text = 'op: aclnnSoftmaxBackward\ndefaults: {product: "950"}\ncases:\n  - {name: nodim, shape: [3, 4], attributes: {dim: null}}\n'
     one_line_error(run_cli("gen", write_yaml(tmp_path, text), "-o", tmp_path / "out"), "case 'nodim': key 'attributes.dim'",
                    "dim is a null pointer")
+
+
+def test_refuse_links_resolves_each_parent_once_as_realpath_resolves_each_case(tmp_path, monkeypatch):
+    """refuse_links resolves a case's parent once for all its cases (realpath per case was a system call per path
+    component for every case): what it refuses is still what dirname(realpath(case)) != realpath(OUT) refused, through
+    symbolic links above OUT, relative paths, "..", ".", trailing slashes, a case linked elsewhere and one missing."""
+    import os
+
+    from aclnn_cli.casedir.dirs import refuse_links
+    from aclnn_cli.errors import UserError
+
+    real = tmp_path / "real"
+    for d in ("out/a", "out/b", "other/c"):
+        (real / d).mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    (real / "out" / "away").symlink_to(real / "other" / "c", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    cases = ["link/out/a", "link/out/b/", "link/out/a/.", "link/out/a/..", "link/out/away", "link/out/missing",
+             "link/other/c", "link/out/../other/c", "link/out/b/../a", "real/out/a", str(real / "out/b"), "."]
+    seen = set()
+    for root in ("link/out", str(tmp_path / "link/out"), "real/out", "link/other"):
+        top = os.path.realpath(root)
+        for case in cases:
+            was = os.path.islink(case) or os.path.dirname(os.path.realpath(case)) != top  # (the per-case resolution)
+            for given in (case, Path(case)):  # (as a str the name keeps its "/", "." or "/."; a Path drops them)
+                try:
+                    refuse_links(Path(root), [given])
+                    refused = False
+                except UserError:
+                    refused = True
+                assert refused == was, (root, given)
+                seen.add(refused)
+        both = [c for c in cases if not (os.path.islink(c) or os.path.dirname(os.path.realpath(c)) != top)]
+        refuse_links(Path(root), both + both)  # (parents remembered across cases: each accepted again)
+    assert seen == {True, False}

@@ -58,7 +58,20 @@ def refuse_links(root: Path, dirs: list[Path]) -> None:
     if (root / MANIFEST).is_file():  # (OUT is the case itself)
         return
     top = os.path.realpath(root)
+    parents: dict[str, str] = {}
     for d in dirs:
-        if os.path.islink(d) or os.path.dirname(os.path.realpath(d)) != top:
+        if os.path.islink(d) or _resolved_parent(str(d), parents) != top:
             raise UserError("the case directory is a symbolic link, or lies outside OUT: refused (the results would be "
                             "written elsewhere)", where=str(d))
+
+
+def _resolved_parent(d: str, parents: dict[str, str]) -> str:
+    """os.path.dirname(os.path.realpath(d)) of a directory that is not a symbolic link: its parent resolved (once
+    per parent, kept in `parents`: realpath takes a system call per component, and a suite's thousands of cases
+    share one parent). A name that is not a plain name ("..", ".", a trailing slash) is resolved whole."""
+    head, name = os.path.split(d)
+    if name in ("", ".", ".."):
+        return os.path.dirname(os.path.realpath(d))
+    if head not in parents:
+        parents[head] = os.path.realpath(head or ".")
+    return parents[head]
