@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,3 +141,39 @@ def test_other_standards_are_selectable(one_case):
         result = run_cli("verify", out, "--standard", std, "--json", out / "v.json")
         assert json.loads((out / "v.json").read_text())["cases"][0]["standard"] == std
         assert result.exit_code in (0, 1)
+
+
+def test_the_worst_elements_are_read_from_files_opened_once_and_say_their_values(one_case, monkeypatch):
+    """A failing case's worst elements (the report's lines, --json's `worst`) each give the element's inputs,
+    golden and dump values as the files hold them at its coordinates; the files are opened once for all of them
+    (judge/elements.describe_elements), not once per element."""
+    from aclnn_cli.judge import elements
+    from aclnn_cli.judge.compare import WORST_K
+    from helpers import logical
+
+    out, case, m = one_case
+    path, dump, gold = _dump(case, m)
+    (-gold).tofile(path)  # (every element sign-flipped: every one fails)
+    opened = []
+
+    class Counted(elements.StorageFile):
+        def __init__(self, path, *args, **kwargs):
+            opened.append(Path(path).name)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(elements, "StorageFile", Counted)
+    result = run_cli("verify", out, "-j", "1", "--json", out / "v.json")
+    assert result.exit_code == 1, result.output
+    worst = json.loads((out / "v.json").read_text())["cases"][0]["worst"]
+    inputs = [t for t in m["tensors"] if t["role"] == "input" and t.get("file")]
+    output = next(t for t in m["tensors"] if t["role"] == "output")
+    assert len(worst) == WORST_K and len(inputs) == 3  # (gradOutput, self, buffer)
+    assert sorted(opened) == sorted([output["dump"], output["golden"], *(t["file"] for t in inputs)])
+    values = {t["name"]: logical(case, t).astype(np.float64) for t in inputs}
+    dumped, golden = (logical(case, output, key).astype(np.float64) for key in ("dump", "golden"))
+    for w in worst:
+        at = tuple(w["coords"])
+        assert w["index"] == np.ravel_multi_index(at, dumped.shape)
+        assert w["expected"] == golden[at] != 0 and w["actual"] == dumped[at] == -golden[at]
+        assert w["inputs"] == {name: v[at] for name, v in values.items()}
+        assert w["abs_error"] == abs(w["actual"] - w["expected"]) and w["rel_error"] > 1
