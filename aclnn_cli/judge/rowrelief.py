@@ -133,12 +133,14 @@ def _edges(m: M.CaseManifest, blocks: dict) -> dict | None:
     return m.op.by_output(m.op.edge({**widened(blocks), **m.attribute_values}))
 
 
-def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray, views: bool = False) -> dict[str, np.ndarray]:
+def _gather_wanted(m: M.CaseManifest, files: dict, geo, wanted: np.ndarray,
+                   views: bool = False) -> dict[str, np.ndarray]:
     """The blocks `wanted` (sorted, unique), gathered a run of consecutive blocks at a time (a block at a
     time is a Python call per row: a defect that flags every row made relief the bulk of verify). views: as
     gather_blocks' (a narrow reference_at reads a few rows and columns of them)."""
     cuts = np.flatnonzero(np.diff(wanted) != 1) + 1
-    pieces = [gather_blocks(m, files, geo, int(run[0]), int(run[-1]) + 1, views=views) for run in np.split(wanted, cuts)]
+    pieces = [gather_blocks(m, files, geo, int(run[0]), int(run[-1]) + 1, views=views)
+              for run in np.split(wanted, cuts)]
     if len(pieces) == 1:
         return pieces[0]
     return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}

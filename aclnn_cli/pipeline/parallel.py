@@ -181,18 +181,26 @@ def paused_gc():
             gc.enable()
 
 
-INLINE_SECONDS = 0.05  # work done in this process before any worker is started
+INLINE_SECONDS = 0.005  # work done in this process before deciding whether workers are worth starting
+WORKER_START_SECONDS = 0.015  # what starting them costs a run's wall time (forks, their first batches' set-up)
 
 
-def inline_first(items: list, run_here: Callable[[list], None], group: int = 8) -> list:
-    """Run items here, `group` at a time, until INLINE_SECONDS have passed; return the rest, for the workers.
+def inline_first(items: list, run_here: Callable[[list], None], group: int = 8, jobs: int = 2) -> list:
+    """Run items here, `group` at a time, for INLINE_SECONDS, and on to the end where what is left would take less
+    than starting `jobs` workers saves; return the rest, for the workers.
 
-    Starting workers costs tens of milliseconds, more from a large process (each page it holds is copied as
-    either side writes it): a run shorter than that is done sooner without them. A longer run's workers
-    start warm (caches, tables, bytecode the interpreter has specialised: about 50 ms a worker on 2,000 small
-    cases). Results do not depend on where an item runs."""
+    The first items measure what one costs. A short run (a few cases) is done sooner without workers; a long one
+    is shared from almost its start (2,000 small cases: 50 ms here before the workers, as this was, left the
+    other core idle for it, a tenth of a verify). Results do not depend on where an item runs."""
+    if INLINE_SECONDS <= 0:  # (none here: every item to the workers)
+        return items
     start, at = time.perf_counter(), 0
-    while at < len(items) and time.perf_counter() - start < INLINE_SECONDS:
+    while at < len(items):
+        spent = time.perf_counter() - start
+        if spent >= INLINE_SECONDS and at:
+            left = spent / at * (len(items) - at)  # (at this run's own pace)
+            if left > WORKER_START_SECONDS * jobs / max(jobs - 1, 1):  # (left / jobs + the start, against left)
+                break
         run_here(items[at:at + group])
         at += group
     return items[at:]

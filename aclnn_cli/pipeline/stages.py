@@ -87,7 +87,8 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
         # (only small cases run here: a large one that is not split, a Rows op's, is a worker's from the start; done
         #  here, two 4096 x 4096 x 4096 matmul cases ran one after the other in this process)
         unsplit = [(i, not is_large(n) and is_ours(i.op)) for i, n, s in zip(items, sizes, split) if not s]
-        whole = inline_first([i for i, small in unsplit if small], here) + [i for i, small in unsplit if not small]
+        whole = (inline_first([i for i, small in unsplit if small], here, jobs=jobs)
+                 + [i for i, small in unsplit if not small])
         if not whole and not any(split):
             return
     with Runner(jobs, forked=True) as run:
@@ -139,7 +140,7 @@ def run_stage_on_dirs(stage: Stage, case_dirs: list[Path], jobs: int,
         for outcome in outcomes:
             on_result(*outcome)
 
-    rest = inline_first(case_dirs, lambda group: collect(*_load_and_run(group, stage, ours_only=True)))
+    rest = inline_first(case_dirs, lambda group: collect(*_load_and_run(group, stage, ours_only=True)), jobs=jobs)
     parts = batches(theirs + rest, lambda d: 1, jobs)
     if parts and forkpool.available() and stage.broken is not None:
         def lost(i: int, why: str) -> None:
@@ -265,7 +266,8 @@ def block_chunks(geo, start_block: int, stop_block: int, chunk: int):
         yield b, min(stop_block, b + step)
 
 
-def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True, views: bool = False) -> dict[str, np.ndarray]:
+def gather_blocks(m, files: dict, geo, b0: int, b1: int, wide: bool = True,
+                  views: bool = False) -> dict[str, np.ndarray]:
     """The inputs of blocks [b0, b1) as the op's functions take them (docs/families.md): (k, R, A0) arrays,
     broadcast to the driver's shape; per-row inputs (k, 1, 1); a tensor with its own geometry (k, its R, its
     A0); null inputs absent. Float inputs as stored

@@ -237,7 +237,8 @@ def _operands_at(left: np.ndarray, right: np.ndarray, where: np.ndarray):
     step = max(1, WANTED_TERMS // max(kk, 1))
     for s in range(0, where.size, step):
         sl = slice(s, s + step)
-        yield sl, left[b[sl], i[sl], :].astype(np.float64, copy=False), right[b[sl], :, j[sl]].astype(np.float64, copy=False)
+        rows, columns = left[b[sl], i[sl], :], right[b[sl], :, j[sl]]
+        yield sl, rows.astype(np.float64, copy=False), columns.astype(np.float64, copy=False)
 
 
 def input_rounding_error(left: np.ndarray, right: np.ndarray, representable, relative: float,
