@@ -333,3 +333,17 @@ def test_a_forked_runners_calls_each_get_their_own_result_or_exception():
         assert isinstance(info.value, WorkerLost) and "exit status 4" in str(info.value)
         assert run.map(_fails_on_three, [(7,), (8,)]) == [49, 64]
     assert _no_children_left()
+
+
+def test_what_waits_for_the_workers_runs_once_however_often_it_was_asked():
+    """forkpool.while_waiting: a function queued twice (a process verifying without workers, twice) runs once, in
+    this process, at the next wait for workers, and not at the one after."""
+    calls = []
+
+    def note():
+        calls.append(os.getpid())
+    forkpool.while_waiting(note)
+    forkpool.while_waiting(note)
+    _run(lambda b: b, [1, 2])
+    _run(lambda b: b, [3])
+    assert calls == [os.getpid()]

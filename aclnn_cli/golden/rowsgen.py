@@ -24,10 +24,10 @@ from .rows import (AcrossRows, across_chunk_rows, certify, exact_block, exact_el
                    round_exact)
 
 # A golden_reference's cheap bound is tightened (Reference.tighter) where more than one element in this many is left
-# uncertain: each such element's exact value costs its K products summed exactly (about 5 ns a term), the tighter
-# bound a second product (a few hundredths of a ns per multiply-add), so the tighter one pays from about one element
-# in a thousand; random operands leave none to a handful in millions.
-TIGHTEN_SHARE = 1024
+# uncertain: each such element's exact value costs its K products summed exactly (about 120 ns a term, measured:
+# dots.exact_at, K = 4096), the tighter bound a second product (about 0.027 ns a multiply-add: dots.magnitude's sgemm),
+# so the tighter one pays from about one element in 4,300; random operands leave none to a handful in millions.
+TIGHTEN_SHARE = 4096
 
 
 def fill_rows_goldens(case, tmp: Path, chunk: int = CHUNK) -> ExactPath:

@@ -48,7 +48,8 @@ _WHILE_WAITING: list[Callable[[], None]] = []
 def while_waiting(fn: Callable[[], None]) -> None:
     """Have fn run once in this process, the next time it waits for forked workers (the CLI's imports for what it
     prints after them). Its failure is ignored: what it prepares is done again where it is needed."""
-    _WHILE_WAITING.append(fn)
+    if fn not in _WHILE_WAITING:  # (a process verifying without workers, again and again, queues it once)
+        _WHILE_WAITING.append(fn)
 
 
 def _run_while_waiting() -> None:
