@@ -159,6 +159,9 @@ def _child(request: dict, out_fd: int, err_fd: int) -> None:
     """In the forked child: become the command's process, run it, exit with its status (never returns)."""
     code = 1
     try:
+        import atexit
+
+        atexit._clear()  # (a process of its own has none of the test worker's exit functions: console() runs its own)
         # (as a shell starts a command: nothing blocked, the signals at Python's defaults, whatever the test worker
         # that started the server had)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])

@@ -150,8 +150,8 @@ def test_the_look_before_importlib_metadata_finds_the_group_however_it_is_writte
 def test_a_command_that_reads_the_registry_whole_does_not_import_importlib_metadata_without_a_plugin():
     """`ops` reads every op and the entry points: with no installed package declaring the group (this venv),
     importlib.metadata stays unimported (25 ms of a command's start)."""
-    code = ("import sys, runpy; sys.argv = ['aclnn-cli', 'ops', '--json']\ntry:\n    runpy.run_module('aclnn_cli', "
-            "run_name='__main__')\nexcept SystemExit:\n    pass\nprint('importlib.metadata' in sys.modules, file=sys.stderr)")
+    code = ("import atexit, sys, runpy; sys.argv = ['aclnn-cli', 'ops', '--json']\natexit.register(lambda: print("
+            "'importlib.metadata' in sys.modules, file=sys.stderr))\nrunpy.run_module('aclnn_cli', run_name='__main__')")
     env = {k: v for k, v in __import__("os").environ.items() if k != "ACLNN_CLI_OPS"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-2000:]

@@ -215,15 +215,15 @@ def test_report_memory_is_flat_in_the_size_of_the_results(results, tmp_path):
             "summary": {"total": CASES_IN_LARGE}, "coverage": None}
     atomic_write_text(big, _verify_chunks(head, repeated()))
     assert big.stat().st_size > 40 << 20
-    probe = ("import runpy, sys\nsys.argv = ['aclnn-cli', 'report', sys.argv[1], '--json', sys.argv[2], "
-             "'--junit', sys.argv[3]]\ntry:\n    runpy.run_module('aclnn_cli', run_name='__main__')\nexcept SystemExit "
-             "as e:\n    code = e.code\nhwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM'))\n"
-             "print('RSS', hwm.split()[1], code, file=sys.stderr)\n")
+    probe = ("import atexit, runpy, sys\nsys.argv = ['aclnn-cli', 'report', sys.argv[1], '--json', sys.argv[2], "
+             "'--junit', sys.argv[3]]\natexit.register(lambda: print('RSS', next(line for line in open('/proc/self/"
+             "status') if line.startswith('VmHWM')).split()[1], file=sys.stderr))\n"
+             "runpy.run_module('aclnn_cli', run_name='__main__')\n")  # (the command's exit runs the atexit functions)
     # (VmHWM, not ru_maxrss: Linux keeps a process's ru_maxrss across exec, so a child of a test worker that had
     # grown to a gigabyte reported the worker's peak; the high-water mark of its own memory starts at exec)
     done = subprocess.run([sys.executable, "-c", probe, big, tmp_path / "m.json", tmp_path / "m.xml"], cwd=ROOT,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
-    rss_kib, code = map(int, done.stderr.strip().splitlines()[-1].split()[1:])
+    rss_kib, code = int(done.stderr.strip().splitlines()[-1].split()[1]), done.returncode
     assert code == 1, done.stderr[-2000:]
     assert json.loads((tmp_path / "m.json").read_text())["summary"]["total"] == CASES_IN_LARGE
     assert rss_kib < (BASE_MIB << 10) + PER_CASE_KIB * CASES_IN_LARGE, f"peak RSS {rss_kib >> 10} MiB"
