@@ -43,8 +43,13 @@ def _leave(code) -> None:
     ending: the atexit functions run and the output is flushed (a stream that cannot take it: status 120, as
     Python gives), then the process exits without tearing down every module and object one by one (10 ms of a
     verify of 2,000 small cases). Nor does it wait for a thread still running (a user op's that sleeps: Python's
-    own exit would wait for it for ever). Every file the tool writes is closed before it is renamed into place."""
+    own exit would wait for it for ever). Every file the tool writes is closed before it is renamed into place.
+    Under a profiler, tracer or debugger (python -m cProfile writes its profile after the command returns), the
+    ordinary exit."""
     import atexit
+
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return
 
     status = code if isinstance(code, int) else (0 if code is None else 1)
     if code is not None and not isinstance(code, int):

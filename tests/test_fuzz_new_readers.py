@@ -1,5 +1,5 @@
 """Structured fuzz targets of the readers round 4 added (issue 31): a case's stat cache (`.stat-cache.json`, read
-by verify to skip re-hashing), and what a user op's `reference` returns (value, bound, scale, and the new
+by verify to skip re-hashing), a suite's (`.suite-stat-cache.json`, its small cases' lines), and what a user op's `reference` returns (value, bound, scale, and the new
 allowance and shared error), through gen, emulate and verify.
 
 The only outcomes allowed: a result, or the one-line error (exit 2). A stat cache, whatever it holds, never
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from aclnn_cli.casedir import dirs as casedirs
 from aclnn_cli.casedir import manifest as M
-from aclnn_cli.files.statcache import CACHE_FILE, FORMAT
+from aclnn_cli.files import statcache
+from aclnn_cli.files.statcache import CACHE_FILE, FORMAT, SUITE_FILE, SUITE_FORMAT
 
 from fuzzing import fuzz_target, scratch
 from helpers import restored_registry, run_cli, write_yaml
@@ -100,6 +101,55 @@ def test_fuzz_stat_cache(path, value, raw, tamper):
             assert r.exit_code == 0, r.output[-1000:]
         assert len([line for line in lines if line.startswith("aclnn-cli: error")]) <= 1, lines  # (exit 2: an ERROR
         #                                                       case in the report, or the one error line)
+
+
+SUITE = "op: SiluBackward\ncases:\n" + "".join(f"  - {{name: s{i}, dtype: float16, shape: [64], seed: {i}}}\n"
+                                                 for i in range(4))
+
+
+def _recorded_copy(tmp: Path) -> Path:
+    """A copy of suite_verified()'s output with its own suite record (every line matching the copy's files)."""
+    work = tmp / "out"
+    shutil.copytree(suite_verified(), work)
+    racy, statcache.RACY_NS = statcache.RACY_NS, 0
+    try:
+        assert run_cli("verify", work, "-j", "1").exit_code == 0
+    finally:
+        statcache.RACY_NS = racy
+    return work
+
+
+@functools.lru_cache(maxsize=1)
+def suite_verified() -> Path:
+    """Small cases generated and emulated once (a copy of it gets its own record: see _recorded_copy)."""
+    root = Path(tempfile.mkdtemp(prefix="aclnn-fuzz-suite-"))
+    atexit.register(shutil.rmtree, root, True)
+    out = root / "out"
+    assert run_cli("gen", write_yaml(root, SUITE), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    return out
+
+
+@fuzz_target(path=st.lists(st.integers(0, 50), max_size=5), value=NESTED, raw=st.one_of(st.none(), st.binary(max_size=64)),
+             tamper=st.sampled_from(["none", "golden", "input"]))
+def test_fuzz_suite_stat_cache(path, value, raw, tamper):
+    """A hostile `.suite-stat-cache.json` at the root (one of its values replaced, or raw bytes): verify gives its
+    verdict, PASS, or not for a golden or input changed after the record (the record's lines no longer match it)."""
+    with scratch() as tmp:
+        work = _recorded_copy(tmp)
+        record = work / SUITE_FILE
+        text = record.read_text()
+        assert json.loads(text)["format"] == SUITE_FORMAT and len(json.loads(text)["cases"]) == 4
+        record.write_bytes(raw if raw is not None else _mutated(text, path, value).encode())
+        if tamper != "none":
+            m = M.load(sorted(casedirs.find_cases(work))[0])
+            f = m.output.golden if tamper == "golden" else m.inputs[0].file
+            data = bytearray(f.read_bytes())
+            data[0] ^= 0x40
+            f.write_bytes(bytes(data))
+        r = run_cli("verify", work, "-j", "1")
+        assert "Traceback" not in r.output, r.output[-2000:]
+        assert r.exit_code == (0 if tamper == "none" else 2), r.output[-1000:]
 
 
 KINDS = ["ok", "nan", "inf", "negative", "huge", "zeros", "wrong-shape", "list", "none", "text"]

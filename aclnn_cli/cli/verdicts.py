@@ -103,16 +103,17 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
             require_matplotlib()
         check_output_paths(json_path, junit_path, html_path, csv_dir=csv_dir)
         chosen = shardout.select(out, shard)
+        root = out if out.is_dir() and not (out / "case.json").exists() else None  # (a suite: its stat record)
         if chosen.manifests is None and not opts.tolerance:  # nothing to check first: workers read the manifests
             with Progress("verify", len(chosen.dirs), None) as bar:
-                run = verify_dirs(chosen.dirs, opts, jobs=jobs,
+                run = verify_dirs(chosen.dirs, opts, jobs=jobs, root=root,
                                   on_case=lambda r: bar.advance(r.case_id, math.prod(r.shape)))
         else:
             manifests, broken = chosen.loaded()
             check_run_tolerances(manifests, opts)
             with Progress("verify", len(manifests) + len(broken), sum(m.output.layout.numel for m in manifests)) as bar:
                 sizes = {str(m.dir): m.output.layout.numel for m in manifests}
-                run = verify_manifests(manifests, broken, opts, jobs=jobs,
+                run = verify_manifests(manifests, broken, opts, jobs=jobs, root=root,
                                        on_case=lambda r: bar.advance(r.case_id, sizes.get(r.path, 0)))
         run.coverage = chosen.coverage  # (what the results must hold, for report: see shard.py)
     _finish(None, run, standard, failures_only, json_path, junit_path, csv_dir, verbose,

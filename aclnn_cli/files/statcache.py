@@ -111,3 +111,97 @@ def unchanged(case_dir: str, digests: dict[str, str]) -> bool:
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):  # (a cache: any
         return False  # trouble, a nest as deep as the file allows too, means only that the files are hashed)
     return True
+
+
+# ---- one record for a suite's many small cases ------------------------------------------------------------------
+#
+# A small case's files are cheaper to hash than to record one by one (WORTH_BYTES), yet verifying 2,000 of them
+# spent a third of each case's time reading and hashing inputs and goldens that the device loop never writes. A
+# suite's small cases therefore share one record, with `.stat-cache.json`'s rules, in one file at the root verify
+# was given: read once before the workers fork (they inherit it), and written again only where what it proves
+# changed. Per case, one line per file: "name digest size mtime ctime inode device" (line()); a file whose line the
+# record holds is proven by comparing that text, no number parsed.
+
+SUITE_FILE = ".suite-stat-cache.json"
+SUITE_FORMAT = "aclnn-cli/suite-stat-cache/1"
+MAX_SUITE_BYTES = 1 << 27  # about 300,000 cases of three files; a larger record is not read (everything is hashed)
+
+
+def line(name: str, digest: str, st: os.stat_result) -> str:
+    """A file's line in the suite's record: its name, the digest it was proven to hold, and its stat data then."""
+    return f"{name} {digest} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev}"
+
+
+def settled(st: os.stat_result, taken: int) -> bool:
+    """Whether a file's stat data (taken at or after `taken`, before it was hashed) may be recorded: both of its
+    times older than `taken` by more than RACY_NS (else racily clean: a change in the same tick could hide)."""
+    return st.st_mtime_ns < taken - RACY_NS and st.st_ctime_ns < taken - RACY_NS
+
+
+class SuiteRecord:
+    """The suite's record as loaded (what it proves), and how this run's proofs are written back."""
+
+    def __init__(self, root: str, taken: int, previous: dict, trusted: bool) -> None:
+        self.root, self.taken, self.previous = root, taken, previous
+        self.known = previous if trusted else {}  # (--rehash: nothing proven, everything recorded anew)
+        self.prefix = root.rstrip(os.sep) + os.sep
+
+    @classmethod
+    def load(cls, root: str, rehash: bool = False) -> "SuiteRecord":
+        """The record at root (empty if missing, unreadable or not this format). taken: now, before this run looks
+        at any file: what its new lines are dated by."""
+        taken, previous = time.time_ns(), {}
+        raw = regular_file_bytes(os.path.join(root, SUITE_FILE), MAX_SUITE_BYTES)
+        if raw is not None:
+            try:
+                doc = json.loads(raw)
+                if type(doc) is dict and doc.get("format") == SUITE_FORMAT and type(doc.get("cases")) is dict:
+                    previous = doc["cases"]
+            except (ValueError, RecursionError):
+                pass
+        return cls(root, taken, previous, not rehash)
+
+    def __reduce__(self):
+        """Sent to a pool's worker (where there is no fork) without its lines: that worker hashes everything."""
+        return SuiteRecord, (self.root, self.taken, {}, False)
+
+    def case_key(self, case_dir: str) -> str | None:
+        """A case's key: its directory's path under the root (None: not under it)."""
+        return case_dir[len(self.prefix):] if case_dir.startswith(self.prefix) else None
+
+    def lines(self, key: str | None) -> list | tuple:
+        """The case's lines the record holds (anything else there: none)."""
+        have = self.known.get(key) if key is not None else None
+        return have if type(have) is list else ()
+
+    def write(self, verified: list[str], fresh: dict[str, list[str]]) -> None:
+        """Record what this run proved: the cases it verified (keys) hold `fresh`'s lines alone (a case absent
+        from fresh had a file that could not be recorded: it is hashed next time); the other cases' lines stay
+        where their directory does. Written only if that changes the record; best effort, as record()."""
+        cases = dict(self.previous)
+        for key in verified:
+            cases.pop(key, None)
+        for key in [k for k in cases if not os.path.isdir(self.prefix + k)]:
+            del cases[key]  # (a case no longer there)
+        cases.update(fresh)
+        if cases == self.previous:
+            return
+        text = json.dumps({"format": SUITE_FORMAT, "cases": cases}, separators=(",", ":"))
+        if len(text) > MAX_SUITE_BYTES:
+            return
+        path = os.path.join(self.root, SUITE_FILE)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(text.encode())
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

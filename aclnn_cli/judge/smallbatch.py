@@ -42,10 +42,13 @@ SMALL_CASE = CHUNK  # cases of at most this many output elements (one chunk) are
 Parts = tuple[Metrics, None, list]  # compare_range's result
 
 
-def precompare(manifests: list[M.CaseManifest], opts: Options, judgings: list | None = None) -> dict[int, Parts]:
+def precompare(manifests: list[M.CaseManifest], opts: Options, judgings: list | None = None,
+               record: statcache.SuiteRecord | None = None, proofs: dict | None = None) -> dict[int, Parts]:
     """{index into manifests: compare_range(m, opts, 0, n, checksums=True)'s result} for the cases this pass
     judged; the others are absent (verify compares them itself). judgings: each case's judging.case_judging (None
-    where it could not be made), if known."""
+    where it could not be made), if known. record: the suite's stat record (what proves files unchanged without
+    hashing them); proofs, if given: {index: the record's lines of that case's golden and inputs, or True where
+    they are the lines the record holds}, filled in."""
     if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
         return {}
     groups: dict[tuple, tuple[_Judged, list[tuple[int, M.CaseManifest]]]] = {}
@@ -63,10 +66,10 @@ def precompare(manifests: list[M.CaseManifest], opts: Options, judgings: list | 
             batch.append(item)
             size += item[1].judged[0].layout.numel
             if size >= BATCH_ELEMENTS:
-                done.update(_compare_batch(batch, how, opts, firsts))
+                done.update(_compare_batch(batch, how, opts, firsts, record, proofs))
                 batch, size = [], 0
         if batch:
-            done.update(_compare_batch(batch, how, opts, firsts))
+            done.update(_compare_batch(batch, how, opts, firsts, record, proofs))
     return done
 
 
@@ -132,48 +135,80 @@ def _judged(m: M.CaseManifest, opts: Options, judged: OutputJudging) -> _Judged 
         return None
 
 
-def _read_into(path: str, view: memoryview, sha256: str | None) -> bool:
-    """Whether the file at path is a regular file of exactly len(view) bytes (with the recorded sha256, if given),
-    now read into view. (Anything else, a FIFO holding gen's bytes included, is the per-case path's ERROR.)"""
+def _read_into(path: str, view: memoryview) -> os.stat_result | None:
+    """The file's stat data (taken before it was read) if the file at path is a regular file of exactly len(view)
+    bytes, now read into view; else None. (Anything else, a FIFO holding gen's bytes included, is the per-case
+    path's ERROR.)"""
     try:
         fd, st = open_regular(path)  # (NotRegular, an OSError, for a FIFO or anything else but a regular file)
     except OSError:
-        return False
+        return None
     try:
         if st.st_size != len(view):
-            return False
+            return None
         got = os.readv(fd, [view]) if len(view) else 0
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
-    return got == len(view) and (sha256 is None or hashlib.sha256(view).hexdigest() == sha256)
+    return st if got == len(view) else None
 
 
-def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch: bytearray) -> bool:
-    """Whether a case's dump and golden were read into their views, every file as gen wrote it (golden and
-    inputs hashed, the inputs through scratch)."""
-    out = m.judged[0]
-    try:
-        if not (_read_into(out.dump_path, dump, None) and _read_into(
-                out.golden_path, golden, m.recorded_sha256(out.name, "golden_sha256"))):
-            return False
-        for t in m.inputs:
-            if not t.null:
-                nbytes = t.layout.storage_size * t.dtype.itemsize
-                if len(scratch) < nbytes:
-                    scratch.extend(bytes(nbytes - len(scratch)))
-                if not _read_into(t.file_path, memoryview(scratch)[:nbytes], m.recorded_sha256(t.name, "sha256")):
-                    return False
-    except Exception:  # (a malformed record: the usual path names it)
+def _read_checked(path: str, view: memoryview, digest: str, name: str, have, lines: list | None,
+                  taken: int = 0) -> bool:
+    """Whether a golden or input was read into view as gen wrote it: its stat data as the suite's record has it
+    (have: the case's lines), else its sha256 the digest recorded. lines (None: no record kept): its line is
+    added, unless racily clean (changed within RACY_NS of taken)."""
+    st = _read_into(path, view)
+    if st is None:
         return False
+    line = statcache.line(name, digest, st) if have or lines is not None else None
+    if not (line in have or hashlib.sha256(view).hexdigest() == digest):
+        return False
+    if lines is not None and (line in have or statcache.settled(st, taken)):
+        lines.append(line)
     return True
 
 
+def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch: bytearray,
+               record: statcache.SuiteRecord | None = None) -> list[str] | None:
+    """Whether a case's dump and golden were read into their views, every file as gen wrote it (golden and
+    inputs hashed, the inputs through scratch; one the suite's record proves unchanged is not hashed, an input not
+    even read): None if not, else the record's lines of the files proven (all of them, unless one was racy)."""
+    out = m.judged[0]
+    have, lines, taken = (), None, 0
+    if record is not None:
+        key = record.case_key(str(m.dir))
+        have, lines, taken = record.lines(key), ([] if key is not None else None), record.taken
+    try:
+        if _read_into(out.dump_path, dump) is None or not _read_checked(
+                out.golden_path, golden, m.recorded_sha256(out.name, "golden_sha256"),
+                os.path.basename(out.golden_path), have, lines, taken):
+            return None
+        for t in m.inputs:
+            if t.null:
+                continue
+            nbytes = t.layout.storage_size * t.dtype.itemsize
+            digest, name = m.recorded_sha256(t.name, "sha256"), os.path.basename(t.file_path)
+            if have:  # (proven by its stat data alone: not read)
+                line = statcache.line(name, digest, os.lstat(t.file_path))
+                if line in have:
+                    lines is not None and lines.append(line)
+                    continue
+            if len(scratch) < nbytes:
+                scratch.extend(bytes(nbytes - len(scratch)))
+            if not _read_checked(t.file_path, memoryview(scratch)[:nbytes], digest, name, have, lines, taken):
+                return None
+    except Exception:  # (a malformed record: the usual path names it)
+        return None
+    return lines if lines is not None else []
+
+
 def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: Options,
-                   firsts: dict[int, OutputJudging]) -> dict[int, Parts]:
+                   firsts: dict[int, OutputJudging], record: statcache.SuiteRecord | None = None,
+                   proofs: dict | None = None) -> dict[int, Parts]:
     """The batch's cases compared in one pass: {index: parts} of those it judged (module docstring). firsts: each
-    case's output's judging, by index."""
+    case's output's judging, by index. record, proofs: as precompare's."""
     dtype = how.dtype
     sizes = np.array([m.judged[0].layout.numel for _, m in batch], dtype=np.int64)
     starts = np.zeros(len(batch) + 1, dtype=np.int64)
@@ -181,8 +216,13 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
     a, g = np.empty(int(starts[-1]), dtype.np_dtype), np.empty(int(starts[-1]), dtype.np_dtype)
     a_bytes, g_bytes, item = memoryview(a.view(np.uint8)), memoryview(g.view(np.uint8)), dtype.itemsize
     scratch = bytearray()
-    keep = np.array([_read_case(m, a_bytes[s * item:e * item], g_bytes[s * item:e * item], scratch)
-                     for (_, m), s, e in zip(batch, starts[:-1].tolist(), starts[1:].tolist())], dtype=bool)
+    read = [_read_case(m, a_bytes[s * item:e * item], g_bytes[s * item:e * item], scratch, record)
+            for (_, m), s, e in zip(batch, starts[:-1].tolist(), starts[1:].tolist())]
+    keep = np.array([lines is not None for lines in read], dtype=bool)
+    if proofs is not None:  # (a case's lines, where every file it checks has one; True: the record's own)
+        for (i, m), lines in zip(batch, read):
+            if lines and len(lines) == 1 + sum(not t.null for t in m.inputs):
+                proofs[i] = True if lines == record.lines(record.case_key(str(m.dir))) else lines
     if not keep.any():
         return {}
     u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]

@@ -291,24 +291,19 @@ def _bundled(op: str) -> bool:
     return op in DECLARED_IN and is_bundled(DECLARED_IN[op])
 
 
-def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
+def verify_dirs(case_dirs: list[Path], opts: Options = Options(), on_case=None, jobs: int = 1,
+                root: Path | None = None) -> RunResult:
     """Verify the cases in these directories (a manifest that does not load makes its case ERROR).
 
     With workers, each loads and judges a batch of directories itself, so reading thousands of
     manifests is not a serial step; a case too large for one worker is split across the pool.
+    root: the suite's directory, where its small cases' stat record is kept (statcache.SuiteRecord).
     """
-    results: list[CaseResult] = []
-
-    def collect(case_id: str, elements: int, r: CaseResult) -> None:
-        results.append(r)
-        on_case and on_case(r)
-
-    run_stage_on_dirs(_stage(opts), case_dirs, jobs, collect)
-    return _by_directory(results, opts)
+    return _run(lambda stage, collect: run_stage_on_dirs(stage, case_dirs, jobs, collect), opts, on_case, root)
 
 
 def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, UserError]] = (),
-                     opts: Options = Options(), on_case=None, jobs: int = 1) -> RunResult:
+                     opts: Options = Options(), on_case=None, jobs: int = 1, root: Path | None = None) -> RunResult:
     """Verify many cases: small ones in batches per worker, large ones split into ranges across workers.
 
     Results come back sorted by case directory; `broken` (directory, error) pairs become ERROR.
@@ -316,18 +311,33 @@ def verify_manifests(manifests: list[M.CaseManifest], broken: list[tuple[Path, U
     results = [_broken_result(d, exc, opts) for d, exc in broken]
     for r in results:
         on_case and on_case(r)
+    return _run(lambda stage, collect: run_stage(stage, manifests, jobs, lambda m, r: collect(m.case_id, 0, r)),
+                opts, on_case, root, results)
 
-    def collect(m: M.CaseManifest, r: CaseResult) -> None:
+
+def _run(run_on, opts: Options, on_case, root: Path | None, results: list | None = None) -> RunResult:
+    """The run's results, from run_on(stage, collect); the suite's stat record read before and written after."""
+    results = results if results is not None else []
+    record = statcache.SuiteRecord.load(str(root), opts.rehash) if root is not None else None
+    fresh: dict[str, list[str]] = {}
+
+    def collect(case_id: str, elements: int, r) -> None:
+        if type(r) is tuple:  # (a small case with the record's lines of its files: _verify_batch)
+            r, lines = r
+            key = record.case_key(r.path)
+            fresh[key] = record.previous[key] if lines is True else lines
         results.append(r)
         on_case and on_case(r)
 
-    run_stage(_stage(opts), manifests, jobs, collect)
+    run_on(_stage(opts, record), collect)
+    if record is not None:
+        record.write([k for k in map(record.case_key, (r.path for r in results)) if k is not None], fresh)
     return _by_directory(results, opts)
 
 
-def _stage(opts: Options) -> Stage:
-    return Stage(size=case_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result, args=(opts,),
-                 splittable=_splittable)
+def _stage(opts: Options, record: statcache.SuiteRecord | None = None) -> Stage:
+    return Stage(size=case_elements, batch=_verify_batch, split=_verify_split, broken=_broken_result,
+                 args=(opts, record), splittable=_splittable)
 
 
 def _splittable(m: M.CaseManifest) -> bool:
@@ -347,17 +357,23 @@ def _by_directory(results: list[CaseResult], opts: Options) -> RunResult:
     return RunResult(by_path(results), strict=opts.strict)
 
 
-def _broken_result(d: Path, exc: UserError, opts: Options) -> CaseResult:
+def _broken_result(d: Path, exc: UserError, opts: Options, record=None) -> CaseResult:
     return CaseResult(d.name, "?", "?", [], "?", ERROR, opts.standard or DEFAULT_STANDARD, str(exc), path=str(d))
 
 
 @paused_gc()
-def _verify_batch(manifests: list[M.CaseManifest], opts: Options) -> list[CaseResult]:
+def _verify_batch(manifests: list[M.CaseManifest], opts: Options, record: statcache.SuiteRecord | None = None) -> list:
     """Several small cases in one unit of work for the pool (see parallel.batches); those that can be are
-    compared in one vectorised pass first (smallbatch.py)."""
+    compared in one vectorised pass first (smallbatch.py). With the suite's record, a case whose files that pass
+    proved has (result, the record's lines of its files) in place of its result."""
     judgings = [_judging(m, opts) for m in manifests]
-    compared = precompare(manifests, opts, judgings)
-    return [_verify_safely(m, opts, compared=compared.get(i), judging=judgings[i]) for i, m in enumerate(manifests)]
+    proofs: dict | None = {} if record is not None else None
+    compared = precompare(manifests, opts, judgings, record, proofs)
+    results: list = [_verify_safely(m, opts, compared=compared.get(i), judging=judgings[i])
+                     for i, m in enumerate(manifests)]
+    for i, lines in (proofs or {}).items():
+        results[i] = (results[i], lines)
+    return results
 
 
 def _judging(m: M.CaseManifest, opts: Options) -> tuple[OutputJudging, ...] | None:
@@ -368,7 +384,7 @@ def _judging(m: M.CaseManifest, opts: Options) -> tuple[OutputJudging, ...] | No
         return None
 
 
-def _verify_split(run: Runner, m: M.CaseManifest, opts: Options) -> CaseResult:
+def _verify_split(run: Runner, m: M.CaseManifest, opts: Options, record=None) -> CaseResult:
     return _verify_safely(m, opts, run)
 
 
