@@ -17,7 +17,7 @@ from ..files import jsonsafe
 from ..tensor import dtypes as D
 from ..cases.attributes import Combo, from_manifest, to_manifest, values as attribute_values, with_case_values
 from ..tensor.status import NAMES as STATUS_NAMES
-from ..cases.spec import MAX_SEED
+from ..values.fill import MAX_SEED
 from ..files.text import clip
 from ..errors import UserError
 from .manifest_text import canonical_json, sealed_json

@@ -12,7 +12,7 @@ from ..tensor import dtypes as D
 from ..tensor.status import BY_NAME
 from .attributes import case_combos
 from ..errors import CaseError
-from ..values.fill import Fill, parse_fill, parse_number
+from ..values.fill import MAX_SEED, Fill, parse_fill, parse_number
 from ..ops import OpSpec
 from ..standards.rules import DEFAULT_STANDARD, find_standard
 from ..standards.tolerances import ToleranceError
@@ -25,7 +25,6 @@ TENSOR_KEYS = ("shape", "dtype", "layout", "nullptr")
 TOP_KEYS = ("op", "defaults", "cases")
 DEFAULT_PRODUCT = "A2"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-MAX_SEED = 2**63 - 1
 # A case id is a directory name, and gen also makes `.<id>.partial-<pid>` / `.<id>.old-<pid>` next to it:
 # 200 bytes leaves room for those within the usual 255-byte limit on a file name.
 MAX_ID_BYTES = 200

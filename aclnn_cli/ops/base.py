@@ -7,15 +7,17 @@ Adding an operator means writing one module in this package that builds an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
-from fractions import Fraction
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
 from ..files.lazy import cached_attribute
 from .families.base import ELEMENTWISE, Elementwise, Rows
 from .mathfns import exp
+
+if TYPE_CHECKING:  # (the exact values' types: the ops that compute them import fractions and decimal themselves)
+    from decimal import Decimal
+    from fractions import Fraction
 
 Arrays = Mapping[str, np.ndarray]
 

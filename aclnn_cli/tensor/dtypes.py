@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
+
+if TYPE_CHECKING:  # (round_fraction's argument: its callers, the exact paths, import fractions themselves)
+    from fractions import Fraction
 
 
 @dataclass(frozen=True)

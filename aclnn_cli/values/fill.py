@@ -19,6 +19,7 @@ from ..tensor.dtypes import DType, round_from_f64
 from ..files.text import show
 
 BLOCK = 1 << 16
+MAX_SEED = 2**63 - 1  # a case's seed, what every fill of it draws from: a non-negative int64
 
 
 @dataclass(frozen=True)
