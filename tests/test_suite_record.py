@@ -166,6 +166,15 @@ def test_cases_gone_are_dropped_and_other_shards_kept(suite):
         assert _record(suite) == whole
 
 
+def test_a_suite_verified_from_inside_keeps_its_record(suite, monkeypatch):
+    """`verify .` in OUT: the same record, the same keys (the case directories are relative paths then)."""
+    whole = _record(suite)
+    monkeypatch.chdir(suite)
+    (suite / statcache.SUITE_FILE).unlink()
+    assert run_cli("verify", ".", "-j", "1").exit_code == 0
+    assert _record(suite) == whole
+
+
 def test_one_case_verified_alone_keeps_no_suite_record(suite):
     """verify of a case directory writes nothing beside it: the record is the suite's, kept where verify was given
     the suite."""

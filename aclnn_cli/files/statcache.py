@@ -144,7 +144,8 @@ class SuiteRecord:
     def __init__(self, root: str, taken: int, previous: dict, trusted: bool) -> None:
         self.root, self.taken, self.previous = root, taken, previous
         self.known = previous if trusted else {}  # (--rehash: nothing proven, everything recorded anew)
-        self.prefix = root.rstrip(os.sep) + os.sep
+        self.prefix = "" if os.path.normpath(root) == "." else root.rstrip(os.sep) + os.sep  # (`verify .`: the
+        # case directories are then relative paths, Path("./x") being "x")
 
     @classmethod
     def load(cls, root: str, rehash: bool = False) -> "SuiteRecord":
