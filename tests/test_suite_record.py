@@ -184,11 +184,78 @@ def test_one_case_verified_alone_keeps_no_suite_record(suite):
     assert not (suite / statcache.SUITE_FILE).exists() and not (case / statcache.SUITE_FILE).exists()
 
 
-def test_the_verdicts_and_reports_are_the_same_with_and_without_the_record(suite, tmp_path):
-    """The record only skips work: verify's JSON is the same, proven by the record or hashed."""
-    assert run_cli("verify", suite, "--json", tmp_path / "a.json", "-j", "2").exit_code == 0
-    assert run_cli("verify", suite, "--json", tmp_path / "b.json", "-j", "2", "--rehash").exit_code == 0
+def test_the_verdicts_are_the_same_with_and_without_the_record(suite):
+    """The record only skips work: every case's result is the same, proven by the record (the small-batch pass,
+    which --json would turn off), hashed again (--rehash), or with no record at all."""
+    from aclnn_cli.casedir.dirs import find_cases
+    from aclnn_cli.judge.verify import Options, verify_dirs
+
+    def results(**kw):
+        run = verify_dirs(find_cases(suite), Options(**kw), jobs=2, root=suite)
+        return [r.to_json() for r in run.cases]
+
+    proven, rehashed = results(), results(rehash=True)
     (suite / statcache.SUITE_FILE).unlink()
-    assert run_cli("verify", suite, "--json", tmp_path / "c.json", "-j", "2").exit_code == 0
-    a, b, c = (json.loads((tmp_path / f"{n}.json").read_text())["cases"] for n in "abc")
-    assert a == b == c
+    assert proven == rehashed == results() and len(proven) == 6
+
+
+def test_a_verify_with_json_keeps_the_record(suite, tmp_path):
+    """--json (--html, --csv-errors) judges every element on the per-case path, which reads no record: the cases it
+    did not look at keep their lines (a line only ever matches the file state it was taken from)."""
+    before = _record(suite)
+    assert run_cli("verify", suite, "-j", "1", "--json", tmp_path / "r.json").exit_code == 0
+    assert _record(suite) == before
+
+
+def test_a_golden_changed_while_it_is_read_is_caught(suite, monkeypatch):
+    """A golden the record proves is trusted for the bytes read under the stat data it names: bytes changed between
+    its stat and its read (a writer at work during verify; here one element's lowest bit, which still passes) make
+    the case ERROR, as a hash of the bytes read would."""
+    victim = sorted(p for p in suite.iterdir() if p.is_dir())[2]
+    golden = victim / "gradInput.golden.bin"
+    ino = golden.stat().st_ino
+    real, done = os.readv, []
+
+    def readv(fd, buffers):
+        if not done and os.fstat(fd).st_ino == ino:
+            done.append(1)
+            w = os.open(golden, os.O_WRONLY)
+            os.pwrite(w, bytes([os.pread(fd, 1, 6)[0] ^ 1]), 6)
+            os.close(w)
+        return real(fd, buffers)
+
+    monkeypatch.setattr(os, "readv", readv)
+    code, statuses = _verify(suite)
+    assert done and statuses[victim.name] == "ERROR", statuses
+
+
+def test_a_file_with_an_old_mtime_and_a_recent_ctime_is_racy(tmp_path):
+    """The racy rule looks at the ctime too: files whose mtime was put back an hour right after gen are still racily
+    clean (their ctime, which only the kernel sets, is now): no line is written."""
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, CASES), "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    old = time.time_ns() - 3600 * 10**9
+    for p in out.rglob("*.bin"):
+        os.utime(p, ns=(old, old))
+    assert _verify(out)[0] == 0
+    assert not (out / statcache.SUITE_FILE).exists()
+
+
+@pytest.mark.parametrize("field", ["name", "digest", "size", "mtime", "ctime", "inode", "device"])
+def test_a_line_proves_only_the_file_state_it_names_in_every_field(suite, monkeypatch, field):
+    """Each field of a line is compared: a line wrong in any one of them proves nothing, and the file is read and
+    hashed (an input opened)."""
+    at = ["name", "digest", "size", "mtime", "ctime", "inode", "device"].index(field)
+    cases = _record(suite)
+    for lines in cases.values():
+        for i, text in enumerate(lines):
+            parts = text.split(" ")
+            parts[at] = "x" + parts[at] if field in ("name", "digest") else str(int(parts[at]) + 1)
+            lines[i] = " ".join(parts)
+    (suite / statcache.SUITE_FILE).write_text(json.dumps({"format": statcache.SUITE_FORMAT, "cases": cases}))
+    opened, real_open = [], os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: (opened.append(os.path.basename(str(path))),
+                                                          real_open(path, *a, **k))[1])
+    assert _verify(suite)[0] == 0
+    assert opened.count("self.bin") == 6 and opened.count("gradOutput.bin") == 6, opened

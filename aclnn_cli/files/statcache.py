@@ -191,7 +191,7 @@ class SuiteRecord:
         if len(text) > MAX_SUITE_BYTES:
             return
         path = os.path.join(self.root, SUITE_FILE)
-        tmp = f"{path}.{os.getpid()}.tmp"
+        tmp = f"{path}.{os.getpid()}-{os.urandom(4).hex()}.tmp"  # (two hosts sharing OUT may share a pid)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:

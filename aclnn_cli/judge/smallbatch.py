@@ -47,8 +47,9 @@ def precompare(manifests: list[M.CaseManifest], opts: Options, judgings: list | 
     """{index into manifests: compare_range(m, opts, 0, n, checksums=True)'s result} for the cases this pass
     judged; the others are absent (verify compares them itself). judgings: each case's judging.case_judging (None
     where it could not be made), if known. record: the suite's stat record (what proves files unchanged without
-    hashing them); proofs, if given: {index: the record's lines of that case's golden and inputs, or True where
-    they are the lines the record holds}, filled in."""
+    hashing them); proofs, if given: {index: the record's lines of that case's golden and inputs, True where they
+    are the lines the record holds, None where a file of it could not be proven}, filled in for every case this
+    pass read (the others, not looked at, keep their lines)."""
     if opts.error_data or opts.error_rows or opts.relieve_all:  # (every element's errors are wanted)
         return {}
     groups: dict[tuple, tuple[_Judged, list[tuple[int, M.CaseManifest]]]] = {}
@@ -135,10 +136,11 @@ def _judged(m: M.CaseManifest, opts: Options, judged: OutputJudging) -> _Judged 
         return None
 
 
-def _read_into(path: str, view: memoryview) -> os.stat_result | None:
+def _read_into(path: str, view: memoryview, recheck: bool = False) -> os.stat_result | None:
     """The file's stat data (taken before it was read) if the file at path is a regular file of exactly len(view)
     bytes, now read into view; else None. (Anything else, a FIFO holding gen's bytes included, is the per-case
-    path's ERROR.)"""
+    path's ERROR.) recheck: None too if the stat data moved while it was read (what the suite's record may prove
+    is the stat data: the bytes read must be the ones it names, as a hash covers the bytes it read)."""
     try:
         fd, st = open_regular(path)  # (NotRegular, an OSError, for a FIFO or anything else but a regular file)
     except OSError:
@@ -147,6 +149,8 @@ def _read_into(path: str, view: memoryview) -> os.stat_result | None:
         if st.st_size != len(view):
             return None
         got = os.readv(fd, [view]) if len(view) else 0
+        if recheck and _moved(st, os.fstat(fd)):
+            return None
     except OSError:
         return None
     finally:
@@ -154,12 +158,17 @@ def _read_into(path: str, view: memoryview) -> os.stat_result | None:
     return st if got == len(view) else None
 
 
+def _moved(before: os.stat_result, after: os.stat_result) -> bool:
+    return (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (after.st_size, after.st_mtime_ns,
+                                                                       after.st_ctime_ns)
+
+
 def _read_checked(path: str, view: memoryview, digest: str, name: str, have, lines: list | None,
                   taken: int = 0) -> bool:
     """Whether a golden or input was read into view as gen wrote it: its stat data as the suite's record has it
     (have: the case's lines), else its sha256 the digest recorded. lines (None: no record kept): its line is
     added, unless racily clean (changed within RACY_NS of taken)."""
-    st = _read_into(path, view)
+    st = _read_into(path, view, recheck=bool(have))
     if st is None:
         return False
     line = statcache.line(name, digest, st) if have or lines is not None else None
@@ -223,6 +232,8 @@ def _compare_batch(batch: list[tuple[int, M.CaseManifest]], how: _Judged, opts: 
         for (i, m), lines in zip(batch, read):
             if lines and len(lines) == 1 + sum(not t.null for t in m.inputs):
                 proofs[i] = True if lines == record.lines(record.case_key(str(m.dir))) else lines
+            else:
+                proofs[i] = None  # (looked at, not proven: its lines leave the record)
     if not keep.any():
         return {}
     u, (mask, nonfinite_bits) = dtype.uint_dtype, _MAGNITUDE[dtype.name]

@@ -89,7 +89,7 @@ def verify_case(m: M.CaseManifest, opts: Options = Options(), run: Runner | None
         return result
     if compared is not None:
         # smallbatch.py judged it: one small contiguous output (no storage outside its view), its dump read, its
-        # golden and inputs hashed, all under WORTH_BYTES (no stat record to read or write)
+        # golden and inputs hashed or proven by the suite's record, all under WORTH_BYTES (no case record)
         _settle(result, m, [(out, _verdict_of(judging[0], [compared]))], opts.strict)
         return result
     for o in outs:
@@ -320,18 +320,21 @@ def _run(run_on, opts: Options, on_case, root: Path | None, results: list | None
     results = results if results is not None else []
     record = statcache.SuiteRecord.load(str(root), opts.rehash) if root is not None else None
     fresh: dict[str, list[str]] = {}
+    examined: list[str] = []  # (the cases the small-batch pass read: the others keep their lines, never wrong)
 
     def collect(case_id: str, elements: int, r) -> None:
-        if type(r) is tuple:  # (a small case with the record's lines of its files: _verify_batch)
+        if type(r) is tuple:  # (a small case the small-batch pass read: the record's lines of its files, if proven)
             r, lines = r
             key = record.case_key(r.path)
-            fresh[key] = record.previous[key] if lines is True else lines
+            examined.append(key)
+            if lines is not None:
+                fresh[key] = record.previous[key] if lines is True else lines
         results.append(r)
         on_case and on_case(r)
 
     run_on(_stage(opts, record), collect)
     if record is not None:
-        record.write([k for k in map(record.case_key, (r.path for r in results)) if k is not None], fresh)
+        record.write(examined, fresh)
     return _by_directory(results, opts)
 
 
@@ -365,7 +368,8 @@ def _broken_result(d: Path, exc: UserError, opts: Options, record=None) -> CaseR
 def _verify_batch(manifests: list[M.CaseManifest], opts: Options, record: statcache.SuiteRecord | None = None) -> list:
     """Several small cases in one unit of work for the pool (see parallel.batches); those that can be are
     compared in one vectorised pass first (smallbatch.py). With the suite's record, a case whose files that pass
-    proved has (result, the record's lines of its files) in place of its result."""
+    read has (result, the record's lines of its files, or None if one could not be proven) in place of its
+    result."""
     judgings = [_judging(m, opts) for m in manifests]
     proofs: dict | None = {} if record is not None else None
     compared = precompare(manifests, opts, judgings, record, proofs)

@@ -65,9 +65,19 @@ def _module_files(path: Path) -> list[Path]:
     return files
 
 
+def ran_user_code() -> bool:
+    """Whether a user's op module or entry point was loaded in this process (__main__: its exit is then Python's
+    own, which flushes and closes what the user's code left open)."""
+    return _ran[0]
+
+
+_ran = [False]
+
+
 def _user_code(run, where: str) -> None:
     """Run a user module's top level: whatever it raises or however it exits (sys.exit, Ctrl-C, any
     BaseException) is one line naming it, never a silent exit 0 (which would pass a verify run)."""
+    _ran[0] = True
     try:
         run()
     except UserError as exc:  # (register's refusal, or the module's own: kept if it is one short line)

@@ -1,0 +1,78 @@
+"""How the command's process ends (__main__._leave): the atexit functions, flushed output and the status as
+Python's own exit gives them, without its teardown; Python's own exit where a profiler, a debugger or a user's op
+module may need it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, "PYTHONPATH": str(ROOT)}
+
+
+def _run(*args, code: str | None = None, **kw) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "aclnn_cli", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, env=ENV, timeout=120, **kw)
+
+
+def test_the_exit_with_stdout_closed_is_clean():
+    """`aclnn-cli ... >&-`: Python has no sys.stdout then; the exit is clean, status 0."""
+    done = subprocess.run([sys.executable, "-m", "aclnn_cli", "--version"], cwd=ROOT, stderr=subprocess.PIPE, env=ENV,
+                          timeout=120, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+PROBE = """
+import atexit, sys
+sys.argv = ["aclnn-cli", "--version"]
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+from aclnn_cli.__main__ import _leave
+print("buffered, not flushed", end="")
+_leave({code})
+print("not reached", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("code, status", [(None, 0), (0, 0), (1, 1), (2, 2), (True, 1), (-1, 255), (256, 0),
+                                          (2**40, 0), ("'a message'", 1)])
+def test_statuses_and_exit_functions_are_pythons(code, status):
+    done = _run(code=PROBE.format(code=code))
+    assert done.returncode == status, done.stderr[-2000:]
+    assert done.stdout == b"buffered, not flushed" and b"atexit ran" in done.stderr
+    assert b"not reached" not in done.stderr and b"Traceback" not in done.stderr
+    if isinstance(code, str):
+        assert b"a message" in done.stderr
+
+
+def test_output_that_cannot_be_flushed_is_status_120():
+    """Output left in the buffer when stdout is /dev/full: status 120, as Python's own exit gives."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", PROBE.format(code=0)], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, env=ENV, timeout=120)
+    assert done.returncode == 120 and b"atexit ran" in done.stderr, (done.returncode, done.stderr[-2000:])
+
+
+def test_cprofile_still_writes_its_profile(tmp_path):
+    """Under `python -m cProfile` (sys.setprofile, or a sys.monitoring tool on 3.12+) the exit is Python's own: the
+    profile is written after the command returns."""
+    prof = tmp_path / "p.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", prof, "-m", "aclnn_cli", "--version"], cwd=ROOT,
+                          capture_output=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert prof.exists() and prof.stat().st_size > 0
+
+
+def test_a_user_op_modules_open_file_is_flushed_at_exit(tmp_path):
+    """A user's op module that leaves a file open for writing: the exit is Python's own, which flushes it."""
+    log = tmp_path / "log.txt"
+    module = tmp_path / "my_ops.py"
+    worked = (ROOT / "tests" / "user_ops" / "my_hardtanh_backward.py").read_text()
+    module.write_text(worked + f"\nLOG = open({str(log)!r}, 'w')\nLOG.write('loaded')  # (buffered: never flushed)\n")
+    done = _run("--ops", str(module), "ops")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert log.read_text() == "loaded"
