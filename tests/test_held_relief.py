@@ -204,3 +204,41 @@ def test_a_single_block_contractions_flagged_elements_are_batched_with_the_per_c
             assert math.isclose(held["metrics"][key], value, rel_tol=1e-12, abs_tol=1e-300), key
         else:
             assert held["metrics"][key] == value, key
+
+
+def test_few_far_apart_inputs_are_read_element_by_element_with_the_maps_values(tmp_path, monkeypatch):
+    """The flagged elements' inputs of a large case, few and far apart, are read with a pread each
+    (StorageFile.read_at: no page fault per element); the metrics are bit for bit those of reading them through
+    the map (FEW_PER_PAGE past any storage), where relief had work to do."""
+    from aclnn_cli.tensor.storage import StorageFile
+
+    m = _case(tmp_path, "float32", (-20, 12), shape=(80, 4096))  # (1.25 MiB inputs: opened as storage, not loaded)
+    calls = []
+    real = StorageFile.read_at
+    monkeypatch.setattr(StorageFile, "read_at", lambda self, at: (calls.append(at.size), real(self, at))[1])
+    by_element = verify_case(m, C.Options()).to_json()
+    assert calls and by_element["metrics"]["relieved"] > 0
+    monkeypatch.setattr(C, "FEW_PER_PAGE", 1 << 62)
+    calls.clear()
+    mapped = verify_case(m, C.Options()).to_json()
+    assert not calls and mapped == by_element
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int64"])
+def test_read_at_gives_the_storage_elements_at_any_positions(tmp_path, dtype):
+    from aclnn_cli.errors import UserError
+    from aclnn_cli.tensor import dtypes as D
+    from aclnn_cli.tensor.storage import StorageFile
+
+    np_dtype = D.lookup(dtype).np_dtype
+    values = (np.arange(5000) * 7 - 900).astype(np_dtype)
+    path = tmp_path / "x.bin"
+    values.tofile(path)
+    positions = np.array([4999, 0, 17, 17, 2500, 1024], dtype=np.int64)  # (any order, repeated, both ends)
+    with StorageFile(path, np_dtype, values.size) as f:
+        got = f.read_at(positions)
+        assert got.dtype == np_dtype and got.tobytes() == values[positions].tobytes()
+        assert f.read_at(np.empty(0, dtype=np.int64)).size == 0
+    with StorageFile(path, np_dtype, values.size + 10) as f:  # (a file shorter than its view says)
+        with pytest.raises(UserError, match="file ended"):
+            f.read_at(np.array([values.size + 3]))
