@@ -4,6 +4,7 @@ that call the group in-process (click's CliRunner) keep their own children, and 
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -15,21 +16,78 @@ def console() -> None:
 
     reaper.adopt_orphans()
     open_files_limit()
+    _marked_stdout()
     leaving: SystemExit | None = None
     try:
         main(prog_name="aclnn-cli")
     except SystemExit as exc:
         leaving = exc
         raise
+    except OSError as exc:
+        if not getattr(exc, "aclnn_output", False):
+            raise
+        leaving = _output_failed(exc)
+        raise leaving from None
     finally:
         reaper.end_descendants()
         if leaving is not None:
             _leave(leaving.code)
 
 
+class _MarkedOutput(io.TextIOWrapper):
+    """Standard output whose failed writes say they are its own (aclnn_output on the OSError, its type kept): a full
+    disk or a closed descriptor behind stdout is then one line from console(), where any other OSError escaping a
+    command stays what it is (a traceback: a bug)."""
+
+    def write(self, text):
+        try:
+            return super().write(text)
+        except OSError as exc:
+            exc.aclnn_output = True
+            raise
+
+    def flush(self):
+        try:
+            return super().flush()
+        except OSError as exc:
+            exc.aclnn_output = True
+            raise
+
+
+def _marked_stdout() -> None:
+    """sys.stdout as a _MarkedOutput over the same buffer, with the same encoding and buffering."""
+    out = sys.stdout
+    if out is None or type(out) is not io.TextIOWrapper:  # (closed at start, or a caller's own stream: left alone)
+        return
+    try:
+        marked = _MarkedOutput(out.buffer, encoding=out.encoding, errors=out.errors,
+                               line_buffering=out.line_buffering, write_through=out.write_through)
+        out.detach()
+    except (ValueError, OSError, AttributeError):
+        return
+    sys.stdout = sys.__stdout__ = marked
+
+
+def _output_failed(exc: OSError) -> SystemExit:
+    """What a command ends with when standard output would not take its text: a closed pipe (`| head`: the reader
+    has what it wanted) quietly with status 1, as Python's documentation advises; anything else (a full disk,
+    /dev/full) one line and status 2. Standard output then points at /dev/null: the exit's flush fails no more."""
+    from .cli.common import quiet_stdout
+
+    quiet_stdout()
+    if isinstance(exc, BrokenPipeError):
+        return SystemExit(1)
+    try:
+        print(f"aclnn-cli: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return SystemExit(2)
+
+
 def _leave(code) -> None:
     """End the process now with `code`, as Python's own exit would, less what only delays a process that is ending:
-    the atexit functions run and the output is flushed (a stream that cannot take it: status 120, as Python gives),
+    the atexit functions run and the output is flushed (standard output that cannot take it: _output_failed's line
+    and status; standard error: 120, as Python gives),
     then the process exits without tearing down every module and object one by one and collecting them all once
     more (10-30 ms of a verify of 2,000 small cases). The tool keeps nothing a collection must finalise: a spill
     file is unlinked when made, a file written is closed before it is renamed into place. Nor does it wait for a
@@ -55,7 +113,9 @@ def _leave(code) -> None:
             continue
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except OSError as exc:
+            status = _output_failed(exc).code if stream is sys.stdout else 120
+        except ValueError:  # (a stream closed under the command: as Python's exit, 120)
             status = 120
     os._exit(status & 0xFF)  # (the status the system keeps: as Python's exit, the low byte; os._exit takes a C int)
 

@@ -49,12 +49,37 @@ def test_statuses_and_exit_functions_are_pythons(code, status):
         assert b"a message" in done.stderr
 
 
-def test_output_that_cannot_be_flushed_is_status_120():
-    """Output left in the buffer when stdout is /dev/full: status 120, as Python's own exit gives."""
+@pytest.mark.parametrize("buffered", [True, False])
+@pytest.mark.parametrize("args", [["--version"], ["ops"], ["--help"], ["gen", "CASES", "-o", "OUT"]])
+def test_standard_output_that_takes_nothing_is_one_line(tmp_path, args, buffered):
+    """stdout on /dev/full: one line naming it, status 2, whether the text failed as it was written (unbuffered) or
+    at the exit's flush; gen's cases are written all the same."""
+    cases = tmp_path / "c.yaml"
+    cases.write_text("op: aclnnSiluBackward\ncases:\n  - {name: a, dtype: float16, shape: [8]}\n")
+    args = [{"OUT": str(tmp_path / "out"), "CASES": str(cases)}.get(a, a) for a in args]
+    env = {**ENV, **({} if buffered else {"PYTHONUNBUFFERED": "1"})}
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-c", PROBE.format(code=0)], cwd=ROOT, stdout=full,
-                              stderr=subprocess.PIPE, env=ENV, timeout=120)
-    assert done.returncode == 120 and b"atexit ran" in done.stderr, (done.returncode, done.stderr[-2000:])
+        done = subprocess.run([sys.executable, "-m", "aclnn_cli", *args], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, env=env, timeout=300)
+    lines = [line for line in done.stderr.decode().splitlines() if not line.startswith("gen: ")]
+    assert done.returncode == 2 and lines == ["aclnn-cli: error: cannot write to standard output: No space left on "
+                                              "device"], (done.returncode, done.stderr[-2000:])
+    if args[0] == "gen":
+        assert [p.parent.name for p in (tmp_path / "out").glob("*/case.json")] == ["silu_backward-a"]
+
+
+@pytest.mark.parametrize("buffered", [True, False])
+def test_a_reader_gone_is_a_quiet_status_1(buffered):
+    """stdout a pipe whose reader has gone (`| head` done): no traceback, no line, status 1."""
+    env = {**ENV, **({} if buffered else {"PYTHONUNBUFFERED": "1"})}
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = subprocess.run([sys.executable, "-m", "aclnn_cli", "ops"], cwd=ROOT, stdout=w, stderr=subprocess.PIPE,
+                              env=env, timeout=120)
+    finally:
+        os.close(w)
+    assert done.returncode == 1 and done.stderr == b"", done.stderr[-2000:]
 
 
 def test_cprofile_still_writes_its_profile(tmp_path):
