@@ -54,8 +54,11 @@ np.allclose(a, g, rtol=1e-3, atol=1e-5)
 
 
 def wall(args: list[str], before=None) -> float:
-    """Seconds of one fresh process (exit 0 required)."""
+    """Seconds of one fresh process (exit 0 required). Dirty pages are written back first (untimed), as
+    bench/whole.py does: a case just generated on disk left a gigabyte to write, whose writeback took a core from
+    verify's two workers and not from the one-process floor (3.0x the floor on disk, 1.9x on tmpfs, that day)."""
     before and before()
+    os.sync()
     t = time.perf_counter()
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - t
