@@ -72,12 +72,19 @@ def record(case_dir: str, taken: tuple[int, dict[str, StatData]], digests: dict[
         return
     files = {name: [digests[name], *data[name]] for name in digests if name in data}
     text = json.dumps({"format": FORMAT, "taken_ns": when, "files": files}, sort_keys=True)
-    path = os.path.join(case_dir, CACHE_FILE)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    _cache_written(os.path.join(case_dir, CACHE_FILE), text)
+
+
+def _cache_written(path: str, text: str) -> None:
+    """A cache file's text written to a temporary name (the pid and a random part: two hosts sharing OUT may share
+    a pid) and renamed into place. Best effort: a cache that cannot be written only costs hashing again."""
+    tmp = f"{path}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, text.encode())
+            view = memoryview(text.encode())
+            while view:
+                view = view[os.write(fd, view):]
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -175,12 +182,12 @@ class SuiteRecord:
         have = self.known.get(key) if key is not None else None
         return have if type(have) is list else ()
 
-    def write(self, verified: list[str], fresh: dict[str, list[str]]) -> None:
-        """Record what this run proved: the cases it verified (keys) hold `fresh`'s lines alone (a case absent
-        from fresh had a file that could not be recorded: it is hashed next time); the other cases' lines stay
-        where their directory does. Written only if that changes the record; best effort, as record()."""
+    def write(self, examined: list[str], fresh: dict[str, list[str]]) -> None:
+        """Record what this run proved: the cases whose files it looked at (keys) hold `fresh`'s lines alone (a case
+        absent from fresh had a file that could not be recorded: it is hashed next time); the other cases' lines
+        stay where their directory does. Written only if that changes the record; best effort, as record()."""
         cases = dict(self.previous)
-        for key in verified:
+        for key in examined:
             cases.pop(key, None)
         for key in [k for k in cases if not os.path.isdir(self.prefix + k)]:
             del cases[key]  # (a case no longer there)
@@ -190,19 +197,4 @@ class SuiteRecord:
         text = json.dumps({"format": SUITE_FORMAT, "cases": cases}, separators=(",", ":"))
         if len(text) > MAX_SUITE_BYTES:
             return
-        path = os.path.join(self.root, SUITE_FILE)
-        tmp = f"{path}.{os.getpid()}-{os.urandom(4).hex()}.tmp"  # (two hosts sharing OUT may share a pid)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(text.encode())
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _cache_written(os.path.join(self.root, SUITE_FILE), text)
