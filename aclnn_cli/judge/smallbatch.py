@@ -202,7 +202,8 @@ def _read_case(m: M.CaseManifest, dump: memoryview, golden: memoryview, scratch:
             if have:  # (proven by its stat data alone: not read)
                 line = statcache.line(name, digest, os.lstat(t.file_path))
                 if line in have:
-                    lines is not None and lines.append(line)
+                    if lines is not None:
+                        lines.append(line)
                     continue
             if len(scratch) < nbytes:
                 scratch.extend(bytes(nbytes - len(scratch)))
