@@ -99,10 +99,9 @@ def _leave(code) -> None:
     import atexit
     import threading
 
-    from .ops.user import ran_user_code
-
+    user = sys.modules.get("aclnn_cli.ops.user")  # (not imported: no user code ran, and `--help` loads no op)
     waiting = any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate())
-    if not waiting and (ran_user_code() or _observed()):
+    if not waiting and ((user is not None and user.ran_user_code()) or _observed()):
         return
     status = code if isinstance(code, int) else (0 if code is None else 1)
     if code is not None and not isinstance(code, int):
