@@ -186,6 +186,8 @@ class SuiteRecord:
         """Record what this run proved: the cases whose files it looked at (keys) hold `fresh`'s lines alone (a case
         absent from fresh had a file that could not be recorded: it is hashed next time); the other cases' lines
         stay where their directory does. Written only if that changes the record; best effort, as record()."""
+        if not examined:  # (nothing looked at, nothing proven: the record stands; not a stat of each case's folder)
+            return
         cases = dict(self.previous)
         for key in examined:
             cases.pop(key, None)

@@ -342,8 +342,8 @@ class Comparison:
 
     def _input_values(self, flat: np.ndarray, mapped: bool = False) -> dict[str, np.ndarray]:
         """The inputs feeding logical output elements `flat`, as float64. mapped: through a memory map of each
-        storage (many elements); else a large contiguous storage is read element by element (the report's
-        few sample elements: a map's pages would count toward RSS)."""
+        storage (relief's many elements), unless they are few and far apart; else a storage is read element by
+        element (the report's few sample elements: a map's pages would count toward RSS)."""
         shape = self.out.layout.shape
         values = {}
         if not self.m.op.family.element_local:
@@ -357,12 +357,10 @@ class Comparison:
                     values[t.name] = _real(f.map[flat])  # (the common case: storage is the view)
                     continue
                 at = source_positions(t.layout, shape, flat)
-                if isinstance(f, StorageFile) and at.size * FEW_PER_PAGE < f.size * f.dtype.itemsize:
-                    values[t.name] = _real(f.read_at(at))  # (few and far apart: a pread each, no page fault)
-                elif mapped or isinstance(f, LoadedFile) or not t.layout.is_contiguous:
-                    values[t.name] = _real(np.asarray(f.map[at]))
+                if isinstance(f, StorageFile) and (not mapped or at.size * FEW_PER_PAGE < f.size * f.dtype.itemsize):
+                    values[t.name] = _real(f.read_at(at))  # (a pread each: no map, no page fault per element)
                 else:
-                    values[t.name] = _real(np.array([f.read_range(i, i + 1)[0] for i in at.tolist()]))
+                    values[t.name] = _real(np.asarray(f.map[at]))
         return values
 
 
