@@ -4,14 +4,13 @@ inputs, outputs and attributes map by name (SoftmaxGrad's softmax is the API's o
 
 The ops are tests/kinds_standins.py's stand-ins (the real APIs' names and signatures), added for each test.
 Small files written here always run; ops-nn's own ATK and TTK files for the six ops run where they are on this
-machine: ACLNN_OPS_NN_SUITES (a folder holding ops-nn's tree, or its files), else /tmp/ops-nn-suites (the
-`fetch` of hicann/ops-nn, files extracted with `git show`), else they are skipped with the reason.
+machine: ACLNN_OPS_NN_SUITES (a folder holding ops-nn's tree, or its files), else /tmp/ops-nn-suites, else a git
+mirror of hicann/ops-nn (test_importers_batchnorm.suite: ACLNN_OPS_NN_GIT), else they are skipped with the reason.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,8 @@ from aclnn_cli.cases.loader import cases_from_doc
 from aclnn_cli.errors import CaseError
 
 import kinds_standins as S
+from test_importers_batchnorm import suite  # (ACLNN_OPS_NN_SUITES, /tmp/ops-nn-suites, else a git mirror)
 
-SUITES = Path(os.environ.get("ACLNN_OPS_NN_SUITES", "/tmp/ops-nn-suites"))
 OPS_NN = {  # op folder in hicann/ops-nn -> its ATK and TTK files (tests/st/...)
     "activation/softmax_grad": ("aclnnSoftmaxBackward/atk_aclnnSoftmaxBackward.json", "arch35/ttk_kernel_softmax_grad.csv"),
     "activation/log_softmax_grad": ("aclnnLogSoftmaxBackward/atk_aclnnLogSoftmaxBackward.json",
@@ -205,14 +204,6 @@ def test_what_ttk_cannot_express_is_skipped_and_counted(tmp_path, row, reason):
 
 
 # ---- ops-nn's own suites ----------------------------------------------------------------------------------------
-
-def suite(rel: str) -> Path:
-    for p in (SUITES / rel, SUITES / Path(rel).name):
-        if p.is_file():
-            return p
-    pytest.skip(f"ops-nn's {rel} is not on this machine (fetch hicann/ops-nn and extract it under {SUITES}, "
-                "or set ACLNN_OPS_NN_SUITES)")
-
 
 @pytest.mark.parametrize("rel", SUITE_FILES, ids=[Path(f).name for f in SUITE_FILES])
 def test_ops_nn_suites_import_and_validate(rel):
