@@ -311,6 +311,54 @@ def test_atk_null_strategy_and_default_seed_are_read_past():
     assert nulls == plain
 
 
+# ATK's later schema, as ops-nn's SituGluGrad, EmbeddingBag and FusedQuantMatmul files ("version": "v2.1") write
+# every case: its run's labels, and null for what would ask for another run.
+LATER_SCHEMA = {"default_seed": None, "triton_name": None, "kernel_name": None, "version": "v2.1",
+                "expected_error_msg": None, "api": "pytorch", "api_type": "function_silu_backward",
+                "aclnn_api_type": "aclnn_silu_backward", "triton_api_type": "triton_function",
+                "fusion_api_type": "fusion_function", "fusion_mode": None, "dist_api_type": "dist_function",
+                "kernel_api_type": "kernel_function", "backward": False, "outputs": None, "acl_json": "",
+                "method_inputs": None, "tensor_input": None, "compute_times": None, "save_name": None, "uuid": None,
+                "downloaded": False, "is_boundary": False, "xrun_cs_name": None, "xrun_data": None, "strategy": None}
+
+
+def test_atk_later_schema_labels_are_read_past(tmp_path):
+    """A case in ATK's later schema imports as the same case without its labels, and runs: gen, emulate, verify."""
+    plain = importers.import_file(Path("s.json"), atk().encode()).documents
+    later = importers.import_file(Path("s.json"), atk(dict(LATER_SCHEMA)).encode()).documents
+    assert later == plain
+    src = tmp_path / "s.json"
+    src.write_text(atk(dict(LATER_SCHEMA)))
+    out = tmp_path / "out"
+    assert run_cli("gen", src, "-o", out).exit_code == 0
+    assert run_cli("emulate", out).exit_code == 0
+    assert run_cli("verify", out).exit_code == 0
+
+
+@pytest.mark.parametrize("key,value", [("expected_error_msg", "EZ1001"), ("outputs", [{"name": "gradInput"}]),
+                                       ("backward", True), ("method_inputs", []), ("tensor_input", "x"),
+                                       ("xrun_data", {}), ("fusion_mode", "mode"), ("triton_name", "silu_bwd"),
+                                       ("kernel_name", "SiluGrad"), ("default_seed", 0), ("backward", 0)])
+def test_atk_later_schema_asking_for_another_run_skips_the_case_not_the_file(tmp_path, key, value):
+    """A later-schema key that asks for a run aclnn-cli does not make (an expected error message, ATK's own outputs,
+    autograd of a forward API, a Triton or kernel-level run, ...): that case is skipped saying so, the others import.
+    (A 0 is not null: only null, and false for backward, are the case as its inputs describe it.)"""
+    two = json.loads(atk(dict(LATER_SCHEMA))) + json.loads(atk({**LATER_SCHEMA, "id": 1, key: value}))
+    got = importers.import_file(Path("s.json"), json.dumps(two).encode(), skip_unsupported=True)
+    assert [c["name"] for d in got.documents for c in d["cases"]] == ["s-0"]
+    assert len(got.skipped) == 1 and f"key '{key}': {key} " in got.skipped[0].reason, got.skipped
+    src, line = error_line(tmp_path, json.dumps(two))
+    assert f"key '{key}'" in line and "is accepted" in line
+
+
+@pytest.mark.parametrize("key,value", [("version", 2.1), ("api", ["pytorch"]), ("downloaded", "no"),
+                                       ("compute_times", "10"), ("uuid", 7)])
+def test_atk_later_schema_labels_keep_their_type(tmp_path, key, value):
+    """A label read past still has its type: a broken file is refused on one line naming the key."""
+    src, line = error_line(tmp_path, atk({**LATER_SCHEMA, key: value}))
+    assert f"{key} must be" in line and f"key '{key}'" in line
+
+
 @pytest.mark.parametrize("key,value", [("strategy", "boundary"), ("default_seed", 1234)])
 def test_atk_non_null_strategy_or_seed_skips_the_case_not_the_file(tmp_path, key, value):
     """A strategy or fixed seed of ATK's own generator cannot be reproduced: that case is skipped with the reason,

@@ -26,13 +26,31 @@ from .source import json_cases, json_head
 
 NAME = "ATK JSON"
 # Case keys: the ones that matter, and the ones that describe ATK's own run (benchmark, accuracy
-# standard, API wrapper names), which we read past on purpose (docs/importing.md says why).
-CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type", "standard", "is_boundary",
-             "strategy", "default_seed")
-# Case keys that only say ATK draws the case's data its default way when null: a data strategy or a fixed seed of
-# ATK's own generator otherwise, which aclnn-cli cannot reproduce (its data are its own, seeded from file and id):
-# such a case is skipped with that reason, the file still read (docs/importing.md).
-NULL_ONLY_KEYS = ("strategy", "default_seed")
+# standard, API wrapper names), which we read past on purpose (docs/importing.md says why). ATK's later schema
+# (ops-nn's files with "version": "v2.1" or "v1.11": SituGluGrad, EmbeddingBag, ScatterReduce) adds RUN_KEYS, read
+# past as well, and more NULL_ONLY keys.
+CASE_KEYS = ("id", "aclnn_name", "inputs", "name", "api_type", "aclnn_api_type", "standard", "is_boundary")
+# Labels of ATK's run: its schema version, the benchmark framework, its wrappers for other back ends (Triton,
+# fusion, distributed, kernel-level runs), where it saves or fetched a case, how often it times it.
+RUN_KEYS = ("version", "api", "triton_api_type", "fusion_api_type", "dist_api_type", "kernel_api_type", "acl_json",
+            "save_name", "uuid", "downloaded", "xrun_cs_name", "compute_times")
+# Case keys whose null (false for backward) means "the case as its inputs describe it": anything else asks for a
+# run aclnn-cli does not make, so that case is unsupported (skipped with the reason), the file's others still
+# import. Each with what it would ask for.
+NULL_ONLY = {
+    "strategy": "ATK's own data strategy, which aclnn-cli cannot reproduce",
+    "default_seed": "a fixed seed of ATK's own generator, which aclnn-cli cannot reproduce",
+    "expected_error_msg": "a case that expects the API to fail with this message (aclnn-cli's contract cases "
+                          "expect a status: write it as a case file with expect_status)",
+    "outputs": "ATK's own description of the outputs (aclnn-cli derives them from the op and its inputs)",
+    "backward": "ATK's autograd run of the forward API, another test than the backward API's own",
+    "method_inputs": "inputs for a method call of ATK's benchmark",
+    "tensor_input": "ATK's own input tensor",
+    "xrun_data": "data of ATK's own",
+    "fusion_mode": "a fused run of ATK's",
+    "triton_name": "a Triton kernel's run",
+    "kernel_name": "a kernel-level run, not the aclnn API's",
+}
 INPUT_KEYS = ("name", "type", "dtype", "shape", "range_values", "required", "backward", "align_32B",
               "outlier_values", "format")
 ND_KEYS = ("name", "mean", "std")
@@ -47,7 +65,9 @@ REQUIRED_FALSE_GIVEN = ("aclnnBatchNormElemtBackward",)
 FLOAT_NAMES = ("float", "double", "float32", "float64", "fp32", "fp64")
 # The types ops-nn's suites give the fields we read past (and the ones we read, before their own checks).
 CASE_TYPES = {"name": (str,), "api_type": (str,), "aclnn_api_type": (str,), "standard": (dict, str),
-              "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,)}
+              "is_boundary": (bool,), "aclnn_name": (str,), "inputs": (list,),
+              **{k: (str, type(None)) for k in RUN_KEYS if k not in ("downloaded", "compute_times")},
+              "downloaded": (bool, type(None)), "compute_times": (int, type(None))}
 INPUT_TYPES = {"name": (str, type(None)), "type": (str,), "dtype": (str, type(None)), "required": (bool,),
                "backward": (bool, type(None)),
                "align_32B": (bool, type(None)), "outlier_values": (list, type(None)), "format": (str, type(None))}
@@ -77,12 +97,12 @@ def read(where: str, basename: str, data: bytes, out: Collector) -> None:
 
 def _case(where: str, stem: str, raw: dict, name: str, key: str) -> tuple[OpSpec, dict]:
     bad, unsupported = errors(where, name)
-    check_keys(raw, CASE_KEYS, "ATK case", bad)
+    check_keys(raw, CASE_KEYS + RUN_KEYS + tuple(NULL_ONLY), "ATK case", bad)
     check_types(raw, CASE_TYPES, bad)
-    for k in NULL_ONLY_KEYS:
-        if raw.get(k) is not None:
-            raise unsupported(f"{k} {show(raw[k])}: ATK's own data {'strategy' if k == 'strategy' else 'seed'}, "
-                              f"which aclnn-cli cannot reproduce (null, ATK's default draw, is accepted)", k)
+    for k, what in NULL_ONLY.items():
+        if not (raw.get(k) is None or (k == "backward" and raw[k] is False)):
+            raise unsupported(f"{k} {show(raw[k])}: {what} (null{', or false,' if k == 'backward' else ''} "
+                              f"is accepted)", k)
     op, _ = resolve_op(field(bad, "aclnn_name", text, raw.get("aclnn_name"), "aclnn_name"),
                        lambda m: unsupported(m, "aclnn_name"))
     inputs = raw.get("inputs")
