@@ -16,6 +16,7 @@ from ..tensor import dtypes as D
 from ..errors import UserError
 from ..tensor.layout import Layout
 from ..ops import OPS
+from ..ops.registry import DECLARED_IN
 from ..ops.user import load_configured
 from ..tensor.storage import view_positions, write_view
 
@@ -129,14 +130,15 @@ def add_op_variants(ops) -> None:
     it, `emulate --defect` could not say which it is.
     """
     for op in ops:
+        module = f"{DECLARED_IN[op.name]}: " if op.name in DECLARED_IN else ""  # (the file to change)
         for name, fn in op.variants.items():
             kind = variant_kind(name, fn)
             if kind is None:
-                raise ValueError(f"{op.name}: variant '{name}' needs its kind declared: decorate it with "
+                raise ValueError(f"{module}{op.name}: variant '{name}' needs its kind declared: decorate it with "
                                  f"@defect or @legitimate (from aclnn_cli.ops)")
             said = _declared_kind(fn)
             if name in CATALOGUE and said is not None and said != CATALOGUE[name].legit:
-                raise ValueError(f"{op.name}: variant '{name}' is {_KIND[said]} here but {_KIND[not said]} in the "
+                raise ValueError(f"{module}{op.name}: variant '{name}' is {_KIND[said]} here but {_KIND[not said]} in the "
                                  f"catalogue ({CATALOGUE[name].description}): give it another name")
             if name in CATALOGUE:
                 continue

@@ -19,6 +19,7 @@ from ..tensor.dtypes import DType, canonical_nans, round_fraction, round_from_f6
 from ..ops.base import OpSpec
 from .complexes import complex_golden
 from .integers import integer_golden
+from .exactcheck import check_exact
 from .rational import NotRational, through_reference
 
 
@@ -71,9 +72,11 @@ def golden(op: OpSpec, inputs: Mapping[str, np.ndarray], out_dtype: DType,
         bits = np.stack([np.ascontiguousarray(wide[n][hard], dtype=np.float64).view(np.uint64) for n in names], axis=1)
         _, first, inverse = np.unique(bits, axis=0, return_index=True, return_inverse=True)
         values = np.empty(first.size)
+        bound = np.broadcast_to(ref.bound, np.shape(ref.value))
         for j, i in enumerate(hard[first]):
             point = {n: _exact_number(float(wide[n][i])) for n in names}
             v = op.exact({**point, **exact_attrs})  # (a float: an IEEE limit, kept with its sign)
+            check_exact(op, op.output.name, [v], [ref.value.flat[i]], [bound.flat[i]], [i])
             values[j] = v if isinstance(v, float) else round_fraction(Fraction(v), out_dtype)
         rounded[hard] = values[inverse.reshape(-1)]
     return rounded, ExactPath(int(hard.size))

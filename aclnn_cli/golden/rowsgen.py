@@ -20,6 +20,7 @@ from ..pipeline.stages import block_chunks, gather_blocks, geometry, write_block
 from ..tensor.storage import CHUNK, StorageFile, write_new_file
 from .rational import NotRational
 from .rounding import ExactPath
+from .exactcheck import check_exact
 from .rows import (AcrossRows, across_chunk_rows, certify, exact_block, exact_elements, finite_blocks, reference_blocks,
                    round_exact)
 
@@ -117,6 +118,8 @@ def _settled(op, blocks, attrs, t, r, at=None) -> tuple[np.ndarray, ExactPath]:
             except NotRational:  # (no exact path: these elements stay uncertified, counted)
                 uncertified += where.size
                 continue
+            check_exact(op, t.name, exact, value[b].reshape(-1)[where],
+                        np.broadcast_to(bound, np.shape(value))[b].reshape(-1)[where], where)
             rounded[b].reshape(-1)[where] = round_exact(exact, t.dtype)
             fallbacks += where.size
     return (rounded if at is None else rounded.reshape(-1)), ExactPath(fallbacks, uncertified)
@@ -147,6 +150,7 @@ def _write_across(case, tmp: Path, t, acc: AcrossRows, ins: dict, geo, chunk: in
         except NotRational:  # (no exact path: these elements stay uncertified, counted)
             certified = False
         if certified:
+            check_exact(case.op, t.name, exact, acc.value[where], acc.certifying_bound()[where], where)
             rounded = rounded.copy()
             rounded[where] = round_exact(exact, t.dtype)
     with StorageFile(tmp / M.golden_file(t.name), t.dtype.np_dtype, t.layout.storage_size, writable=True) as gold:

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+import numbers
+from typing import Callable, Mapping
 
 from ..errors import UserError
 import numpy as np
 
-from .base import OpSpec, Reference
+from .base import COMPLEXES, OpSpec, Reference
 from .declcheck import MESSAGE_LIMIT, describe
 
 FUNCTIONS = ("reference", "golden_reference", "exact", "exact_at", "kernel", "ieee", "edge", "textbook")
 SHAPED = ("reference", "golden_reference", "exact", "kernel", "ieee")  # (and the variants): what they return is shaped as the pieces
+REFERENCES = ("reference", "golden_reference")  # (a Reference per output; the others return numbers)
 
 
 def _guard(fn: Callable, what: str, file: str, check: Callable | None = None) -> Callable:
@@ -35,7 +37,11 @@ def _guard(fn: Callable, what: str, file: str, check: Callable | None = None) ->
         problem = check(args[0], result) if check is not None and args else None
         if problem:
             raise UserError(f"{what} {problem}", where=file)
-        return _as_arrays(result) if check is not None else result
+        if check is None:
+            return result
+        if isinstance(result, Mapping) and len(result) == 1:  # (one output, by name: as bare, as the golden reads it)
+            result = next(iter(result.values()))
+        return _as_arrays(result)
 
     return guarded
 
@@ -92,13 +98,64 @@ def _shape_check(spec: OpSpec) -> Callable:
     return check
 
 
+def _result_check(spec: OpSpec, field: str) -> Callable:
+    """A check that a function returned what its field promises: a Reference per output from a reference, numbers
+    from the others (complex ones only from an op with a complex dtype: a real golden would drop the imaginary
+    part), then the shape check. Text, None or a Reference where numbers belong ended in a traceback further on."""
+    shape = _shape_check(spec)
+    complex_ok = any(d in COMPLEXES for d in spec.dtypes)
+
+    names = [t.name for t in spec.outputs]
+
+    def check(t, result) -> str | None:
+        if isinstance(result, Mapping) and sorted(result) != sorted(names):
+            return (f"returned the outputs {sorted(map(str, result))}; the op's outputs are {names} (a dict holds each "
+                    "of them by name, or, with one output, return it bare)")
+        for name, got in spec.by_output(result).items():
+            if field not in REFERENCES:
+                arrays = [got]
+            elif not isinstance(got, Reference):
+                return f"returned {name} as {_kind(got)}, not a Reference(value, bound, scale) (docs/adding-an-op.md)"
+            else:  # (its optional fields may be None; `tighter` is a function)
+                arrays = [v for f in dataclasses.fields(got) if (v := getattr(got, f.name)) is not None and not callable(v)]
+            for a in arrays:
+                problem = _numbers_problem(a, complex_ok)
+                if problem:
+                    return f"returned {name} {problem}"
+        return shape(t, result)
+
+    return check
+
+
+def _kind(x) -> str:
+    return f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray) else f"a {type(x).__name__}"
+
+
+def _numbers_problem(a, complex_ok: bool) -> str | None:
+    """Why `a` is not numbers (a Python or NumPy number, an array of them, Fractions or Decimals), or None."""
+    if isinstance(a, Reference):
+        return "as a Reference where numbers belong"
+    try:
+        arr = np.asarray(a)
+    except (TypeError, ValueError) as exc:  # (ragged lists)
+        return f"that is not an array of numbers ({describe(exc, MESSAGE_LIMIT)})"
+    kind = arr.dtype.kind
+    if kind == "O":  # (an exact pass: Fractions, Decimals, ints; a non-finite float where IEEE says so)
+        odd = [x for x in arr.reshape(-1) if not isinstance(x, numbers.Number)
+               or (not complex_ok and isinstance(x, (complex, np.complexfloating)))][:1]
+        return f"holding {_kind(odd[0])} ({odd[0]!r:.40}; numbers expected)" if odd else None
+    if kind == "c" and not complex_ok:
+        return f"of complex dtype {arr.dtype} for an op whose outputs are real"
+    return None if kind in "biufc" else f"of dtype {arr.dtype} (numbers expected)"
+
+
 def guarded(spec: OpSpec, file: str) -> OpSpec:
     """`spec` with each of its functions (variants and the contract's attribute rule too) guarded."""
-    check = _shape_check(spec)
 
     def wrap(field: str, fn):
         shaped = field in SHAPED or field.startswith("variant ")
-        return None if fn is None else _guard(fn, f"op {spec.name}: {field}", file, check if shaped else None)
+        return None if fn is None else _guard(fn, f"op {spec.name}: {field}", file,
+                                              _result_check(spec, field) if shaped else None)
 
     rule = spec.contract.attribute_rule
     return dataclasses.replace(
