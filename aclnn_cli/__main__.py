@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 
 
@@ -14,6 +15,8 @@ def console() -> None:
     from .cli.main import main
     from .cli.common import open_files_limit
 
+    _standard_descriptors()
+    signal.signal(signal.SIGINT, _interrupt)
     reaper.adopt_orphans()
     open_files_limit()
     _marked_stdout()
@@ -21,8 +24,8 @@ def console() -> None:
     try:
         main(prog_name="aclnn-cli")
     except SystemExit as exc:
-        leaving = exc
-        raise
+        leaving = SystemExit(INTERRUPTED) if _interrupted and exc.code == 1 else exc  # (click's "Aborted!": 1)
+        raise leaving from None
     except OSError as exc:
         if not getattr(exc, "aclnn_output", False):
             raise
@@ -32,6 +35,38 @@ def console() -> None:
         reaper.end_descendants()
         if leaving is not None:
             _leave(leaving.code)
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended: not verify's 1, "a case failed"
+_interrupted = False
+
+
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C: KeyboardInterrupt as ever (the run stops, its files are cleaned up; click says "Aborted!"), and the
+    status becomes INTERRUPTED: click's 1 would read in CI as a failed gate."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _standard_descriptors() -> None:
+    """Standard input, output or error closed at start (`>&-`, `2>&-`): /dev/null in its place, and a stream for
+    it. Else the first file the command opens takes the free number, and whatever then writes to standard output
+    or error (a runner, a library, a progress line) writes into that file; and Python, with no stream, fails at
+    the first print (verify's summary, gen's progress) instead of writing into nothing as asked."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:  # (the lowest free number: fd itself, unless a lower one is closed too and took it)
+            os.dup2(null, fd)
+            os.close(null)
+        stream = open(fd, "r" if fd == 0 else "w", closefd=False, errors="backslashreplace" if fd == 2 else None)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 class _MarkedOutput(io.TextIOWrapper):

@@ -27,6 +27,24 @@ def test_the_exit_with_stdout_closed_is_clean():
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
 
 
+def test_every_command_with_a_standard_stream_closed_does_its_work(tmp_path):
+    """`>&-` or `2>&-` (or `<&-`): /dev/null takes the descriptor (__main__._standard_descriptors). gen, emulate,
+    verify and report had failed at their first print (a traceback and status 1 for verify and report; gen with
+    stderr closed wrote nothing, silently, status 1), and a file the command opened could have taken the number."""
+    (tmp_path / "c.yaml").write_text("op: aclnnSiluBackward\ncases: [{name: a, shape: [4], dtype: float32}]\n")
+    steps = [["gen", "c.yaml", "-o", "out", "-j", "1"], ["emulate", "out", "-j", "1"],
+             ["verify", "out", "-j", "1", "--json", "v.json"], ["report", "v.json"]]
+    for closed in (0, 1, 2):
+        for i, step in enumerate(steps):
+            if i == 0:
+                subprocess.run(["rm", "-rf", str(tmp_path / "out")], check=True)
+            done = subprocess.run([sys.executable, "-m", "aclnn_cli", *step], cwd=tmp_path, env=ENV, timeout=120,
+                                  capture_output=closed == 0, preexec_fn=lambda: os.close(closed))
+            assert done.returncode == 0, (closed, step, done.stderr)
+        assert (tmp_path / "out" / "silu_backward-a" / "gradInput.dump.bin").is_file()
+        assert '"status": "PASS"' in (tmp_path / "v.json").read_text()
+
+
 PROBE = """
 import atexit, sys
 sys.argv = ["aclnn-cli", "--version"]

@@ -240,6 +240,11 @@ def _case(spec: _Spec, product: str, descs: dict[str, TensorDesc], parts: list[s
             key = f"tensors.{t.name}.layout" if layout_spec is not None else \
                 f"tensors.{t.name}.shape" if "shape" in override else "shape"
             raise spec.err(str(exc), key) from None
+        if t.role == "output" and layout_spec not in (None, "contiguous") and not d.null and layout.overlaps():
+            raise spec.err(f"the output view (shape {list(layout.shape)}, strides {list(layout.strides)}) puts two of "
+                           f"{t.name}'s elements on one storage position: the device's result there is whichever "
+                           "write lands last, so no golden can judge it (overlapping input views are fine)",
+                           f"tensors.{t.name}.layout")
         fill = (fills or {}).get(t.name, Constant((0.0,)))
         if status != SUCCESS and (fill.check(d.dtype) or fill.kind == "derived"):  # a rejection case that changed
             # the dtype: any values do; a derived input (the forward's indices of a call refused) is zeros

@@ -67,8 +67,9 @@ class Spec:
             if key not in CASE_KEYS:
                 raise CaseError(where, unknown_key(key, CASE_KEYS), case=label, key=key_path(key))
         if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
-            raise CaseError(where, "needs a name of letters, digits, '_', '-' or '.' (at most 100, no '..')",
-                            case=label, key="name")
+            quote = f" (a number: quote it, name: '{name}')" if isinstance(name, (int, float)) else ""
+            raise CaseError(where, "needs a name that starts with a letter or digit, then letters, digits, '_', '-' "
+                                   f"or '.' (at most 100, no '..'){quote}", case=label, key="name")
         self.where, self.op, self.name = where, op, name
         self.raw = {**defaults, **raw}
         self.fills = self._fills()

@@ -45,7 +45,7 @@ def main(op_paths: tuple[Path, ...]) -> None:
     with _one_line_errors():
         if op_paths:  # workers (and anything this process starts) load the same files
             known = [p for p in os.environ.get(user.ENV, "").split(os.pathsep) if p]
-            os.environ[user.ENV] = os.pathsep.join(known + [str(p.resolve()) for p in op_paths])
+            os.environ[user.ENV] = os.pathsep.join(known + [_resolved(p) for p in op_paths])
         if os.environ.get(user.ENV):  # user op files: loaded (and their variants checked) now, one line each
             from ..device.defects import catalogue
 
@@ -181,9 +181,22 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
     sys.exit(2 if errors else 0)
 
 
+def _resolved(path: Path) -> str:
+    """An --ops path made absolute (workers and runners load it from elsewhere), or one line naming it."""
+    try:
+        return str(path.resolve())
+    except OSError as exc:  # (a relative path under a current directory that was removed)
+        try:
+            os.getcwd()
+            why = ""
+        except OSError:
+            why = " (the current directory no longer exists)"
+        raise UserError(f"--ops: cannot find this path: {exc.strerror}{why}", where=str(path)) from None
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=PATH)
-@click.option("--jobs", type=int, default=2, show_default=True, help="Worker processes.")
+@JOBS
 def matrix(paths: tuple[Path, ...], jobs: int) -> None:
     """Print the defect x standard matrix (markdown) over case FILES or DIRS (default: bundled cases/)."""
     import tempfile

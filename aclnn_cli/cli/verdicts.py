@@ -156,7 +156,8 @@ def _finish(console, run, standard: str | None, failures_only: bool, json_path: 
     try:
         print_cases(console, run, show_passing=verbose and not failures_only)
         print_summary(console, run)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # (an in-process caller's closed stream: the console() entry gives one)
+            sys.stdout.flush()
     except BrokenPipeError:  # (the reader went away, as `| head` does: the verdict still stands)
         quiet_stdout()
     except OSError as exc:

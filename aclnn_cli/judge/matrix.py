@@ -165,7 +165,8 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
     names = list(catalogue()) if variants is None else variants
     stds = standards or list(STANDARDS)
     first = correct_standards or stds
-    shares = [[str(d) for d, _ in cases[i::max(jobs, 1) * 4]] for i in range(max(jobs, 1) * 4)]
+    jobs = max(1, min(jobs, len(cases)))  # (no worker without a case to judge)
+    shares = [share for i in range(jobs * 4) if (share := [str(d) for d, _ in cases[i::jobs * 4]])]
     with _scratch(suite) as scratch:
         try:
             with Runner(jobs) as run:  # (its workers fork from what this process holds frozen: see Runner)

@@ -13,7 +13,7 @@ class Progress:
         self.verb, self.total, self.elements_total = verb, total_cases, total_elements
         self.done = self.elements = 0
         self.start = time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr is not None and sys.stderr.isatty()
         self._bar = None
         self._next_report = 0
 

@@ -19,6 +19,9 @@ from ..files.text import is_int, show
 MAX_ELEMENTS = 2**62
 
 
+OVERLAP_EXACT = 1 << 22  # elements whose positions Layout.overlaps compares one by one (32 MiB of int64)
+
+
 @dataclass(frozen=True)
 class Layout:
     """A view over a storage buffer (shape, strides, offset), as aclCreateTensor is given it."""
@@ -98,6 +101,22 @@ class Layout:
         if last >= self.storage_size:
             return f"view reaches storage index {last} but storage holds {self.storage_size} elements"
         return None
+
+    def overlaps(self) -> bool:
+        """Whether two of the view's elements may share a storage position (a stride 0 on an axis of two or more,
+        or axes interleaved). Axes by increasing stride, each stride past the span of the ones before, keep every
+        element apart; where they do not, the positions themselves are compared (up to OVERLAP_EXACT elements;
+        beyond, unproven counts as overlapping)."""
+        reach = 0
+        for stride, size in sorted((s, d) for d, s in zip(self.shape, self.strides) if d > 1):
+            if stride <= reach:
+                break
+            reach += (size - 1) * stride
+        else:
+            return False
+        if self.numel > OVERLAP_EXACT:
+            return True
+        return int(np.unique(self.range_index(0, self.numel)).size) < self.numel
 
     def to_json(self) -> dict:
         return {"shape": list(self.shape), "strides": list(self.strides), "offset": self.offset,
