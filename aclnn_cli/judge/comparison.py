@@ -29,6 +29,7 @@ from ..tensor.layout import source_positions
 from .emulated import emulated
 from .judgeddtype import tolerance_dtype
 from .judging import OutputJudging, output_judging
+from .reliefbound import relief_share
 from .rowrelief import rows_relief
 from ..tensor.storage import CHUNK, StorageFile, check_file_sha256
 from ..files.regular import SMALL_FILE
@@ -138,6 +139,7 @@ class Comparison:
         self.out = out = judged.out
         self.rule = judged.rule
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
+        self.relief_share = relief_share(m, out, self.limit) if std.relief else 1.0
         self._last_rows = {} if relief_memo is None else relief_memo  # (rowrelief.py: the blocks evaluated last)
         self.floor = judged.floor
         self.complex_gamma = judged.complex_gamma
@@ -314,6 +316,8 @@ class Comparison:
             ins = self._gather(flat)
             scale = m.op.golden_f64(ins).scale
             where, device = m.op.device_edges(ins)
+        if self.relief_share < 1:  # (reliefbound.py: float32's bound on the terms, and what the row's sums share)
+            scale = scale * self.relief_share + np.asarray(shared, dtype=np.float64) / self.limit
         den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
         abs_err = errs.abs[idx].astype(np.float64)
         rel = abs_err / den

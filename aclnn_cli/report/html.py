@@ -293,6 +293,7 @@ def draw(task: dict) -> tuple[bytes | None, str, bool]:
     """(the PNG of a case's plots or None, why not, whether errors are relative to the term scale): on a
     worker, from the verify JSON's data alone."""
     from ..standards.rules import FIXED, STANDARDS
+    from ..judge.reliefbound import share
     from ..ops import find_op
     from .plots import case_figure
 
@@ -302,6 +303,8 @@ def draw(task: dict) -> tuple[bytes | None, str, bool]:
         scale = term_scale(task["op"], data) if std is not None and std.relief else None
         key = std.element_limit if std is not None else None
         limit = task["params"].get(key) if key else None
+        if scale is not None and isinstance(limit, (int, float)) and limit > 0:  # (as the relief judged: reliefbound.py)
+            scale = scale * share(0, float(limit), 8 if data.judged_dtype == "float64" else 4)
         try:
             read = [t.name for t in find_op(task["op"]).inputs if t.read_by_kernel and t.name in data.inputs]
         except KeyError:

@@ -121,6 +121,11 @@ class Elementwise:
     # - whole: inputs read whole for every block (a count tensor of any shape), arriving as (k, 1, numel).
     whole = property(lambda self: ())
 
+    def relief_terms(self, geo: Geometry | None) -> int | None:
+        """How many terms an element's float32 computation adds, for its relief (judge/comparison.py): none here,
+        the formula's own roundings aside."""
+        return 0
+
     def geometry(self, shapes: Shapes, attrs: Mapping) -> Geometry | None:
         return None
 
@@ -190,6 +195,10 @@ class Rows:
     # takes many blocks per call, and each block's values are its own (the bytes do not change). Not with an
     # across-rows output: the emulated device adds its partials chunk by chunk, so the chunk decides its bits.
     kernel_chunk: int = 0
+    # Whether an element of a row output is made from sums over its row's R terms at most (softmax, the norms'
+    # gradInput): its relief's bound then counts R additions. A family whose elements sum something else (a
+    # window, a dot product, the rows a scatter sends) says False, and keeps the term-scale relief.
+    row_sums: bool = True
     name: str = "rows"
     own = property(lambda self: ())  # (the questions: Elementwise)
     whole = property(lambda self: ())
@@ -200,6 +209,10 @@ class Rows:
     # - column_local: an across-rows output's element (r, a0) depends on that column of each row input only; then
     #   gen's exact pass hands `exact` the uncertain columns (else whole blocks, or `exact_at` the elements).
     column_local: bool = True
+
+    def relief_terms(self, geo: Geometry | None) -> int | None:
+        """The terms an element's float32 computation adds, its row's R, where row_sums; else None (not derived)."""
+        return geo.r if self.row_sums and geo is not None else None
 
     def case_tensor(self, op) -> str:
         """The tensor whose dtype and shape a case's `dtype` and `shape` give: the driver."""

@@ -30,6 +30,7 @@ class Classes(Rows):
     axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (1, 2)
     positions: tuple[str, ...] = ()
     whole: tuple[str, ...] = ()
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "classes"
 
     @property

@@ -152,6 +152,7 @@ class Contraction(Rows):
     axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: the matrices')
     right: str = "mat2"
     out: str = "out"
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "contraction"
     # (True: the elements of a row of out share its row of left, those of a column the column of right, and the
     #  kernel adds them all in one order, so their accumulation errors are correlated and may lean one way; a

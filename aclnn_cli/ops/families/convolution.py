@@ -105,6 +105,7 @@ class Convolution(Rows):
     groups: str = "groups"
     transposed: str = "transposed"
     output_padding: str = "outputPadding"
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "convolution"
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
 

@@ -55,6 +55,7 @@ class Scatter(Rows):
     ignored: str | None = None
     count: str = "indexCount"
     term_roundings: int = 0  # (a term is a driver element, widened exactly)
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "scatter"
     column_local: bool = False
 

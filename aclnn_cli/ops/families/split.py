@@ -21,6 +21,7 @@ class Split(Rows):
     axes: Callable[[Shapes, Mapping], tuple[int, int]] = lambda shapes, attrs: (0, 0)  # (unused: `dim`'s)
     halves: tuple[str, ...] = ()
     dim: str = "dim"
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "split"
     shared_errors: bool = False
 

@@ -147,6 +147,7 @@ class Window(Rows):
     # packed_shape: its shape from the pooled tensor's and the attributes, or why the family cannot take the case
     packed: str | None = None
     packed_shape: Callable[[tuple[int, ...], Mapping], tuple[int, ...] | str] | None = None
+    row_sums: bool = False  # (its elements sum other terms than a row's: Rows.relief_terms)
     name: str = "window"
     spatial: int = SPATIAL  # window axes: 2 (H, W) or 3 (D, H, W)
     term_roundings: int = 0  # (no across-rows output: each element's allowance is the op's Reference.allowance)
