@@ -182,8 +182,9 @@ def test_the_catalogue_takes_a_user_ops_variants_from_the_registry(tmp_path):
 
 
 def test_a_user_variant_without_its_kind_is_one_line_when_the_op_loads(tmp_path):
-    r = _cli("--ops", _user_op(tmp_path, ""), "ops")
-    assert r.returncode == 2 and r.stderr == ("aclnn-cli: error: aclnnMyHardtanhBackward2: variant 'inclusive-window' "
+    module = _user_op(tmp_path, "")
+    r = _cli("--ops", module, "ops")
+    assert r.returncode == 2 and r.stderr == (f"aclnn-cli: error: {module}: aclnnMyHardtanhBackward2: variant 'inclusive-window' "
                                               "needs its kind declared: decorate it with @defect or @legitimate (from "
                                               "aclnn_cli.ops)\n"), r.stderr
 
