@@ -186,7 +186,7 @@ def _mere_mare(m: Metrics, p, dtype: DType, bench) -> Verdict:
     side = "toward zero (truncation?)" if balance < 0 else "away from zero"
     return _verdict([_specials(m), _row("MERE", m.mere, t, "<"),
                      _row("MARE", m.max_rel, p["mare"] * t, "<", over=_at(m)),
-                     _row("|error balance|", abs(balance), balance_limit(p, dtype, m.compared), "<=",
+                     _row("|error balance|", abs(balance), balance_limit(p, dtype, m.balanced_elements), "<=",
                           over=lambda: f"(results biased {side})")])
 
 
