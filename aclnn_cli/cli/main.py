@@ -135,7 +135,7 @@ def emulate(out: Path, defect: str | None, jobs: int, shard, json_path: Path | N
 
     with _one_line_errors():
         if json_path is not None:
-            from ..tensor.storage import check_output_paths
+            from ..files.reportpaths import check_output_paths
 
             check_output_paths(json_path)
         try:  # (the catalogue includes user ops' variants, loaded after import: not a fixed Choice)

@@ -31,7 +31,7 @@ def report(paths: tuple[Path, ...], json_path: Path | None, junit_path: Path | N
     """Merge the verify --json results of several runs (e.g. CI shards) into one summary."""
     from ..report.html import require_matplotlib
     from ..report.merged import read_results
-    from ..tensor.storage import check_output_paths
+    from ..files.reportpaths import check_output_paths
 
     console = _console()
     with _one_line_errors():
@@ -90,7 +90,7 @@ def verify(out: Path, standard: str | None, rtol, atol, tolerance, signed_zeros:
     from ..judge.verify import Options, check_run_tolerances, verify_dirs, verify_manifests
     from ..pipeline.forkpool import while_waiting
     from ..report.progress import Progress
-    from ..tensor.storage import check_output_paths
+    from ..files.reportpaths import check_output_paths
 
     while_waiting(_load_the_summarys_modules)
     opts = Options(standard=standard, tolerance=_tolerances(rtol, atol, tolerance), signed_zeros=signed_zeros,

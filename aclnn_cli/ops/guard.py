@@ -117,7 +117,8 @@ def _result_check(spec: OpSpec, field: str) -> Callable:
             elif not isinstance(got, Reference):
                 return f"returned {name} as {_kind(got)}, not a Reference(value, bound, scale) (docs/adding-an-op.md)"
             else:  # (its optional fields may be None; `tighter` is a function)
-                arrays = [v for f in dataclasses.fields(got) if (v := getattr(got, f.name)) is not None and not callable(v)]
+                arrays = [v for f in dataclasses.fields(got)
+                          if (v := getattr(got, f.name)) is not None and not callable(v)]
             for a in arrays:
                 problem = _numbers_problem(a, complex_ok)
                 if problem:
