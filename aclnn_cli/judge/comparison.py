@@ -316,7 +316,11 @@ class Comparison:
             ins = self._gather(flat)
             scale = m.op.golden_f64(ins).scale
             where, device = m.op.device_edges(ins)
-        if self.relief_share < 1:  # (reliefbound.py: float32's bound on the terms, and what the row's sums share)
+        # The balance's divisor stays the term scale: a correct kernel's systematic float32 lean (a constant's
+        # rounding, shared by every element: SELU's lambda * alpha) is small beside the terms, not beside float32's
+        # bound on them, which the element's own error is judged against (reliefbound.py).
+        balance_den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
+        if self.relief_share < 1:
             scale = scale * self.relief_share + np.asarray(shared, dtype=np.float64) / self.limit
         den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
         abs_err = errs.abs[idx].astype(np.float64)
@@ -337,7 +341,7 @@ class Comparison:
         # (the balance leaves out what a correct kernel's row sums share with the element: Reference.shared)
         lean = np.abs(ai) - np.abs(accepted)
         lean = np.sign(lean) * np.maximum(np.abs(lean) - shared, 0.0)
-        errs.signed[idx[keep]] = np.where(rel[keep] > 0, lean[keep] / den[keep], 0.0)
+        errs.signed[idx[keep]] = np.where(rel[keep] > 0, lean[keep] / balance_den[keep], 0.0)
         if cleared.any():
             errs.special = np.setdiff1d(errs.special, idx[cleared])
 
