@@ -16,6 +16,7 @@ from . import softmax_common as C
 from ..base import Contract, OpSpec, Reference, defect, legitimate
 from ..registry import register
 from ..dyadic import as_fractions_of, over_common
+from ..accumulation import sum_allowance
 from ..treesum import row_sum64
 
 DY, Y = C.DY, C.Y
@@ -37,7 +38,19 @@ def _reference(t):
     total, err = C.row_sum_bounded(p, big_p)
     value = y * (dy - total)
     bound = (3 * C.U * np.abs(value) + np.abs(y) * err) * (1 + 2.0**-30)
-    return Reference(value, bound, np.abs(y) * (np.abs(dy) + big_p) * (1 + 2.0**-30))
+    return Reference(value, bound, np.abs(y) * (np.abs(dy) + big_p) * (1 + 2.0**-30), shared=_shared(p, y))
+
+
+def _shared(p, y):
+    """What a correct float32 kernel's row sum S = sum(p) may be off by (ops/accumulation.py's allowance, p = y dy
+    made with one rounding), carried to each element of the row as |y| times it: the error every element of a row
+    shares, which the error balance does not count as bias (equal logits and a gradient constant along the row put
+    the same lean on a whole row: decision 239)."""
+    k, r, a0 = p.shape
+    with np.errstate(all="ignore"):
+        rows = sum_allowance([np.moveaxis(p, 1, 2).reshape(k * a0, r)], 1).reshape(k, 1, a0)
+        shared = np.abs(y) * rows
+    return np.where(np.isfinite(shared), shared, 0.0)  # (a non-finite row's elements are not relieved)
 
 
 def _exact(t):

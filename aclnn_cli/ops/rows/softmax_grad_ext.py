@@ -48,7 +48,8 @@ def _reference(t):
     x2 = np.abs(t[X2])
     value = base.value * t[X2]
     slack = 1 + 2.0**-30
-    return Reference(value, (x2 * base.bound * slack + 2 * C.U * np.abs(value)) * slack, x2 * base.scale * slack)
+    return Reference(value, (x2 * base.bound * slack + 2 * C.U * np.abs(value)) * slack, x2 * base.scale * slack,
+                     shared=x2 * base.shared * slack)  # (the row sum's shared error, times x2: decision 239)
 
 
 def _exact(t):
