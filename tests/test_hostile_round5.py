@@ -119,15 +119,19 @@ import os, time
 import numpy as np
 from aclnn_cli.ops import OpSpec, Reference, TensorSpec, register
 
+def _sleep():
+    open(os.environ["SLEEPING"], "w").close()  # (the test sends SIGINT once this exists: the command is at work)
+    time.sleep(60)
+
 def reference(t):
     if os.environ.get("SLEEP_IN") == "reference":
-        time.sleep(60)
+        _sleep()
     v = t["gradOutput"] * t["self"]
     return Reference(v, 0 * v, np.abs(v))
 
 def kernel(t):
     if os.environ.get("SLEEP_IN") == "kernel":
-        time.sleep(60)
+        _sleep()
     return t["gradOutput"] * t["self"]
 
 register(OpSpec(name="aclnnMySleepyBackward", key="my_sleepy_backward", summary="dy * x", formula="dy * x",
@@ -148,9 +152,13 @@ def test_ctrl_c_exits_130_not_a_failed_gate(tmp_path, command):
         subprocess.run([*argv, *step], cwd=tmp_path, env=ENV, check=True, capture_output=True, timeout=120)
     args, sleep_in = ((["gen", "c.yaml", "-o", "out2", "-j", "1"], "reference") if command == "gen" else
                       (["verify", "out", "--standard", "benchmark", "-j", "1"], "kernel"))
-    proc = subprocess.Popen([*argv, *args], cwd=tmp_path, env={**ENV, "SLEEP_IN": sleep_in}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    time.sleep(2)
+    sleeping = tmp_path / "sleeping"
+    proc = subprocess.Popen([*argv, *args], cwd=tmp_path, env={**ENV, "SLEEP_IN": sleep_in, "SLEEPING": str(sleeping)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not sleeping.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleeping.exists(), "the op's function was never reached"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
