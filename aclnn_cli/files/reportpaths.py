@@ -27,15 +27,14 @@ def check_output_paths(*files: Path | None, csv_dir: Path | None = None) -> None
             raise UserError(f"is not a regular file ({kind(path.stat().st_mode)}): a report is written to a "
                             "temporary name and renamed over its path, which would replace it; give a file name",
                             where=str(path))
-        home = path if is_dir else path.parent
-        if (home / "case.json").exists():  # (`--junit OUT/case/case.json`: exit 0, and the case was gone)
-            raise UserError(f"is inside the case directory {home}, whose files gen wrote; give a path outside it",
+        folder = path if is_dir else path.parent
+        if (folder / "case.json").exists():  # (`--junit OUT/case/case.json`: exit 0, and the case was gone)
+            raise UserError(f"is inside the case directory {folder}, whose files gen wrote; give a path outside it",
                             where=str(path))
         key = os.path.realpath(path)
         if key in seen:
             raise UserError("is given for two outputs; each needs a file of its own", where=str(path))
         seen.add(key)
-        folder = path if is_dir else path.parent
         blocker = next((p for p in [folder, *folder.parents] if p.exists()), None)
         if blocker is not None and not blocker.is_dir():
             raise UserError(f"cannot write {path}: {blocker} is a file, not a directory", where=str(path))
