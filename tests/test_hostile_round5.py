@@ -183,3 +183,17 @@ def test_a_case_name_is_refused_by_the_rule_it_breaks(tmp_path, name, extra):
     line = one_line_error(run_cli("gen", write_yaml(tmp_path, text), "-o", tmp_path / "o"))
     assert line.endswith("needs a name that starts with a letter or digit, then letters, digits, '_', '-' or '.' "
                          "(at most 100, no '..')" + extra), line
+
+
+def test_an_unknown_defect_names_the_nearest_and_where_the_list_is(tmp_path):
+    """A misspelt --defect named the nearest names and the command that lists them; it had listed all 400-odd
+    names on its one line."""
+    from helpers import one_line_error, run_cli, write_yaml
+
+    out = tmp_path / "out"
+    assert run_cli("gen", write_yaml(tmp_path, "op: aclnnSiluBackward\ncases: [{name: a, shape: [4]}]\n"), "-o",
+                   out).exit_code == 0
+    line = one_line_error(run_cli("emulate", out, "--defect", "softmax-aten-ordr"), "unknown defect 'softmax-aten-ordr'",
+                          "did you mean 'softmax-aten-order'", "'aclnn-cli defects' lists all")
+    assert len(line) < 300 and "swiglu" not in line, line
+    one_line_error(run_cli("emulate", out, "--defect", "zzzz"), "unknown defect 'zzzz' ('aclnn-cli defects' lists all")

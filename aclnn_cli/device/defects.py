@@ -163,7 +163,11 @@ def ops_with_kernel(variant: Variant, ops) -> list[str]:
 
 def find_variant(name: str) -> Variant:
     if name not in catalogue():
-        raise KeyError(f"unknown defect '{name}' (known: {', '.join(CATALOGUE)})")
+        import difflib  # (only a wrong name pays for it)
+
+        near = difflib.get_close_matches(str(name), list(CATALOGUE), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+        raise KeyError(f"unknown defect '{name}' ({hint}'aclnn-cli defects' lists all {len(CATALOGUE)})")
     return CATALOGUE[name]
 
 
