@@ -26,6 +26,7 @@ from .identical import add_differing, differing_errors, exact_never_flagged
 from .workspace import Buffers, Workspace, give_back, take
 from ..tensor.dtypes import round_from_f64
 from ..tensor.layout import source_positions
+from ..tensor.pages import Pages
 from .emulated import emulated
 from .judgeddtype import tolerance_dtype
 from .judging import OutputJudging, output_judging
@@ -151,6 +152,9 @@ class Comparison:
             self.dump = self._open(out.dump_path, out.dtype.np_dtype, out.layout.storage_size, None, "dump")
             self.gold = self._open(out.golden_path, out.dtype.np_dtype, out.layout.storage_size,
                                    sha(out.name, "golden_sha256"), "golden")
+            # (read in place where they are large: tensor/pages.py; each chunk is only read)
+            self.dump_reads, self.gold_reads = (Pages(f) if isinstance(f, StorageFile) else f
+                                                for f in (self.dump, self.gold))
         specs = {t.name: (t.file_path, t.dtype.np_dtype, t.layout.storage_size, in_sha(t.name, "sha256"),
                           f"input {t.name}") for t in m.inputs if not t.null}
         self.inputs = OpenedOnUse(lambda name: self._open(*specs[name]))
@@ -215,8 +219,8 @@ class Comparison:
                 self.release_held(metrics, held)
             e = min(stop, s + chunk)
             bufs = ws.next() if ws is not None else None
-            a = self.dump.read(out.layout, s, e, bufs.get("a_native", native, e - s) if bufs else None)
-            g = self.gold.read(out.layout, s, e, bufs.get("g_native", native, e - s) if bufs else None)
+            a = self.dump_reads.read(out.layout, s, e, bufs.get("a_native", native, e - s) if bufs else None)
+            g = self.gold_reads.read(out.layout, s, e, bufs.get("g_native", native, e - s) if bufs else None)
             if self.blocks:
                 self.blocks.update(s, g)
             if sparse and skip:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, total64
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, magnitude_sum, total64
 
 HOLD_PER_CHUNK = 256  # a chunk with more flagged elements is re-judged at once (0: never hold)
 HOLD_LIMIT = 8192  # held elements re-judged in one batch once this many are held
@@ -78,7 +78,7 @@ def fold(metrics: Metrics, e: ElementErrors, flat: np.ndarray, still: np.ndarray
     ascending; still: which of them the rule flags after relief). Called once the chunks they came from are
     added: a tie of the largest error then goes to the lower index whichever was added first."""
     metrics._settle()
-    metrics.sum_rel += total64(e.rel)
+    metrics.sum_rel += magnitude_sum(e.rel)
     metrics.sum_signed += total64(e.signed)
     metrics.relieved += int(still.size - np.count_nonzero(still))
     hits = int(np.count_nonzero(still))

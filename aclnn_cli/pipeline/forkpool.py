@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable
 
 from .tuning import tune_allocator
+from ..tensor import pages
 
 _WORD = struct.Struct("<I")  # a batch's number, on the shared pipe
 _HEAD = struct.Struct("<IBQ")  # a reply: batch number, 0 (result), 1 (exception) or _TOOK, pickled length
@@ -246,6 +247,7 @@ def _work(fn: Callable[[Any], Any], batches: list, take_r: int, take_w: int, rep
         _unblock(masked)
         os.close(reply_r)
         os.close(take_w)
+        pages.MAPPED_READS = True  # (a file truncated under a map ends this worker by SIGBUS, which the parent names)
         for name, fd in (("stdout", 1), ("stderr", 2)):  # (the parent's may be locked by one of its threads at the
             try:  # fork, a progress bar's say: a warning printed here would wait forever; these are fresh)
                 setattr(sys, name, open(fd, "w", buffering=1, closefd=False, errors="replace"))

@@ -78,6 +78,7 @@ class StorageFile:
                  sha256: str | None = None, what: str = "file", exact_size: bool = False) -> None:
         self.path, self.dtype, self.size = path, np.dtype(dtype), size
         self.fd, st = open_storage(path, what, os.O_RDWR if writable else os.O_RDONLY)
+        self.file_bytes = st.st_size
         problem = size_problem(st.st_size, size, self.dtype) if exact_size else None
         if problem:
             os.close(self.fd)
@@ -144,10 +145,14 @@ class StorageFile:
             if n <= 0:
                 raise UserError(f"file ended at byte {offset + done}", where=str(self.path))
             done += n
-        if self._hash is not None and offset == self._hashed:
-            self._hash.update(view)
-            self._hashed += len(view)
+        self.hash_on_side(offset, view)
         return out
+
+    def hash_on_side(self, offset: int, data) -> None:
+        """Bytes just read at `offset`: into the checksum, where they continue what it has hashed."""
+        if self._hash is not None and offset == self._hashed:
+            self._hash.update(data)
+            self._hashed += len(data)
 
     def write_range(self, start: int, values: np.ndarray) -> None:
         data = memoryview(np.ascontiguousarray(values, dtype=self.dtype).view(np.uint8))
