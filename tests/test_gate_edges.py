@@ -18,9 +18,11 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
 from aclnn_cli.judge.judging import OutputJudging, complex_gamma
+from aclnn_cli.judge.verify import check_run_tolerances, verify_manifests
+from aclnn_cli.cli.verdicts import _tolerances  # (the command line's KEY=VALUE parser)
 from aclnn_cli.standards.rules import STANDARDS, find_standard
 
-from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, edge_sets, every_op, op_dtypes,
+from gate_edges import (BROKEN, DTYPES, TUNABLE, assert_ordinary, case_dirs, distinct_edges, every_op, op_dtypes,
                         outside_values, suite_yaml, write_broken)
 from shared import linked_copy
 from helpers import one_line_error, run_cli, write_yaml
@@ -149,7 +151,7 @@ def test_every_accepted_edge_fails_broken_dumps_through_the_judge(every, std_nam
             looks = (False, True) if m.op.family.shared_errors else (False,)
             for out in m.judged:
                 dtype, floor = tolerance_dtype(m, out)
-                for edge, relieve_all in itertools.product(edge_sets(std, dtype), looks):
+                for edge, relieve_all in itertools.product(distinct_edges(std, dtype), looks):
                     params = std.params(dtype, edge.values)  # accepted
                     opts = Options(standard=std_name, relieve_all=relieve_all)
                     judged = OutputJudging(out, std, params, dtype, floor,
@@ -200,20 +202,36 @@ def _verdicts(junit) -> list[tuple[str, str]]:
     return out
 
 
+def _tolerance_pairs(values):
+    return [f"{k}={v!r}" for k, v in values.items()]
+
+
 def _tolerance_args(values):
-    return [a for k, v in values.items() for a in ("--tolerance", f"{k}={v!r}")]
+    return [a for pair in _tolerance_pairs(values) for a in ("--tolerance", pair)]
 
 
 @pytest.mark.parametrize("std_name", TUNABLE)
 def test_every_accepted_edge_fails_broken_dumps_through_the_cli(every_family, tmp_path, std_name):
+    """Per dtype, one `verify --standard --tolerance` round trip at the all-maxima corner (every key on the command
+    line); then every edge through what that command runs, from the same KEY=VALUE text its parser reads: the run's
+    tolerances checked against every case, the cases judged with them (a run's table of failures unprinted)."""
     std = find_standard(std_name)
     for d, out in every_family.items():
-        for edge in edge_sets(std, D.lookup(d)):
-            r = run_cli("verify", out, "-j", "1", "--standard", std_name, *_tolerance_args(edge.values), "--junit",
-                        tmp_path / "v.xml")
-            assert r.exit_code == 1, (d, edge, r.output)
-            statuses = {status for status, _ in _verdicts(tmp_path / "v.xml")}
-            assert statuses == {"FAIL"}, (d, edge, statuses)
+        edges = distinct_edges(std, D.lookup(d))
+        carried = next(e for e in edges if e.label == f"corner {'+' * len(e.values)}")
+        r = run_cli("verify", out, "-j", "1", "--standard", std_name, *_tolerance_args(carried.values), "--junit",
+                    tmp_path / "v.xml")
+        assert r.exit_code == 1, (d, carried, r.output)
+        statuses = {status for status, _ in _verdicts(tmp_path / "v.xml")}
+        assert statuses == {"FAIL"}, (d, carried, statuses)
+        manifests, broken = M.load_all(case_dirs(out))
+        assert manifests and not broken, broken
+        for edge in edges:
+            opts = Options(standard=std_name, tolerance=_tolerances(None, None, _tolerance_pairs(edge.values)))
+            check_run_tolerances(manifests, opts)  # (accepted: a refusal raises)
+            run = verify_manifests(manifests, opts=opts, jobs=1, root=out)
+            statuses = {c.status for c in run.cases}
+            assert len(run.cases) == len(manifests) and statuses == {"FAIL"}, (d, edge, statuses)
 
 
 @pytest.mark.parametrize("std_name", TUNABLE)
@@ -225,19 +243,19 @@ def test_every_accepted_edge_from_yaml_fails_broken_dumps(tmp_path, std_name):
     for op in family_ops():
         lines = [f"op: {op.name}", "cases:"]
         for d in DTYPES:
-            for i, edge in enumerate(edge_sets(std, D.lookup(d))):
+            for i, edge in enumerate(distinct_edges(std, D.lookup(d))):
                 tol = ", ".join(f"{k}: {v!r}" for k, v in edge.values.items())
                 one = suite_yaml(op, names=(f"e{i}",), shape=64, extra=f", standard: {std_name}, tolerance: {{{tol}}}",
                                  dtypes=(d,)).splitlines()
                 lines += one[2:]
         files.append(write_yaml(tmp_path, "\n".join(lines) + "\n", f"{op.key}.yaml"))
     out = tmp_path / "out"
-    r = run_cli("gen", *files, "-o", out)
+    r = run_cli("gen", *files, "-o", out, "-j", "1")  # (in this process: ~1,000 small cases, no worker pays its way)
     assert r.exit_code == 0, r.output
     for broken in BROKEN:
         for case in case_dirs(out):
             write_broken(case, broken)
-        r = run_cli("verify", out, "--junit", tmp_path / "v.xml")
+        r = run_cli("verify", out, "-j", "1", "--junit", tmp_path / "v.xml")
         assert r.exit_code == 1, r.output
         verdicts = _verdicts(tmp_path / "v.xml")
         assert {standard for _, standard in verdicts} == {std_name}
