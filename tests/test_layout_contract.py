@@ -28,8 +28,10 @@ def suite(bundled_gen):
     return bundled_gen  # (conftest.py: gen of the bundled suite, shared by the session; read only)
 
 
-def _cases_by_id():
-    return {c.case_id: c for c in load_cases([BUNDLED])}
+@pytest.fixture(scope="module")
+def bundled_cases():
+    """The bundled case files loaded once for the module's tests (each only reads them): a load is about a second."""
+    return load_cases([BUNDLED])
 
 
 def _last_writer_values(t: dict, case, tc) -> np.ndarray:
@@ -43,8 +45,8 @@ def _last_writer_values(t: dict, case, tc) -> np.ndarray:
     return values[[last[int(p)] for p in pos]].reshape(t["shape"])
 
 
-def test_every_generated_tensor_reads_back_through_its_manifest(suite):
-    cases = _cases_by_id()
+def test_every_generated_tensor_reads_back_through_its_manifest(suite, bundled_cases):
+    cases = {c.case_id: c for c in bundled_cases}
     checked = 0
     for d in casedirs.find_cases(suite):
         m = harness.load(d)
@@ -101,8 +103,8 @@ GENERATED_NO_VIEWS = {"aclnnInstanceNormGrad", "aclnnL2NormalizeGrad", "aclnnMis
 STRIDE0_MISSING: set[str] = GENERATED_NO_VIEWS | {"aclnnLayerNormGrad"}
 
 
-def test_bundled_suite_has_every_layout_kind_per_op():
-    cases = [c for c in load_cases([BUNDLED]) if c.expect_status == 0]
+def test_bundled_suite_has_every_layout_kind_per_op(bundled_cases):
+    cases = [c for c in bundled_cases if c.expect_status == 0]
     for op in OPS.values():
         mine = [c for c in cases if c.op is op]
         layouts = [t.layout for c in mine for t in c.tensors]
@@ -169,12 +171,12 @@ def test_one_element_past_the_view_fails_as_layout(strided_case):
     assert "values inside the view: MERE" in r.reason
 
 
-def test_every_documented_rejection_is_a_generated_negative_case():
+def test_every_documented_rejection_is_a_generated_negative_case(bundled_cases):
     """Each op's bundled `contract: true` cases hold the rejections its declaration implies: a null for every
     required tensor, an unsupported dtype for the tensors the contract ties and one outside each own dtype list,
     the dtype relations, dims, and (elementwise) the shape relations. A rows op's shapes are its shape_rule's;
     a rows op whose case file writes its negatives by hand (no `contract: true` on a product) is not checked here."""
-    cases = [c for c in load_cases([BUNDLED]) if c.expect_status != 0]
+    cases = [c for c in bundled_cases if c.expect_status != 0]
     for op in OPS.values():
         rows = not op.family.element_local
         tied = [t.name for t in op.tensors if t.dtypes is None and (op.contract.out_checked or t.role != "output")]
@@ -255,10 +257,10 @@ def test_expect_status_on_a_valid_case_is_refused(tmp_path):
     assert result.exit_code == 2 and "accepts this call" in result.output
 
 
-def test_contract_mutations_are_all_rejected_and_the_base_accepted():
+def test_contract_mutations_are_all_rejected_and_the_base_accepted(bundled_cases):
     """From a valid call on every product (elementwise: any same-shaped tensors; rows: a bundled case's), every
     mutation `rejections` makes is rejected, at least a null per required tensor, a dtype and a shape or dims."""
-    positive = [c for c in load_cases([BUNDLED]) if c.expect_status == 0]
+    positive = [c for c in bundled_cases if c.expect_status == 0]
     for op in OPS.values():
         for product, dtypes in op.products.items():
             if not op.family.element_local:

@@ -25,7 +25,8 @@ from rich.console import Console
 from aclnn_cli.files import jsonsafe
 from aclnn_cli.files.jsonsafe import JsonRefused
 from aclnn_cli.files.jsonstream import JsonStream, TooLong
-from aclnn_cli.report.formats import _verify_chunks, merged_run, print_cases, print_summary, write_verify_json
+from aclnn_cli.report.formats import _case_text, _document, _verify_chunks, merged_run, print_cases, print_summary, \
+    write_verify_json
 from aclnn_cli.report.junit import write_junit
 from aclnn_cli.report.merged import read_results
 from aclnn_cli.report.reading import MAX_CASE_CHARS
@@ -204,16 +205,22 @@ def test_report_memory_is_flat_in_the_size_of_the_results(results, tmp_path):
     file whole (as before) held about ten times its size."""
     cases = json.loads(results[1].read_text())["cases"]
 
-    def repeated():
-        for i in range(CASES_IN_LARGE):
-            c = dict(cases[i % len(cases)], case_id=f"{cases[i % len(cases)]['case_id']}-{i}")
-            c["path"] = f"/out/{c['case_id']}"
-            yield c
+    def case(i: int, number: str | None = None) -> dict:
+        c = dict(cases[i % len(cases)], case_id=f"{cases[i % len(cases)]['case_id']}-{number or i}")
+        c["path"] = f"/out/{c['case_id']}"
+        return c
 
     big = tmp_path / "big.json"
     head = {"schema": "aclnn-cli/verify/4", "tool_version": "x", "standard_override": None, "exit_code": 1,
             "summary": {"total": CASES_IN_LARGE}, "coverage": None}
-    atomic_write_text(big, _verify_chunks(head, repeated()))
+    # (each distinct case's text made once, its number put in after: JSON with indent is Python's slow encoder, and
+    # 20,000 cases of it cost more than report did; the bytes _verify_chunks writes case by case, as checked here)
+    templates = [_case_text(case(i, "{#}")).replace("\n", "\n    ") for i in range(len(cases))]
+    atomic_write_text(big, _document(head, (templates[i % len(cases)].replace('-{#}"', f'-{i}"')
+                                            for i in range(CASES_IN_LARGE))))
+    few = tmp_path / "few.json"
+    atomic_write_text(few, _verify_chunks(head, (case(i) for i in range(3 * len(cases)))))
+    assert big.read_bytes().startswith(few.read_bytes()[:-len(b"\n  ]\n}\n")])
     assert big.stat().st_size > 40 << 20
     probe = ("import atexit, runpy, sys\nsys.argv = ['aclnn-cli', 'report', sys.argv[1], '--json', sys.argv[2], "
              "'--junit', sys.argv[3]]\natexit.register(lambda: print('RSS', next(line for line in open('/proc/self/"
