@@ -54,17 +54,19 @@ def numpy_float32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a.astype(F), b.astype(F))
 
 
-def sequential(a, b):
-    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), F)
-    a, b = a.astype(F), b.astype(F)
-    for i in range(a.shape[2]):
-        acc += a[:, :, i:i + 1] * b[:, i:i + 1, :]
-    return acc
-
-
 def _terms(a, b):
     """(k, M, N, K) float32 products: exact for 16-bit operands, rounded once for float32 ones."""
     return np.einsum("bmk,bkn->bmnk", a.astype(F), b.astype(F), dtype=F)
+
+
+def in_order(t: np.ndarray) -> np.ndarray:
+    """The float32 sum over the last axis from 0, one term after the other, as a loop `acc += t[..., i]` adds them
+    (numpy's accumulate is strictly sequential)."""
+    return np.add.accumulate(np.concatenate([np.zeros((*t.shape[:-1], 1), t.dtype), t], axis=-1), axis=-1)[..., -1]
+
+
+def sequential(a, b):
+    return in_order(_terms(a, b))
 
 
 def pairwise(a, b):
@@ -79,13 +81,9 @@ def pairwise(a, b):
 def blocks_of_16(a, b):
     """Each block of 16 products summed in float32 in order, the blocks added in order."""
     t = _terms(a, b)
-    acc = np.zeros(t.shape[:-1], F)
-    for s in range(0, t.shape[-1], 16):
-        part = np.zeros(t.shape[:-1], F)
-        for i in range(s, min(s + 16, t.shape[-1])):
-            part += t[..., i]
-        acc += part
-    return acc
+    tail = -t.shape[-1] % 16  # (the last block's missing terms as +0: a part + 0 is the part, and acc's + a zero
+    t = np.concatenate([t, np.zeros((*t.shape[:-1], tail), F)], axis=-1)  # part is acc whatever its sign)
+    return in_order(in_order(t.reshape(*t.shape[:-1], -1, 16)))
 
 
 def split_k_shuffled(a, b, parts=48, seed=3):

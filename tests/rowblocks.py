@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from exactq import PackageFraction
 from pathlib import Path
 
@@ -44,6 +46,64 @@ def bundled_suite(tmp_path_factory, key: str) -> Path:
     names = shared.cases_of(produced, [f"{key}.yaml"])
     assert names, f"no bundled case comes from {key}.yaml"
     return shared.linked_copy(produced, tmp_path_factory.mktemp(key) / "out", cases=names)
+
+
+@functools.cache
+def _bundled_index(out: Path) -> dict[str, list[str]]:
+    """{case file name: its case directories} of a generated bundled OUT (a session fixture's, never changed), read
+    once per process: shared.cases_of reads all its case.json files (a third of a CPU-second) at every call."""
+    by_file: dict[str, list[str]] = {}
+    for d in sorted(out.iterdir()):  # (shared.cases_of's order and test: case.json's source)
+        if (d / "case.json").is_file():
+            by_file.setdefault(Path(json.loads((d / "case.json").read_text())["source"]).name, []).append(d.name)
+    return by_file
+
+
+def bundled_of(out: Path, key: str, *names: str) -> list[str]:
+    """The case directories of aclnn_cli/cases/bundled/<key>.yaml in the session's `out` (bundled_gen or
+    bundled_produced), every one or those whose name starts with one of `names`."""
+    cases = [c for c in _bundled_index(out).get(f"{key}.yaml", [])
+             if not names or c.removeprefix(f"{key}-").startswith(names)]
+    assert cases, f"no bundled case of {key}.yaml starts with {names}"
+    return cases
+
+
+def bundled_generated(tmp_path_factory, bundled_gen: Path, key: str, *names: str) -> Path:
+    """<key>.yaml's bundled cases (bundled_of) as gen wrote them, no dumps, in a fresh directory: hard-linked from the
+    session's bundled_gen instead of generated again (emulate and verify replace what they write: never through a
+    link)."""
+    import shared
+
+    cases = bundled_of(bundled_gen, key, *names)
+    return shared.linked_copy(bundled_gen, tmp_path_factory.mktemp(key) / "out", cases=cases)
+
+
+def bundled_emulated(tmp_path_factory, bundled_produced: Path, key: str) -> Path:
+    """bundled_suite's copy (<key>.yaml generated and emulated, the dumps copied), the cases found through the
+    per-process index (bundled_of)."""
+    import shared
+
+    cases = bundled_of(bundled_produced, key)
+    return shared.linked_copy(bundled_produced, tmp_path_factory.mktemp(key) / "out", cases=cases)
+
+
+RECORD_FIELDS = ("case_id", "kind", "dtype", "status", "standard", "reason")
+
+
+@functools.cache
+def _verify_records(produced: Path) -> dict[str, dict]:
+    """{case id: verify's record, RECORD_FIELDS of it} of the session's bundled_produced (its verify.json, 23 MB with
+    the error data), parsed once per process."""
+    return {c["case_id"]: {k: c[k] for k in RECORD_FIELDS}
+            for c in json.loads((produced / "verify.json").read_text())["cases"]}
+
+
+def bundled_records(bundled_produced: Path, key: str) -> list[dict]:
+    """verify's record (verify --json's "cases": RECORD_FIELDS) of each case of aclnn_cli/cases/bundled/<key>.yaml,
+    as the session's bundled suite judged the emulated kernel's dumps (bundled_produced's verify.json): the verdicts
+    bundled_suite's copy would get again, read instead of judged twice."""
+    records = _verify_records(bundled_produced)
+    return [records[name] for name in bundled_of(bundled_produced, key)]
 
 
 def write_dump(case: Path, t: dict, values) -> None:

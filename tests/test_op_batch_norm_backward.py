@@ -25,7 +25,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.channels.batch_norm_backward import SPEC
 from helpers import run_cli, write_yaml
 from oracle import PREC, rounded_bits
-from rowblocks import bundled_suite, not_passing, write_dump
+from rowblocks import bundled_emulated, not_passing, write_dump
 
 GI, GW, GB = "gradInput", "gradWeight", "gradBias"
 FILLS = {"weight": 1.0, "runningMean": 0.0, "runningVar": 1.0, "saveMean": 0.0, "saveInvstd": 1.0}
@@ -149,8 +149,8 @@ def aten_float32(ins: dict, attrs: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "batch_norm_backward")
+def suite(tmp_path_factory, bundled_produced):
+    return bundled_emulated(tmp_path_factory, bundled_produced, "batch_norm_backward")
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):

@@ -31,7 +31,7 @@ from aclnn_cli.ops.channels.batch_norm_reduce_backward import SPEC
 from aclnn_cli.ops.channels.batch_norm_reduce_kernel import GB, GW, SDXM, SDY
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli
-from rowblocks import bundled_suite, not_passing, write_dump
+from rowblocks import bundled_emulated, not_passing, write_dump
 from shared import linked_copy
 from test_op_prelu_backward import ORDERS, _statuses, bits_of, exact_sum
 
@@ -145,8 +145,9 @@ def assert_goldens_are_the_oracle(out: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> Path:
-    return bundled_suite(tmp_path_factory, KEY)  # (the session's bundled suite: its cases, generated and emulated)
+def suite(tmp_path_factory, bundled_produced) -> Path:
+    # (the session's bundled suite: its cases, generated and emulated)
+    return bundled_emulated(tmp_path_factory, bundled_produced, KEY)
 
 
 def test_goldens_equal_the_oracle_rounded_once(suite, tmp_path):

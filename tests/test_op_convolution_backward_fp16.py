@@ -92,15 +92,17 @@ def test_fp16_kernels_in_any_order_stay_within_the_allowance_and_pass(suite, tmp
     below 1 (printed), and verify passes the dumps; under cubeMathType 0's allowance the float16 kernels' gradInput
     and gradWeight fail on float32 operands (the terms the allowance gained are needed)."""
     margins, without = {}, {}
+    cases = {}  # (each case's operands and references once, for every kernel)
+    for case in _cases(suite):
+        m = harness.load(case)
+        args = [logical(case, m, n) for n in ("input", "weight", "gradOutput")]
+        cases[case] = m, args, _reference(m, args, 2), _reference(m, args, 0)
     for name, kernel in KERNELS.items():
         work = tmp_path / name
         work.mkdir()
-        for case in _cases(suite):
+        for case, (m, args, ref, ref0) in cases.items():
             shutil.copytree(case, work / case.name)
-            m = harness.load(case)
-            args = [logical(case, m, n) for n in ("input", "weight", "gradOutput")]
             got = kernel(*args, *parameters(m))
-            ref, ref0 = _reference(m, args, 2), _reference(m, args, 0)
             for out in OUTPUTS:
                 write_dump(work / case.name, harness.tensors(m)[out], got[out])
                 margins[(name, case.name, out)] = _ratio(got[out], ref[out].value, ref[out].allowance)

@@ -22,7 +22,7 @@ import harness
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.ops.scatter.embedding_dense_backward import SPEC
 from helpers import run_cli, verify_records, write_yaml
-from rowblocks import bundled_suite, not_passing, write_dump
+from rowblocks import bundled_emulated, not_passing, write_dump
 from test_op_batch_norm_backward import rounded_bits
 
 
@@ -103,8 +103,8 @@ def _golden_matches(case: Path, m: dict) -> int:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "embedding_dense_backward")
+def suite(tmp_path_factory, bundled_produced):
+    return bundled_emulated(tmp_path_factory, bundled_produced, "embedding_dense_backward")
 
 
 def positive_cases(root: Path):

@@ -27,7 +27,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, verify_records
 from oracle import PREC
-from rowblocks import bundled_suite, generated_yaml, variant_statuses
+from rowblocks import bundled_emulated, generated_yaml, variant_statuses
 from test_op_swi_glu_grad import _logical, rounded_bits
 
 ORACLE_YAML = """\
@@ -166,10 +166,11 @@ def _statuses(directory: Path, report: Path) -> dict:
 
 
 @pytest.mark.parametrize("key", ["ge_glu_backward", "ge_glu_v3_backward"])
-def test_an_independent_float32_implementation_passes_every_bundled_case(tmp_path_factory, tmp_path, key):
+def test_an_independent_float32_implementation_passes_every_bundled_case(tmp_path_factory, bundled_produced, tmp_path,
+                                                                          key):
     """ops-nn's golden formula in float32 passes every bundled case; so does the device's float16 path (x1 * dy
     rounded to half before the float32 gelu', which the emulated kernel does not do)."""
-    suite = bundled_suite(tmp_path_factory, key)
+    suite = bundled_emulated(tmp_path_factory, bundled_produced, key)
     for half in (False, True):
         work = tmp_path / f"half{half}"
         shutil.copytree(suite, work)

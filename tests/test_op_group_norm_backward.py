@@ -27,7 +27,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, verify_records
 from oracle import rounded_bits
-from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses, write_dump
+from rowblocks import bundled_emulated, generated_yaml, not_passing, variant_statuses, write_dump
 
 GI, GG, GB = "gradInput", "gradGammaOut", "gradBetaOut"
 
@@ -130,8 +130,8 @@ def aten_float32(ins: dict, attrs: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "group_norm_backward")
+def suite(tmp_path_factory, bundled_produced):
+    return bundled_emulated(tmp_path_factory, bundled_produced, "group_norm_backward")
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):

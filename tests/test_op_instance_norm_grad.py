@@ -38,7 +38,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 from helpers import run_cli
 from oracle import rounded_bits
-from rowblocks import as_f64, as_fractions, bundled_suite, generated_yaml, not_passing, variant_statuses
+from rowblocks import as_f64, as_fractions, bundled_emulated, generated_yaml, not_passing, variant_statuses
 from test_op_group_norm_backward import _logical, _write_dumps
 
 DY, X, VAR, MEAN, G, PDX, PDG, PDB = "dy", "x", "variance", "mean", "gamma", "pd_x", "pd_gamma", "pd_beta"
@@ -292,8 +292,8 @@ def test_contract_rules(dtype, kwargs, status, words):
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> Path:
-    return bundled_suite(tmp_path_factory, SPEC.key)
+def suite(tmp_path_factory, bundled_produced) -> Path:
+    return bundled_emulated(tmp_path_factory, bundled_produced, SPEC.key)
 
 
 def test_bundled_cases_pass_and_goldens_are_the_oracle_rounded_once(suite, tmp_path):

@@ -17,7 +17,6 @@ import mpmath
 import numpy as np
 import pytest
 
-from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.l2_normalize_grad import CONTRACT_NOTES, SPEC, over_sqrt_odd
 from aclnn_cli.tensor import dtypes as D
@@ -25,11 +24,11 @@ from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import softmax_oracle as O
 from helpers import run_cli
+from rowblocks import bundled_generated
 
 X, Y, DY, DX = "x", "y", "dy", "dx"
 DTYPES = [D.FLOAT32, D.FLOAT16]
 MERE_T = {"float32": 2.0**-13, "float16": 2.0**-10}
-CASES = BUNDLED / "l2_normalize_grad.yaml"
 TTK = Path(__file__).parent / "ops_nn_suites" / "ttk_kernel_l2_normalize_grad_st.csv"
 EPS = 1e-4
 ATTRS = {"dimOptional": (1,), "eps": EPS}
@@ -182,19 +181,20 @@ def test_declaration():
 DEFECTS, LEGIT = O.variant_kinds(SPEC)
 
 
-def _gen(tmp_path_factory, *names: str):
-    return O.gen_cases(run_cli, tmp_path_factory, CASES, SPEC.key, *names)
+def _gen(tmp_path_factory, bundled_gen, *names: str):
+    """The bundled cases (those whose names start with `names`) as gen writes them: the session's (rowblocks)."""
+    return bundled_generated(tmp_path_factory, bundled_gen, SPEC.key, *names)
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return _gen(tmp_path_factory)
+def suite(tmp_path_factory, bundled_gen):
+    return _gen(tmp_path_factory, bundled_gen)
 
 
 @pytest.fixture(scope="module")
-def small_suite(tmp_path_factory):
+def small_suite(tmp_path_factory, bundled_gen):
     """The cases each defect must fail in every dtype: random rows, rows under eps, long like-signed rows."""
-    return _gen(tmp_path_factory, "random", "eps_floor", "long_like_signed")
+    return _gen(tmp_path_factory, bundled_gen, "random", "eps_floor", "long_like_signed")
 
 
 def _bundled_exact(ins: dict, attrs: dict) -> np.ndarray:

@@ -28,7 +28,7 @@ from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import test_op_layer_norm_backward as LBT
 from helpers import run_cli
-from rowblocks import as_f64, as_fractions, bundled_suite, not_passing
+from rowblocks import as_f64, as_fractions, bundled_emulated, not_passing
 
 PDX, PDG, PDB = "pd_x", "pd_gamma", "pd_beta"
 OUTS = (PDX, PDG, PDB)
@@ -228,8 +228,8 @@ def test_contract_rules(kwargs, status, words):
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> Path:
-    return bundled_suite(tmp_path_factory, "layer_norm_grad")
+def suite(tmp_path_factory, bundled_produced) -> Path:
+    return bundled_emulated(tmp_path_factory, bundled_produced, "layer_norm_grad")
 
 
 def test_bundled_cases_pass_and_goldens_are_the_oracle_rounded_once(suite, tmp_path):

@@ -14,7 +14,6 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.golden.rows import certify, exact_block, reference_blocks, round_exact
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.log_softmax_backward import CONTRACT_NOTES, EXP_ULPS, SPEC, Y_HI, Y_LO
@@ -22,10 +21,10 @@ from aclnn_cli.ops.rows.log_softmax_backward import CONTRACT_NOTES, EXP_ULPS, SP
 import softmax_oracle as O
 from exactq import PackageFraction
 from helpers import logical, manifest, run_cli, write_yaml
+from rowblocks import bundled_generated
 
 DTYPES = [D.FLOAT32, D.FLOAT16, D.BFLOAT16]
 MERE_T = {"float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
-CASES = BUNDLED / "log_softmax_backward.yaml"
 DIM = {"dim": -1}
 
 
@@ -225,11 +224,9 @@ def test_declaration():
 # ------------------------------------------------------------------ the bundled cases through the loop
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("log_softmax") / "out"
-    done = run_cli("gen", CASES, "-o", out, "--jobs", "1")
-    assert done.exit_code == 0, done.output
-    return out
+def suite(tmp_path_factory, bundled_gen):
+    """The bundled file as gen writes it: its cases from the session's bundled suite (rowblocks.bundled_generated)."""
+    return bundled_generated(tmp_path_factory, bundled_gen, SPEC.key)
 
 
 def test_bundled_goldens_are_the_oracle_rounded_once(suite):

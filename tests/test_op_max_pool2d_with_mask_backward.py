@@ -9,7 +9,6 @@ every case).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -22,11 +21,11 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.window.max_pool2d_with_mask_backward import SPEC, decode, encode
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from rowblocks import atk_small_cases_pass, generated_yaml, goldens_against, independent_dumps, not_passing
+from rowblocks import (atk_small_cases_pass, bundled_emulated, bundled_records, generated_yaml, goldens_against,
+                       independent_dumps, not_passing)
 
 F = np.float32
 SUITES = Path(__file__).parent / "ops_nn_suites"
-BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "max_pool2d_with_mask_backward.yaml"
 
 
 def mask_indices(case, m, n: int = 2) -> np.ndarray:
@@ -130,14 +129,17 @@ def test_mask_blocks_round_trip_and_exact_at_is_exact():
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return maxpool.bundled(tmp_path_factory, BUNDLED, "maxpool_mask_bundled")
+def suite(tmp_path_factory, bundled_produced):
+    """The bundled file generated and emulated: the session's cases (rowblocks.bundled_emulated)."""
+    return bundled_emulated(tmp_path_factory, bundled_produced, "max_pool2d_with_mask_backward")
 
 
-def test_the_emulated_kernel_passes_every_bundled_case(suite, tmp_path):
-    report = tmp_path / "r.json"
-    assert not not_passing(suite, report)
-    assert len(json.loads(report.read_text())["cases"]) == 80
+def test_the_emulated_kernel_passes_every_bundled_case(bundled_produced):
+    """Every bundled case PASSes, as the session's bundled suite judged the emulated kernel's dumps (the same dumps
+    `suite` copies: rowblocks.bundled_records)."""
+    cases = bundled_records(bundled_produced, "max_pool2d_with_mask_backward")
+    assert {c["status"] for c in cases} == {"PASS"}, [c["case_id"] for c in cases if c["status"] != "PASS"]
+    assert len(cases) == 80
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):

@@ -23,16 +23,14 @@ import numpy as np
 import pytest
 
 import harness
-from aclnn_cli.cli.main import BUNDLED as BUNDLED_CASES
 from aclnn_cli.ops.channels.prelu_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from helpers import run_cli, verify_records
 from oracle import rounded_bits
-from rowblocks import generated_yaml, not_passing, write_dump
+from rowblocks import bundled_emulated, not_passing, write_dump
 from shared import cases_of, linked_copy
 
 GI, GW = "gradInput", "gradWeight"
-BUNDLED = BUNDLED_CASES / "prelu_backward.yaml"
 ATK = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnPreluBackward.json"
 
 
@@ -101,10 +99,9 @@ def bits_of(values, dtype) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> Path:
-    out = generated_yaml(tmp_path_factory, BUNDLED.read_text(), "prelu")
-    assert run_cli("emulate", out).exit_code == 0
-    return out
+def suite(tmp_path_factory, bundled_produced) -> Path:
+    """The bundled file generated and emulated: the session's cases (rowblocks.bundled_emulated)."""
+    return bundled_emulated(tmp_path_factory, bundled_produced, "prelu_backward")
 
 
 def positive_cases(out: Path):

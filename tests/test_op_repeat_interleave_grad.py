@@ -26,10 +26,10 @@ from aclnn_cli.ops.treesum import tree_sum
 from aclnn_cli.tensor import dtypes as D
 from cann_build import tools_missing
 from helpers import run_cli, write_yaml
-from rowblocks import CASES, assert_variant_verdicts, generated_yaml, not_passing, write_dump
+from rowblocks import assert_variant_verdicts, bundled_emulated, generated_yaml, not_passing, write_dump
 from shared import linked_copy
 from stub_ctypes import stub  # noqa: F401  (the fixture)
-from softmax_oracle import check_pipeline_goldens, gen_cases, loop, round_to, variant_kinds
+from softmax_oracle import check_pipeline_goldens, loop, round_to, variant_kinds
 from test_op_embedding_dense_backward import positive_cases
 
 KEY = "repeat_interleave_grad"
@@ -66,10 +66,9 @@ def oracle(case: Path, m: dict) -> list[Fraction]:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    out = gen_cases(run_cli, tmp_path_factory, CASES / f"{KEY}.yaml", KEY)
-    assert run_cli("emulate", out, "--jobs", "1").exit_code == 0
-    return out
+def suite(tmp_path_factory, bundled_produced):
+    """The bundled file generated and emulated: the session's cases (rowblocks.bundled_emulated)."""
+    return bundled_emulated(tmp_path_factory, bundled_produced, KEY)
 
 
 def test_goldens_equal_the_oracle_rounded_once(suite):

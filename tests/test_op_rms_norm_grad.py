@@ -27,7 +27,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.rms_norm_grad import SPEC, VARIANTS
 
 from helpers import run_cli
-from rowblocks import as_f64, as_fractions, bundled_suite  # noqa: E402
+from rowblocks import as_f64, as_fractions, bundled_emulated, bundled_records  # noqa: E402
 
 U32 = 2.0**-24
 T_FP32 = 2.0**-13
@@ -274,15 +274,17 @@ def cli(*args):
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory) -> Path:
-    return bundled_suite(tmp_path_factory, "rms_norm_grad")
+def suite(tmp_path_factory, bundled_produced) -> Path:
+    return bundled_emulated(tmp_path_factory, bundled_produced, "rms_norm_grad")
 
 
-def test_bundled_cases_pass_with_the_950_kernel(suite):
-    r = cli("verify", suite)
-    assert r.exit_code == 0, r.output[-3000:]
-    statuses = [json.loads((d / "case.json").read_text())["expect_status"] for d in suite.iterdir()]
-    assert statuses.count(0) >= 70 and len(statuses) - statuses.count(0) >= 9
+def test_bundled_cases_pass_with_the_950_kernel(bundled_produced):
+    """Every bundled case PASSes, as the session's bundled suite judged the emulated kernel's dumps (the same dumps
+    `suite` copies: rowblocks.bundled_records)."""
+    cases = bundled_records(bundled_produced, "rms_norm_grad")
+    assert {c["status"] for c in cases} == {"PASS"}, [c["case_id"] for c in cases if c["status"] != "PASS"]
+    contract = sum(c["kind"] == "contract" for c in cases)
+    assert len(cases) - contract >= 70 and contract >= 9
 
 
 def rounded_once(q: Fraction, dtype: str) -> float:

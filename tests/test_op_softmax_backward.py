@@ -14,16 +14,15 @@ import pytest
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.softmax_backward import CONTRACT_NOTES, SPEC
 
 import softmax_oracle as O
 from helpers import logical, manifest, run_cli
+from rowblocks import bundled_generated
 
 DTYPES = [D.FLOAT32, D.FLOAT16, D.BFLOAT16]
 MERE_T = {"float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
-CASES = BUNDLED / "softmax_backward.yaml"
 
 
 def _attrs(block: dict) -> dict:
@@ -185,11 +184,9 @@ def test_declaration():
 # ------------------------------------------------------------------ the bundled cases through the loop
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("softmax") / "out"
-    done = run_cli("gen", CASES, "-o", out, "--jobs", "1")
-    assert done.exit_code == 0, done.output
-    return out
+def suite(tmp_path_factory, bundled_gen):
+    """The bundled file as gen writes it: its cases from the session's bundled suite (rowblocks.bundled_generated)."""
+    return bundled_generated(tmp_path_factory, bundled_gen, SPEC.key)
 
 
 def _loop(suite, tmp_path, defect: str | None) -> tuple[int, dict]:

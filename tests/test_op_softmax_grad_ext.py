@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aclnn_cli.cli.main import BUNDLED
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.softmax_grad_ext import CONTRACT_NOTES, SPEC
 from aclnn_cli.tensor import dtypes as D
@@ -23,11 +22,11 @@ from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import softmax_oracle as O
 from helpers import run_cli
+from rowblocks import bundled_generated
 
 G, X1, X2, Y = "grad", "x1", "x2", "y"
 DTYPES = [D.FLOAT32, D.FLOAT16, D.BFLOAT16]
 MERE_T = {"float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
-CASES = BUNDLED / "softmax_grad_ext.yaml"
 TTK = Path(__file__).parent / "ops_nn_suites" / "ttk_kernel_softmax_grad_ext_st.csv"
 ATTRS = {"axes": -1, "keepDims": True}
 ROW_SHAPES = ((1, 1), (2, 1), (7, 1), (8, 1), (9, 1), (16, 1), (33, 1), (129, 1), (1000, 1))
@@ -193,13 +192,14 @@ def test_declaration():
 
 # ------------------------------------------------------------------ the bundled cases through the loop
 
-def _gen(tmp_path_factory, *names: str):
-    return O.gen_cases(run_cli, tmp_path_factory, CASES, SPEC.key, *names)
+def _gen(tmp_path_factory, bundled_gen, *names: str):
+    """The bundled cases (those whose names start with `names`) as gen writes them: the session's (rowblocks)."""
+    return bundled_generated(tmp_path_factory, bundled_gen, SPEC.key, *names)
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return _gen(tmp_path_factory)
+def suite(tmp_path_factory, bundled_gen):
+    return _gen(tmp_path_factory, bundled_gen)
 
 
 def _bundled_exact(ins: dict, attrs: dict) -> np.ndarray:
@@ -218,9 +218,9 @@ def test_bundled_cases_pass_the_kernel_and_its_legitimate_variants(suite, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def small_suite(tmp_path_factory):
+def small_suite(tmp_path_factory, bundled_gen):
     """The cases each defect must fail in every dtype: random rows (x2 per element) and long like-signed rows."""
-    return _gen(tmp_path_factory, "random", "long_like_signed")
+    return _gen(tmp_path_factory, bundled_gen, "random", "long_like_signed")
 
 
 @pytest.mark.parametrize("defect", DEFECTS)

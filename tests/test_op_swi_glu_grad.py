@@ -25,7 +25,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from helpers import run_cli, verify_records
 from oracle import PREC, rounded_bits
-from rowblocks import bundled_suite, generated_yaml, not_passing, variant_statuses, write_dump
+from rowblocks import bundled_emulated, generated_yaml, not_passing, variant_statuses, write_dump
 
 ORACLE_YAML = """\
 op: aclnnSwiGluGrad
@@ -99,8 +99,8 @@ def ops_nn_float32(x: np.ndarray, dy: np.ndarray, dim: int) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    return bundled_suite(tmp_path_factory, "swi_glu_grad")
+def suite(tmp_path_factory, bundled_produced):
+    return bundled_emulated(tmp_path_factory, bundled_produced, "swi_glu_grad")
 
 
 def test_an_independent_float32_implementation_passes_every_bundled_case(suite, tmp_path):

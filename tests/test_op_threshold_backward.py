@@ -20,19 +20,16 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 
 from helpers import logical, manifest, run_cli, tensor, write_yaml
+from rowblocks import bundled_emulated
 
-BUNDLED = Path(__file__).parent.parent / "aclnn_cli" / "cases" / "bundled" / "threshold_backward.yaml"
 INTEGERS = ("int8", "uint8", "int32", "int64")
 OP = find_op("aclnnThresholdBackward")
 
 
 @pytest.fixture(scope="module")
-def bundled(tmp_path_factory):
-    """The op's bundled case file, generated and emulated (every case)."""
-    out = tmp_path_factory.mktemp("thr") / "out"
-    assert run_cli("gen", BUNDLED, "-o", out).exit_code == 0
-    assert run_cli("emulate", out).exit_code == 0
-    return out
+def bundled(tmp_path_factory, bundled_produced):
+    """The op's bundled case file, generated and emulated (every case): the session's (rowblocks.bundled_emulated)."""
+    return bundled_emulated(tmp_path_factory, bundled_produced, "threshold_backward")
 
 
 def _integer_cases(out: Path) -> list[Path]:
