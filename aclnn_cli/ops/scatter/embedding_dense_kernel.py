@@ -68,8 +68,10 @@ def grouped_sum(values: np.ndarray, seg: np.ndarray, rank: np.ndarray, nseg: int
     gq = np.zeros(ngroups, np.int64)
     gseg[gid], gq[gid] = seg, rank // group
     acc = np.zeros((nseg, values.shape[1]), dtype=dtype)
-    for q in range(int(gq.max(initial=-1)) + 1):
-        at = gq == q
+    by_q = np.argsort(gq, kind="stable")  # (the groups of each q in one run: one pass over them, not one per q)
+    cuts = np.searchsorted(gq[by_q], np.arange(int(gq.max(initial=-1)) + 2))
+    for q in range(cuts.size - 1):
+        at = by_q[cuts[q]:cuts[q + 1]]  # (at most one group of a segment per q: no two writes collide)
         if store is None:
             acc[gseg[at]] += sums[at]
         else:
