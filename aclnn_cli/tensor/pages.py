@@ -18,7 +18,7 @@ from .layout import Layout
 from .storage import StorageFile
 
 MAPPED_READS = False
-WINDOW = 1 << 24  # bytes mapped at a time: the pages a reader holds resident, whatever the file's size
+WINDOW = 1 << 22  # bytes mapped at a time: the pages a reader holds resident (4 MiB a file), whatever its size
 
 
 class Pages:
