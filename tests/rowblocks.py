@@ -106,6 +106,14 @@ def bundled_records(bundled_produced: Path, key: str) -> list[dict]:
     return [records[name] for name in bundled_of(bundled_produced, key)]
 
 
+def passing_bundled_records(bundled_produced: Path, key: str) -> list[dict]:
+    """bundled_records, each asserted PASS (every per-op file's proof that the emulated kernel passes its bundled
+    cases; the file then pins what is particular to its op: how many of each kind)."""
+    cases = bundled_records(bundled_produced, key)
+    assert {c["status"] for c in cases} == {"PASS"}, [c["case_id"] for c in cases if c["status"] != "PASS"]
+    return cases
+
+
 def write_dump(case: Path, t: dict, values) -> None:
     """An independent kernel's float32 results (logical order) as the dump of output `t` (a manifest entry): rounded
     half to even into its dtype and written through its view over a copy of its initial storage."""
