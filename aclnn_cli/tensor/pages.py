@@ -27,20 +27,25 @@ class Pages:
     def __init__(self, f: StorageFile) -> None:
         self.f = f
         self.window: tuple[int, int, np.ndarray] | None = None  # (first byte, end, its bytes)
+        self.mappable = True  # (a file system that cannot map, FUSE's say: copied reads instead)
 
     def read(self, layout: Layout, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
         """Logical elements [start, stop): a read-only view where the view is contiguous and reads may map, else
         StorageFile.read's copy (into `out`)."""
         f, item = self.f, self.f.dtype.itemsize
         lo, hi = start * item, stop * item
-        if not (MAPPED_READS and layout.is_contiguous and not f.writable and lo < hi <= f.file_bytes):
+        if not (MAPPED_READS and self.mappable and layout.is_contiguous and not f.writable and lo < hi <= f.file_bytes):
             return f.read(layout, start, stop, out)  # (a short file: read() names where it ended)
         w = self.window
         if w is None or lo < w[0] or hi > w[1]:
             base = lo - lo % mmap.ALLOCATIONGRANULARITY
             end = min(max(hi, base + WINDOW), f.file_bytes)
-            w = self.window = (base, end, np.frombuffer(mmap.mmap(f.fd, end - base, mmap.MAP_SHARED,
-                                                                   mmap.PROT_READ, offset=base), np.uint8))
+            try:
+                pages = mmap.mmap(f.fd, end - base, mmap.MAP_SHARED, mmap.PROT_READ, offset=base)
+            except (OSError, ValueError):
+                self.mappable = False
+                return f.read(layout, start, stop, out)
+            w = self.window = (base, end, np.frombuffer(pages, np.uint8))
         data = w[2][lo - w[0]:hi - w[0]]
         f.hash_on_side(lo, data)
         return data.view(f.dtype)
