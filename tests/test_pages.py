@@ -66,3 +66,63 @@ def test_outside_a_forked_worker_reads_are_copied(tmp_path):
     with StorageFile(path, np.float32, values.size) as f:
         got = Pages(f).read(Layout.contiguous((values.size,)), 0, 1000)
         assert got.flags.writeable and np.array_equal(got, values)
+
+
+
+@pytest.fixture()
+def split_case(tmp_path, monkeypatch):
+    """A 70,001-element case split into ranges across forked workers, which map its files (small windows)."""
+    from aclnn_cli.pipeline import stages as pipeline
+    from helpers import run_cli, write_yaml
+
+    monkeypatch.setattr(pipeline, "SPLIT", 20_000)
+    monkeypatch.setattr(pipeline, "RANGE", 5_000)
+    monkeypatch.setattr(pages, "WINDOW", 1 << 14)
+    out = tmp_path / "out"
+    text = "op: aclnnSiluBackward\ncases:\n  - {name: big, dtype: float32, shape: [70001], seed: 3}\n"
+    assert run_cli("gen", write_yaml(tmp_path, text), "-o", out, "-j", 2).exit_code == 0
+    assert run_cli("emulate", out, "-j", 2).exit_code == 0
+    return out
+
+
+def _in_a_worker_after_mapping(monkeypatch, then):
+    real = Pages.read
+
+    def read(self, layout, start, stop, out=None):
+        got = real(self, layout, start, stop, out)
+        if pages.MAPPED_READS and str(self.f.path).endswith(".dump.bin") and start > 0:
+            then(self.f.path)
+        return got
+
+    monkeypatch.setattr(Pages, "read", read)
+
+
+def test_a_dump_truncated_under_a_workers_map_fails_the_run_in_one_line(split_case, monkeypatch):
+    """Another process cutting the dump short while verify's workers read it: the worker that had it mapped dies by
+    SIGBUS (one line naming the case and the signal, exit 2), or a worker that opens it after the cut finds it short
+    (the case an ERROR naming the file and where it ended); which comes first is the workers' race. Never a
+    traceback, never a pass."""
+    import os
+
+    from helpers import run_cli
+
+    _in_a_worker_after_mapping(monkeypatch, lambda path: os.truncate(path, 4096))
+    r = run_cli("verify", split_case, "-j", 2)
+    assert "Traceback" not in r.output and r.exit_code != 0, r.output
+    if "SIGBUS" in r.output:
+        from helpers import one_line_error
+
+        one_line_error(r, "case silu_backward-big died (killed by SIGBUS")
+    else:
+        assert "ERROR silu_backward-big" in r.output and "gradInput.dump.bin: file ended at byte" in r.output
+
+
+def test_a_worker_killed_by_sigbus_is_named_in_the_one_line(split_case, monkeypatch):
+    """The worker's death says how (forkpool's "killed by SIGBUS"), where it had said only that it died."""
+    import os
+    import signal
+
+    from helpers import one_line_error, run_cli
+
+    _in_a_worker_after_mapping(monkeypatch, lambda path: os.kill(os.getpid(), signal.SIGBUS))
+    one_line_error(run_cli("verify", split_case, "-j", 2), "case silu_backward-big died (killed by SIGBUS; ")

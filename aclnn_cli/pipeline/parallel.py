@@ -138,9 +138,11 @@ def _answer(call: _Call) -> tuple[Any, BaseException | None]:
         return None, forkpool.picklable(exc)
 
 
-def worker_died(what: str) -> UserError:
-    """The one line for a process-pool worker that died under a unit of work (BrokenProcessPool)."""
-    return UserError(f"the worker process running {what} died (a user op calling os._exit, a signal, or out of "
+def worker_died(what: str, lost: BaseException | None = None) -> UserError:
+    """The one line for a worker that died under a unit of work (BrokenProcessPool, or a forked worker's WorkerLost,
+    which says how: "killed by SIGBUS", a file truncated under verify's map of it)."""
+    how = f"{lost}; " if isinstance(lost, WorkerLost) and str(lost) else ""
+    return UserError(f"the worker process running {what} died ({how}a user op calling os._exit, a signal, or out of "
                      f"memory); run it with --jobs 1 to see it in this process")
 
 

@@ -97,15 +97,15 @@ def run_stage(stage: Stage, items: list, jobs: int, on_result: Callable[[Any, An
             if s:
                 try:
                     on_result(item, stage.split(run, item, *stage.args))
-                except run.lost:
-                    raise worker_died(f"case {_name(item)}") from None
+                except run.lost as exc:
+                    raise worker_died(f"case {_name(item)}", exc) from None
         for f in as_completed(list(futures)):
             try:
                 results = f.result()
-            except run.lost:
+            except run.lost as exc:
                 names = [_name(i) for i in futures[f]]
                 raise worker_died(f"case {names[0]}" + (f" or one of {len(names) - 1} others" if len(names) > 1
-                                                         else "")) from None
+                                                         else ""), exc) from None
             for item, result in zip(futures[f], results):
                 on_result(item, result)
 
