@@ -217,10 +217,15 @@ def magnitude_sum(x: np.ndarray) -> float:
     (np.add.reduce: eight accumulators over blocks of 128, then halving), within (log2 n + 27) u of the sum itself
     (a chunk of 65,536: 2.6e-6 of it; chunks are added in float64), the precision of the MERE and the mean ulp error;
     half the time of total64, which a sum overflowing float32 and float64 errors take."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _magnitude_sum(x)
+
+
+def _magnitude_sum(x: np.ndarray) -> float:
+    """magnitude_sum, where the caller has floating-point warnings off."""
     x = x.ravel()
     if x.dtype == np.float32:
-        with np.errstate(over="ignore", invalid="ignore"):
-            s = float(np.add.reduce(x))
+        s = float(np.add.reduce(x))
         if math.isfinite(s):
             return s
     return total64(x)
@@ -230,13 +235,26 @@ def sum_squares(x: np.ndarray) -> float:
     """sum(x^2), in the work type when that does not overflow, else in float64. NumPy's own loop (einsum), not
     BLAS's dot: BLAS picks its kernel, and so its order of addition, by the CPU (the same case's metrics would
     differ in the last bits from one machine to another)."""
-    x = x.ravel()
     with np.errstate(over="ignore"):
-        s = float(np.einsum("i,i->", x, x))
+        return _sum_squares(x)
+
+
+def _sum_squares(x: np.ndarray) -> float:
+    """sum_squares, where the caller has floating-point warnings off."""
+    x = x.ravel()
+    s = float(np.einsum("i,i->", x, x))
     if math.isfinite(s):
         return s
     w = x.astype(np.float64)
     return float(np.einsum("i,i->", w, w))
+
+
+def error_sums(e: "ElementErrors") -> tuple[float, float, float, float]:
+    """A chunk's sums of relative, signed, squared and ulp errors, as magnitude_sum, total64, sum_squares and
+    magnitude_sum take them: one switch of NumPy's error state for the four (a switch costs as much as a sum of a
+    few thousand elements, and Metrics.add runs once a chunk)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _magnitude_sum(e.rel), total64(e.signed), _sum_squares(e.abs), _magnitude_sum(e.ulp)
 
 
 def apply_rule(e: ElementErrors, rule: Rule) -> None:
@@ -286,11 +304,12 @@ class Metrics:
             self.small_errors += small_err
         nonzero = e.nonzero_goldens if e.nonzero_goldens is not None else int(np.count_nonzero(e.golden_abs))
         self.zero_goldens += n - nonzero - e.nonfinite.size
-        self.sum_rel += magnitude_sum(e.rel)
-        self.sum_signed += total64(e.signed)
-        self.sum_sq_abs += sum_squares(e.abs)
+        rel, signed, sq_abs, ulp = error_sums(e)
+        self.sum_rel += rel
+        self.sum_signed += signed
+        self.sum_sq_abs += sq_abs
         self.sum_sq_golden += sum_squares(e.golden_abs) if track_small else 0.0
-        self.sum_ulp += magnitude_sum(e.ulp)
+        self.sum_ulp += ulp
         if not n:
             return
         where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))

@@ -45,7 +45,7 @@ class Held:
         the chunk is better re-judged at once."""
         if e.special.size or e.violation is None:
             return False
-        flagged = np.flatnonzero(e.violation)
+        flagged = e.violation.nonzero()[0]
         if flagged.size > HOLD_PER_CHUNK:
             return False
         self.parts.append(e.subset(flagged))
@@ -53,7 +53,7 @@ class Held:
         self.size += flagged.size
         e.rel[flagged] = 0  # (folded back in by fold(), relieved or not)
         e.signed[flagged] = 0
-        e.violation[flagged] = False
+        e.violation = None  # (every flagged element is held: none is left for Metrics.add to count)
         return True
 
     @property

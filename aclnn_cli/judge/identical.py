@@ -22,8 +22,7 @@ from typing import Callable
 import numpy as np
 
 from ..tensor.dtypes import DType
-from .compare import (NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors, magnitude_sum, sum_squares,
-                      total64)
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors, error_sums
 from .workspace import Buffers
 
 # (bits of |x|, exponent field all ones) per storage dtype: |x| bits >= the second means Inf or NaN.
@@ -102,10 +101,11 @@ def add_differing(metrics: Metrics, d: Differing, base: int) -> None:
     metrics.elements += d.n
     metrics.compared += d.n - e.nonfinite.size
     metrics.zero_goldens += d.zero_goldens
-    metrics.sum_rel += magnitude_sum(e.rel)  # (the non-zero terms: the same sums as the dense pass's, in another order)
-    metrics.sum_signed += total64(e.signed)
-    metrics.sum_sq_abs += sum_squares(e.abs)
-    metrics.sum_ulp += magnitude_sum(e.ulp)
+    rel, signed, sq_abs, ulp = error_sums(e)  # (the non-zero terms: the same sums as the dense pass's, in another order)
+    metrics.sum_rel += rel
+    metrics.sum_signed += signed
+    metrics.sum_sq_abs += sq_abs
+    metrics.sum_ulp += ulp
     where = (lambda i: base + int(at[i]))
     if e.ulp.size:
         metrics.max_ulp = max(metrics.max_ulp, float(e.ulp[e.ulp.argmax()]))
