@@ -313,17 +313,28 @@ class Comparison:
     def _relieve(self, errs: ElementErrors, idx: np.ndarray, ai: np.ndarray, gi: np.ndarray, flat: np.ndarray) -> None:
         """Lower flagged elements idx (logical elements `flat`) to their error against the op's scale and edges."""
         m, dtype = self.m, self.out.dtype
-        shared = 0.0
-        if not m.op.family.element_local:  # (whole rows, never the element alone: rowrelief.py)
+        shared = known = 0.0
+        local = m.op.family.element_local
+        if not local:  # (whole rows, never the element alone: rowrelief.py)
             scale, where, device, shared = rows_relief(m, self.out, self.inputs, flat, self.limit, self._last_rows)
         else:
             ins = self._gather(flat)
-            scale = m.op.golden_f64(ins).scale
+            ref = m.op.golden_f64(ins)
+            scale = ref.scale
+            if ref.lean is not None:  # (what the kernel's literals lean every element by: SELU's alpha scale)
+                known = np.broadcast_to(ref.lean, np.shape(scale)).reshape(-1)
             where, device = m.op.device_edges(ins)
         # The balance's divisor stays the term scale: a correct kernel's systematic float32 lean (a constant's
         # rounding, shared by every element: SELU's lambda * alpha) is small beside the terms, not beside float32's
         # bound on them, which the element's own error is judged against (reliefbound.py).
         balance_den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
+        # An element-local op's second look (relieve_all: every element, its reference declaring the lean its
+        # literals give every element) leaves the elements the rule did not flag as the first look judged them, less
+        # that lean in the balance: their errors are not relieved, and their lean stays relative to |golden|, where a
+        # rounding mode's bias (half an ulp of the output, toward zero) shows whatever the terms.
+        unflagged = (~errs.violation[idx] if local and self.opts.relieve_all and errs.violation is not None
+                     else np.zeros(idx.size, bool))
+        balance_den = np.where(unflagged, np.maximum(np.abs(gi), self.floor), balance_den)
         if self.relief_share < 1:
             scale = scale * self.relief_share + np.asarray(shared, dtype=np.float64) / self.limit
         den = np.maximum(np.maximum(np.abs(gi), scale), self.floor)
@@ -339,13 +350,17 @@ class Comparison:
             use_alt = where & (alt_rel < rel)
             rel = np.where(use_alt, alt_rel, rel)
             accepted = np.where(use_alt, alt, gi)
+            known = np.where(use_alt, 0.0, known)  # (the device's own result carries its literals already)
         finite = np.isfinite(ai) & np.isfinite(gi)
-        keep = finite & (rel < errs.rel[idx])  # relief only ever lowers an element's error
+        keep = finite & ~unflagged & (rel < errs.rel[idx])  # relief only ever lowers an element's error
         errs.rel[idx[keep]] = rel[keep]
-        # (the balance leaves out what a correct kernel's row sums share with the element: Reference.shared)
-        lean = np.abs(ai) - np.abs(accepted)
+        # (the balance leaves out what a correct kernel's row sums share with the element, Reference.shared, and what
+        # its literals lean it by, Reference.lean)
+        lean = np.abs(ai) - np.abs(accepted) - known
         lean = np.sign(lean) * np.maximum(np.abs(lean) - shared, 0.0)
         errs.signed[idx[keep]] = np.where(rel[keep] > 0, lean[keep] / balance_den[keep], 0.0)
+        lean_only = finite & unflagged & ~((errs.abs[idx] == 0) & (ai != gi))  # (forgiven by the first look: flushed)
+        errs.signed[idx[lean_only]] = lean[lean_only] / balance_den[lean_only]
         if cleared.any():
             errs.special = np.setdiff1d(errs.special, idx[cleared])
 

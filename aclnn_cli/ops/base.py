@@ -146,6 +146,11 @@ class Reference:
     # to the element (BatchNorm's gradInput through sum(dy) / M). A shared error leans every element of the row
     # one way, so the error balance does not count it (judge/comparison.py); each element's error still does.
     shared: np.ndarray | None = None
+    # The signed part of a correct kernel's error its source fixes, in the output's units, positive where it moves
+    # |result| away from zero: its float32 literals' roundings (SELU's alpha * scale), the same for every element of
+    # a branch. The error balance counts each element's lean less it (an element-local op's, judge/comparison.py);
+    # the element's own error is judged as ever.
+    lean: np.ndarray | None = None
     # A golden_reference's better bound, made only when asked (a second product: dots.certified): gen asks where
     # `bound`, cheap and looser, leaves many elements uncertain (golden/rowsgen._settled).
     tighter: Callable[[], np.ndarray] | None = None
@@ -412,7 +417,8 @@ class OpSpec:
         bound, scale = ref.bound.copy(), ref.scale.copy()
         bound[~finite] = 0.0
         scale[~finite] = np.abs(special)
-        return Reference(value, bound, scale)
+        shared, lean = (None if r is None else np.where(finite, r, 0.0) for r in (ref.shared, ref.lean))
+        return Reference(value, bound, scale, shared=shared, lean=lean)
 
 
 def grad_linear_reference(dy: np.ndarray, factor: np.ndarray, terms: np.ndarray, rel_bound: np.ndarray | float) -> Reference:

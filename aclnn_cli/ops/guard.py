@@ -84,7 +84,7 @@ def _shape_check(spec: OpSpec) -> Callable:
                 if problem:
                     return f"returned {name} with {problem}"
             arrays = [got.value, got.bound, got.scale] if isinstance(got, Reference) else [got]
-            arrays += [a for a in (got.allowance, got.shared) if a is not None] if isinstance(got, Reference) else []
+            arrays += [a for a in (got.allowance, got.shared, got.lean) if a is not None] if isinstance(got, Reference) else []
             want = spec.family.partial_shape(t, piece) if name in across else (piece[0], 1, 1) if name in per_block else piece
             for a in arrays:
                 s = np.shape(a)
@@ -167,6 +167,9 @@ def guarded(spec: OpSpec, file: str) -> OpSpec:
 
 
 SCALE_MAX = 2.0**128 * 2.0**32  # float32 terms (each below 2^128, or the kernel overflows) of at most 2^32
+# A literal's lean (Reference.lean): a float32 constant's rounding, at most half an ulp of it (2^-24 of it), times what
+# it multiplies, which the terms (the scale) hold. A larger lean would excuse a biased kernel's balance.
+LEAN_SHARE = 2.0**-24
 
 
 def _reference_problem(r: Reference) -> str | None:
@@ -181,7 +184,7 @@ def _reference_problem(r: Reference) -> str | None:
                                                                             allowance.shape, shared.shape)))
             bound, scale, allowance, shared = (np.broadcast_to(a, finite.shape) for a in (bound, scale, allowance, shared))
         except (TypeError, ValueError):
-            fields = [np.asarray(a) for a in (r.value, r.bound, r.scale, r.allowance, r.shared) if a is not None]
+            fields = [np.asarray(a) for a in (r.value, r.bound, r.scale, r.allowance, r.shared, r.lean) if a is not None]
             odd = next((a for a in fields if a.dtype.kind not in "biufcO"), None)
             if odd is not None:  # (text or bytes: no arithmetic reads it; an object array is an exact pass's Fractions)
                 return f"a field of dtype {odd.dtype} (numbers expected)"
@@ -191,6 +194,16 @@ def _reference_problem(r: Reference) -> str | None:
             if bad.any():
                 i = int(np.flatnonzero(bad.reshape(-1))[0])
                 return f"a {what} of {float(a.reshape(-1)[i])!r} at element {i} (it must be finite and not negative)"
+        if r.lean is not None:
+            try:
+                lean = np.broadcast_to(np.asarray(r.lean, dtype=np.float64), finite.shape)
+            except (TypeError, ValueError):
+                return f"a lean of shape {list(np.shape(r.lean))} for results of shape {list(finite.shape)}"
+            bad = finite & ~(np.abs(lean) <= LEAN_SHARE * scale)  # (NaN or inf: not <=)
+            if bad.any():
+                i = int(np.flatnonzero(bad.reshape(-1))[0])
+                return (f"a lean of {float(lean.reshape(-1)[i])!r} at element {i} (it must be finite and at most "
+                        f"2^-24 of the scale, {float(scale.reshape(-1)[i])!r}: a float32 literal's rounding)")
         big = finite & (np.maximum(np.maximum(scale, allowance), shared) > SCALE_MAX)
         if big.any():
             i = int(np.flatnonzero(big.reshape(-1))[0])

@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..base import F64_UNIT, Contract, OpSpec, Reference, TensorSpec, defect, legitimate, products
+from ..families import Elementwise
 from ..registry import register
 
 ALPHA_TEXT, SCALE_TEXT = "1.6732632423543772848170429916717", "1.0507009873554804934193349852946"
@@ -34,20 +35,30 @@ S64, N64 = float(SCALE), float(NEGCOEF)  # float64, each within half an ulp (F64
 # the kernel's float32 literals, as the compiler rounds them
 K_SCALE = float(np.float32(1.0507009873554804934193349852946))
 K_NEGCOEF = float(np.float32(1.7580993408473768599402175208123))
+# Each literal less SELU's constant (the float64 nearest the exact difference): every element of a branch carries dy
+# times it, which leans it the same way (Reference.lean).
+E_SCALE = float(Fraction(K_SCALE) - SCALE)
+E_NEGCOEF = float(Fraction(K_NEGCOEF) - NEGCOEF)
 
 
 def _reference(t):
     """float64: y > 0: dy * S64 (S64 within 1 unit of scale, the product 1): 2 units of |dy| scale.
     y <= 0: y + N64 (N64 within 1 unit of alpha scale, the sum 1 unit of |y + N64|), the product 1: 3 units of
     |dy| (|y| + alpha scale); 4 taken. The scale (what verify forgives rounding in proportion to) is |dy| times the
-    terms, |y| + alpha scale, where y + alpha scale cancels (y near -1.758, the forward's saturation)."""
+    terms, |y| + alpha scale, where y + alpha scale cancels (y near -1.758, the forward's saturation).
+    lean: the kernel's literal less the constant, times dy, as it moves |result| (times the sign of the factor). At
+    saturation every 16-bit result is the same value (-1.7578125), y + alpha scale is 2.9e-4, and the float32
+    literal's rounding moves every element 8e-5 of itself the same way: more than the error balance allows a
+    float16 kernel, which counts each element's lean less this (decision 243)."""
     y, dy = t["result"], t["gradOutput"]
     neg = y <= 0
     factor = np.where(neg, y + N64, S64)
     terms = np.where(neg, np.abs(y) + N64, S64)
     value = dy * factor
     scale = np.abs(dy) * terms
-    return Reference(value, F64_UNIT * 4.0 * scale, scale)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lean = np.abs(dy) * np.where(neg, np.sign(factor) * E_NEGCOEF, E_SCALE)
+    return Reference(value, F64_UNIT * 4.0 * scale, scale, lean=np.where(np.isfinite(lean), lean, 0.0))
 
 
 def _exact(t):
@@ -154,6 +165,8 @@ SPEC = register(OpSpec(
     dims=(0, 8),
     empty_ok=True,
     reference=_reference,
+    # (its literals' roundings lean every element alike: a failing verdict gets verify's second look)
+    family=Elementwise(shared_errors=True),
     exact=_exact,
     kernel=_kernel,
     ieee=_ieee,
