@@ -120,6 +120,20 @@ def test_fuzz_differing_elements_give_the_dense_metrics(dtype, standard, golden,
     assert_same(stream(a, g, dt, standard, chunk, True), stream(a, g, dt, standard, chunk, False))
 
 
+@pytest.fixture()
+def ulps_measured(monkeypatch):
+    """Every standard made to read the ulp errors: a dense console-only pass then measures them and the RMSE, as
+    the differing elements' pass does (comparison.py leaves them out where no standard or report reads them:
+    tests/test_verdict_metrics.py), so the two results compare whole."""
+    import dataclasses
+
+    from aclnn_cli.judge import judging
+
+    for name, std in list(STANDARDS.items()):
+        monkeypatch.setitem(STANDARDS, name, dataclasses.replace(std, reads_ulps=True))
+    monkeypatch.setattr(judging, "_STANDARDS", {})
+
+
 def _case(tmp_path, dtype: str, defect: str | None, shape=(97, 1001), self_range=(-20, 12)):
     text = (f"op: aclnnSiluBackward\ncases:\n  - {{name: c, dtype: {dtype}, shape: {list(shape)}, seed: 5,\n"
             f"     inputs: {{self: {{uniform: {list(self_range)}}}}}}}\n")
@@ -136,7 +150,8 @@ def _case(tmp_path, dtype: str, defect: str | None, shape=(97, 1001), self_range
     ("float16", "fp16-no-upcast", (-20, 12)), ("bfloat16", "bf16-truncate", (-20, 12)),
     ("float16", "flush-subnormals", (-11, 6)), ("bfloat16", "round-half-away", (-20, 12)),
     ("float16", "partial-tile-unwritten", (-20, 12))])
-def test_verify_from_the_differing_elements_is_the_dense_verify(tmp_path, monkeypatch, dtype, defect, self_range):
+def test_verify_from_the_differing_elements_is_the_dense_verify(tmp_path, monkeypatch, dtype, defect, self_range,
+                                                              ulps_measured):
     """A whole case (relief of the default standard included, on the elements that differ), in every standard
     and with chunks of several sizes: the same result JSON as the dense pass."""
     m = _case(tmp_path, dtype, defect, self_range=self_range)
@@ -195,7 +210,7 @@ def test_the_compare_allocates_no_chunk_sized_arrays_per_chunk(tmp_path):
     assert many - few < 48 * 16, (few, many)  # (under 16 pages a chunk; one fresh array alone is 64)
 
 
-def test_a_small_case_identical_to_its_golden_computes_no_element_errors(tmp_path, monkeypatch):
+def test_a_small_case_identical_to_its_golden_computes_no_element_errors(tmp_path, monkeypatch, ulps_measured):
     """Thousands of small float16 cases, each one chunk read whole: one whose dump has the golden's bits
     computes no per-element errors at all (a pass over the bits proves them 0), and its result is the
     dense pass's."""

@@ -43,7 +43,7 @@ class ElementErrors:
     abs: np.ndarray  # |a - g| (saturates at the float type's max)
     rel: np.ndarray  # abs / denominator
     signed: np.ndarray  # (|a| - |g|) / denominator: < 0 means toward zero
-    ulp: np.ndarray  # abs in units of the output dtype's ulp at the golden's exponent
+    ulp: np.ndarray | None  # abs in units of the output dtype's ulp at the golden's exponent (None: not measured)
     golden_abs: np.ndarray  # |g|
     dtype: DType
     nonfinite: np.ndarray  # indices where a or g is not finite
@@ -58,8 +58,9 @@ class ElementErrors:
 
     def subset(self, idx: np.ndarray) -> "ElementErrors":
         """The errors of elements idx alone (for a rule, which judges element by element)."""
-        return ElementErrors(self.a[idx], self.g[idx], self.abs[idx], self.rel[idx], self.signed[idx], self.ulp[idx],
-                             self.golden_abs[idx], self.dtype, NO_INDEX, NO_INDEX)
+        return ElementErrors(self.a[idx], self.g[idx], self.abs[idx], self.rel[idx], self.signed[idx],
+                             None if self.ulp is None else self.ulp[idx], self.golden_abs[idx], self.dtype, NO_INDEX,
+                             NO_INDEX)
 
     def flagged(self) -> np.ndarray:
         """Sorted positions the rule flagged or that are special: a mask, not np.union1d's sort (a broken kernel
@@ -100,13 +101,14 @@ NO_INDEX.flags.writeable = False  # (shared by every chunk without non-finite el
 
 def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dtype: DType, *,
                    flush_ok: bool = True, signed_zeros: bool = False, bufs: Buffers | None = None,
-                   complex_gamma: float | None = None) -> ElementErrors:
+                   complex_gamma: float | None = None, ulps: bool = True) -> ElementErrors:
     """Per-element errors of actual against golden, both as stored in `dtype` (one chunk).
 
     flush_ok: a zero where the golden is subnormal in `dtype` (flush-to-zero hardware) is exact; so is one
     below `floor` (a result rounded through a narrower compute dtype, flushed there).
     bufs: where the error arrays go (workspace.py: reused from chunk to chunk), else new arrays.
     complex_gamma: a complex output's relative error bound (judging.OutputJudging.complex_gamma).
+    ulps: measure the ulp errors (else ulp is None: a verdict that reads none, printed to the console only).
 
     Computed in float32 (exact widening of every 16-bit and 32-bit value; the errors
     themselves carry float32 rounding, far below any threshold); float64 data in float64.
@@ -136,13 +138,16 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
         signed = np.abs(a, out=buf("signed", work, n))
         signed -= golden_abs
         signed /= den
-        if g_native.dtype != dtype.np_dtype:
+        if not ulps:
+            ulp = None
+        elif g_native.dtype != dtype.np_dtype:
             ulp = ulp_at(g, dtype)
         elif work == np.float32 and dtype.name in _EXPONENT_BITS:
             ulp = _ulp_of_wide(g, dtype, buf("ulp", work, n), normal)
         else:
             ulp = ulp_of(g_native, dtype, work)
-        ulp = np.divide(abs_err, ulp, out=ulp)
+        if ulp is not None:
+            ulp = np.divide(abs_err, ulp, out=ulp)
     nonfinite = special = NO_INDEX
     if n and not rel[rel.argmax()] < np.inf:  # (argmax meets a NaN first: NaN or inf, a non-finite value or an
         odd = np.flatnonzero(~(rel < np.inf))  # overflowing difference)
@@ -154,18 +159,21 @@ def element_errors(a_native: np.ndarray, g_native: np.ndarray, floor: float, dty
             wide = np.abs(ao[fin].astype(np.float64) - go[fin].astype(np.float64))
         abs_err[big] = np.minimum(wide, top)
         rel[big] = np.minimum(wide / np.maximum(np.abs(go[fin]).astype(np.float64), floor), top)
-        ulp[big] = top
+        if ulp is not None:
+            ulp[big] = top
         nonfinite = odd[~fin]
         special = nonfinite[special_mismatch(ao[~fin], go[~fin])]
         for arr in (abs_err, rel, signed, ulp, golden_abs):
-            arr[nonfinite] = 0
+            if arr is not None:
+                arr[nonfinite] = 0
     if flush_ok and not (normal and golden_abs_min > max(dtype.smallest_normal, floor)):  # (else none is flushed)
         is_zero = np.equal(a, 0, out=buf("is_zero", bool, n))
         zeros = np.flatnonzero(is_zero) if is_zero.any() else NO_INDEX
         if zeros.size:
             flushed = zeros[(golden_abs[zeros] <= max(dtype.smallest_normal, floor)) & (golden_abs[zeros] > 0)]
             for arr in (abs_err, rel, signed, ulp):
-                arr[flushed] = 0
+                if arr is not None:
+                    arr[flushed] = 0
     if signed_zeros:
         zs = np.flatnonzero((a == 0) & (g == 0) & (np.signbit(a) != np.signbit(g)))
         special = np.union1d(special, zs)
@@ -252,8 +260,11 @@ def _sum_squares(x: np.ndarray) -> float:
 def error_sums(e: "ElementErrors") -> tuple[float, float, float, float]:
     """A chunk's sums of relative, signed, squared and ulp errors, as magnitude_sum, total64, sum_squares and
     magnitude_sum take them: one switch of NumPy's error state for the four (a switch costs as much as a sum of a
-    few thousand elements, and Metrics.add runs once a chunk)."""
+    few thousand elements, and Metrics.add runs once a chunk). Without ulp errors (not measured), the squares are
+    not summed either: NaN for both."""
     with np.errstate(over="ignore", invalid="ignore"):
+        if e.ulp is None:
+            return _magnitude_sum(e.rel), total64(e.signed), math.nan, math.nan
         return _magnitude_sum(e.rel), total64(e.signed), _sum_squares(e.abs), _magnitude_sum(e.ulp)
 
 
@@ -313,7 +324,10 @@ class Metrics:
         if not n:
             return
         where = (lambda i: int(index[i])) if index is not None else (lambda i: base + int(i))
-        self.max_ulp = max(self.max_ulp, float(e.ulp[e.ulp.argmax()]))  # (argmax: max is 4x slower; both take NaN)
+        if e.ulp is None:  # (NaN: the run's RMSE and ulp errors say "not measured", whatever else is added)
+            self.max_ulp = math.nan
+        elif not math.isnan(self.max_ulp):
+            self.max_ulp = max(self.max_ulp, float(e.ulp[e.ulp.argmax()]))  # (argmax: max is 4x slower; both take NaN)
         i = int(e.abs.argmax())
         if e.abs[i] > self.max_abs:
             self.max_abs, self.max_abs_at = float(e.abs[i]), where(i)
@@ -390,7 +404,7 @@ class Metrics:
             if getattr(other, n) > getattr(self, n):
                 setattr(self, n, getattr(other, n))
                 setattr(self, f"{n}_at", getattr(other, f"{n}_at"))
-        self.max_ulp = max(self.max_ulp, other.max_ulp)
+        self.max_ulp = math.nan if math.isnan(other.max_ulp) else max(self.max_ulp, other.max_ulp)  # (NaN: unmeasured)
         for n in ("first_special", "first_violation"):
             mine, theirs = getattr(self, n), getattr(other, n)
             if theirs >= 0 and (mine < 0 or theirs < mine):

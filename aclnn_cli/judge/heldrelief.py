@@ -66,7 +66,7 @@ class Held:
             return None
         parts, flat = self.parts, np.concatenate(self.flat)
         self.parts, self.flat, self.size = [], [], 0
-        cat = (lambda name: np.concatenate([getattr(p, name) for p in parts]))
+        cat = (lambda name: None if getattr(parts[0], name) is None else np.concatenate([getattr(p, name) for p in parts]))
         e = ElementErrors(cat("a"), cat("g"), cat("abs"), cat("rel"), cat("signed"), cat("ulp"), cat("golden_abs"),
                           parts[0].dtype, NO_INDEX, NO_INDEX)
         e.violation = np.ones(flat.size, dtype=bool)

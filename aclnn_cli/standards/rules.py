@@ -64,6 +64,7 @@ class Standard:
     flush_ok: bool = True  # a zero where the golden is subnormal counts as exact
     aliases: Mapping[str, str] = None  # --rtol / --atol -> parameter name
     element_limit: str | None = None  # the parameter an element's relative error is held to (the plots draw it)
+    reads_ulps: bool = False  # its rule or judge reads the ulp errors (else a console-only verify does not measure them)
 
     def params(self, dtype: DType, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """Default parameters for dtype with overrides applied, each in its range and jointly valid.
@@ -291,7 +292,7 @@ _register(Standard(
     "ulp", "ulp error in the output dtype at the golden's exponent; fp16/bf16: share over 1 ulp < 0.001; "
     "fp32: share over 32 ulp < 0.05, or mean ulp < 64", "msprobe",
     defaults=lambda d: {"ulps": 1.0, "share": 0.001} if d.itemsize == 2 else {"ulps": 32.0, "share": 0.05, "mean_ulps": 64.0},
-    rule=lambda p: (lambda e: e.ulp > p["ulps"]), judge=_ulp,
+    rule=lambda p: (lambda e: e.ulp > p["ulps"]), judge=_ulp, reads_ulps=True,
     ranges={"ulps": Range("a count of ulps", 0.0, ulps_max),
             "share": Range("a fraction of elements", 0.0, ORDINARY_SHARE),
             "mean_ulps": Range("a mean count of ulps", 0.0, mean_ulps_max)},
