@@ -152,7 +152,8 @@ def test_fuzz_suite_stat_cache(path, value, raw, tamper):
         assert r.exit_code == (0 if tamper == "none" else 2), r.output[-1000:]
 
 
-KINDS = ["ok", "nan", "inf", "negative", "huge", "zeros", "wrong-shape", "list", "none", "text"]
+KINDS = ["ok", "small", "nan", "inf", "negative", "huge", "zeros", "wrong-shape", "list", "none", "text"]
+FIELDS = ("value", "bound", "scale", "allowance", "shared", "lean")
 OP = """\
 import numpy as np
 from aclnn_cli.ops import OpSpec, Reference, TensorSpec, register
@@ -163,6 +164,8 @@ KINDS = {kinds!r}
 def _field(kind, like):
     if kind == "ok":
         return np.abs(like) + 1.0
+    if kind == "small":  # (a lean a float32 literal could give)
+        return (np.abs(like) + 1.0) * 2.0**-30
     if kind == "nan":
         return np.full_like(like, np.nan)
     if kind == "inf":
@@ -186,9 +189,9 @@ def reference(t):
     out = {{}}
     for name, value in (("gradInput", dy * 2.0), ("gradBias", dy.sum(axis=1, keepdims=True))):
         v = value if KINDS["value"] == "ok" else _field(KINDS["value"], value)
-        fields = [_field(KINDS[f], value) for f in ("bound", "scale", "allowance", "shared")]
+        fields = [_field(KINDS[f], value) for f in ("bound", "scale", "allowance", "shared", "lean")]
         fields[0] = np.zeros_like(value) if KINDS["bound"] == "ok" else fields[0]
-        out[name] = Reference(v, fields[0], fields[1], allowance=fields[2], shared=fields[3])
+        out[name] = Reference(v, fields[0], fields[1], allowance=fields[2], shared=fields[3], lean=fields[4])
     return out
 
 def kernel(t):
@@ -203,19 +206,19 @@ register(OpSpec(name="aclnnMyFuzzRef", key="my_fuzz_ref", summary="x", formula="
 """
 
 
-@fuzz_target(kinds=st.fixed_dictionaries({f: st.sampled_from(KINDS) for f in ("value", "bound", "scale", "allowance",
-                                                                              "shared")}),
+@fuzz_target(kinds=st.fixed_dictionaries({f: st.sampled_from(KINDS) for f in FIELDS}),
              dtype=st.sampled_from(["float32", "float16"]))
 def test_fuzz_user_reference_values(kinds, dtype):
     """Whatever a user reference returns, gen, emulate and verify give a result or one error line."""
     _reference_loop(kinds, dtype)
 
 
-@pytest.mark.parametrize("odd", [{"value": "nan", "scale": "list"}, {"scale": "text"}, {"allowance": "list"}])
+@pytest.mark.parametrize("odd", [{"value": "nan", "scale": "list"}, {"scale": "text"}, {"allowance": "list"},
+                                 {"lean": "ok"}, {"lean": "list"}])
 def test_reference_fields_found_by_the_fuzzer(odd):
     """A list where an array belongs (read with .reshape in verify's relief: a traceback) and text: examples the
     target above found; kept as cases of their own."""
-    _reference_loop({**{f: "ok" for f in ("value", "bound", "scale", "allowance", "shared")}, **odd}, "float32")
+    _reference_loop({**{f: "ok" for f in FIELDS}, "lean": "small", **odd}, "float32")
 
 
 def _reference_loop(kinds, dtype):
