@@ -28,7 +28,7 @@ from helpers import run_cli, write_yaml
 DTYPES = ("float16", "bfloat16", "float32")
 
 
-# Two ways of summing a chunk's relative and ulp errors differ by at most twice compare.magnitude_sum's bound (float32
+# Two ways of summing a chunk's relative and ulp errors differ by at most twice sums.magnitude_sum's bound (float32
 # pairwise: (log2 n + 27) u of the sum, n <= 65,536); the error balance's is float64 (1e-12); a float32 dot of squares.
 MAGNITUDE = 2 * (16 + 27) * 2.0**-24
 SUM_FIELDS = {"sum_rel": MAGNITUDE, "sum_signed": 1e-12, "sum_ulp": MAGNITUDE, "sum_sq_abs": 1e-4}

@@ -1,4 +1,4 @@
-"""compare.magnitude_sum, the sums of a chunk's relative and ulp errors (the MERE's, the mean ulp error's): within its
+"""sums.magnitude_sum, the sums of a chunk's relative and ulp errors (the MERE's, the mean ulp error's): within its
 stated bound, (log2 n + 27) u of the sum, of the exact sum, at every length and for data that makes float32 sums err
 most; float64 where float32 would overflow."""
 
@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from aclnn_cli.judge.compare import magnitude_sum
+from aclnn_cli.judge.sums import magnitude_sum
 
 U = 2.0**-24
 

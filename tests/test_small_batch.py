@@ -224,7 +224,7 @@ def test_every_dtype_it_takes_is_one_identical_py_knows():
 
 @pytest.mark.parametrize("gradient, change", [(1.0e-30, 1), (1.0e30, 1 << 20)])
 def test_squares_are_summed_as_the_per_case_path_sums_them(tmp_path, gradient, change):
-    """The sum of squared errors squares in the work type, as compare.sum_squares does: errors near 1e-30 square to
+    """The sum of squared errors squares in the work type, as sums.sum_squares does: errors near 1e-30 square to
     zero in float32 (the per-case RMSE is 0, not 1e-30), and errors near 1e20 overflow there and are summed in
     float64. (A fuzz found the first: the pass had squared in float64.)"""
     text = ("op: aclnnSiluBackward\ncases:\n  - {name: t, dtype: float32, shape: [4], seed: 1, inputs: "
@@ -264,7 +264,7 @@ def test_a_fifo_holding_gens_bytes_is_still_an_error(copy, which):
 
 def test_subnormal_squares_are_summed_by_the_per_case_function(tmp_path):
     """Errors near 1e-22 square to float32 subnormals, which its dot rounds its own way: such a case's sum of squares
-    is compare.sum_squares of its slice, the per-case path's own number (a fuzz found RMSE 3.334e-23 against
+    is sums.sum_squares of its slice, the per-case path's own number (a fuzz found RMSE 3.334e-23 against
     3.381e-23)."""
     text = ("op: aclnnSiluBackward\ncases:\n  - {name: t, dtype: bfloat16, shape: [4096], seed: 9, inputs: "
             "{gradOutput: {uniform: [1.0e-22, 1.0e-20]}, self: {uniform: [-2, 2]}}}\n")

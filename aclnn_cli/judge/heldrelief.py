@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, magnitude_sum, total64
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics
+from .sums import magnitude_sum, total64
 
 HOLD_PER_CHUNK = 256  # a chunk with more flagged elements is re-judged at once (0: never hold)
 HOLD_LIMIT = 8192  # held elements re-judged in one batch once this many are held

@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 
 from ..tensor.dtypes import DType
-from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors, error_sums
+from .compare import NO_INDEX, WORST_K, ElementErrors, Metrics, element_errors
+from .sums import error_sums
 from .workspace import Buffers
 
 # (bits of |x|, exponent field all ones) per storage dtype: |x| bits >= the second means Inf or NaN.

@@ -32,7 +32,8 @@ from ..tensor.storage import CHUNK
 from ..tensor.dtypes import DType
 from ..standards.rules import Standard
 from .comparison import Comparison, Options
-from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors, sum_squares
+from .compare import NO_INDEX, ElementErrors, Metrics, apply_rule, element_errors
+from .sums import sum_squares
 from .identical import _MAGNITUDE, MOSTLY, Differing, add_differing, exact_never_flagged
 from .heldrelief import Held
 from .judging import OutputJudging, output_judging
@@ -305,7 +306,7 @@ def _folded(sub: ElementErrors, at: np.ndarray, cut: np.ndarray, starts: np.ndar
         return top, hits[np.searchsorted(hits, heads)]
 
     sum_rel, sum_signed, sum_ulp = total(sub.rel), total(sub.signed), total(sub.ulp)
-    with np.errstate(over="ignore", under="ignore"):  # (compare.sum_squares: squares in the work type)
+    with np.errstate(over="ignore", under="ignore"):  # (sums.sum_squares: squares in the work type)
         sum_sq_abs = total(np.square(sub.abs))
     # A square the work type cannot hold as a normal number (overflowing, or subnormal: float32's dot rounds those
     # its own way) makes its case's sum the per-case function's own, on the case's slice.
