@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from aclnn_cli.ops.elementwise import selu_backward as S
-from helpers import manifest, run_cli, tensor, verify_records, write_yaml
+from helpers import manifest, read_storage, run_cli, tensor, verify_records, write_yaml
 
 SIZES = {"float16": [8192, 1 << 20, 1 << 22], "bfloat16": [8192, 1 << 20], "float32": [8192, 1 << 20]}
 SUITE = "op: aclnnSeluBackward\ncases:\n" + "".join(
@@ -36,13 +36,21 @@ def _statuses(out: Path) -> dict[str, str]:
 
 
 def test_the_literals_lean_is_what_the_balance_saw():
-    """The declared lean at saturation: dy times the literal less alpha scale, 8e-5 of the factor the golden
-    multiplies by, more than the float16 balance's T/16."""
-    y = float(np.float16(-1.7580993))
-    factor = y + float(S.NEGCOEF)
-    ref = S._reference({"result": np.array([y, 0.5]), "gradOutput": np.array([2.0, -3.0])})
-    assert ref.lean[0] == pytest.approx(2.0 * S.E_NEGCOEF) and ref.lean[1] == pytest.approx(3.0 * S.E_SCALE)
-    assert abs(S.E_NEGCOEF) / factor > 2.0**-10 / 16
+    """The declared lean against an independent answer: how far |dy (y + K)| stands from |dy (y + alpha scale)|, in
+    exact rationals, K the float32 rounding of selu_grad.h's literal and alpha, scale the doc's decimals; at
+    saturation it is 8e-5 of the result, more than the float16 balance's T/16."""
+    from fractions import Fraction
+
+    k_neg = Fraction(float(np.float32("1.7580993408473768599402175208123")))
+    k_pos = Fraction(float(np.float32("1.0507009873554804934193349852946")))
+    scale = Fraction("1.0507009873554804934193349852946")
+    negcoef = Fraction("1.6732632423543772848170429916717") * scale
+    y, dy = np.array([float(np.float16(-1.7580993)), -0.5, 0.5]), np.array([2.0, -3.0, -3.0])
+    ref = S._reference({"result": y, "gradOutput": dy})
+    for i, (yi, di) in enumerate(zip(map(Fraction, y), map(Fraction, dy))):
+        device, exact = (di * (yi + k_neg), di * (yi + negcoef)) if yi <= 0 else (di * k_pos, di * scale)
+        assert ref.lean[i] == pytest.approx(float(abs(device) - abs(exact)), rel=1e-12)
+    assert abs(ref.lean[0]) / abs(dy[0] * (y[0] + float(negcoef))) > 2.0**-10 / 16
 
 
 @pytest.mark.parametrize("variant", [None, "round-half-away", "flush-subnormals", "fp64-compute", "selu-one-rounding"])
@@ -75,17 +83,15 @@ def test_a_kernel_rounding_one_way_fails_at_every_size(suite, way):
         out = tensor(m, "gradInput")
         if out["dtype"] == "float32":
             continue
-        stored = np.float16 if out["dtype"] == "float16" else ml_dtypes.bfloat16  # (1-D, contiguous: storage order)
-        y, dy = (np.fromfile(case / tensor(m, name)["file"], stored).astype(np.float32)
+        y, dy = (read_storage(case, tensor(m, name)).astype(np.float32)  # (1-D, contiguous: storage order)
                  for name in ("result", "gradOutput"))
         device = S._kernel({"result": y, "gradOutput": dy})
         _rounded(device, out["dtype"], way).tofile(case / out["dump"])
         sixteen.append(case.name)
-    statuses = _statuses(suite)
+    records = verify_records(suite, jobs=2)[1]
     assert len(sixteen) == len(SIZES["float16"]) + len(SIZES["bfloat16"])
-    assert {statuses[n] for n in sixteen} == {"FAIL"}, statuses
-    reasons = verify_records(suite, jobs=2)[1]
-    assert all("balance" in reasons[n]["reason"] for n in sixteen), json.dumps(reasons)[:2000]
+    assert {records[n]["status"] for n in sixteen} == {"FAIL"}, json.dumps(records)[:2000]
+    assert all("balance" in records[n]["reason"] for n in sixteen), json.dumps(records)[:2000]
 
 
 def test_the_bundled_lean_is_a_literals_rounding_of_the_terms():
