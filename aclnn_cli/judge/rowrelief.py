@@ -42,15 +42,16 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
     wanted = np.unique(block_of)
-    if m.op.reference_at is not None and (m.op.edge is None or m.op.edge_at is not None) \
-            and flat.size <= m.op.reference_at_share * wanted.size * size:
+    key = wanted.tobytes()
+    known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
+    if out.name not in known.get("refs", ()) and m.op.reference_at is not None \
+            and (m.op.edge is None or m.op.edge_at is not None) \
+            and _asked(last, key, out.name, flat.size) <= m.op.reference_at_share * wanted.size * size:
         got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit, last)
         if got is not None:
             return got
-    key = wanted.tobytes()
     if last is not None:
         last.pop("at", None)  # (_relief_at's blocks let go before the blocks' whole reference is made)
-    known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
     if out.name in known.get("refs", ()):
         found = known
     else:
@@ -84,6 +85,19 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
 
 
 MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
+
+
+def _asked(last: dict | None, key: bytes, name: str, flagged: int) -> int:
+    """How many elements of output `name` on the blocks `key` relief has been asked for in this case, these `flagged`
+    included: a defect that flags every element of one large contraction asks chunk after chunk, each chunk a
+    sixteenth of the whole, and the elements' own dot products, taken chunk after chunk, cost ten times the whole
+    reference once. Past op.reference_at_share of the blocks' elements, the whole reference is made and kept."""
+    if last is None:
+        return flagged
+    seen = last.get("asked")
+    total = flagged + (seen[2] if seen is not None and seen[:2] == (key, name) else 0)
+    last["asked"] = (key, name, total)
+    return total
 
 
 def _nbytes(found: dict) -> int:
