@@ -236,10 +236,13 @@ def f64_normal_cdf(x: np.ndarray) -> np.ndarray:
     x64 = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         y, phi = np.abs(x64), f64_normal_pdf(x64)[0]
-        small = np.minimum(y, F64_SERIES_MAX)
-        series = 0.5 + x64 * phi * f64_normal_series(small * small)[0]
-        tail = phi * f64_mills_ratio(np.maximum(np.nan_to_num(y), F64_SERIES_MAX))[0]
-        out = np.where(y < F64_SERIES_MAX, series, np.where(x64 < 0, tail, 1 - tail))
+        near = y < F64_SERIES_MAX
+        out = np.empty_like(y)
+        xs = x64[near]
+        out[near] = 0.5 + xs * phi[near] * f64_normal_series(xs * xs)[0]
+        far = ~near
+        tail = phi[far] * f64_mills_ratio(np.maximum(np.nan_to_num(y[far]), F64_SERIES_MAX))[0]
+        out[far] = np.where(x64[far] < 0, tail, 1 - tail)
     return np.where(np.isnan(x64), np.nan, out).astype(np.asarray(x).dtype)
 
 
@@ -250,8 +253,13 @@ def f64_erf(z: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         a = np.where(np.isfinite(z64), np.abs(z64), 40.0)
         y = a * np.sqrt(2.0)
-        small = np.minimum(a, F64_SERIES_MAX / np.sqrt(2.0))
-        series = F64_TWO_OVER_SQRT_PI * a * np.exp(-a * a) * f64_normal_series(2 * small * small)[0]
-        tail = 2 * F64_INV_SQRT_2PI * np.exp(-a * a) * f64_mills_ratio(np.maximum(y, F64_SERIES_MAX))[0]
-        out = np.copysign(np.where(y < F64_SERIES_MAX, series, 1 - tail), z64)
+        near = y < F64_SERIES_MAX
+        out = np.empty_like(a)
+        an = a[near]
+        small = np.minimum(an, F64_SERIES_MAX / np.sqrt(2.0))
+        out[near] = F64_TWO_OVER_SQRT_PI * an * np.exp(-an * an) * f64_normal_series(2 * small * small)[0]
+        far = ~near
+        af = a[far]
+        out[far] = 1 - 2 * F64_INV_SQRT_2PI * np.exp(-af * af) * f64_mills_ratio(np.maximum(y[far], F64_SERIES_MAX))[0]
+        out = np.copysign(out, z64)
     return np.where(np.isnan(z64), np.nan, out).astype(np.asarray(z).dtype)
