@@ -46,7 +46,8 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
     if out.name not in known.get("refs", ()) and m.op.reference_at is not None \
             and (m.op.edge is None or m.op.edge_at is not None) \
-            and _asked(last, key, out.name, flat.size) <= m.op.reference_at_share * wanted.size * size:
+            and (m.op.reference_at_share >= 1
+                 or _asked(last, key, out.name, flat.size) <= m.op.reference_at_share * wanted.size * size):
         got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit, last)
         if got is not None:
             return got
@@ -91,7 +92,8 @@ def _asked(last: dict | None, key: bytes, name: str, flagged: int) -> int:
     """How many elements of output `name` on the blocks `key` relief has been asked for in this case, these `flagged`
     included: a defect that flags every element of one large contraction asks chunk after chunk, each chunk a
     sixteenth of the whole, and the elements' own dot products, taken chunk after chunk, cost ten times the whole
-    reference once. Past op.reference_at_share of the blocks' elements, the whole reference is made and kept."""
+    reference once. Past op.reference_at_share of the blocks' elements, the whole reference is made and kept (an op
+    whose share is 1, cheaper element by element at any share, is never counted)."""
     if last is None:
         return flagged
     seen = last.get("asked")
