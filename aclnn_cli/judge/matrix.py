@@ -58,19 +58,20 @@ def _link(src: str, dst: str) -> str:
         return shutil.copy2(src, dst)
 
 
-_copies: dict[tuple[str, str], Path] = {}  # (scratch, case directory) -> this process's working copy of the case
+_copies: dict[tuple[str, str], M.CaseManifest] = {}  # (scratch, case directory) -> this process's working copy
 
 
-def _copy(scratch: str, case: str) -> Path:
-    """This process's working copy of a case, made once in `scratch` and reused by every variant the process
-    runs: each variant's emulate rewrites every dump and the status, so nothing of the one before is left to judge.
-    (A copy per variant and case cost more than the matrix's emulating and judging: one mkdir, a copy of each
-    file, and their removal, for some 40,000 case runs.)"""
+def _copy(scratch: str, case: str) -> M.CaseManifest:
+    """This process's working copy of a case, made and loaded once in `scratch` and reused by every variant the
+    process runs: each variant's emulate rewrites every dump and the status, so nothing of the one before is left to
+    judge, and its case.json is gen's, never written (a copy per variant and case cost more than the matrix's
+    emulating and judging: one mkdir, a copy of each file, and their removal, for some 40,000 case runs; loading
+    its manifest again for each, a tenth of the matrix)."""
     key = (scratch, case)
     if key not in _copies:
         target = Path(scratch) / str(os.getpid()) / Path(case).name
         shutil.copytree(case, target, copy_function=_link)
-        _copies[key] = target
+        _copies[key] = M.load(target)
     return _copies[key]
 
 
@@ -112,7 +113,7 @@ def _correct(args: tuple[list[str], list[str], str, bool]) -> tuple[dict[str, in
     failing = dict.fromkeys(standards, 0)
     seen = {}
     for d in dirs:
-        m = M.load(_copy(scratch, d))
+        m = _copy(scratch, d)
         emulate_case(m)
         passed = {}
         for std in standards:
@@ -133,7 +134,7 @@ def _one_variant(args: tuple[str, list[str], list[str], str, bool, dict]) -> tup
         asked = [std for std in standards if not (first_failure and failing[std])]
         if not asked:  # (failed under every standard: the rest cannot change a cell)
             break
-        m = M.load(_copy(scratch, d))
+        m = _copy(scratch, d)
         try:
             emulate_case(m, variant=variant)
         except UserError:  # (a kernel that cannot run on the case's inputs, as a generic defect on integer ones: it

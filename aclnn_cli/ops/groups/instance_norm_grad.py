@@ -19,12 +19,13 @@ variance + eps is a rational square, else to 60 digits, as aclnnLayerNormGrad's)
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..base import Contract, OpSpec, Reference, TensorSpec, products
 from ..families import Groups
-from ..normgrad import U, dx_exact, dx_reference, normalized
+from ..normgrad import U, as_fractions, dx_exact, dx_exact_at, dx_reference, normalized
 from ..registry import register
 from ..rows.layer_norm_grad import exact_rstd
 from .group_norm_backward import _channel_sum
@@ -76,6 +77,29 @@ def _exact(t) -> dict:
     dx = dx_exact((dy * gamma).reshape(rows), h.reshape(rows), rstd.reshape(k * n, 1, 1))
     return {PDX: dx.reshape(k, -1, 1), PDG: (dy * h).sum(axis=(1, 2)).reshape(k, 1, 1),
             PDB: dy.sum(axis=(1, 2)).reshape(k, 1, 1)}
+
+
+def _exact_at(t, wanted) -> dict:
+    """`_exact`'s pd_x at a few positions of a block of channels, from each instance's exact sums and its exact rstd
+    (ops/normgrad.py, ExactRows: the same rationals, the sums taken in integers): a few uncertain elements of an
+    instance of 16,384 positions cost a few Fractions, not three per position. pd_gamma and pd_beta, an rstd that is
+    not finite and inputs too wide for an exact split take `_exact` whole."""
+    dy, x, var, mean, gamma = (np.asarray(v, np.float64) for v in split(t))
+    k, n, m = x.shape
+    exact = None
+    if set(wanted) == {PDX} and m and all(np.isfinite(v).all() for v in (dy, x, var, mean, gamma)):
+        rstd = exact_rstd(var.reshape(-1), EPS)
+        if all(isinstance(r, Fraction) for r in rstd.tolist()) and all(
+                (v.astype(np.float32) == v).all() for v in (dy, gamma)):  # (a = dy gamma exact in float64)
+            rows = k * n
+            exact = dx_exact_at((dy * gamma).reshape(rows, m), x.reshape(rows, m), mean.reshape(rows, 1),
+                                np.zeros((rows, 1)), exact_rstd=rstd.tolist())
+    if exact is None:
+        whole = _exact({**t, **{name: as_fractions(t[name]) for name in (DY, X, VAR, MEAN, G)}})
+        return {name: np.asarray(whole[name]).reshape(-1)[np.asarray(where, np.int64)] for name, where in wanted.items()}
+    where = np.asarray(wanted[PDX], np.int64).reshape(-1)
+    row, col = np.divmod(where, m)
+    return {PDX: np.array(exact.at(row, col) + [None], dtype=object)[:-1]}
 
 
 # ------------------------------------------------------------------ the contract
@@ -136,6 +160,7 @@ SPEC = register(OpSpec(
                   kernel_chunk=1 << 20),
     reference=_reference,
     exact=_exact,
+    exact_at=_exact_at,
     kernel=kernel,
     variants=VARIANTS,
     contract=Contract(dtypes="same", shape_rule=_shape_rule),
