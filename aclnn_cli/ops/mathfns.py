@@ -38,12 +38,18 @@ def _exp32(a: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         wide = np.exp(a.astype(np.float64))
         out = wide.astype(np.float32)
-        up = np.nextafter(out, np.float32(np.inf)).astype(np.float64)
-        down = np.nextafter(out, np.float32(-np.inf)).astype(np.float64)
-        here = out.astype(np.float64)
-        tol = np.abs(wide) * _NEAR
-        near = np.isfinite(wide) & ((np.abs(wide - (here + up) / 2) < tol) | (np.abs(wide - (here + down) / 2) < tol))
-        near |= np.isfinite(wide) & (np.abs(wide - _OVERFLOW) < tol)  # (the boundary between max and inf)
+        # Near a float32 rounding boundary: within 2^-50 of itself, under 8 float64 ulps, of a midpoint. A midpoint
+        # of two float32 values (the one between the largest and 2^128 too) is, in the binade of any float64 that
+        # rounds to either, the value whose 29 bits below float32's are 1 followed by zeros: so the test is on the
+        # bits, |those bits - 2^28| <= 8 (a superset of the distance test, which is what decides: an element it adds
+        # is rounded by decimal to the same float32). A subnormal float32 result has a fixed spacing: those few take
+        # the distance test itself (_near_by_distance).
+        low = (wide.view(np.uint64) & np.uint64(_LOW_MASK)).view(np.int64) - _MIDPOINT_BITS
+        normal = (wide >= _SMALLEST_NORMAL) & (wide < np.inf)
+        near = normal & (np.abs(low) <= 8)
+        tiny = (wide < _SMALLEST_NORMAL) & (wide > 0)
+        if tiny.any():
+            near[tiny] = _near_by_distance(wide[tiny], out[tiny])
     nan = np.isnan(a)
     if nan.any():  # (the input's NaN, bit for bit: what another path's exp gives a NaN differs in sign and payload)
         out = np.where(nan, a, out)
@@ -56,6 +62,20 @@ def _exp32(a: np.ndarray) -> np.ndarray:
 
 
 _OVERFLOW = float(np.finfo(np.float32).max) + 2.0**103  # exp above it rounds to inf
+_LOW_MASK, _MIDPOINT_BITS = (1 << 29) - 1, 1 << 28  # a float64's bits below float32's precision; a midpoint's
+_SMALLEST_NORMAL = 2.0**-126
+
+
+def _near_by_distance(wide: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Whether each float64 value lies within 2^-50 of itself of the midpoint between its float32 rounding `out`
+    and either neighbour of it, or of the boundary between the largest float32 and infinity."""
+    with np.errstate(all="ignore"):
+        up = np.nextafter(out, np.float32(np.inf)).astype(np.float64)
+        down = np.nextafter(out, np.float32(-np.inf)).astype(np.float64)
+        here = out.astype(np.float64)
+        tol = np.abs(wide) * _NEAR
+        near = np.isfinite(wide) & ((np.abs(wide - (here + up) / 2) < tol) | (np.abs(wide - (here + down) / 2) < tol))
+        return near | (np.isfinite(wide) & (np.abs(wide - _OVERFLOW) < tol))
 
 
 def _exp_decimal(x: float) -> np.float32:
