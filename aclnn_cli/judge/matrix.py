@@ -65,8 +65,8 @@ def _copy(scratch: str, case: str) -> M.CaseManifest:
     """This process's working copy of a case, made and loaded once in `scratch` and reused by every variant the
     process runs: each variant's emulate rewrites every dump and the status, so nothing of the one before is left to
     judge, and its case.json is gen's, never written (a copy per variant and case cost more than the matrix's
-    emulating and judging: one mkdir, a copy of each file, and their removal, for some 40,000 case runs; loading
-    its manifest again for each, a tenth of the matrix)."""
+    emulating and judging: one mkdir, a copy of each file, and their removal, for some 40,000 case runs; so did
+    loading its manifest again for each)."""
     key = (scratch, case)
     if key not in _copies:
         target = Path(scratch) / str(os.getpid()) / Path(case).name

@@ -90,10 +90,10 @@ MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
 
 def _asked(last: dict | None, key: bytes, name: str, flagged: int) -> int:
     """How many elements of output `name` on the blocks `key` relief has been asked for in this case, these `flagged`
-    included: a defect that flags every element of one large contraction asks chunk after chunk, each chunk a
-    sixteenth of the whole, and the elements' own dot products, taken chunk after chunk, cost ten times the whole
-    reference once. Past op.reference_at_share of the blocks' elements, the whole reference is made and kept (an op
-    whose share is 1, cheaper element by element at any share, is never counted)."""
+    included. A defect that flags every element of one large contraction asks chunk after chunk, each chunk under
+    the share, and the elements' own dot products, taken chunk after chunk, cost several times the whole reference
+    made once (decision 246). Past op.reference_at_share of the blocks' elements, the whole reference is made and
+    kept (an op whose share is 1, cheaper element by element at any share, is never counted)."""
     if last is None:
         return flagged
     seen = last.get("asked")
