@@ -68,4 +68,5 @@ def test_nan_inputs_keep_their_bits_and_float16_rounds_the_float32_exp():
     assert exp(F32(np.inf)) == np.inf and exp(F32(-np.inf)) == 0
     h = np.arange(0, 1 << 16, 7, dtype=np.uint32).astype(np.uint16).view(np.float16)
     h = h[np.isfinite(h)]
-    assert np.array_equal(exp(h).view(np.uint16), exp(h.astype(F32)).astype(np.float16).view(np.uint16))
+    with np.errstate(over="ignore"):  # (exp past float16's range: infinity)
+        assert np.array_equal(exp(h).view(np.uint16), exp(h.astype(F32)).astype(np.float16).view(np.uint16))

@@ -27,7 +27,8 @@ def exp(x):
     """np.exp, but correctly rounded (so CPU-independent) for float32 and float16 arrays or scalars."""
     a = np.asarray(x)
     if a.dtype == np.float16:
-        return _exp32(a.astype(np.float32)).astype(np.float16)
+        with np.errstate(over="ignore"):  # (a float32 exp past float16's range is its infinity, as IEEE says)
+            return _exp32(a.astype(np.float32)).astype(np.float16)
     if a.dtype != np.float32:
         return np.exp(x)
     out = _exp32(a)
