@@ -238,3 +238,41 @@ def test_ops_nn_ttk_suite_imports_and_passes_both_kernels(tmp_path):
         _write_dumps(case, m, result)
     bad = not_passing(out, tmp_path / "r.json")
     assert not bad, bad
+
+
+def test_reference_at_is_the_whole_reference_there_bit_for_bit(bundled_gen):
+    """verify's relief of gradInput takes the flagged elements' (sample, group) rows alone (`reference_at`): value,
+    bound, scale and shared error are the whole groups' `reference` there, bit for bit, at every element and at a
+    seventh of them, on every finite positive bundled case; the channel sums are not made."""
+    from aclnn_cli.casedir import manifest as M
+    from aclnn_cli.golden.rows import finite_blocks, widened
+    from aclnn_cli.ops.groups import group_norm_backward as GN
+    from aclnn_cli.pipeline.stages import gather_blocks, geometry
+    from aclnn_cli.tensor.storage import StorageFile
+
+    rng, checked = np.random.default_rng(7), 0
+    for d in sorted(bundled_gen.glob("group_norm_backward-*")):
+        m = M.load(d)
+        if m.expect_status or not any(t.name == GN.GI for t in m.judged):
+            continue
+        geo = geometry(m)
+        files = {t.name: StorageFile(t.file, t.dtype.np_dtype, t.layout.storage_size) for t in m.inputs if not t.null}
+        try:
+            blocks = gather_blocks(m, files, geo, 0, geo.a1)
+        finally:
+            for f in files.values():
+                f.close()
+        if not finite_blocks(m.op, blocks).all():
+            continue
+        t = {**widened(blocks), **m.attribute_values}
+        with np.errstate(all="ignore"):
+            whole = GN._reference(t)[GN.GI]
+            size = whole.value.size
+            for wanted in (np.arange(size), np.sort(rng.choice(size, size=max(1, size // 7), replace=False))):
+                at = GN.SPEC.reference_at(t, {GN.GI: wanted})[GN.GI]
+                for field in ("value", "bound", "scale", "shared"):
+                    full = np.broadcast_to(getattr(whole, field), whole.value.shape).reshape(-1)[wanted]
+                    assert np.array_equal(full.view(np.uint64), np.asarray(getattr(at, field)).view(np.uint64)), \
+                        (d.name, field)
+        checked += 1
+    assert checked >= 60

@@ -63,6 +63,14 @@ def _reference(t) -> dict:
     Measured: the 950's arrangement passes with |mean| up to 10^4 times the spread in float32 (decision 81). gradGammaOut: terms dy h (3.02u),
     gradBetaOut: dy exact; their allowances derived from the terms of every arrangement a kernel may use."""
     dy, x, mean, rstd, gamma = split(t)
+    return {GI: _grad_input(dy, x, mean, rstd, gamma),
+            GG: _channel_sum(dy * normalized(x, mean, rstd), 3.02, 3, extra=(dy * x * rstd, dy * mean * rstd)),
+            GB: _channel_sum(dy, 0, 0)}
+
+
+def _grad_input(dy, x, mean, rstd, gamma) -> Reference:
+    """`_reference`'s gradInput of (k, n, d, hw) groups, (k, n * d * hw, 1): each (sample, group) row from its own
+    values, mean, rstd and its group's gamma alone."""
     k, n, d, hw = x.shape
     a = dy * gamma
     h = normalized(x, mean, rstd)
@@ -79,11 +87,35 @@ def _reference(t) -> dict:
         sums = sum_allowance([(a * x).reshape(k * n, -1)], 1).reshape(k, n, 1, 1) + np.abs(mean) * sum2
         shared = (np.abs(x) + np.abs(mean)) * (r3s * sums + ROUNDINGS * U32 * c2_terms) + np.abs(rstd) / m * sum2 \
             + ROUNDINGS * U32 * c3_terms
-    gi = Reference(value.reshape(k, -1, 1), bound.reshape(k, -1, 1), mag.reshape(k, -1, 1),
-                   shared=np.broadcast_to(shared, x.shape).reshape(k, -1, 1))
-    return {GI: gi,
-            GG: _channel_sum(dy * h, 3.02, 3, extra=(dy * x * rstd, dy * mean * rstd)),
-            GB: _channel_sum(dy, 0, 0)}
+    return Reference(value.reshape(k, -1, 1), bound.reshape(k, -1, 1), mag.reshape(k, -1, 1),
+                     shared=np.broadcast_to(shared, x.shape).reshape(k, -1, 1))
+
+
+def _reference_at(t, wanted) -> dict:
+    """`_reference`'s gradInput at a few positions of whole groups: the (sample, group) rows that hold them taken as
+    `_grad_input` takes every row (its sums are the row's own, pairwise along it: the same float64 steps, so the same
+    values), and not the channel sums, whose allowances (six scans of every term) verify's relief of gradInput never
+    reads. Other outputs: `_reference` whole, there."""
+    if set(wanted) != {GI}:
+        whole = _reference(t)
+        return {name: _taken(whole[name], np.asarray(where, np.int64).reshape(-1)) for name, where in wanted.items()}
+    dy, x, mean, rstd, gamma = split(t)
+    k, n, d, hw = x.shape
+    where = np.asarray(wanted[GI], np.int64).reshape(-1)
+    row = where // (d * hw)  # (block * n + sample)
+    rows, at = np.unique(row, return_inverse=True)
+    block = rows // max(n, 1)
+    pick = lambda v: v.reshape(k * n, *v.shape[2:])[rows][None]  # noqa: E731  (the rows as one block of len(rows))
+    gi = _grad_input(pick(dy), pick(x), pick(mean), pick(rstd), gamma[block].reshape(1, rows.size, d, 1))
+    flat = at * (d * hw) + where % (d * hw)
+    return {GI: _taken(gi, flat)}
+
+
+def _taken(r: Reference, flat: np.ndarray) -> Reference:
+    """A Reference at flat positions of its value (its other fields broadcast to the value's shape first)."""
+    field = lambda v: None if v is None else np.broadcast_to(v, r.value.shape).reshape(-1)[flat]  # noqa: E731
+    return Reference(r.value.reshape(-1)[flat], field(r.bound), field(r.scale), field(r.allowance),
+                     shared=field(r.shared))
 
 
 def _exact(t) -> dict:
@@ -210,6 +242,7 @@ SPEC = register(OpSpec(
     reference=_reference,
     exact=_exact,
     exact_at=_exact_at,
+    reference_at=_reference_at,
     kernel=kernel,
     variants=VARIANTS,
     contract=Contract(dtypes="promote", attribute_rule=_attribute_rule, shape_rule=_shape_rule),
