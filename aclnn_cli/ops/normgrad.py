@@ -77,10 +77,10 @@ class ExactRows:
     per-row mean and rstd: s1 = sum(a), s2 = sum(x̂ a) = rstd (sum(x a) - mean sum(a)) through ops/dyadic.py,
     so a few elements of a long row cost a few Fractions, not one per element."""
 
-    def __init__(self, a, x, mean, rstd, sxa, exact_rstd=None):
+    def __init__(self, a, x, mean, rstd, sxa):
         self.a, self.x, self.n = a, x, a.shape[1]
         self.mu = [Fraction(float(v)) for v in mean[:, 0]]
-        self.r = list(exact_rstd) if exact_rstd is not None else [Fraction(float(v)) for v in rstd[:, 0]]
+        self.r = [v if isinstance(v, Fraction) else Fraction(float(v)) for v in rstd[:, 0]]
         self.s1 = exact_row_sums(a)
         self.s2 = [r * (sx - m * s) for r, sx, m, s in zip(self.r, sxa, self.mu, self.s1)]
 
@@ -102,9 +102,8 @@ class ExactRows:
         return out
 
 
-def dx_exact_at(a, x, mean, rstd, exact_rstd=None) -> ExactRows | None:
-    """ExactRows of (rows, n) arrays, or None where x or a is too wide for an exact split (ops/dyadic.py).
-    exact_rstd: each row's rstd as a Fraction, where it is not the float `rstd` gives (an instance's, from its
-    variance: exact or to 60 digits)."""
+def dx_exact_at(a, x, mean, rstd) -> ExactRows | None:
+    """ExactRows of (rows, n) arrays, or None where x or a is too wide for an exact split (ops/dyadic.py). rstd's
+    first column may hold Fractions (an instance's rstd from its variance: exact or to 60 digits), taken as they are."""
     sxa = exact_row_dots(a, x) if a.shape[1] else None
-    return None if sxa is None else ExactRows(a, x, mean, rstd, sxa, exact_rstd)
+    return None if sxa is None else ExactRows(a, x, mean, rstd, sxa)

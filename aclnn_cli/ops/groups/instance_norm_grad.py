@@ -93,7 +93,7 @@ def _exact_at(t, wanted) -> dict:
                 (v.astype(np.float32) == v).all() for v in (dy, gamma)):  # (a = dy gamma exact in float64)
             rows = k * n
             exact = dx_exact_at((dy * gamma).reshape(rows, m), x.reshape(rows, m), mean.reshape(rows, 1),
-                                np.zeros((rows, 1)), exact_rstd=rstd.tolist())
+                                rstd.reshape(rows, 1))
     if exact is None:
         whole = _exact({**t, **{name: as_fractions(t[name]) for name in (DY, X, VAR, MEAN, G)}})
         return {name: np.asarray(whole[name]).reshape(-1)[np.asarray(where, np.int64)] for name, where in wanted.items()}
