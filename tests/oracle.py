@@ -8,6 +8,7 @@ rounding shares none with its dtypes module.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
@@ -49,6 +50,13 @@ class Rounder:
             cands.append((abs(mpmath.mpf(self.overflow) - a), 0, inf_bits))
             best = min(cands)[2]
             return best | 0x8000 if negative else best
+
+
+@functools.lru_cache(maxsize=None)
+def rounder(np_dtype) -> Rounder:
+    """The Rounder of a 16-bit dtype, made once: making one sorts all 65,536 values (it was most of the oracle's
+    time where a few values are rounded at a time)."""
+    return Rounder(np_dtype)
 
 
 # (precision with the hidden bit, the smallest normal exponent, the largest exponent) of each float dtype
@@ -111,7 +119,7 @@ def _mpmath_bits(values: list, dtype) -> np.ndarray:
                 with mpmath.workprec(bits):
                     out.append(float(+mv))
         return np.array(out, np.float32).view(np.uint32)
-    r = Rounder(dtype.np_dtype)
+    r = rounder(dtype.np_dtype)
     with mpmath.workprec(PREC + wide):
         return np.array([r(mpmath.mpf(v.numerator) / v.denominator if isinstance(v, RATIONAL) else v) for v in values],
                         np.uint16)

@@ -23,7 +23,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS, OpSpec
 
 import arbmp
-from oracle import PREC, Rounder
+from oracle import PREC, Rounder, rounder as oracle_rounder
 
 DTYPES = [D.FLOAT16, D.BFLOAT16]
 # A gradient with a full significand and a small exponent, so many results land among subnormals.
@@ -49,9 +49,8 @@ def oracle_factors(op_name: str, dtype_name: str, index: int) -> tuple:
     return tuple(arbmp.textbook_sweep(op.textbook, xs, attrs)[0])
 
 
-@functools.lru_cache(maxsize=None)
 def rounder(dtype_name: str) -> Rounder:
-    return Rounder(D.lookup(dtype_name).np_dtype)
+    return oracle_rounder(D.lookup(dtype_name).np_dtype)
 
 
 def _label(case) -> str:

@@ -21,7 +21,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.elementwise import gelu_backward_v2 as M
 
-from oracle import PREC, Rounder
+from oracle import PREC, Rounder, rounder as oracle_rounder
 
 SPEC = M.SPEC
 F = np.float32
@@ -79,9 +79,8 @@ def oracle64(dtype_name: str, mode: str):
     return textbook64(x, mode)
 
 
-@functools.lru_cache(maxsize=None)
 def rounder(dtype_name: str) -> Rounder:
-    return Rounder(D.lookup(dtype_name).np_dtype)
+    return oracle_rounder(D.lookup(dtype_name).np_dtype)
 
 
 def oracle_bits(x64, dy, est, terms, dtype: D.DType, exact, sign=None) -> tuple[np.ndarray, int]:

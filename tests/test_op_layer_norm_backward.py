@@ -25,7 +25,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.layer_norm_backward import SPEC, VARIANTS
 
 import arbmp
-from oracle import Rounder
+from oracle import rounder
 from rowblocks import as_f64, as_fractions, bundled_emulated, passing_bundled_records  # noqa: E402
 
 GI, GW, GB = "gradInputOut", "gradWeightOut", "gradBiasOut"
@@ -355,7 +355,7 @@ def _logical(case: Path, t: dict, key: str) -> np.ndarray:
                                            [s * storage.itemsize for s in t["strides"]]).astype(np.float64)
 
 
-def _round(q: Fraction, dtype: str, rounders: dict) -> float:
+def _round(q: Fraction, dtype: str) -> float:
     """q rounded once to dtype: from q's float64 where it is clearly off the rounding boundaries (tests/arbmp.py's
     quick_round), else mpmath at 24 bits for float32 (normal range), the oracle's Rounder for 16 bits."""
     quick = arbmp.quick_round(float(q), dtype)
@@ -363,9 +363,7 @@ def _round(q: Fraction, dtype: str, rounders: dict) -> float:
         return quick
     if dtype == "float32":  # (fdiv rounds the exact quotient of the two integers once)
         return float(mpmath.fdiv(q.numerator, q.denominator, prec=24, rounding="n"))
-    if dtype not in rounders:  # (one Rounder per dtype: building one sorts all 65,536 values)
-        rounders[dtype] = Rounder(D.lookup(dtype).np_dtype)
-    r = rounders[dtype]
+    r = rounder(D.lookup(dtype).np_dtype)
     with mpmath.workprec(200):
         bits = r(mpmath.fdiv(q.numerator, q.denominator))
     return float(np.array(bits, dtype=np.uint16).view(D.lookup(dtype).np_dtype))
@@ -373,7 +371,7 @@ def _round(q: Fraction, dtype: str, rounders: dict) -> float:
 
 def test_bundled_goldens_are_the_oracle_rounded_once(suite):
     """Every small finite positive case: each output's golden is the oracle's exact value rounded once."""
-    checked, rounders = 0, {}
+    checked = 0
     for case in sorted(suite.iterdir()):
         m = json.loads((case / "case.json").read_text())
         ts = {t["name"]: t for t in m["tensors"]}
@@ -392,7 +390,7 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
             if ts[name].get("null"):
                 continue
             gold = _logical(case, ts[name], "golden").reshape(-1)
-            want = [_round(q, ts[name]["dtype"], rounders) for q in flat(o, name)]
+            want = [_round(q, ts[name]["dtype"]) for q in flat(o, name)]
             assert np.array_equal(gold, np.array(want)), (case.name, name)
         checked += 1
     assert checked >= 40

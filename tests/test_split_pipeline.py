@@ -16,7 +16,7 @@ import pytest
 import harness
 from clifork import cli_process
 from aclnn_cli.tensor import dtypes as D
-from oracle import PREC, Rounder
+from oracle import PREC, rounder
 
 DATA = Path(__file__).parent / "user_ops"
 OP_FILE = DATA / "my_glu_backward.py"
@@ -39,7 +39,7 @@ def _bits(v, dtype):
         with mpmath.workprec(24):
             return int(np.array(float(+v), np.float32).view(np.uint32))
     with mpmath.workprec(PREC):
-        return Rounder(dtype.np_dtype)(v)
+        return rounder(dtype.np_dtype)(v)
 
 
 def test_goldens_are_the_exact_values_rounded_once(out):
