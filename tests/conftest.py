@@ -96,6 +96,37 @@ def pytest_collection_finish(session):
     gc.set_threshold(20_000, 20, 20)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test file's last test (its module fixtures torn down): the memo caches its own functions keep
+    (functools' cache_clear) emptied, its garbage in reference cycles collected (the collector's oldest generation
+    is seldom reached: pytest_collection_finish) and the heap's free pages handed back to the system (malloc_trim).
+    A test worker forks the in-process CLI's workers, and a fork copies the page tables of everything the worker
+    holds (the child's exit unmaps it again): what finished files left behind (the tool's allocator tuning keeps
+    freed heap: tuning.py) made every later fork dearer. Decision 247."""
+    yield
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    name = item.module.__name__
+    for value in list(vars(item.module).values()):
+        if getattr(value, "__module__", None) == name and callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # (what survives is out of the next file's collections: each then walks only what is new)
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # (not glibc)
+        pass
+
+
 if os.environ.get("ACLNN_TEST_TIMELINE"):  # (where a run's time goes: one line per test, for balancing the workers)
     import resource as _resource
     import time as _time

@@ -65,6 +65,15 @@ _TERMS: dict[str, dict[str, np.ndarray]] = {}  # case id -> _terms (the same sui
 _EXACT: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # (case id, output) -> _exact
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _memos_end_with_the_module():
+    """The terms' memos (hundreds of MB at 65,536 rows) are emptied once this file's tests are done: the worker
+    goes on to other files, and each of its forks copies the page tables of what it holds (conftest.py)."""
+    yield
+    _TERMS.clear()
+    _EXACT.clear()
+
+
 def _terms(m: M.CaseManifest) -> dict[str, np.ndarray]:
     """{across-rows output: its terms in float32, shape (rows, columns)}, from the docs' formulas (once per case:
     read only by the kernels)."""
