@@ -13,6 +13,7 @@ import pytest
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge import comparison as C
 from aclnn_cli.judge import rowrelief
+from aclnn_cli.judge.memo import Memo
 from aclnn_cli.judge.verify import verify_case
 from aclnn_cli.ops.convolution import conv_elements as E
 from aclnn_cli.ops.convolution import conv_lowering as L
@@ -225,3 +226,27 @@ def test_finite_values_of_16_bit_floats_from_their_bits_is_isfinite(dtype):
     np.testing.assert_array_equal(rows.finite_values(every), want)
     np.testing.assert_array_equal(rows.finite_values(every.reshape(256, 256)[:, ::3]),
                                   want.reshape(256, 256)[:, ::3])
+
+
+def test_a_failing_case_makes_its_blocks_reference_once_for_every_output(tmp_path, monkeypatch):
+    """Every output of a ConvolutionBackward case broken (its dumps negated): verify relieves gradInput, gradWeight
+    and gradBias one after the other, twice (the second look), and the blocks' whole reference, which makes all
+    three, is made once (the others' kept as spares: rowrelief.KEEP_EVERY_OUTPUT); the verdict and its metrics are
+    those of the reference made again for each output, as before the spares."""
+    text = ("op: aclnnConvolutionBackward\ncases:\n  - {name: c, dtype: float32, shape: [4, 16, 10, 10], seed: 4,"
+            " attributes: {stride: [1, 1], padding: [1, 1], dilation: [1, 1], outputPadding: [0, 0]}}\n")
+    m = emulated_case(tmp_path, text)
+    assert len(m.judged) == 3
+    for o in m.judged:
+        (-np.fromfile(o.dump_path, np.float32)).tofile(o.dump_path)
+    made, real = [], rowrelief.reference_blocks
+    monkeypatch.setattr(rowrelief, "reference_blocks", lambda *a: made.append(1) or real(*a))
+    monkeypatch.setattr(rowrelief, "MEMO", Memo(64 << 20))  # (nothing this process judged before)
+    once = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert once["status"] == "FAIL" and len(made) == 1
+    monkeypatch.setattr(rowrelief, "MEMO", Memo(64 << 20))
+    monkeypatch.setattr(rowrelief, "KEEP_EVERY_OUTPUT", -1)  # (no spares)
+    made.clear()
+    again = verify_case(M.load(m.dir), C.Options()).to_json()
+    assert len(made) >= 3
+    same_verdict(once, again)

@@ -55,16 +55,19 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
         last.pop("at", None)  # (_relief_at's blocks let go before the blocks' whole reference is made)
     if out.name in known.get("refs", ()):
         found = known
+    elif out.name in known.get("spare", ()):  # (made with another output's reference, and kept for this one)
+        found = _for_output(known, out.name, wanted.size)
+        MEMO.put(m, (key,), found, _nbytes(found))
     else:
         blocks = _gather_wanted(m, files, geo, wanted)
         with np.errstate(all="ignore"):
             refs = reference_blocks(m.op, blocks, m.attribute_values)
-            # (kept for later calls: this output's, and those of one value per block, which the case's other
-            # outputs' relief does not make; an output of whole rows is let go: it would double the memory)
-            kept = {k: r for k, r in refs.items() if k == out.name or np.size(r.value) <= wanted.size}
             edges = _edges(m, blocks)
-            found = {"key": key, "refs": kept,
-                     "edges": None if edges is None else {k: v for k, v in edges.items() if k in kept}}
+            # (the other outputs' references are kept as spares where they are small together: a failing case's
+            # outputs are relieved one after the other, and the reference makes them all at once; beyond that an
+            # output of whole rows is let go, as it would double the memory)
+            found = _for_output({"key": key, "refs": refs, "edges": edges}, out.name, wanted.size,
+                                spares=_refs_nbytes(refs) <= KEEP_EVERY_OUTPUT)
         MEMO.put(m, (key,), found, _nbytes(found))
     if last is not None and found is not last:
         last.clear()
@@ -86,6 +89,20 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
 
 
 MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
+KEEP_EVERY_OUTPUT = 8 << 20  # bytes of the blocks' references up to which the other outputs' are kept as spares
+
+
+def _for_output(found: dict, name: str, per_block: int, spares: bool = True) -> dict:
+    """`found` as an evaluation for output `name` keeps it: in "refs" name's reference and those of one value per
+    block (the case's other outputs' relief does not make these), the others' in "spare" (none if not `spares`).
+    A spare answers only where the blocks' whole reference would be made: the choice of reference_at stays what
+    it was, whatever was made before."""
+    every = {**found["refs"], **found.get("spare", {})}
+    refs = {k: r for k, r in every.items() if k == name or np.size(r.value) <= per_block}
+    spare = {k: r for k, r in every.items() if k not in refs} if spares else {}
+    edges = found["edges"]
+    return {"key": found["key"], "refs": refs, "spare": spare,
+            "edges": None if edges is None else {k: v for k, v in edges.items() if k in refs or k in spare}}
 
 
 def _asked(last: dict | None, key: bytes, name: str, flagged: int) -> int:
@@ -103,8 +120,13 @@ def _asked(last: dict | None, key: bytes, name: str, flagged: int) -> int:
 
 
 def _nbytes(found: dict) -> int:
-    arrays = [a for r in found["refs"].values() for a in (r.value, r.bound, r.scale, r.allowance, r.shared)]
-    arrays += [a for pair in (found["edges"] or {}).values() for a in pair]
+    arrays = [a for pair in (found["edges"] or {}).values() for a in pair]
+    refs = {**found["refs"], **found.get("spare", {})}
+    return _refs_nbytes(refs) + sum(np.asarray(a).nbytes for a in arrays if a is not None)
+
+
+def _refs_nbytes(refs: dict) -> int:
+    arrays = [a for r in refs.values() for a in (r.value, r.bound, r.scale, r.allowance, r.shared)]
     return sum(np.asarray(a).nbytes for a in arrays if a is not None)
 
 
