@@ -105,10 +105,11 @@ def pytest_runtest_teardown(item, nextitem):
     holds (the child's exit unmaps it again): what finished files left behind (the tool's allocator tuning keeps
     freed heap: tuning.py) made every later fork dearer. Decision 247."""
     yield
-    if nextitem is not None and nextitem.module is item.module:
+    module = getattr(item, "module", None)
+    if module is None or (nextitem is not None and getattr(nextitem, "module", None) is module):
         return
-    name = item.module.__name__
-    for value in list(vars(item.module).values()):
+    name = module.__name__
+    for value in list(vars(module).values()):
         if getattr(value, "__module__", None) == name and callable(getattr(value, "cache_clear", None)):
             value.cache_clear()
     import gc

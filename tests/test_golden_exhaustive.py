@@ -23,7 +23,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import OPS, OpSpec
 
 import arbmp
-from oracle import PREC, Rounder, rounder as oracle_rounder
+from oracle import PREC, rounder
 
 DTYPES = [D.FLOAT16, D.BFLOAT16]
 # A gradient with a full significand and a small exponent, so many results land among subnormals.
@@ -47,10 +47,6 @@ def oracle_factors(op_name: str, dtype_name: str, index: int) -> tuple:
     op, attrs = OPS[op_name], _attributes(op_name, index)
     xs = all_values(D.lookup(dtype_name)).astype(np.float64)
     return tuple(arbmp.textbook_sweep(op.textbook, xs, attrs)[0])
-
-
-def rounder(dtype_name: str) -> Rounder:
-    return oracle_rounder(D.lookup(dtype_name).np_dtype)
 
 
 def _label(case) -> str:
@@ -82,7 +78,7 @@ def test_golden_is_correctly_rounded_for_every_16bit_input(case, dtype, dy_value
             f = factors[i] if isinstance(factors[i], mpmath.mpf) else op.textbook(mpmath.mpf(float(xs[i])), attrs, mpmath)
             return mpmath.mpf(float(dy[0])) * f
 
-    want, _ = arbmp.round_products(float(dy[0]), [factors[i] for i in finite], rounder(dtype.name), in_mpmath)
+    want, _ = arbmp.round_products(float(dy[0]), [factors[i] for i in finite], rounder(dtype.np_dtype), in_mpmath)
     have = got.view(np.uint16)[finite].astype(np.int64)
     bad = np.flatnonzero(have != want)
     assert bad.size == 0, f"{bad.size} elements not correctly rounded, first: " + str(
@@ -120,7 +116,7 @@ def test_the_oracle_catches_a_golden_one_ulp_off():
     bits = got.view(np.uint16).copy()
     finite = np.flatnonzero(np.isfinite(x.astype(np.float64)) & (bits & 0x7FFF != 0))
     bits[finite[100]] += 1
-    r = rounder("float16")
+    r = rounder(D.FLOAT16.np_dtype)
     with mpmath.workprec(PREC):
         wrong = [i for i in finite[:200]
                  if int(bits[i]) != r(op.textbook(mpmath.mpf(float(x[i])), {}, mpmath))]

@@ -250,3 +250,22 @@ def test_ranges_compared_one_after_another_reuse_one_workspace_and_keep_their_wo
     assert spare and all(W._SPARE[k] is v for k, v in spare.items())  # (the same buffers, given back again)
     assert first.worst_items() == alone and alone and alone[0][1] > 0
     assert all(i >= n // 2 for i in second.worst_indices())
+
+
+def test_judging_built_again_from_equal_parameters_probes_its_rule_once(monkeypatch):
+    """The sparse path's probe (exact_never_flagged, memoised by the rule) runs once for a standard and dtype whose
+    parameters a caller builds again for every case (equal values, another dict): judging.standard_rule gives the
+    one rule; parameters of other values get their own."""
+    from aclnn_cli.judge import identical
+    from aclnn_cli.judge.judging import standard_rule
+
+    probes = []
+    real = identical.element_errors
+    monkeypatch.setattr(identical, "element_errors", lambda *a, **k: probes.append(1) or real(*a, **k))
+    monkeypatch.setattr(identical, "_PROBED", {})
+    std, dtype = STANDARDS["mere-mare"], D.FLOAT16
+    rules = [standard_rule(std, std.params(dtype, {"T": 2.0**-9})) for _ in range(5)]
+    assert all(r is rules[0] for r in rules)
+    assert all(exact_never_flagged(r, dtype, 1e-3) for r in rules) and len(probes) == 1
+    other = standard_rule(std, std.params(dtype, {"T": 2.0**-8}))
+    assert other is not rules[0] and exact_never_flagged(other, dtype, 1e-3) and len(probes) == 2

@@ -21,7 +21,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.elementwise import gelu_backward_v2 as M
 
-from oracle import PREC, Rounder, rounder as oracle_rounder
+from oracle import PREC, rounder
 
 SPEC = M.SPEC
 F = np.float32
@@ -79,10 +79,6 @@ def oracle64(dtype_name: str, mode: str):
     return textbook64(x, mode)
 
 
-def rounder(dtype_name: str) -> Rounder:
-    return oracle_rounder(D.lookup(dtype_name).np_dtype)
-
-
 def oracle_bits(x64, dy, est, terms, dtype: D.DType, exact, sign=None) -> tuple[np.ndarray, int]:
     """CR bits of dy * f(x): from est where est +- MARGIN * terms rounds to one value, else exact(i) (mpf).
     Where both ends round to a zero, it has the sign of dy * f: f's is est's, or `sign`'s where est is 0
@@ -94,7 +90,7 @@ def oracle_bits(x64, dy, est, terms, dtype: D.DType, exact, sign=None) -> tuple[
     lo = np.where(zero, np.where(negative, 0x8000, 0), lo)
     hi = np.where(zero, lo, hi)
     want = lo.copy()
-    r = rounder(dtype.name)
+    r = rounder(dtype.np_dtype)
     hard = np.flatnonzero((lo != hi) & np.isfinite(x64))
     with mpmath.workprec(PREC):
         for i in hard:
@@ -128,7 +124,7 @@ def test_float64_textbook_oracle_and_its_rounding_match_mpmath_on_every_16th_x(d
     x = all_values(dtype).astype(np.float64)[::16]
     x = x[np.isfinite(x)]
     est, terms = textbook64(x, mode)
-    r, mine = rounder(dtype.name), bits16(round16(est, dtype.name), dtype)
+    r, mine = rounder(dtype.np_dtype), bits16(round16(est, dtype.name), dtype)
     with mpmath.workprec(PREC):
         exact = [textbook(v, mode) for v in x]
         off = [v for v, e, t, f in zip(x, est, terms, exact) if abs(mpmath.mpf(e) - f) > MARGIN / 10 * t + 1e-301]

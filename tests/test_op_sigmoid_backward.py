@@ -22,8 +22,8 @@ from aclnn_cli.ops.contract import broadcast_shape
 from aclnn_cli.ops.elementwise.sigmoid_backward import CONTRACT_NOTES, SPEC
 
 import arbmp
-from oracle import PREC
-from test_golden_exhaustive import all_values, rounder
+from oracle import PREC, rounder
+from test_golden_exhaustive import all_values
 
 F32 = np.float32
 DY_VALUES = [1.0, -0.0013, 3.0e4]  # the last one overflows float16 for |y| >~ 1.5
@@ -36,7 +36,7 @@ def oracle_bits(dtype_name: str, dy_value: float) -> tuple[np.ndarray, np.ndarra
     dtype = D.lookup(dtype_name)
     y = all_values(dtype)
     dy = float(np.array(dy_value, dtype=F32).astype(dtype.np_dtype))
-    r = rounder(dtype_name)
+    r = rounder(dtype.np_dtype)
     finite = np.flatnonzero(np.isfinite(y.astype(np.float64)))
     ys = y[finite].astype(np.float64)
     with arbmp.precision(PREC):

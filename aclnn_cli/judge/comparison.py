@@ -138,7 +138,7 @@ class Comparison:
         self.m, self.std, self.opts = m, std, opts
         self.blocks: BlockCheck | None = None  # (compare_range's: a range checking its golden blocks)
         self.out = out = judged.out
-        self.rule, self.params = judged.rule, params
+        self.rule = judged.rule
         self.limit = params.get(std.element_limit) if std.element_limit else None  # (an allowance's divisor)
         self.relief_share = relief_share(m, out, self.limit) if std.relief else 1.0
         self._last_rows = {} if relief_memo is None else relief_memo  # (rowrelief.py: the blocks evaluated last)
@@ -212,8 +212,7 @@ class Comparison:
         # not plain), and they were a fifth of a large float32 comparison. Their metrics are NaN, "not measured". A
         # case of one chunk is measured whole, as the small cases' batch (smallbatch.py) measures it.
         ulps = not plain or self.std.reads_ulps or self.out.layout.numel <= CHUNK
-        sparse = plain and self.std.against == "golden" and exact_never_flagged(
-            self.rule, out.dtype, self.floor, (self.std, tuple(sorted(self.params.items()))))
+        sparse = plain and self.std.against == "golden" and exact_never_flagged(self.rule, out.dtype, self.floor)
         chunk = self.opts.chunk or (SPARSE_CHUNK if sparse and out.dtype.itemsize == 2 else CHUNK)
         ws = None if stop - start <= chunk else (  # (one chunk: nothing to reuse)
             Workspace(chunk) if metrics.errors is not None else take(chunk))  # (the report's data keeps chunks)

@@ -75,17 +75,10 @@ def _no_errors(dtype: DType) -> ElementErrors:
                          nonzero_goldens=0)
 
 
-def exact_never_flagged(rule: Callable[[ElementErrors], np.ndarray], dtype: DType, floor: float,
-                        made_from: tuple | None = None) -> bool:
+def exact_never_flagged(rule: Callable[[ElementErrors], np.ndarray], dtype: DType, floor: float) -> bool:
     """Whether `rule` passes bit-identical elements (errors 0) across the dtype's range of goldens.
-    (Asked once per rule, dtype and floor: thousands of small cases share a few.) made_from: what the rule is a
-    function of (its standard and the parameters' values), where the caller knows it: a rule made again from the
-    same (a library caller's judging built per case) is then not probed again."""
-    try:
-        key = (rule if made_from is None else made_from, dtype.name, floor)
-        hash(key)
-    except TypeError:  # (a parameter's value that cannot be a key: the rule itself is)
-        key = (rule, dtype.name, floor)
+    (Asked once per rule, dtype and floor: thousands of small cases share a few.)"""
+    key = (rule, dtype.name, floor)
     known = _PROBED.get(key)
     if known is None:
         known = False

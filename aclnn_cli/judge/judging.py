@@ -92,6 +92,23 @@ _RULES: dict[int, tuple[dict, object]] = {}  # id(params) -> (params, the standa
 
 
 def standard_rule(std: Standard, params: dict):
-    """std.rule(params), made once for the parameters this module shares."""
+    """std.rule(params), made once for the parameters this module shares, and once for parameters of the same values
+    made elsewhere (a caller building its judging per case): what is memoised by the rule (identical.py's probe of
+    it) then finds it."""
     known = _RULES.get(id(params))
-    return known[1] if known is not None and known[0] is params else std.rule(params)
+    if known is not None and known[0] is params:
+        return known[1]
+    try:
+        key = (id(std), tuple(sorted(params.items())))
+        same = _RULES_BY_VALUE.get(key)
+    except TypeError:  # (a parameter's value that cannot be a key)
+        return std.rule(params)
+    if same is not None and same[0] is std:
+        return same[1]
+    if len(_RULES_BY_VALUE) > 1024:
+        _RULES_BY_VALUE.clear()
+    _RULES_BY_VALUE[key] = std, std.rule(params)
+    return _RULES_BY_VALUE[key][1]
+
+
+_RULES_BY_VALUE: dict[tuple, tuple[Standard, object]] = {}  # (id(std), parameters' items) -> (std, its rule)
