@@ -26,15 +26,26 @@ def check_exact(op: OpSpec, output: str, exact: Sequence, value, bound, position
     A non-finite value or bound proves nothing either way: only a finite pair is held to."""
     value = np.asarray(value, dtype=np.float64).reshape(-1)
     bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), value.shape).reshape(-1)
+    values, bounds = value.tolist(), bound.tolist()  # (Python floats, once: not a numpy scalar per element)
     for i, e in enumerate(exact):
-        at = int(positions[i]) if positions is not None else i
-        problem = _problem(e, float(value[i]), float(bound[i]))
+        problem = _problem(e, values[i], bounds[i])
         if problem:
+            at = int(positions[i]) if positions is not None else i
             raise UserError(f"op {op.name}: exact gives {output} element {at} {problem}",
                             where=DECLARED_IN.get(op.name, ""))
 
 
 def _problem(e, v: float, b: float) -> str | None:
+    kind = type(e)
+    if (kind is Fraction or kind is int) and math.isfinite(v) and math.isfinite(b):
+        # (the common case, in integers: |n/d - v| > b with v = pv/qv and b = pb/qb, all denominators positive;
+        # a Fraction's every operation normalises by a gcd, and gen checks every exact value it asks for)
+        n, d = e.numerator, e.denominator
+        pv, qv = v.as_integer_ratio()
+        pb, qb = b.as_integer_ratio()
+        if abs(n * qv - pv * d) * qb > pb * d * qv:
+            return _outside(Fraction(n, d), v, b)
+        return None
     if isinstance(e, np.floating):
         e = float(e)
     try:
@@ -46,6 +57,14 @@ def _problem(e, v: float, b: float) -> str | None:
     if not (math.isfinite(v) and math.isfinite(b)):
         return None
     if abs(q - Fraction(v)) > Fraction(b):
-        return (f"{float(q)!r}, outside its reference's {v!r} +- {b!r} (the exact function or the bound is wrong; "
-                "goldens are certified by the bound)")
+        return _outside(q, v, b)
     return None
+
+
+def _outside(q: Fraction, v: float, b: float) -> str:
+    try:
+        shown = repr(float(q))
+    except OverflowError:  # (beyond float64: its size in powers of two)
+        shown = f"{'-' if q < 0 else ''}about 2^{abs(q.numerator).bit_length() - q.denominator.bit_length()}"
+    return (f"{shown}, outside its reference's {v!r} +- {b!r} (the exact function or the bound is wrong; "
+            "goldens are certified by the bound)")

@@ -358,14 +358,16 @@ class Comparison:
             known = np.where(use_alt, 0.0, known)  # (the device's own result carries its literals already)
         finite = np.isfinite(ai) & np.isfinite(gi)
         keep = finite & ~unflagged & (rel < errs.rel[idx])  # relief only ever lowers an element's error
-        errs.rel[idx[keep]] = rel[keep]
+        lowered, rel_kept = idx[keep], rel[keep]
+        errs.rel[lowered] = rel_kept
         # (the balance leaves out what a correct kernel's row sums share with the element, Reference.shared, and what
         # its literals lean it by, Reference.lean)
         lean = np.abs(ai) - np.abs(accepted) - known
         lean = np.sign(lean) * np.maximum(np.abs(lean) - shared, 0.0)
-        errs.signed[idx[keep]] = np.where(rel[keep] > 0, lean[keep] / balance_den[keep], 0.0)
-        lean_only = finite & unflagged & ~((errs.abs[idx] == 0) & (ai != gi))  # (forgiven by the first look: flushed)
-        errs.signed[idx[lean_only]] = lean[lean_only] / balance_den[lean_only]
+        errs.signed[lowered] = np.where(rel_kept > 0, lean[keep] / balance_den[keep], 0.0)
+        if unflagged.any():
+            lean_only = finite & unflagged & ~((errs.abs[idx] == 0) & (ai != gi))  # (forgiven by the first look: flushed)
+            errs.signed[idx[lean_only]] = lean[lean_only] / balance_den[lean_only]
         if cleared.any():
             errs.special = np.setdiff1d(errs.special, idx[cleared])
 

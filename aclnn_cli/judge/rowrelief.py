@@ -41,14 +41,14 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
         return np.zeros(0), np.zeros(0, bool), np.zeros(0), np.zeros(0)
     geo = geometry(m)
     block_of, inside, size = block_at(m, out.name, geo, flat)  # (a per-row output: one value per block)
-    wanted = np.unique(block_of)
+    wanted, among = _distinct(block_of)
     key = wanted.tobytes()
     known = last if last is not None and last.get("key") == key else MEMO.get(m, key) or {}
     if out.name not in known.get("refs", ()) and m.op.reference_at is not None \
             and (m.op.edge is None or m.op.edge_at is not None) \
             and (m.op.reference_at_share >= 1
                  or _asked(last, key, out.name, flat.size) <= m.op.reference_at_share * wanted.size * size):
-        got = _relief_at(m, out, files, geo, wanted, np.searchsorted(wanted, block_of) * size + inside, limit, last)
+        got = _relief_at(m, out, files, geo, wanted, among * size + inside, limit, last)
         if got is not None:
             return got
     if last is not None:
@@ -75,7 +75,7 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
     ref = found["refs"][out.name]
     edges = None if found["edges"] is None else found["edges"].get(out.name)
     with np.errstate(all="ignore"):
-        at = np.searchsorted(wanted, block_of) * size + inside
+        at = among * size + inside
         scale = ref.scale.reshape(-1)[at]
         if ref.allowance is not None:  # (a sum's derived allowance: within it is within the standard's T)
             scale = np.broadcast_to(ref.allowance, ref.value.shape).reshape(-1)[at] / max(limit, 2.0**-100)
@@ -86,6 +86,18 @@ def rows_relief(m: M.CaseManifest, out: M.TensorEntry, files: dict, flat: np.nda
             where = np.asarray(w, bool).reshape(-1)[at]
             device = np.asarray(d, np.float64).reshape(-1)[at]
     return scale, where, device, shared
+
+
+def _distinct(block_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct blocks, sorted; each element's place among them). Flagged elements come in flat order, and
+    where the blocks lie in that order too (a row per block along the last axis) no sort is needed."""
+    if block_of.size and not (block_of[1:] < block_of[:-1]).any():
+        first = np.empty(block_of.size, bool)
+        first[0] = True
+        np.not_equal(block_of[1:], block_of[:-1], out=first[1:])
+        return block_of[first], np.cumsum(first) - 1
+    wanted, among = np.unique(block_of, return_inverse=True)
+    return wanted, among.reshape(-1)
 
 
 MEMO = Memo(64 << 20)  # (op, digest, blocks) -> a rows_relief `found`
