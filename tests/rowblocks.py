@@ -214,9 +214,9 @@ def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, outpu
 def independent_dumps(suite: Path, work: Path, compute, output: str = "out") -> int:
     """A copy of `suite` in `work` whose positive cases hold, as the dump of `output`, compute(case, manifest)
     (an independent kernel's float32 results in logical order); how many cases it wrote."""
-    import shutil
+    import shared
 
-    shutil.copytree(suite, work)
+    shared.linked_copy(suite, work)  # (gen's files linked: only the dumps are written, into copies of their own)
     wrote = 0
     for case in sorted(p.parent for p in work.glob("*/case.json")):
         m = harness.load(case)

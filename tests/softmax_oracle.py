@@ -324,13 +324,12 @@ def check_bundled_goldens(suite, exact_fn, logical, manifest, skip=("special", "
 def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
     """Every positive case of a generated directory (or one case) through tests/harness.py with `kernel` (a copy),
     then verify: {case id: record}."""
-    import shutil
-
     import harness
     from helpers import run_cli, verify_records
+    from shared import linked_copy
 
     work = tmp_path / "indep"
-    shutil.copytree(suite if only is None else suite / only, work if only is None else work / only)
+    linked_copy(suite, work, cases=None if only is None else [only])  # (gen's files linked: dumps are written)
     # (the negative cases' statuses as the device returns them, whatever ran on the suite before: `kernel` writes
     # the positive cases' dumps over the emulated ones)
     assert run_cli("emulate", work, "--jobs", "1").exit_code == 0
@@ -341,10 +340,10 @@ def independent_run(suite, tmp_path, kernel, only: str | None = None) -> dict:
 
 
 def variant_kinds(spec) -> tuple[list[str], list[str]]:
-    """(defects, legitimate variants) of an op, by their documented kind, sorted."""
+    """(defects, legitimate variants) of an op, by their declared kind (`@defect`, `@legitimate`), sorted."""
     names = sorted(spec.variants)
-    return ([n for n in names if spec.variants[n].__doc__.startswith("Defect")],
-            [n for n in names if spec.variants[n].__doc__.startswith("Legitimate")])
+    return ([n for n in names if spec.variants[n].variant_kind == "defect"],
+            [n for n in names if spec.variants[n].variant_kind == "legitimate"])
 
 
 def gen_cases(run_cli, tmp_path_factory, cases, key: str, *names: str):

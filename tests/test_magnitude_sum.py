@@ -5,7 +5,7 @@ most; float64 where float32 would overflow."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from exactq import Fraction
 
 import numpy as np
 import pytest

@@ -159,8 +159,8 @@ def bundled_kinds():
     return O.kinds(BUNDLED_KINDS, O.log_softmax_exact)
 
 
-DEFECTS = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Defect"))
-LEGIT = sorted(n for n, f in SPEC.variants.items() if f.__doc__.startswith("Legitimate"))
+DEFECTS = sorted(n for n, f in SPEC.variants.items() if f.variant_kind == "defect")
+LEGIT = sorted(n for n, f in SPEC.variants.items() if f.variant_kind == "legitimate")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from exactq import Fraction
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.rms_norm_grad import SPEC, VARIANTS
 
 from helpers import run_cli
+from shared import linked_copy
 from rowblocks import as_f64, as_fractions, bundled_emulated, passing_bundled_records  # noqa: E402
 
 U32 = 2.0**-24
@@ -177,8 +177,8 @@ def gate_excess(result: dict, ref: dict) -> float:
     return worst
 
 
-DEFECTS = sorted(n for n, f in VARIANTS.items() if f.__doc__.startswith("Defect"))
-LEGIT = sorted(n for n, f in VARIANTS.items() if f.__doc__.startswith("Legitimate"))
+DEFECTS = sorted(n for n, f in VARIANTS.items() if f.variant_kind == "defect")
+LEGIT = sorted(n for n, f in VARIANTS.items() if f.variant_kind == "legitimate")
 
 
 @pytest.mark.parametrize("name", DEFECTS)
@@ -342,10 +342,10 @@ def test_bundled_goldens_are_the_oracle_rounded_once(suite):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variants_through_verify(suite, tmp_path, name):
     """Each defect fails verify (exit 1) in every dtype; each legitimate variant passes (exit 0)."""
-    copy = Path(shutil.copytree(suite, tmp_path / "out"))
+    copy = linked_copy(suite, tmp_path / "out")  # (emulate and verify replace what they write)
     assert cli("emulate", copy, "--defect", name).exit_code == 0
     r = cli("verify", copy)
-    if VARIANTS[name].__doc__.startswith("Legitimate"):
+    if VARIANTS[name].variant_kind == "legitimate":
         assert r.exit_code == 0, r.output[-3000:]
         return
     assert r.exit_code == 1, r.output[-3000:]

@@ -365,8 +365,8 @@ class Comparison:
         lean = np.abs(ai) - np.abs(accepted) - known
         lean = np.sign(lean) * np.maximum(np.abs(lean) - shared, 0.0)
         errs.signed[lowered] = np.where(rel_kept > 0, lean[keep] / balance_den[keep], 0.0)
-        if unflagged.any():
-            lean_only = finite & unflagged & ~((errs.abs[idx] == 0) & (ai != gi))  # (forgiven by the first look: flushed)
+        if unflagged.any():  # (forgiven by the first look: flushed, a zero error where the values differ)
+            lean_only = finite & unflagged & ~((errs.abs[idx] == 0) & (ai != gi))
             errs.signed[idx[lean_only]] = lean[lean_only] / balance_den[lean_only]
         if cleared.any():
             errs.special = np.setdiff1d(errs.special, idx[cleared])

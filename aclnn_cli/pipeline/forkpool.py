@@ -69,9 +69,6 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
         return
     tune_allocator()  # (before the fork: the workers inherit it)
     pool = _Pool()
-    froze = gc.get_freeze_count() == 0
-    if froze:
-        gc.freeze()  # (the workers' collector never walks, and so never copies, what the parent holds)
     try:
         pool.start(fn, batches, max(1, min(jobs, len(batches))))
         seen = pool.serve(len(batches), done)
@@ -81,8 +78,6 @@ def run_forked(fn: Callable[[Any], Any], batches: list, jobs: int, done: Callabl
         raise
     finally:
         pool.close()
-        if froze:
-            gc.unfreeze()
     for i in range(len(batches)):
         if i not in seen:  # (its worker's end; a batch no worker took: the first worker's end that was not clean)
             pid = pool.holders.get(i)
@@ -239,6 +234,10 @@ def _work(fn: Callable[[Any], Any], batches: list, take_r: int, take_w: int, rep
           masked: bool) -> None:
     """A worker's life: batches by number until the pipe is empty; then os._exit, whatever happens."""
     code = 70
+    # What the worker inherited goes out of its collector's reach: never walked, so never copied page by page. Frozen
+    # here, not in the parent before the fork: the parent would have to count its frozen objects first (to thaw only
+    # what it froze), and counting walks them all, every call, in a process that keeps much frozen.
+    gc.freeze()
     try:
         try:
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -43,7 +43,8 @@ class Runner:
             self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator)
             self.lost = (WorkerLost, BrokenProcessPool)
         # Workers fork from this process: with what it holds now frozen, their garbage collector never walks
-        # (and so never copies, page by page) the parent's objects. Thawed on close. (run_forked freezes its own.)
+        # (and so never copies, page by page) the parent's objects. Thawed on close. (run_forked's workers freeze
+        # what they inherit.)
         self._froze = self.pool is not None and gc.get_freeze_count() == 0
         if self._froze:
             gc.freeze()
