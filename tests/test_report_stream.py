@@ -165,6 +165,20 @@ def test_merged_outputs_are_the_in_memory_merges(results, tmp_path):
         assert b'"FAIL"' in new[0] and b"<failure" in new[1]
 
 
+def test_a_case_read_without_its_error_data_has_every_other_field(results):
+    """The console and JUnit read a failing case from its text without the error data (merged.Store): every other
+    field as the whole text gives it, and the error data where it is asked for."""
+    run = read_results([results[1]])
+    whole = {c["case_id"]: c for c in json.loads(results[1].read_text())["cases"]}
+    with_errors = [c for c in run.cases if whole[c.case_id]["errors"]]
+    assert with_errors
+    for c in with_errors:
+        lean = c.to_json(errors=False)
+        assert lean == {k: v for k, v in whole[c.case_id].items() if k != "errors"}
+        assert (c.reason, c.worst, c.metrics) == (lean["reason"], lean["worst"], lean["metrics"])
+        assert c.errors == whole[c.case_id]["errors"] and c.to_json() == whole[c.case_id]
+
+
 def test_results_rewritten_with_sorted_keys_merge_alike(results, tmp_path):
     """Other tools may rewrite a results file (jq -S, json.dump(sort_keys=True)): its cases come before its schema."""
     sorted_ = tmp_path / "sorted.json"

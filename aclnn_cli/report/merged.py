@@ -26,26 +26,41 @@ from .reading import read_file
 
 
 class Store:
-    """The merged cases' texts in a spill file, by number; `result(i)` reads one back as a CaseResult."""
+    """The merged cases' texts in a spill file, by number; `result(i)` reads one back as a CaseResult.
+
+    A case with error data (the HTML report's: often half of a failing case's text) is also kept without it: what
+    the console and JUnit read of every case that did not pass is parsed from that lean text."""
 
     def __init__(self) -> None:
         self.spill = SpillFile()
         self.offsets, self.sizes = array("q"), array("q")
-        self._last: tuple[int, CaseResult | None] = (-1, None)
+        self.lean_offsets, self.lean_sizes = array("q"), array("q")  # (-1: no lean text, the case's text is)
+        self._last: tuple[tuple[int, bool], CaseResult | None] = ((-1, False), None)
 
-    def add(self, text: str) -> int:
-        data = text.encode("utf-8", "surrogatepass")  # (a lone surrogate JSON escaped is kept as it came)
-        self.offsets.append(self.spill.put(data))
-        self.sizes.append(len(data))
+    def add(self, text: str, lean: str | None = None) -> int:
+        """Keep a case's text (and its text without error data, if it has any); its number."""
+        for t, offsets, sizes in ((text, self.offsets, self.sizes), (lean, self.lean_offsets, self.lean_sizes)):
+            if t is None:
+                offsets.append(-1)
+                sizes.append(0)
+                continue
+            data = t.encode("utf-8", "surrogatepass")  # (a lone surrogate JSON escaped is kept as it came)
+            offsets.append(self.spill.put(data))
+            sizes.append(len(data))
         return len(self.offsets) - 1
 
-    def text(self, i: int) -> str:
-        return self.spill.get(self.offsets[i], self.sizes[i]).decode("utf-8", "surrogatepass")
+    def text(self, i: int, lean: bool = False) -> str:
+        """Case i's text, as the merged JSON holds it; lean: without its error data (the same where it has none)."""
+        at, size = (self.lean_offsets[i], self.lean_sizes[i]) if lean and self.lean_offsets[i] >= 0 else (
+            self.offsets[i], self.sizes[i])
+        return self.spill.get(at, size).decode("utf-8", "surrogatepass")
 
-    def result(self, i: int) -> CaseResult:
-        """Case i as a CaseResult (the last one asked for is kept: a case's fields are read one after another)."""
-        if self._last[0] != i:
-            self._last = (i, CaseResult(**json.loads(self.text(i))))
+    def result(self, i: int, errors: bool = True) -> CaseResult:
+        """Case i as a CaseResult, without its error data unless `errors` (the last one asked for is kept: a case's
+        fields are read one after another)."""
+        key = (i, errors or self.lean_offsets[i] < 0)
+        if self._last[0] != key:
+            self._last = (key, CaseResult(**json.loads(self.text(i, lean=not key[1]))))
         return self._last[1]
 
 
@@ -65,12 +80,12 @@ class Brief:
     def __getattr__(self, name: str):  # (only for what the slots do not hold)
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._store.result(self._at), name)
+        return getattr(self._store.result(self._at, errors=name == "errors"), name)
 
     def to_json(self, errors: bool = True) -> dict:
         """What CaseResult.to_json gives: the case's merged text read back (reading.case_json wrote it in that
         form), without making the CaseResult (JUnit asks this of every case that did not pass)."""
-        data = json.loads(self._store.text(self._at))
+        data = json.loads(self._store.text(self._at, lean=not errors))
         if not errors:
             data.pop("errors", None)
         return data
@@ -109,7 +124,8 @@ def read_results(paths: list[Path], strict: bool = False) -> MergedRun:
     store, briefs, share = Store(), [], {}
 
     def sink(c: dict, text: str) -> None:
-        briefs.append(Brief(store, store.add(text), c, share))
+        lean = json.dumps({k: v for k, v in c.items() if k != "errors"}) if c.get("errors") else None
+        briefs.append(Brief(store, store.add(text, lean), c, share))
 
     def undo(n: int) -> None:
         del briefs[len(briefs) - n:]
