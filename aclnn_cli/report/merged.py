@@ -80,7 +80,7 @@ class Brief:
     def __getattr__(self, name: str):  # (only for what the slots do not hold)
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._store.result(self._at, errors=name == "errors"), name)
+        return getattr(self._store.result(self._at, errors="errors" in name), name)  # (has_errors, _errors too)
 
     def to_json(self, errors: bool = True) -> dict:
         """What CaseResult.to_json gives: the case's merged text read back (reading.case_json wrote it in that
