@@ -170,7 +170,7 @@ def defect_matrix(suite: Path, variants: list[str] | None = None, standards: lis
     shares = [share for i in range(jobs * 4) if (share := [str(d) for d, _ in cases[i::jobs * 4]])]
     with _scratch(suite) as scratch:
         try:
-            with Runner(jobs) as run:  # (its workers fork from what this process holds frozen: see Runner)
+            with Runner(jobs) as run:  # (its workers freeze what they inherit from this process: see Runner)
                 row, correct = dict.fromkeys(first, 0), {}
                 for failing, seen in run.map(_correct, [((share, first, scratch, first_failure),) for share in shares]):
                     row = {std: row[std] + failing[std] for std in first}

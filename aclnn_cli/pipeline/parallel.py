@@ -20,6 +20,13 @@ class WorkerLost(Exception):
     process pool."""
 
 
+def _pool_worker_start() -> None:
+    """A pool worker's start: the allocator tuned, and what it inherited from the parent frozen, so that its garbage
+    collector never walks (and so never copies, page by page) the parent's objects (as forkpool's workers do)."""
+    tune_allocator()
+    gc.freeze()
+
+
 class Runner:
     """submit(fn, *args) -> handle; result(handle) waits. Inline when jobs == 1 (no pickling).
 
@@ -40,14 +47,8 @@ class Runner:
             from concurrent.futures import ProcessPoolExecutor  # (here: a one-process run never imports it)
             from concurrent.futures.process import BrokenProcessPool
 
-            self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=tune_allocator)
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_pool_worker_start)
             self.lost = (WorkerLost, BrokenProcessPool)
-        # Workers fork from this process: with what it holds now frozen, their garbage collector never walks
-        # (and so never copies, page by page) the parent's objects. Thawed on close. (run_forked's workers freeze
-        # what they inherit.)
-        self._froze = self.pool is not None and gc.get_freeze_count() == 0
-        if self._froze:
-            gc.freeze()
 
     def submit(self, fn: Callable, *args: Any) -> Future | _Call:
         if self.pool is not None:
@@ -97,9 +98,6 @@ class Runner:
             # writes, unlocked: "Exception ignored ... Bad file descriptor" on stderr at exit).
             if manager is not None:
                 manager.join(timeout=30)
-        if self._froze:
-            self._froze = False
-            gc.unfreeze()
 
     def __enter__(self) -> "Runner":
         return self
