@@ -19,7 +19,7 @@ from ..casedir.shard import ResultsFile, ShardProblems, coverage_problems, merge
 from ..errors import UserError
 from ..files.regular import kind as file_kind
 from ..files.text import clip
-from ..judge.results import UNCERTIFIED, CaseResult, RunResult
+from ..judge.results import PASS, UNCERTIFIED, CaseResult, RunResult
 from ..judge.spill import SpillFile
 from .formats import VERIFY_SCHEMA
 from .reading import read_file
@@ -28,8 +28,8 @@ from .reading import read_file
 class Store:
     """The merged cases' texts in a spill file, by number; `result(i)` reads one back as a CaseResult.
 
-    A case with error data (the HTML report's: often half of a failing case's text) is also kept without it: what
-    the console and JUnit read of every case that did not pass is parsed from that lean text."""
+    A case that did not pass is also kept without its error data (the HTML report's: often half of its text): what
+    the console and JUnit read of it is parsed from that lean text."""
 
     def __init__(self) -> None:
         self.spill = SpillFile()
@@ -124,7 +124,9 @@ def read_results(paths: list[Path], strict: bool = False) -> MergedRun:
     store, briefs, share = Store(), [], {}
 
     def sink(c: dict, text: str) -> None:
-        lean = json.dumps({k: v for k, v in c.items() if k != "errors"}) if c.get("errors") else None
+        # (a case that did not pass is what the console and JUnit read back: it alone is kept lean as well)
+        lean = json.dumps({k: v for k, v in c.items() if k != "errors"}) if c["status"] != PASS and c["errors"] \
+            else None
         briefs.append(Brief(store, store.add(text, lean), c, share))
 
     def undo(n: int) -> None:
