@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -128,12 +129,16 @@ def compile_program(root: Path, sources: Sequence[Path], output: Path, *, saniti
     return output
 
 
-def build_runner(source: Path, build: Path, root: Path, cxx_flags: str = "") -> Path:
+def build_runner(source: Path, build: Path, root: Path, cxx_flags: str = "", cache: Path | None = None) -> Path:
     """Configure and build a generated runner project (`aclnn-cli harness -o source`) against the toolkit at
-    `root`, as a user would with cmake; return the executable."""
+    `root`, as a user would with cmake; return the executable. cache: a directory where objects are kept for the
+    session's other runner builds (cxx_cache.py: the harness's fixed sources are compiled once per set of options)."""
     configure = ["cmake", "-S", str(source), "-B", str(build), f"-DASCEND_PATH={root}", "-DCMAKE_BUILD_TYPE=Debug"]
     if cxx_flags:
         configure += [f"-DCMAKE_CXX_FLAGS={cxx_flags}", f"-DCMAKE_EXE_LINKER_FLAGS={cxx_flags}"]
+    if cache is not None:
+        launcher = ";".join((sys.executable, str(Path(__file__).resolve().parent / "cxx_cache.py"), str(cache)))
+        configure.append(f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}")
     _run(configure, "cmake configure (runner)")
     _run(["cmake", "--build", str(build), "-j2"], "cmake build (runner)")
     return Path(build) / "aclnn-runner"

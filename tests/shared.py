@@ -102,6 +102,11 @@ def shared_stub_root(tmp_path_factory, sanitize: bool = False) -> Path:
     return build_stub(PREBUILT, sanitize=sanitize)
 
 
+def object_cache(tmp_path_factory) -> Path:
+    """Where this session's runner builds keep their objects for each other (cann_build.build_runner's cache)."""
+    return session_root(tmp_path_factory) / "cxx-objects"
+
+
 def _gen_file(name: str) -> bool:
     """A file gen writes: case.json, an input or initial output storage (<name>.bin), a golden, an allowance;
     not a dump (<name>.dump.bin) or anything a later command adds."""

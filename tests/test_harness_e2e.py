@@ -25,7 +25,7 @@ from aclnn_cli.ops import OPS as REGISTERED
 
 from cann_build import SANITIZE, build_runner, stub_ops, tools_missing
 from helpers import run_cli, write_yaml
-from shared import cases_of, linked_copy, shared_stub_root
+from shared import cases_of, linked_copy, object_cache, shared_stub_root
 
 pytestmark = pytest.mark.skipif(tools_missing() is not None, reason=f"cannot build C++ here: {tools_missing()}")
 
@@ -56,12 +56,13 @@ def harness_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def runner(harness_dir, stub_root, tmp_path_factory) -> Path:
-    return cmake_build(harness_dir, tmp_path_factory.mktemp("build"), stub_root)
+    return cmake_build(harness_dir, tmp_path_factory.mktemp("build"), stub_root, cache=object_cache(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
 def asan_runner(harness_dir, stub_root, tmp_path_factory) -> Path:
-    return cmake_build(harness_dir, tmp_path_factory.mktemp("build-asan"), stub_root, SANITIZE)
+    return cmake_build(harness_dir, tmp_path_factory.mktemp("build-asan"), stub_root, SANITIZE,
+                       cache=object_cache(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

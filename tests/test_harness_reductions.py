@@ -22,7 +22,7 @@ from aclnn_cli.device.run import attribute_line
 from aclnn_cli.ops.base import AttrSpec
 from aclnn_cli.errors import UserError
 
-from shared import shared_stub_root
+from shared import object_cache, shared_stub_root
 from cann_build import STUB_DIR, SANITIZE, build_runner, tools_missing
 from reduction_standins import DOCS, PUBLIC_HEADERS, STANDINS, reduction_ops
 from stub_ctypes import ACL_IDS
@@ -175,7 +175,8 @@ def runner(request, project, tmp_path_factory) -> Path:
     requires a clean exit: no sanitizer report, no leak)."""
     asan = request.param == "asan"
     root = shared_stub_root(tmp_path_factory, sanitize=asan)
-    return build_runner(project, tmp_path_factory.mktemp("build6"), root, SANITIZE if asan else "")
+    return build_runner(project, tmp_path_factory.mktemp("build6"), root, SANITIZE if asan else "",
+                        cache=object_cache(tmp_path_factory))
 
 
 class Request:

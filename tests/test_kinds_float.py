@@ -34,7 +34,7 @@ from aclnn_cli.ops import OPS
 from aclnn_cli.ops.base import AttrSpec, OpSpec
 from aclnn_cli.ops.registry import DECLARED_IN, register
 
-from shared import shared_stub_root
+from shared import object_cache, shared_stub_root
 from cann_build import SANITIZE, build_runner, tools_missing
 from clifork import cli_process
 
@@ -248,7 +248,8 @@ def runner(request, tmp_path_factory) -> Path:
     with open(project / "CMakeLists.txt", "a") as f:
         f.write("target_sources(aclnn-runner PRIVATE src/kinds_echo.cpp)\n")
     root = shared_stub_root(tmp_path_factory, sanitize=asan)
-    return build_runner(project, tmp_path_factory.mktemp("build-echo"), root, SANITIZE if asan else "")
+    return build_runner(project, tmp_path_factory.mktemp("build-echo"), root, SANITIZE if asan else "",
+                        cache=object_cache(tmp_path_factory))
 
 
 def drive(runner: Path, text: str) -> tuple[list[str], list[str]]:

@@ -367,13 +367,14 @@ def test_the_bundled_cases_through_the_runner_and_the_stub_on_every_product(suit
     """`aclnn-cli harness --op aclnnNLLLoss2dBackward` built against the stub toolkit: every bundled case run on each
     product the stub's SoC reports, and every one PASS (the negative cases returning their statuses)."""
     from cann_build import build_runner, tools_missing
-    from shared import linked_copy, shared_stub_root
+    from shared import linked_copy, object_cache, shared_stub_root
 
     if tools_missing() is not None:
         pytest.skip(f"stub CANN toolkit: {tools_missing()}")
     work = tmp_path_factory.mktemp("nll2d_runner")
     assert run_cli("harness", "-o", work / "h", "--op", SPEC.name).exit_code == 0
-    runner = build_runner(work / "h", work / "build", shared_stub_root(tmp_path_factory))
+    runner = build_runner(work / "h", work / "build", shared_stub_root(tmp_path_factory),
+                          cache=object_cache(tmp_path_factory))
     out = linked_copy(suite, work / "out")
     for soc in ("Ascend910B1", "Ascend910_9391", "Ascend950PR_9599", "Ascend910A"):
         monkeypatch.setenv("ACLNN_STUB_SOC", soc)
