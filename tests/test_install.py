@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
@@ -41,17 +40,16 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_bundled_suite(tmp_path):
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels),
-                  str(source)], cwd=tmp_path)
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)  # (its pip builds the wheel too: make's venv has none of its own)
+    py = env_dir / "bin" / "python"
+    built = _run([str(py), "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(source)], cwd=tmp_path)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = wheels.glob("aclnn_cli-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"aclnn_cli/cases/bundled/{p.name}" for p in BUNDLED.glob("*.yaml")} <= set(names)
     assert "aclnn_cli/ops/families/scatter.py" in names and "aclnn_cli/ops/groups/group_norm_backward.py" in names
 
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    py = env_dir / "bin" / "python"
     # (--no-compile: pip would compile every installed module, NumPy's thousand among them, which proves nothing here)
     installed = _run([str(py), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel)], cwd=tmp_path)
     if installed.returncode != 0 and any(h in installed.stderr for h in NETWORK_HINTS):
