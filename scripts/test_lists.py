@@ -19,11 +19,12 @@ SLOW = 0.2
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
-def _seconds(timeline: Path) -> dict[str, float]:
+def _seconds(timeline: Path, cpu: bool = False) -> dict[str, float]:
+    """Seconds per test: its wall-clock time, or (cpu) the CPU time of its worker and the worker's children."""
     seconds: dict[str, float] = {}
     for line in timeline.read_text().splitlines():
-        _, start, end, _cpu, node = line.split(maxsplit=4)
-        seconds[node] = seconds.get(node, 0.0) + float(end) - float(start)
+        _, start, end, used, node = line.split(maxsplit=4)
+        seconds[node] = seconds.get(node, 0.0) + (float(used) if cpu else float(end) - float(start))
     return seconds
 
 
@@ -33,13 +34,15 @@ def main(timeline: Path, check: Path | None = None) -> None:
     if check is not None:
         previous = [line for line in (TESTS / "slow-tests.txt").read_text().splitlines() if line and line[0] != "#"]
         slow |= set(previous) | {n for n, s in _seconds(check).items() if s > SLOW}
-    per_file = Counter()
+    per_file, cpu_per_file = Counter(), Counter()
     for node, s in seconds.items():
         per_file[node.split("::")[0]] += s
+    for node, s in _seconds(timeline, cpu=True).items():
+        cpu_per_file[node.split("::")[0]] += s
     (TESTS / "file-times.txt").write_text(
-        "# Seconds each test file took in a whole run (scripts/test_lists.py): the workers take the longest files\n"
-        "# first (conftest.py), so that no long file starts last.\n"
-        + "".join(f"{s:.0f} {name}\n" for name, s in per_file.most_common() if s >= 1))
+        "# Seconds each test file took in a whole run, and the CPU seconds it used (scripts/test_lists.py): the\n"
+        "# workers take the files that mostly wait first, then the longest (conftest.py).\n"
+        + "".join(f"{s:.0f} {cpu_per_file[name]:.0f} {name}\n" for name, s in per_file.most_common() if s >= 1))
     (TESTS / "slow-tests.txt").write_text(
         f"# Tests `make check` leaves out (make test runs them all): each took over {SLOW} s in a whole run, setup\n"
         "# included (scripts/test_lists.py).\n" + "".join(f"{n}\n" for n in sorted(slow)))

@@ -62,19 +62,20 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """The tests slow-tests.txt names, and those needing a heavy fixture (_heavy), are marked slow (make check leaves them
-    out); the longest files (file-times.txt)
-    come first, so that the workers do not end on one; make fuzz: share
-    ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
+    out). Files in the order of file-times.txt: first those that mostly wait (on timeouts; CPU under half their time),
+    which the other worker's first file keeps from idling a core (it generates the bundled suite with two processes,
+    and the C++ stub is still building); then the longest first, so that the workers do not end on one. make fuzz:
+    share ACLNN_FUZZ_TOTAL_SECONDS evenly among the collected fuzz targets."""
     slow = {line for line in SLOW_LIST.read_text().splitlines() if line and not line.startswith("#")}
     for item in items:
         if item.nodeid in slow or _heavy(item):
             item.add_marker(pytest.mark.slow)
-    seconds = {}
+    order = {}
     for line in FILE_TIMES.read_text().splitlines():
         if line and not line.startswith("#"):
-            value, name = line.split(maxsplit=1)
-            seconds[name] = float(value)
-    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))  # (stable: a file's order kept)
+            wall, cpu, name = line.split(maxsplit=2)
+            order[name] = (float(cpu) >= float(wall) / 2, -float(wall))
+    items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], (True, 0.0)))  # (stable: a file's order kept)
     total = float(os.environ.get("ACLNN_FUZZ_TOTAL_SECONDS", "0") or 0)
     targets = [item for item in items if item.get_closest_marker("fuzz")]
     if total > 0 and targets:
