@@ -12,7 +12,7 @@ import numpy as np
 
 import harness
 from aclnn_cli.tensor import dtypes as D
-from helpers import run_cli, verify_records
+from helpers import read_yaml, run_cli, verify_records
 
 CASES = Path(__file__).resolve().parent.parent / "aclnn_cli" / "cases" / "bundled"
 
@@ -189,11 +189,10 @@ def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, outpu
     import json
     import math
 
-    import yaml
 
     r = run_cli("convert", "--skip-unsupported", atk, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "skipped" not in r.output, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
     cases = [c for d in docs for c in d["cases"]]
     small = [c["name"] for c in cases if math.prod(c["shape"]) <= quick_elements]
     assert small, f"no case of up to {quick_elements} elements"  # (no --case would generate every case)

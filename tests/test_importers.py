@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from aclnn_cli.cases import importers
 from aclnn_cli.cases.loader import collect_files, load_cases, load_file, parse_yaml
@@ -205,6 +206,21 @@ def test_yaml_round_trips_floats_exactly():
     assert got[-3:] == ["nan", "inf", "-inf"]
     assert [repr(v) for v in got[:-3]] == [repr(float(v)) for v in nums[:-3]]
     assert math.copysign(1, got[3]) < 0
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=150)  # (any code point but a lone surrogate)
+_SCALARS = _TEXT | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.booleans() | st.none()
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(_TEXT, inner, max_size=4),
+                       max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_VALUES)
+def test_converted_text_reads_back_as_the_document(value):
+    """Whatever text an outside case file carries (control characters, NEL, long lines folded) reads back from the
+    converted YAML as it was: PyYAML's Python emitter turned U+0085 into a space, libyaml's keeps it (to_yaml)."""
+    doc = {"op": "aclnnSiluBackward", "cases": [{"name": "a", "note": value}]}
+    assert parse_yaml("x.yaml", to_yaml(doc, "x.json", "ATK JSON").encode()) == doc
 
 
 # ---- unsupported cases: one line, exit 2; or skipped and counted ------------------------------

@@ -10,9 +10,8 @@ import json
 import math
 
 import numpy as np
-import yaml
 
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 
 
 def _tensor(name, dtype="fp32", shape=(4, 5), rv=(-5, 5)):
@@ -34,7 +33,7 @@ def _converted(tmp_path, name, doc) -> tuple[object, list]:
     src = tmp_path / name
     src.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     r = run_cli("convert", "--skip-unsupported", src, "-o", tmp_path / "yaml")
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
     return r, [c for d in docs for c in d["cases"]]
 
 

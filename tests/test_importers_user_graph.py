@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from aclnn_cli.cases import importers
 from aclnn_cli.errors import CaseError, UserError
@@ -25,7 +24,7 @@ from aclnn_cli.ops import graphops
 from aclnn_cli.ops.graphops import GraphOp, number
 from aclnn_cli.ops.registry import DECLARED_IN, OPS
 
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from test_importers import TTK_HEADER, ttk_row
 from clifork import cli_process
 
@@ -104,7 +103,7 @@ def test_an_absent_only_input_given_makes_the_case_unsupported(registry, tmp_pat
     result = run_cli("convert", src, "-o", tmp_path / "yaml", "--skip-unsupported")
     assert result.exit_code == 0 and "skipped 1 unsupported foreign case:" in result.output, result.output
     assert "y is given: the probe computes y itself" in result.output
-    [doc] = [yaml.safe_load(p.read_text()) for p in (tmp_path / "yaml").glob("*.yaml")]
+    [doc] = [read_yaml(p) for p in (tmp_path / "yaml").glob("*.yaml")]
     [case] = doc["cases"]
     assert case["name"] == "left_out" and set(case["inputs"]) == {"gradOutput", "self"}
 

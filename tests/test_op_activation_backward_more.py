@@ -17,6 +17,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops import contract as C
 from aclnn_cli.ops import find_op
 from aclnn_cli.tensor import dtypes as D
+from helpers import read_yaml
 
 F = np.float32
 
@@ -143,7 +144,6 @@ def test_selu_grad_graph_op_is_selu_backward(tmp_path):
     """The graph op SeluGrad(gradients, outputs) -> y (selu_grad/op_graph/selu_grad_proto.h) is aclnnSeluBackward
     (gradOutput, result) -> gradInput; ops-nn has no TTK file for it, so a row in its TTK kernel-mode format."""
     from helpers import run_cli
-    import yaml
 
     head = ("testcase_name,op_name,input_dtypes,input_ori_shapes,output_ori_shapes,input_ori_formats,"
             "output_ori_formats,attributes,input_shapes,output_dtypes,output_shapes,input_formats,output_formats,"
@@ -155,7 +155,7 @@ def test_selu_grad_graph_op_is_selu_backward(tmp_path):
     src.write_text(head + "\n" + row + "\n")
     r = run_cli("convert", src, "-o", tmp_path / "y")
     assert r.exit_code == 0, r.output
-    doc = yaml.safe_load((tmp_path / "y" / "ttk_selu_grad.yaml").read_text())
+    doc = read_yaml(tmp_path / "y" / "ttk_selu_grad.yaml")
     case = doc["cases"][0]
     assert doc["op"] == "aclnnSeluBackward" and case["shape"] == [4, 5] and case["dtype"] == "float16"
     assert case["inputs"] == {"gradOutput": {"uniform": [-1, 1]}, "result": {"uniform": [-2, 0]}}

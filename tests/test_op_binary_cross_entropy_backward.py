@@ -31,7 +31,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.binary_cross_entropy_backward import CONTRACT_NOTES, EPS, SPEC
 
-from helpers import manifest, run_cli
+from helpers import manifest, read_yaml, run_cli
 from loss_oracle import case_arrays, round_interval
 from shared import linked_copy
 
@@ -165,7 +165,7 @@ def converted(tmp_path_factory) -> tuple[str, list[dict]]:
     work = tmp_path_factory.mktemp("bcesuite")
     r = run_cli("convert", "--skip-unsupported", *FILES, "-o", work / "yaml")
     assert r.exit_code == 0, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((work / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((work / "yaml").glob("*.yaml"))]
     return r.output, [c for d in docs for c in d["cases"]]
 
 

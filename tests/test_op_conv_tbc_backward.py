@@ -20,7 +20,7 @@ from aclnn_cli.ops.tbc.conv_tbc_backward import BY_3D, NCL, SPEC, _backs, frame
 from aclnn_cli.ops.families.convolution import shape_of, shape_values
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import bundled_emulated, generated_yaml, not_passing, passing_bundled_records, variant_statuses
 from test_op_convolution_backward import OUTPUTS, goldens_against_oracle, logical
 from test_op_convolution_backward import write_dumps as conv_write_dumps
@@ -194,7 +194,7 @@ def test_ops_nn_atk_suite_imports_and_its_small_cases_pass(tmp_path):
     assert "skipped 8 unsupported" in r.output and r.output.count("one block, of at most 33,554,432") >= 5, r.output
     assert "converted 197 cases" in r.output, r.output
     (path,) = (tmp_path / "yaml").glob("*.yaml")
-    doc = yaml.safe_load(path.read_text())
+    doc = read_yaml(path)
 
     def largest(c):
         return max(math.prod(s) for s in [c["shape"], *(v["shape"] for v in c.get("tensors", {}).values())])

@@ -26,7 +26,7 @@ from aclnn_cli.ops.convolution.convolution_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from oracle import rounded_bits
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import (bundled_emulated, generated_yaml, not_passing, passing_bundled_records, variant_statuses,
                        write_dump)
 
@@ -257,7 +257,7 @@ def test_ops_nn_atk_suite_imports_and_its_cases_pass(tmp_path):
     assert "2 x key 'shape'" in r.output and "one block, of at most 33,554,432" in r.output, r.output
     assert "converted 213 cases" in r.output, r.output
     (path,) = (tmp_path / "yaml").glob("*.yaml")
-    doc = yaml.safe_load(path.read_text())
+    doc = read_yaml(path)
     large = [c for c in doc["cases"] if math.prod(c["shape"]) > 1 << 22]
     assert [c["name"] for c in large] == ["atk_aclnnConvolutionBackward-209"]
     doc["cases"] = [c for c in doc["cases"] if c not in large]

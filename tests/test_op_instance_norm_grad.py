@@ -28,7 +28,6 @@ from pathlib import Path
 import mpmath
 import numpy as np
 import pytest
-import yaml
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -36,7 +35,7 @@ from aclnn_cli.ops.groups.instance_norm_grad import SPEC
 from aclnn_cli.ops.groups.instance_norm_kernel import kahan, kernel, rstd_of
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from oracle import rounded_bits
 from rowblocks import as_f64, as_fractions, bundled_emulated, generated_yaml, not_passing, variant_statuses
 from test_op_group_norm_backward import _logical, _write_dumps
@@ -407,7 +406,7 @@ def test_ops_nn_ttk_suite_imports_whole_and_passes(tmp_path):
     no SoC; fp32 and fp16, (N, D, H, W, C) ND) and pass the 950 kernel and the independent float32 formulation."""
     r = run_cli("convert", TTK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "converted 6 cases from 1 file" in r.output, r.output
-    doc = yaml.safe_load((tmp_path / "yaml" / f"{TTK.stem}.yaml").read_text())
+    doc = read_yaml(tmp_path / "yaml" / f"{TTK.stem}.yaml")
     assert doc["op"] == SPEC.name and {c["product"] for c in doc["cases"]} == {"950"}
     assert {c["dtype"] for c in doc["cases"]} == {"float32", "float16"}
     out = tmp_path / "out"

@@ -26,7 +26,6 @@ from pathlib import Path
 import mpmath
 import numpy as np
 import pytest
-import yaml
 
 from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -34,7 +33,7 @@ from aclnn_cli.ops.elementwise.kl_div_backward import CONTRACT_NOTES, SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from loss_oracle import case_arrays
 from oracle import fraction_bits
 from rowblocks import independent_dumps, not_passing
@@ -246,7 +245,7 @@ def suites(tmp_path_factory):
     r = run_cli("convert", "--skip-unsupported", ATK, TTK, "-o", work / "yaml")
     assert r.exit_code == 0 and "converted 286 cases from 2 files" in r.output and "skipped 21 " in r.output, r.output
     assert "does not broadcast to" in r.output.split("skipped 21 ")[1] and "does not model" not in r.output
-    cases = {p.stem: yaml.safe_load(p.read_text())["cases"] for p in (work / "yaml").glob("*.yaml")}
+    cases = {p.stem: read_yaml(p)["cases"] for p in (work / "yaml").glob("*.yaml")}
     small = [c["name"] for c in cases[TTK.stem] if math.prod(c["shape"]) <= QUICK]
     picks = [a for n in [c["name"] for c in cases[ATK.stem]] + small for a in ("--case", f"kl_div_backward-{n}")]
     out = work / "out"

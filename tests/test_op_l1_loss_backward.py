@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
@@ -27,7 +26,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.l1_loss_backward import CONTRACT_NOTES, SPEC, tiling_cof
 
-from helpers import manifest, run_cli, tensor
+from helpers import manifest, read_yaml, run_cli, tensor
 from loss_oracle import logical
 from shared import linked_copy
 
@@ -174,7 +173,7 @@ def suites(tmp_path_factory):
 def test_ops_nn_suites_import_every_case_and_pass_the_950_kernel(suites):
     text, out = suites
     assert "converted 310 cases from 2 files" in text
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((out.parent / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((out.parent / "yaml").glob("*.yaml"))]
     assert sorted(len(d["cases"]) for d in docs) == [99, 211]
     reductions = {c["attributes"]["reduction"] for d in docs for c in d["cases"]}
     assert reductions == {0, 1, 2}

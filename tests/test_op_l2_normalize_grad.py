@@ -23,7 +23,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import softmax_oracle as O
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import bundled_generated
 
 X, Y, DY, DX = "x", "y", "dy", "dx"
@@ -240,11 +240,10 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
 def test_the_ttk_suite_imports_whole(tmp_path):
     """norm/l2_normalize_grad/tests/st/arch35/ttk_kernel_l2_normalize_grad_st.csv: graph op L2NormalizeGrad, its 8
     cases (0 to 524 k elements) import as aclnnL2NormalizeGrad; `make catalogue` runs them (all PASS)."""
-    import yaml
 
     done = run_cli("convert", TTK, "-o", tmp_path / "ttk")
     assert done.exit_code == 0, done.output
-    doc = yaml.safe_load((tmp_path / "ttk" / f"{TTK.stem}.yaml").read_text())
+    doc = read_yaml(tmp_path / "ttk" / f"{TTK.stem}.yaml")
     assert doc["op"] == SPEC.name and len(doc["cases"]) == 8
     assert {c["product"] for c in doc["cases"]} == {"950"}
     assert sorted({tuple(c["attributes"]["dimOptional"]) for c in doc["cases"]}) == [(-1,), (1,)]

@@ -19,7 +19,6 @@ from pathlib import Path
 import mpmath
 import numpy as np
 import pytest
-import yaml
 
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.rows.layer_norm_grad import SPEC, VARIANTS, newton_rstd
@@ -27,7 +26,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import test_op_layer_norm_backward as LBT
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import as_f64, as_fractions, bundled_emulated, not_passing
 
 PDX, PDG, PDB = "pd_x", "pd_gamma", "pd_beta"
@@ -268,7 +267,7 @@ def test_ops_nn_ttk_suite_imports_whole_and_its_small_cases_pass(tmp_path):
     elements pass the 950 kernel and the independent float32 formulation (the rest: scripts/catalogue.py)."""
     r = run_cli("convert", TTK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "converted 99 cases from 1 file" in r.output, r.output
-    cases = yaml.safe_load((tmp_path / "yaml" / f"{TTK.stem}.yaml").read_text())["cases"]
+    cases = read_yaml(tmp_path / "yaml" / f"{TTK.stem}.yaml")["cases"]
     small = [c["name"] for c in cases if math.prod(c["shape"]) <= QUICK]
     assert len(small) >= 5 and all(c["product"] == "950" for c in cases)
     out = tmp_path / "out"

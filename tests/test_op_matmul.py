@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 import harness
 from aclnn_cli.ops.contract import TensorDesc, check
@@ -22,7 +21,7 @@ from aclnn_cli.ops.contraction.matmul import SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 from contraction_kernels import ORDERS, goldens_against_the_oracle, logical, numpy_float32
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import (bundled_emulated, generated_yaml, independent_dumps, not_passing,
                        variant_statuses, write_dump, passing_bundled_records)
 
@@ -293,7 +292,7 @@ def test_ops_nn_suites_import_whole_and_their_small_cases_pass(tmp_path):
     r = run_cli("convert", "--skip-unsupported", SUITES / ATK, SUITES / TTK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0, r.output
     assert "skipped 6 unsupported" in r.output and "aclnnMm" in r.output, r.output
-    docs = {p.stem: yaml.safe_load(p.read_text()) for p in (tmp_path / "yaml").glob("*.yaml")}
+    docs = {p.stem: read_yaml(p) for p in (tmp_path / "yaml").glob("*.yaml")}
     atk, ttk = docs[ATK.split(".")[0]]["cases"], docs[TTK.split(".")[0]]["cases"]
     assert len(atk) == 290 and len(ttk) == 5
     picks = [c["name"] for c in atk if _macs(c) <= QUICK_MACS] + [c["name"] for c in ttk]

@@ -26,7 +26,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.mish_grad import CONTRACT_NOTES, SPEC
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from oracle import fraction_bits
 from rowblocks import assert_named_cases_fail, bundled_emulated, independent_dumps, not_passing, passing_bundled_records
 
@@ -253,11 +253,10 @@ def test_ttk_suite_imports_whole_with_tanhx_and_passes(tmp_path):
     case MISTRUSTED, as every constant case: its golden is -inf in float16)."""
     import json
 
-    import yaml
 
     r = run_cli("convert", TTK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0, r.output
-    cases = [c for p in sorted((tmp_path / "yaml").glob("*.yaml")) for c in yaml.safe_load(p.read_text())["cases"]]
+    cases = [c for p in sorted((tmp_path / "yaml").glob("*.yaml")) for c in read_yaml(p)["cases"]]
     given = {c["name"] for c in cases if not (c.get("tensors") or {}).get(T, {}).get("nullptr")}
     assert len(cases) == 5 and given == {"mish_grad_fuzz_100", "mish_grad_fuzz_154", "mish_grad_fuzz_28"}
     out = tmp_path / "out"

@@ -27,7 +27,7 @@ from aclnn_cli.ops.complexparts import NoRelativeBound, Parts, formula_gamma
 from aclnn_cli.ops.elementwise.sigmoid_backward import SPEC
 from aclnn_cli.tensor import dtypes as D
 
-from helpers import logical, manifest, read_storage, run_cli, tensor, write_yaml
+from helpers import logical, manifest, read_storage, read_yaml, run_cli, tensor, write_yaml
 REPO = Path(__file__).resolve().parent.parent
 
 BUNDLED = REPO / "aclnn_cli" / "cases" / "bundled" / "sigmoid_backward.yaml"
@@ -49,7 +49,7 @@ def oracle(y: complex, dy: complex, bits: int) -> tuple[float, float]:
 def complex_out(tmp_path_factory):
     """The bundled complex cases of SigmoidBackward, generated and emulated."""
     root = tmp_path_factory.mktemp("complex")
-    suite = yaml.safe_load(BUNDLED.read_text())
+    suite = read_yaml(BUNDLED)
     suite["cases"] = [c for c in suite["cases"] if c["name"].startswith("complex")]
     out = root / "out"
     assert run_cli("gen", write_yaml(root, yaml.safe_dump(suite)), "-o", out).exit_code == 0
@@ -210,7 +210,7 @@ def test_ops_nn_atk_suite_imports_every_complex_case_and_passes(tmp_path):
     assert len(complex_entries) == 66
     converted = run_cli("convert", ATK, "-o", tmp_path / "yaml")  # (the whole file imports as it is: 204 cases)
     assert converted.exit_code == 0 and "skipped" not in converted.output, converted.output
-    assert sum(len(yaml.safe_load(p.read_text())["cases"]) for p in (tmp_path / "yaml").glob("*.yaml")) == 204
+    assert sum(len(read_yaml(p)["cases"]) for p in (tmp_path / "yaml").glob("*.yaml")) == 204
     src = tmp_path / "complex" / ATK.name  # (its complex entries alone run here; all 204: make catalogue)
     src.parent.mkdir()
     src.write_text(json.dumps(complex_entries))

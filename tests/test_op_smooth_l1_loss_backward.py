@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
@@ -29,7 +28,7 @@ from aclnn_cli.golden.rounding import golden
 from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.ops.elementwise.smooth_l1_loss_backward import CONTRACT_NOTES, SPEC, mean_cof
 
-from helpers import run_cli, tensor
+from helpers import read_yaml, run_cli, tensor
 from loss_oracle import case_arrays, logical, round_interval
 from shared import linked_copy
 
@@ -222,7 +221,7 @@ def suites(tmp_path_factory):
 
 
 def test_ops_nn_suites_import_every_case_and_pass_the_950_kernel(suites):
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((suites.parent / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((suites.parent / "yaml").glob("*.yaml"))]
     assert sorted(len(d["cases"]) for d in docs) == [99, 201]
     assert {c["attributes"]["beta"] for d in docs for c in d["cases"]} >= {0.7, 0.8, 0.9, 1.0}
     r = run_cli("verify", suites)

@@ -21,7 +21,7 @@ from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, NULLPTR, SUCCESS
 
 import softmax_oracle as O
-from helpers import run_cli
+from helpers import read_yaml, run_cli
 from rowblocks import bundled_generated
 
 G, X1, X2, Y = "grad", "x1", "x2", "y"
@@ -249,11 +249,10 @@ def test_an_independent_float32_implementation_passes_every_bundled_case(suite, 
 def test_the_ttk_suite_imports_whole(tmp_path):
     """activation/softmax_grad_ext/tests/st/arch35/ttk_kernel_softmax_grad_ext_st.csv: graph op SoftmaxGradExt, its
     5 cases (271 k to 6.9 M elements) import as aclnnSoftmaxGradExt; `make catalogue` runs them (all PASS)."""
-    import yaml
 
     done = run_cli("convert", TTK, "-o", tmp_path / "ttk")
     assert done.exit_code == 0, done.output
-    doc = yaml.safe_load((tmp_path / "ttk" / f"{TTK.stem}.yaml").read_text())
+    doc = read_yaml(tmp_path / "ttk" / f"{TTK.stem}.yaml")
     assert doc["op"] == SPEC.name and len(doc["cases"]) == 5
     assert {c["product"] for c in doc["cases"]} == {"950"} and {c["attributes"]["keepDims"] for c in doc["cases"]} == {True}
     scalar = [c for c in doc["cases"] if c["name"].endswith("_scalar")]

@@ -19,7 +19,7 @@ from aclnn_cli.ops.contract import TensorDesc, check
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.tensor.status import INVALID, SUCCESS
 
-from helpers import logical, manifest, run_cli, tensor, write_yaml
+from helpers import logical, manifest, read_yaml, run_cli, tensor, write_yaml
 from rowblocks import bundled_emulated
 
 INTEGERS = ("int8", "uint8", "int32", "int64")
@@ -174,9 +174,8 @@ def test_the_atk_files_infinite_integer_constants_import_as_the_dtypes_extremes(
     suite = Path(__file__).parent / "ops_nn_suites" / "atk_aclnnThresholdBackward.json"
     r = run_cli("convert", "--skip-unsupported", suite, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "skipped 3" in r.output and "'constant' value nan is not an integer" in r.output
-    import yaml
 
-    doc = yaml.safe_load(next((tmp_path / "yaml").glob("*.yaml")).read_text())
+    doc = read_yaml(next((tmp_path / "yaml").glob("*.yaml")))
     by_name = {c["name"]: c for c in doc["cases"]}
     assert by_name["atk_aclnnThresholdBackward-190"]["inputs"] == {
         "gradOutput": {"constant": 2147483647}, "self": {"constant": -2147483648}}

@@ -14,9 +14,8 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import run_cli, verify_records
+from helpers import read_yaml, run_cli, verify_records
 
 SUITES = Path(__file__).parent / "ops_nn_suites"
 
@@ -55,7 +54,7 @@ def op_key(op: str) -> str:
 def _converted(path: Path, tmp_path: Path) -> tuple[str, list[dict]]:
     r = run_cli("convert", "--skip-unsupported", path, "-o", tmp_path / "yaml")
     assert r.exit_code == 0, r.output
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
+    docs = [read_yaml(p) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]
     return r.output, [dict(c, op=d["op"]) for d in docs for c in d["cases"]]
 
 

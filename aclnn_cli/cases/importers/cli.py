@@ -24,9 +24,13 @@ HEADER = ("# Converted by `aclnn-cli convert` from {name} ({fmt}); docs/importin
           "# Names and seeds derive from the source file's name: gen gives the same bytes as importing it.\n")
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def to_yaml(doc: dict, source: str, fmt: str) -> str:
-    """One case document as YAML text (floats in repr form, so they read back exactly)."""
-    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    """One case document as YAML text (floats in repr form, so they read back exactly). libyaml's emitter where
+    PyYAML has it (the same text as the Python emitter's, in a third of the time: decision 249)."""
+    body = yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
     return HEADER.format(name=source, fmt=fmt) + body
 
 
