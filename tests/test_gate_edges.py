@@ -17,8 +17,8 @@ import pytest
 from aclnn_cli.tensor import dtypes as D
 from aclnn_cli.casedir import manifest as M
 from aclnn_cli.judge.comparison import Options, compare_range, tolerance_dtype
-from aclnn_cli.judge.judging import OutputJudging, complex_gamma
-from aclnn_cli.judge.verify import check_run_tolerances, verify_manifests
+from aclnn_cli.judge.judging import OutputJudging, case_judging, complex_gamma
+from aclnn_cli.judge.verify import check_run_tolerances
 from aclnn_cli.cli.verdicts import _tolerances  # (the command line's KEY=VALUE parser)
 from aclnn_cli.standards.rules import STANDARDS, find_standard
 
@@ -210,11 +210,20 @@ def _tolerance_args(values):
     return [a for pair in _tolerance_pairs(values) for a in ("--tolerance", pair)]
 
 
+def _carried(manifests, opts: Options, std, edge) -> None:
+    """Every output of every case is judged by `std` with exactly `edge`'s values (case_judging: what verify builds
+    for it from the run's options and the manifest; a refused value raises)."""
+    for m in manifests:
+        for judged in case_judging(m, opts):
+            assert judged.std.name == std.name and judged.params == std.params(judged.dtype, edge.values), (m.case_id, edge)
+
+
 @pytest.mark.parametrize("std_name", TUNABLE)
 def test_every_accepted_edge_fails_broken_dumps_through_the_cli(every_family, tmp_path, std_name):
     """Per dtype, one `verify --standard --tolerance` round trip at the all-maxima corner (every key on the command
-    line); then every edge through what that command runs, from the same KEY=VALUE text its parser reads: the run's
-    tolerances checked against every case, the cases judged with them (a run's table of failures unprinted)."""
+    line): every case FAIL. Then every edge from the same KEY=VALUE text the command's parser reads: the run's
+    tolerances are checked against every case and reach the judge as the edge's exact values (_carried), and the
+    judge-level test above fails broken dumps of every op at each of those values."""
     std = find_standard(std_name)
     for d, out in every_family.items():
         edges = distinct_edges(std, D.lookup(d))
@@ -229,17 +238,17 @@ def test_every_accepted_edge_fails_broken_dumps_through_the_cli(every_family, tm
         for edge in edges:
             opts = Options(standard=std_name, tolerance=_tolerances(None, None, _tolerance_pairs(edge.values)))
             check_run_tolerances(manifests, opts)  # (accepted: a refusal raises)
-            run = verify_manifests(manifests, opts=opts, jobs=1, root=out)
-            statuses = {c.status for c in run.cases}
-            assert len(run.cases) == len(manifests) and statuses == {"FAIL"}, (d, edge, statuses)
+            _carried(manifests, opts, std, edge)
 
 
 @pytest.mark.parametrize("std_name", TUNABLE)
 def test_every_accepted_edge_from_yaml_fails_broken_dumps(tmp_path, std_name):
-    """The same edges carried by case files (standard and tolerance in YAML): gen, break the dumps, verify (an op
-    of each family: family_ops)."""
+    """The same edges carried by case files (standard and tolerance in YAML; an op of each family: family_ops): gen
+    accepts every one, and each case's manifest reaches the judge with its edge's exact values (_carried); the
+    judge-level test above fails broken dumps of every op at each. End to end, the all-maxima corner of each dtype:
+    gen, break the dumps, verify: every case FAIL, judged by this standard."""
     std = find_standard(std_name)
-    files = []
+    files, edge_of, corner = [], {}, []
     for op in family_ops():
         lines = [f"op: {op.name}", "cases:"]
         for d in DTYPES:
@@ -248,18 +257,27 @@ def test_every_accepted_edge_from_yaml_fails_broken_dumps(tmp_path, std_name):
                 one = suite_yaml(op, names=(f"e{i}",), shape=64, extra=f", standard: {std_name}, tolerance: {{{tol}}}",
                                  dtypes=(d,)).splitlines()
                 lines += one[2:]
+                edge_of[f"{op.key}-e{i}-{d}"] = edge
+                if edge.label == f"corner {'+' * len(edge.values)}":
+                    corner.append(f"{op.key}-e{i}-{d}")
         files.append(write_yaml(tmp_path, "\n".join(lines) + "\n", f"{op.key}.yaml"))
     out = tmp_path / "out"
     r = run_cli("gen", *files, "-o", out, "-j", "1")  # (in this process: ~1,000 small cases, no worker pays its way)
     assert r.exit_code == 0, r.output
-    for broken in BROKEN:
-        for case in case_dirs(out):
-            write_broken(case, broken)
-        r = run_cli("verify", out, "-j", "1", "--junit", tmp_path / "v.xml")
+    manifests, broken = M.load_all(case_dirs(out))
+    assert sorted(m.case_id for m in manifests) == sorted(edge_of) and not broken
+    for m in manifests:
+        _carried([m], Options(), std, edge_of[m.case_id])
+    ends = linked_copy(out, tmp_path / "corner", cases=corner)
+    assert len(corner) == len(family_ops()) * len(DTYPES)
+    for broken_kind in BROKEN:
+        for case in case_dirs(ends):
+            write_broken(case, broken_kind)
+        r = run_cli("verify", ends, "-j", "1", "--junit", tmp_path / "v.xml")
         assert r.exit_code == 1, r.output
         verdicts = _verdicts(tmp_path / "v.xml")
-        assert {standard for _, standard in verdicts} == {std_name}
-        assert {status for status, _ in verdicts} == {"FAIL"}, (broken, verdicts)
+        assert len(verdicts) == len(corner) and {standard for _, standard in verdicts} == {std_name}
+        assert {status for status, _ in verdicts} == {"FAIL"}, (broken_kind, verdicts)
 
 
 # --- Just outside the range: refused, from both sources ---------------------------------------------
