@@ -55,12 +55,13 @@ def remember(pid):
         f.write(f"{{pid}}\\n")
 
 def sleeper():
-    """A child holding every descriptor the runner has (the reply pipe included), for an hour."""
+    """A child holding every descriptor the runner has (the reply pipe included), for an hour. Its pid is written
+    here, not by the child: on a loaded machine run may kill it before it is first scheduled."""
     pid = os.fork()
     if pid == 0:
-        remember(os.getpid())
         time.sleep(3600)
         os._exit(0)
+    remember(pid)
     return pid
 
 def finish(n, text=None):
