@@ -18,12 +18,14 @@ import time
 def main() -> None:
     args = sys.argv[1:]
     reply_fd = int(args[args.index("--reply-fd") + 1]) if "--reply-fd" in args else 1
-    if os.environ.get("FAKE_ORPHAN") and os.fork() == 0:
-        os.setsid()
-        with open(os.environ["FAKE_ORPHAN"], "a") as f:
-            f.write(f"{os.getpid()}\n")
-        time.sleep(3600)
-        os._exit(0)
+    if os.environ.get("FAKE_ORPHAN"):
+        orphan = os.fork()
+        if orphan == 0:
+            os.setsid()
+            time.sleep(3600)
+            os._exit(0)
+        with open(os.environ["FAKE_ORPHAN"], "a") as f:  # (here: the child may be killed before it first runs)
+            f.write(f"{orphan}\n")
     replies = os.fdopen(reply_fd, "w", buffering=1)
     if os.environ.get("FAKE_FAIL_START"):
         print("cannot open device", file=sys.stderr)

@@ -29,11 +29,12 @@ def reference(t):
     if "{what}" == "thread":
         threading.Thread(target=time.sleep, args=(3600,)).start()
     elif "{what}" == "fork":
-        if os.fork() == 0:
-            with open({pids!r}, "a") as f:
-                f.write(f"{{os.getpid()}}\\n")
+        child = os.fork()
+        if child == 0:
             time.sleep(3600)
             os._exit(0)
+        with open({pids!r}, "a") as f:  # (here: the child may be killed before it first runs)
+            f.write(f"{{child}}\\n")
     elif "{what}" == "exit" and t["gradOutput"].size > 1000:
         os._exit(0)
     elif "{what}" == "exit-small" and t["gradOutput"].size < 10:
