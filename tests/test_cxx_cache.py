@@ -22,8 +22,9 @@ def _build(project: Path, cache: Path, value: int, *flags: str) -> int:
     (project / "src" / "main.cpp").write_text(SOURCE)
     (project / "src" / "value.h").write_text(f"#define VALUE {value}\n")
     obj, exe = project / "main.o", project / "main"
+    source = project / "src" / "main.cpp"
     done = subprocess.run([sys.executable, str(CACHE), str(cache), CXX, *flags, f"-I{project / 'src'}", "-MD", "-MT",
-                           str(obj), "-MF", str(project / "main.o.d"), "-o", str(obj), "-c", str(project / "src" / "main.cpp")])
+                           str(obj), "-MF", str(project / "main.o.d"), "-o", str(obj), "-c", str(source)])
     assert done.returncode == 0
     assert "value.h" in (project / "main.o.d").read_text()  # (the dependency file CMake asked for, hit or miss)
     subprocess.run([CXX, str(obj), "-o", str(exe)], check=True)

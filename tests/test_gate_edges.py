@@ -215,7 +215,8 @@ def _carried(manifests, opts: Options, std, edge) -> None:
     for it from the run's options and the manifest; a refused value raises)."""
     for m in manifests:
         for judged in case_judging(m, opts):
-            assert judged.std.name == std.name and judged.params == std.params(judged.dtype, edge.values), (m.case_id, edge)
+            assert judged.std.name == std.name, (m.case_id, judged.std.name)
+            assert judged.params == std.params(judged.dtype, edge.values), (m.case_id, edge)
 
 
 @pytest.mark.parametrize("std_name", TUNABLE)
