@@ -41,7 +41,7 @@ def main(timeline: Path, check: Path | None = None) -> None:
         cpu_per_file[node.split("::")[0]] += s
     (TESTS / "file-times.txt").write_text(
         "# Seconds each test file took in a whole run, and the CPU seconds it used (scripts/test_lists.py): the\n"
-        "# workers take the files that mostly wait first, then the longest (conftest.py).\n"
+        "# workers take the longest first, those that mostly wait interleaved at the start (conftest.py).\n"
         + "".join(f"{s:.0f} {cpu_per_file[name]:.0f} {name}\n" for name, s in per_file.most_common() if s >= 1))
     (TESTS / "slow-tests.txt").write_text(
         f"# Tests `make check` leaves out (make test runs them all): each took over {SLOW} s in a whole run, setup\n"
