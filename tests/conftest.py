@@ -60,6 +60,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "fuzz: a structured fuzz target of a reader (short in make test; make fuzz)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    """A test worker compiles its share of the missing bytecode before it collects (bytecode.py)."""
+    import bytecode
+
+    bytecode.share_from_environment(session.config)
+
+
 def pytest_collection_modifyitems(config, items):
     """The tests slow-tests.txt names, and those needing a heavy fixture (_heavy), are marked slow (make check leaves them
     out). Files by file-times.txt, the longest first so that the workers do not end on one, with those that mostly
