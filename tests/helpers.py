@@ -90,10 +90,10 @@ def logical(case_dir: Path, tensor: dict, key: str = "file") -> np.ndarray:
     """Read a tensor back through the manifest's shape/strides/offset only."""
     storage = read_storage(case_dir, tensor, key)
     shape, strides, offset = tensor["shape"], tensor["strides"], tensor["offset"]
-    out = np.empty(shape, dtype=storage.dtype)
-    for coords in np.ndindex(*shape):
-        out[coords] = storage[offset + sum(c * s for c, s in zip(coords, strides))]
-    return out
+    index = np.full(shape, offset, dtype=np.int64)  # (element coords -> offset + sum(coord * stride), axis by axis)
+    for axis, (size, stride) in enumerate(zip(shape, strides)):
+        index += (np.arange(size, dtype=np.int64) * stride).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    return np.array(storage[index], dtype=storage.dtype).reshape(shape)
 
 
 def tensor(m: dict, name: str) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ..casedir import dirs as casedirs
 from ..device.defects import catalogue, find_variant
 from ..device.emulate import emulate_case
 from ..errors import UserError
+from ..files.regular import read_regular
 from ..ops import find_op
 from ..pipeline.parallel import Runner
 from ..standards.rules import DEFAULT_STANDARD, STANDARDS
@@ -97,12 +99,14 @@ def _same_device(a: Path, b: Path) -> bool:
 
 def _written(m: M.CaseManifest) -> bytes:
     """What verify reads of the device's run: the status and every judged output's dump (a digest of them)."""
-    h = hashlib.sha256((m.dir / M.STATUS_FILE).read_bytes())
+    h = hashlib.sha256(read_regular(m.dir / M.STATUS_FILE, sys.maxsize))
     for t in m.judged:
-        there = t.dump is not None and t.dump.is_file()
-        h.update(b"\1" if there else b"\0")  # (a missing dump is not an empty one)
-        if there:
-            h.update(t.dump.read_bytes())
+        try:
+            data = None if t.dump is None else read_regular(t.dump, sys.maxsize)  # (one open and read: a variant's
+        except OSError:  # every case run asks this)
+            data = None
+        h.update(b"\0" if data is None else b"\1")  # (a missing dump is not an empty one)
+        h.update(data or b"")
     return h.digest()
 
 

@@ -43,9 +43,21 @@ def atomic_write_text(path: Path, text) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(open_regular(tmp, WRITE)[0], "w", encoding="utf-8") as f:  # (a FIFO there: refused, not waited on)
-            f.writelines([text] if isinstance(text, str) else text)
+        try:
+            fd = open_regular(tmp, WRITE)[0]  # (a FIFO there: refused, not waited on)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_regular(tmp, WRITE)[0]
+        if isinstance(text, str):  # (its bytes written as they are: a run writes a status file per case, and a text
+            try:  # stream's set-up cost more than the write)
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+        else:
+            with open(fd, "w", encoding="utf-8") as f:
+                f.writelines(text)
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
