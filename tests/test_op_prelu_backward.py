@@ -58,13 +58,24 @@ def channels(case: Path, m: dict):
 def exact_sum(terms) -> Fraction | float:
     """The exact sum of float64 terms (each exact): dyadic integers over a common power of two; IEEE where a term
     is NaN or infinite."""
-    terms = [float(v) for v in terms]
-    if not all(math.isfinite(v) for v in terms):
+    values = np.asarray(terms, dtype=np.float64).reshape(-1)
+    if not np.isfinite(values).all():
+        terms = values.tolist()
         return math.fsum(terms) if not any(math.isnan(v) for v in terms) and len({v for v in terms if math.isinf(v)}) < 2 \
             else float("nan")
-    pairs = [v.as_integer_ratio() for v in terms]
-    scale = max((d for _, d in pairs), default=1)
-    return Fraction(sum(n * (scale // d) for n, d in pairs), scale)
+    if not values.size:
+        return Fraction(0)
+    # each term m 2^e with m a 53-bit integer (frexp), split into 26-bit halves so that no int64 sum of one exponent's
+    # terms can overflow; those sums, shifted to the smallest exponent, added as Python integers
+    m, e = np.frexp(values)
+    m, e = (m * 2.0**53).astype(np.int64), e.astype(np.int64) - 53
+    order = np.argsort(e, kind="stable")
+    m, e = m[order], e[order]
+    starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+    high, low = np.add.reduceat(m >> 26, starts), np.add.reduceat(m & ((1 << 26) - 1), starts)
+    least = int(e[0])
+    total = sum(((int(h) << 26) + int(lo)) << (int(e[s]) - least) for h, lo, s in zip(high, low, starts))
+    return Fraction(total, 1 << -least) if least < 0 else Fraction(total << least)
 
 
 def oracle(case: Path, m: dict) -> dict[str, list | np.ndarray]:
