@@ -14,7 +14,8 @@ def _tree(root: Path) -> tuple[Path, Path]:
     (package / "sub").mkdir(parents=True)
     tests.mkdir()
     for i in range(5):
-        (tests / f"test_m{i}.py").write_text(f"def test_{i}():\n    x = {i}\n    assert x + 1 == {i + 1}, 'sum'\n" * (i + 1))
+        body = f"def test_{i}():\n    x = {i}\n    assert x + 1 == {i + 1}, 'sum'\n"
+        (tests / f"test_m{i}.py").write_text(body * (i + 1))
     (tests / "helper.py").write_text("VALUE = 3\n")
     (tests / "conftest.py").write_text("X = 1\n")
     (package / "__init__.py").write_text("")
