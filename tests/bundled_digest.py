@@ -11,8 +11,8 @@ Record from a clean checkout of the commit (a git worktree), never from a tree w
 uncommitted edits. Cases added later (a new op, a new case) are not in the record and are ignored.
 
 Paths that depend on where the tool and the output live (case.json's source, verify's repro and
-path) are written as <CASES> and <OUT> before hashing (in every file but the .bin storage, which holds numbers); so is case.json's seal (the sha256 of its text,
-source path included), once checked to hold.
+path) are written as <CASES> and <OUT> before hashing (in every file but the .bin storage, which holds numbers);
+so is case.json's seal (the sha256 of its text, source path included), once checked to hold.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ def compile_share(config, worker: int, workers: int, tests: Path = TESTS, packag
         return
     try:
         from _pytest.assertion import rewrite
-    except ImportError:  # (another pytest: its import compiles what it needs)
+    except ImportError:
         return
-    if not all(hasattr(rewrite, name) for name in ("_rewrite_test", "_write_pyc", "PYC_TAIL", "get_cache_dir")) or \
-            config.getoption("assertmode", "rewrite") != "rewrite":
-        return
-    state = config.stash[rewrite.assertstate_key] if hasattr(rewrite, "assertstate_key") else None
+    names = ("_rewrite_test", "_write_pyc", "PYC_TAIL", "get_cache_dir", "assertstate_key")
+    state = config.stash.get(rewrite.assertstate_key, None) if all(hasattr(rewrite, n) for n in names) else None
+    if state is None or config.getoption("assertmode", "rewrite") != "rewrite":
+        return  # (another pytest's internals, or no rewriting: its import compiles what it needs)
     rewritten = sorted(tests.glob("test_*.py"))
     plain = sorted(p for p in tests.glob("*.py") if not p.name.startswith("test_") and p.name != "conftest.py")
     plain += sorted(package.rglob("*.py"))
@@ -42,7 +42,7 @@ def compile_share(config, worker: int, workers: int, tests: Path = TESTS, packag
         try:
             if pyc is None:
                 py_compile.compile(str(path), doraise=True)
-            elif state is not None:
+            else:
                 pyc.parent.mkdir(exist_ok=True)
                 source_hash, code = rewrite._rewrite_test(path, config)
                 rewrite._write_pyc(state, code, source_hash, pyc)

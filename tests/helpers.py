@@ -21,8 +21,8 @@ def write_yaml(tmp: Path, text: str, name: str = "cases.yaml") -> Path:
 
 
 def read_yaml(path: Path):
-    """A YAML file the tool wrote (converted case files), read with libyaml where PyYAML has it: the same values as
-    yaml.safe_load, several times faster on the converted suites."""
+    """A YAML file (a converted case file, a bundled one) read by PyYAML, not the tool's reader (yamlsafe.py): its
+    safe loader, libyaml's where PyYAML has it (several times faster on the converted suites)."""
     import yaml
 
     return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -93,7 +93,7 @@ def logical(case_dir: Path, tensor: dict, key: str = "file") -> np.ndarray:
     index = np.full(shape, offset, dtype=np.int64)  # (element coords -> offset + sum(coord * stride), axis by axis)
     for axis, (size, stride) in enumerate(zip(shape, strides)):
         index += (np.arange(size, dtype=np.int64) * stride).reshape([-1 if a == axis else 1 for a in range(len(shape))])
-    return np.array(storage[index], dtype=storage.dtype).reshape(shape)
+    return np.array(storage[index], dtype=storage.dtype)  # (np.array: a 0-d view's element as an array)
 
 
 def tensor(m: dict, name: str) -> dict:

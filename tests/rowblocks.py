@@ -189,7 +189,6 @@ def atk_small_cases_pass(tmp_path: Path, atk: Path, key: str, independent, outpu
     import json
     import math
 
-
     r = run_cli("convert", "--skip-unsupported", atk, "-o", tmp_path / "yaml")
     assert r.exit_code == 0 and "skipped" not in r.output, r.output
     docs = [read_yaml(p) for p in sorted((tmp_path / "yaml").glob("*.yaml"))]

@@ -253,7 +253,6 @@ def test_ttk_suite_imports_whole_with_tanhx_and_passes(tmp_path):
     case MISTRUSTED, as every constant case: its golden is -inf in float16)."""
     import json
 
-
     r = run_cli("convert", TTK, "-o", tmp_path / "yaml")
     assert r.exit_code == 0, r.output
     cases = [c for p in sorted((tmp_path / "yaml").glob("*.yaml")) for c in read_yaml(p)["cases"]]

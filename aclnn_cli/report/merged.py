@@ -31,8 +31,8 @@ class Store:
 
     A case that did not pass is also kept without its error data (the HTML report's: often half of its text), as
     marshal's bytes of its fields: what the console and JUnit read of it, each once. Marshal, not JSON, since nothing
-    else reads them: it writes and reads the fields in a tenth of the time, and gives back the same values (the
-    field order, every float, a lone surrogate)."""
+    else reads them: it writes and reads a case's fields in under a third of JSON's time, and gives back the same
+    values (the field order, every float, a lone surrogate)."""
 
     def __init__(self) -> None:
         self.spill = SpillFile()
@@ -42,11 +42,12 @@ class Store:
 
     def add(self, text: str, lean: dict | None = None) -> int:
         """Keep a case's text (and its fields without error data, if it has any); its number."""
-        for data, offsets, sizes in ((text.encode("utf-8", "surrogatepass"), self.offsets, self.sizes),
-                                     (None if lean is None else marshal.dumps(lean), self.lean_offsets,
-                                      self.lean_sizes)):  # (a lone surrogate JSON escaped is kept as it came)
-            offsets.append(-1 if data is None else self.spill.put(data))
-            sizes.append(0 if data is None else len(data))
+        data = text.encode("utf-8", "surrogatepass")  # (a lone surrogate JSON escaped is kept as it came)
+        self.offsets.append(self.spill.put(data))
+        self.sizes.append(len(data))
+        fields = None if lean is None else marshal.dumps(lean)
+        self.lean_offsets.append(-1 if fields is None else self.spill.put(fields))
+        self.lean_sizes.append(0 if fields is None else len(fields))
         return len(self.offsets) - 1
 
     def text(self, i: int) -> str:
@@ -67,8 +68,7 @@ class Store:
         fields are read one after another)."""
         key = (i, errors or self.lean_offsets[i] < 0)
         if self._last[0] != key:
-            data = self.fields(i, errors=key[1])
-            self._last = (key, CaseResult(**data))
+            self._last = (key, CaseResult(**self.fields(i, errors=key[1])))
         return self._last[1]
 
 
